@@ -1,0 +1,55 @@
+/* Errors with context.
+ *
+ * Library code never exits on bad input: it returns a pt_status and leaves a
+ * message in a thread-local buffer that names the thing that was wrong and what
+ * was expected ("train-images-idx3-ubyte.gz: bad magic 0x00000000, expected
+ * 0x00000803"). The caller that finally reports the error (the CLI) prints
+ * pt_error_message(). Each thread has its own buffer, so a loader thread's
+ * error never overwrites the trainer's.
+ */
+#ifndef PT_UTIL_ERROR_H
+#define PT_UTIL_ERROR_H
+
+#include <stddef.h>
+
+typedef enum {
+  PT_OK = 0,
+  PT_ERR_ARG,     /* a caller passed a value out of range */
+  PT_ERR_IO,      /* open/read/write/rename failed (disk full included) */
+  PT_ERR_FORMAT,  /* a file's content is malformed */
+  PT_ERR_NOMEM,
+  PT_ERR_NET,     /* download failed */
+  PT_ERR_CHECKSUM,
+  PT_ERR_STATE,   /* an operation out of order, or an internal invariant broke */
+  PT_ERR_COMM,    /* a peer was lost or a collective failed */
+} pt_status;
+
+/* Sets the thread's message (printf-style) and returns code, so call sites read
+ * `return pt_fail(PT_ERR_FORMAT, "%s: truncated", path);`. */
+pt_status pt_fail(pt_status code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* pt_fail with ": strerror(errno)" appended. */
+pt_status pt_fail_errno(pt_status code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Prepends "context: " to the current message, keeping the code, so a caller
+ * can add what it was doing: pt_wrap(st, "loading %s", path). */
+pt_status pt_wrap(pt_status code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+const char *pt_error_message(void);
+const char *pt_status_name(pt_status code);
+void pt_error_clear(void);
+
+/* Propagate a failure unchanged. */
+#define PT_TRY(expr)                   \
+  do {                                 \
+    pt_status pt_try_st_ = (expr);     \
+    if (pt_try_st_ != PT_OK) return pt_try_st_; \
+  } while (0)
+
+/* Allocation that reports, for use in functions returning pt_status. */
+void *pt_malloc(size_t bytes);   /* NULL + message on failure */
+void *pt_calloc(size_t n, size_t size);
+/* 64-byte aligned, zeroed; free with pt_free_aligned (== free). */
+void *pt_alloc_aligned(size_t bytes);
+
+#endif

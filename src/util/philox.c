@@ -1,0 +1,63 @@
+/* Philox4x32-10. The constants are the published ones; the round structure
+ * is two 32x32->64 multiplies whose halves are mixed with the key. */
+#include "util/philox.h"
+
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+void pt_philox4x32(uint64_t key, uint64_t c0, uint64_t c1, uint32_t out[4]) {
+  uint32_t x0 = (uint32_t)c0, x1 = (uint32_t)(c0 >> 32);
+  uint32_t x2 = (uint32_t)c1, x3 = (uint32_t)(c1 >> 32);
+  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+  for (int round = 0; round < 10; round++) {
+    uint64_t p0 = (uint64_t)PHILOX_M0 * x0;
+    uint64_t p1 = (uint64_t)PHILOX_M1 * x2;
+    uint32_t y0 = (uint32_t)(p1 >> 32) ^ x1 ^ k0;
+    uint32_t y1 = (uint32_t)p1;
+    uint32_t y2 = (uint32_t)(p0 >> 32) ^ x3 ^ k1;
+    uint32_t y3 = (uint32_t)p0;
+    x0 = y0; x1 = y1; x2 = y2; x3 = y3;
+    k0 += PHILOX_W0;
+    k1 += PHILOX_W1;
+  }
+  out[0] = x0; out[1] = x1; out[2] = x2; out[3] = x3;
+}
+
+uint64_t pt_rng_key(uint64_t seed, uint32_t stream) {
+  uint32_t o[4];
+  pt_philox4x32(seed, stream, 0x7074726169ull /* "ptrai" */, o);
+  return ((uint64_t)o[1] << 32) | o[0];
+}
+
+void pt_rng_init(pt_rng *r, uint64_t key, uint64_t c0) {
+  r->key = key;
+  r->c0 = c0;
+  r->c1 = 0;
+  r->used = 4;
+}
+
+uint32_t pt_rng_u32(pt_rng *r) {
+  if (r->used == 4) {
+    pt_philox4x32(r->key, r->c0, r->c1++, r->buf);
+    r->used = 0;
+  }
+  return r->buf[r->used++];
+}
+
+float pt_rng_uniform(pt_rng *r) { return pt_u32_to_unit(pt_rng_u32(r)); }
+
+uint32_t pt_rng_below(pt_rng *r, uint32_t n) {
+  /* Lemire's multiply-shift with rejection of the biased low range. */
+  uint64_t m = (uint64_t)pt_rng_u32(r) * n;
+  uint32_t lo = (uint32_t)m;
+  if (lo < n) {
+    uint32_t threshold = (uint32_t)(-n) % n;
+    while (lo < threshold) {
+      m = (uint64_t)pt_rng_u32(r) * n;
+      lo = (uint32_t)m;
+    }
+  }
+  return (uint32_t)(m >> 32);
+}
