@@ -38,7 +38,17 @@ pt_status pt_wrap(pt_status code, const char *fmt, ...) {
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
   memcpy(old, errbuf, sizeof old);
-  snprintf(errbuf, sizeof errbuf, "%s: %s", prefix, old);
+  /* Truncation is acceptable: the message is for people, and the start of
+   * it, where the context is, survives. */
+  size_t n = strlen(prefix);
+  if (n > sizeof errbuf - 3) n = sizeof errbuf - 3;
+  memcpy(errbuf, prefix, n);
+  errbuf[n] = ':';
+  errbuf[n + 1] = ' ';
+  size_t rest = sizeof errbuf - n - 2;
+  size_t olen = strnlen(old, rest - 1);
+  memcpy(errbuf + n + 2, old, olen);
+  errbuf[n + 2 + olen] = 0;
   return code;
 }
 

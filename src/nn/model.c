@@ -1,0 +1,373 @@
+/* Building and running a sequential model. Shape inference walks the spec
+ * once, registering parameters with their PyTorch names; the same walk sizes
+ * every activation buffer, so forward and backward only index memory that
+ * already exists. */
+#include "nn/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/philox.h"
+#include "util/timer.h"
+
+static int add_tensor(pt_tensor_info *tab, int *count, size_t *total, const char *layer,
+                      const char *what, int ndim, const int64_t *shape) {
+  pt_tensor_info *t = &tab[(*count)];
+  snprintf(t->name, sizeof t->name, "%s.%s", layer, what);
+  t->ndim = ndim;
+  t->numel = 1;
+  for (int i = 0; i < ndim; i++) {
+    t->shape[i] = shape[i];
+    t->numel *= (size_t)shape[i];
+  }
+  t->offset = *total;
+  *total += t->numel;
+  return (*count)++;
+}
+
+static int add_param(pt_model *m, const char *layer, const char *what, int ndim, const int64_t *shape) {
+  return add_tensor(m->params, &m->nparams, &m->nparam_total, layer, what, ndim, shape);
+}
+
+static int add_buffer(pt_model *m, const char *layer, const char *what, int ndim, const int64_t *shape) {
+  return add_tensor(m->buffers, &m->nbuffers, &m->nbuffer_total, layer, what, ndim, shape);
+}
+
+static pt_status shape_error(const pt_layer *L, const char *origin, const char *what) {
+  return pt_fail(PT_ERR_FORMAT, "%s:%d: %s%s%s: input %dx%dx%d: %s", origin, L->spec.line,
+                 pt_layer_kind_name(L->spec.kind), L->spec.name[0] ? " " : "", L->spec.name, L->in_c,
+                 L->in_h, L->in_w, what);
+}
+
+/* Infers L's output shape from its input and registers its parameters. */
+static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
+  const pt_layer_spec *s = &L->spec;
+  const char *origin = m->spec.name;
+  L->out_c = L->in_c;
+  L->out_h = L->in_h;
+  L->out_w = L->in_w;
+  L->w = L->b = L->rmean = L->rvar = -1;
+  switch (s->kind) {
+    case PT_L_CONV2D: {
+      pt_conv_geom g = {L->in_c, L->in_h, L->in_w, s->out, s->kernel, s->kernel, s->stride, s->padding, 0, 0};
+      if (!pt_conv_init(&g)) return shape_error(L, origin, "kernel larger than the padded input");
+      L->conv = g;
+      L->out_c = s->out;
+      L->out_h = g.oh;
+      L->out_w = g.ow;
+      int64_t ws[4] = {s->out, L->in_c, s->kernel, s->kernel}, bs[1] = {s->out};
+      L->w = add_param(m, s->name, "weight", 4, ws);
+      if (s->bias) L->b = add_param(m, s->name, "bias", 1, bs);
+      size_t need = pt_conv_workspace(&g);
+      if (need > *ws_max) *ws_max = need;
+      break;
+    }
+    case PT_L_LINEAR: {
+      if (L->in_h != 1 || L->in_w != 1)
+        return shape_error(L, origin, "linear takes flat input: add 'flatten' before it");
+      L->out_c = s->out;
+      int64_t ws[2] = {s->out, L->in_c}, bs[1] = {s->out};
+      L->w = add_param(m, s->name, "weight", 2, ws);
+      if (s->bias) L->b = add_param(m, s->name, "bias", 1, bs);
+      break;
+    }
+    case PT_L_BATCHNORM2D: {
+      if (L->in_h == 1 && L->in_w == 1 && L->in_c > 1 && L->index > 0 &&
+          m->layers[L->index - 1].spec.kind == PT_L_FLATTEN)
+        return shape_error(L, origin, "batchnorm2d needs (C, H, W) input, not flat");
+      int64_t cs[1] = {L->in_c};
+      L->w = add_param(m, s->name, "weight", 1, cs);
+      L->b = add_param(m, s->name, "bias", 1, cs);
+      L->rmean = add_buffer(m, s->name, "running_mean", 1, cs);
+      L->rvar = add_buffer(m, s->name, "running_var", 1, cs);
+      break;
+    }
+    case PT_L_MAXPOOL2D:
+      if (L->in_h < s->kernel || L->in_w < s->kernel)
+        return shape_error(L, origin, "pooling kernel larger than the input");
+      L->out_h = (L->in_h - s->kernel) / s->stride + 1;
+      L->out_w = (L->in_w - s->kernel) / s->stride + 1;
+      break;
+    case PT_L_FLATTEN:
+      L->out_c = L->in_c * L->in_h * L->in_w;
+      L->out_h = L->out_w = 1;
+      break;
+    case PT_L_LOGSOFTMAX:
+      if (L->in_h != 1 || L->in_w != 1) return shape_error(L, origin, "logsoftmax takes flat input");
+      break;
+    case PT_L_RELU:
+    case PT_L_DROPOUT: break;
+  }
+  return PT_OK;
+}
+
+static size_t out_size(const pt_layer *L) { return (size_t)L->out_c * L->out_h * L->out_w; }
+
+static pt_status alloc_activations(pt_model *m, size_t ws_max) {
+  size_t B = (size_t)m->max_batch;
+  m->max_act = (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w;
+  for (int i = 0; i < m->nlayers; i++) {
+    pt_layer *L = &m->layers[i];
+    size_t o = out_size(L);
+    if (o > m->max_act) m->max_act = o;
+    if (L->spec.kind != PT_L_FLATTEN && !(L->y = pt_alloc_aligned(sizeof(float) * B * o))) return PT_ERR_NOMEM;
+    if (L->spec.kind == PT_L_MAXPOOL2D && !(L->argmax = pt_alloc_aligned(sizeof(int32_t) * B * o)))
+      return PT_ERR_NOMEM;
+    if (L->spec.kind == PT_L_DROPOUT && !(L->mask = pt_alloc_aligned(sizeof(float) * B * o)))
+      return PT_ERR_NOMEM;
+    if (L->spec.kind == PT_L_BATCHNORM2D &&
+        (!(L->save_mean = pt_alloc_aligned(sizeof(float) * L->out_c)) ||
+         !(L->save_invstd = pt_alloc_aligned(sizeof(float) * L->out_c))))
+      return PT_ERR_NOMEM;
+  }
+  for (int k = 0; k < 2; k++)
+    if (!(m->dbuf[k] = pt_alloc_aligned(sizeof(float) * B * m->max_act))) return PT_ERR_NOMEM;
+  if (!(m->ws = pt_alloc_aligned(sizeof(float) * (ws_max ? ws_max : 1)))) return PT_ERR_NOMEM;
+  if (!(m->dlogits = pt_alloc_aligned(sizeof(float) * B * m->num_classes))) return PT_ERR_NOMEM;
+  if (!(m->param = pt_alloc_aligned(sizeof(float) * m->nparam_total)) ||
+      !(m->grad = pt_alloc_aligned(sizeof(float) * m->nparam_total)) ||
+      !(m->buffer = pt_alloc_aligned(sizeof(float) * (m->nbuffer_total ? m->nbuffer_total : 1))))
+    return PT_ERR_NOMEM;
+  return PT_OK;
+}
+
+pt_status pt_model_create(pt_model **out, const pt_model_spec *spec, int max_batch) {
+  *out = NULL;
+  if (max_batch < 1) return pt_fail(PT_ERR_ARG, "batch size %d: expected at least 1", max_batch);
+  pt_model *m = pt_calloc(1, sizeof *m);
+  if (!m) return PT_ERR_NOMEM;
+  m->spec = *spec;
+  m->nlayers = spec->nlayers;
+  m->max_batch = max_batch;
+  m->training = 1;
+  size_t ws_max = 0;
+  int c = spec->in_c, h = spec->in_h, w = spec->in_w;
+  pt_status st = PT_OK;
+  for (int i = 0; i < m->nlayers && st == PT_OK; i++) {
+    pt_layer *L = &m->layers[i];
+    L->spec = spec->layers[i];
+    L->index = i;
+    L->in_c = c;
+    L->in_h = h;
+    L->in_w = w;
+    st = infer_layer(m, L, &ws_max);
+    c = L->out_c;
+    h = L->out_h;
+    w = L->out_w;
+  }
+  if (st == PT_OK && (h != 1 || w != 1))
+    st = pt_fail(PT_ERR_FORMAT, "%s: the last layer's output is %dx%dx%d; a classifier must end flat "
+                 "(add 'flatten' and a 'linear' layer)", spec->name, c, h, w);
+  if (st == PT_OK && c < 2)
+    st = pt_fail(PT_ERR_FORMAT, "%s: the model has %d output%s; a classifier needs at least 2",
+                 spec->name, c, c == 1 ? "" : "s");
+  m->num_classes = c;
+  if (st == PT_OK) st = alloc_activations(m, ws_max);
+  if (st != PT_OK) {
+    pt_model_destroy(m);
+    return st;
+  }
+  *out = m;
+  return PT_OK;
+}
+
+void pt_model_destroy(pt_model *m) {
+  if (!m) return;
+  for (int i = 0; i < m->nlayers; i++) {
+    pt_layer *L = &m->layers[i];
+    free(L->y);
+    free(L->argmax);
+    free(L->mask);
+    free(L->save_mean);
+    free(L->save_invstd);
+  }
+  free(m->dbuf[0]);
+  free(m->dbuf[1]);
+  free(m->ws);
+  free(m->dlogits);
+  free(m->param);
+  free(m->grad);
+  free(m->buffer);
+  free(m);
+}
+
+void pt_model_init(pt_model *m, uint64_t seed) {
+  uint64_t key = pt_rng_key(seed, PT_RNG_INIT);
+  m->dropout_key = pt_rng_key(seed, PT_RNG_DROPOUT);
+  for (int i = 0; i < m->nlayers; i++) {
+    pt_layer *L = &m->layers[i];
+    L->num_batches_tracked = 0;
+    if (L->w < 0) continue;
+    pt_tensor_info *w = &m->params[L->w];
+    if (L->spec.kind == PT_L_BATCHNORM2D) {
+      for (size_t k = 0; k < w->numel; k++) m->param[w->offset + k] = 1.0f;
+      memset(m->param + m->params[L->b].offset, 0, sizeof(float) * m->params[L->b].numel);
+      memset(m->buffer + m->buffers[L->rmean].offset, 0, sizeof(float) * m->buffers[L->rmean].numel);
+      for (size_t k = 0; k < m->buffers[L->rvar].numel; k++) m->buffer[m->buffers[L->rvar].offset + k] = 1.0f;
+      continue;
+    }
+    /* kaiming_uniform_(a=sqrt(5)) reduces to U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and
+     * PyTorch draws the bias from the same bound. */
+    size_t fan_in = w->numel / (size_t)w->shape[0];
+    float bound = 1.0f / sqrtf((float)fan_in);
+    pt_rng r;
+    pt_rng_init(&r, key, (uint64_t)L->w);
+    for (size_t k = 0; k < w->numel; k++) m->param[w->offset + k] = (2.0f * pt_rng_uniform(&r) - 1.0f) * bound;
+    if (L->b >= 0) {
+      pt_tensor_info *b = &m->params[L->b];
+      pt_rng_init(&r, key, (uint64_t)L->b);
+      for (size_t k = 0; k < b->numel; k++) m->param[b->offset + k] = (2.0f * pt_rng_uniform(&r) - 1.0f) * bound;
+    }
+  }
+}
+
+void pt_model_zero_grad(pt_model *m) { memset(m->grad, 0, sizeof(float) * m->nparam_total); }
+
+static float *P(pt_model *m, int idx) { return idx < 0 ? NULL : m->param + m->params[idx].offset; }
+static float *G(pt_model *m, int idx) { return idx < 0 ? NULL : m->grad + m->params[idx].offset; }
+static float *Bf(pt_model *m, int idx) { return m->buffer + m->buffers[idx].offset; }
+
+/* The input a layer saw in the last forward. */
+static const float *layer_input(const pt_model *m, int i, const float *x) {
+  for (int j = i - 1; j >= 0; j--)
+    if (m->layers[j].spec.kind != PT_L_FLATTEN) return m->layers[j].y;
+  return x;
+}
+
+static void layer_forward(pt_model *m, pt_layer *L, const float *x, int n) {
+  const size_t o = out_size(L);
+  const int hw = L->in_h * L->in_w;
+  switch (L->spec.kind) {
+    case PT_L_CONV2D: pt_conv2d_forward(&L->conv, n, x, P(m, L->w), P(m, L->b), L->y, m->ws); break;
+    case PT_L_LINEAR: pt_linear_forward(n, L->in_c, L->out_c, x, P(m, L->w), P(m, L->b), L->y); break;
+    case PT_L_BATCHNORM2D: {
+      pt_bn_geom g = {L->in_c, L->spec.eps, L->spec.momentum};
+      if (m->training) {
+        pt_batchnorm_forward_train(&g, n, hw, x, P(m, L->w), P(m, L->b), Bf(m, L->rmean), Bf(m, L->rvar),
+                                   L->save_mean, L->save_invstd, L->y);
+        L->num_batches_tracked++;
+      } else {
+        pt_batchnorm_forward_eval(&g, n, hw, x, P(m, L->w), P(m, L->b), Bf(m, L->rmean), Bf(m, L->rvar), L->y);
+      }
+      break;
+    }
+    case PT_L_MAXPOOL2D:
+      pt_maxpool_forward(n, L->in_c, L->in_h, L->in_w, L->spec.kernel, L->spec.stride, L->out_h, L->out_w, x,
+                         L->y, L->argmax);
+      break;
+    case PT_L_RELU: pt_relu_forward((size_t)n * o, x, L->y); break;
+    case PT_L_DROPOUT:
+      if (m->training && L->spec.p > 0.0f)
+        pt_dropout_forward((size_t)n * o, L->spec.p, m->dropout_key, m->step, (uint32_t)L->index, x, L->y, L->mask);
+      else
+        memcpy(L->y, x, sizeof(float) * (size_t)n * o);
+      break;
+    case PT_L_LOGSOFTMAX: pt_log_softmax_forward(n, L->in_c, x, L->y); break;
+    case PT_L_FLATTEN: break;
+  }
+}
+
+const float *pt_model_forward(pt_model *m, const float *x, int n) {
+  const float *cur = x;
+  for (int i = 0; i < m->nlayers; i++) {
+    pt_layer *L = &m->layers[i];
+    if (L->spec.kind == PT_L_FLATTEN) continue; /* a view: same memory */
+    double t0 = m->profile ? pt_now() : 0.0;
+    layer_forward(m, L, cur, n);
+    if (m->profile) L->fwd_ms += 1e3 * (pt_now() - t0);
+    cur = L->y;
+  }
+  return cur;
+}
+
+double pt_model_loss(pt_model *m, const int32_t *y, int n, float scale) {
+  const float *out = layer_input(m, m->nlayers, NULL);
+  if (m->spec.loss == PT_LOSS_NLL) return pt_nll_loss(n, m->num_classes, out, y, m->dlogits, scale);
+  return pt_cross_entropy_loss(n, m->num_classes, out, y, m->dlogits, scale);
+}
+
+/* dy -> dx for one layer; dx NULL when no one needs it. */
+static void layer_backward(pt_model *m, pt_layer *L, const float *x, const float *dy, float *dx, int n) {
+  const size_t o = out_size(L);
+  const int hw = L->in_h * L->in_w;
+  switch (L->spec.kind) {
+    case PT_L_CONV2D: pt_conv2d_backward(&L->conv, n, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx, m->ws); break;
+    case PT_L_LINEAR: pt_linear_backward(n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx); break;
+    case PT_L_BATCHNORM2D: {
+      pt_bn_geom g = {L->in_c, L->spec.eps, L->spec.momentum};
+      if (m->training)
+        pt_batchnorm_backward_train(&g, n, hw, x, P(m, L->w), L->save_mean, L->save_invstd, dy, G(m, L->w),
+                                    G(m, L->b), dx);
+      else
+        pt_batchnorm_backward_eval(&g, n, hw, x, P(m, L->w), Bf(m, L->rmean), Bf(m, L->rvar), dy, G(m, L->w),
+                                   G(m, L->b), dx);
+      break;
+    }
+    case PT_L_MAXPOOL2D:
+      if (dx) pt_maxpool_backward(n, L->in_c, L->in_h, L->in_w, L->out_h, L->out_w, dy, L->argmax, dx);
+      break;
+    case PT_L_RELU:
+      if (dx) pt_relu_backward((size_t)n * o, L->y, dy, dx);
+      break;
+    case PT_L_DROPOUT:
+      if (!dx) break;
+      if (m->training && L->spec.p > 0.0f) pt_dropout_backward((size_t)n * o, L->mask, dy, dx);
+      else memcpy(dx, dy, sizeof(float) * (size_t)n * o);
+      break;
+    case PT_L_LOGSOFTMAX:
+      if (dx) pt_log_softmax_backward(n, L->in_c, L->y, dy, dx);
+      break;
+    case PT_L_FLATTEN: break;
+  }
+}
+
+void pt_model_backward(pt_model *m, const float *x, int n) {
+  const float *dy = m->dlogits;
+  int which = 0;
+  for (int i = m->nlayers - 1; i >= 0; i--) {
+    pt_layer *L = &m->layers[i];
+    if (L->spec.kind == PT_L_FLATTEN) continue;
+    /* The first layer with parameters needs no input gradient: nothing
+     * below it learns, so skip that work entirely. */
+    int needs_dx = 0;
+    for (int j = i - 1; j >= 0; j--)
+      if (m->layers[j].w >= 0) needs_dx = 1;
+    float *dx = needs_dx ? m->dbuf[which] : NULL;
+    double t0 = m->profile ? pt_now() : 0.0;
+    layer_backward(m, L, layer_input(m, i, x), dy, dx, n);
+    if (m->profile) L->bwd_ms += 1e3 * (pt_now() - t0);
+    if (!dx) break;
+    dy = dx;
+    which ^= 1;
+  }
+}
+
+double pt_model_flops(const pt_model *m) {
+  double f = 0.0;
+  for (int i = 0; i < m->nlayers; i++) {
+    const pt_layer *L = &m->layers[i];
+    if (L->spec.kind == PT_L_CONV2D)
+      f += 2.0 * L->out_c * L->out_h * L->out_w * L->in_c * L->spec.kernel * L->spec.kernel;
+    else if (L->spec.kind == PT_L_LINEAR)
+      f += 2.0 * L->in_c * L->out_c;
+  }
+  return f;
+}
+
+const pt_tensor_info *pt_model_find(const pt_model *m, const char *name, const float **data, int *is_buffer) {
+  for (int i = 0; i < m->nparams; i++)
+    if (!strcmp(m->params[i].name, name)) {
+      if (data) *data = m->param + m->params[i].offset;
+      if (is_buffer) *is_buffer = 0;
+      return &m->params[i];
+    }
+  for (int i = 0; i < m->nbuffers; i++)
+    if (!strcmp(m->buffers[i].name, name)) {
+      if (data) *data = m->buffer + m->buffers[i].offset;
+      if (is_buffer) *is_buffer = 1;
+      return &m->buffers[i];
+    }
+  return NULL;
+}

@@ -1,0 +1,90 @@
+/* A sequential model: layers, their parameters in one flat buffer, and the
+ * activation memory for a maximum batch, all allocated once at build time.
+ *
+ * Parameters, gradients and batch-norm buffers are each one contiguous float
+ * array carved into named views (pt_tensor_info) in PyTorch's state_dict
+ * order, so the optimizer, the gradient allreduce and the checkpoint writer
+ * are single loops over one array. Activations live in buffers sized for
+ * max_batch, so a training step allocates nothing.
+ */
+#ifndef PT_NN_MODEL_H
+#define PT_NN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/spec.h"
+#include "ops/cpu/ops.h"
+
+typedef struct {
+  char name[PT_NAME_LEN + 24]; /* "conv1.weight" */
+  int ndim;
+  int64_t shape[4];
+  size_t offset, numel;        /* into the flat array */
+} pt_tensor_info;
+
+typedef struct {
+  pt_layer_spec spec;
+  int index;
+  int in_c, in_h, in_w;     /* per-sample input */
+  int out_c, out_h, out_w;  /* per-sample output */
+  pt_conv_geom conv;
+  int w, b;                 /* parameter indices, -1 if none */
+  int rmean, rvar;          /* batch-norm buffer indices, -1 if none */
+  int64_t num_batches_tracked;
+  float *y;                 /* (max_batch, out_c, out_h, out_w) output */
+  int32_t *argmax;          /* max-pool: (max_batch, out) */
+  float *mask;              /* dropout: (max_batch, out) */
+  float *save_mean, *save_invstd; /* batch-norm: (out_c) */
+  double fwd_ms, bwd_ms;    /* profiler accumulators */
+} pt_layer;
+
+typedef struct {
+  pt_model_spec spec;
+  int nlayers;
+  pt_layer layers[PT_MAX_LAYERS];
+  int max_batch;
+  int num_classes;
+
+  int nparams;
+  pt_tensor_info params[2 * PT_MAX_LAYERS];
+  size_t nparam_total;
+  float *param;  /* (nparam_total) */
+  float *grad;   /* (nparam_total) */
+
+  int nbuffers;  /* batch-norm running statistics, saved but not trained */
+  pt_tensor_info buffers[2 * PT_MAX_LAYERS];
+  size_t nbuffer_total;
+  float *buffer; /* (nbuffer_total) */
+
+  float *dbuf[2];   /* (max_batch, max activation) ping-pong gradients */
+  float *ws;        /* im2col workspace, largest conv */
+  float *dlogits;   /* (max_batch, num_classes) */
+  size_t max_act;   /* floats per sample of the largest activation */
+
+  int training;     /* dropout and batch statistics on */
+  uint64_t dropout_key;
+  uint64_t step;    /* counter for dropout masks */
+  int profile;      /* time each layer */
+} pt_model;
+
+/* Builds the model for batches of at most max_batch; checks shapes layer by
+ * layer and names the first layer whose input does not fit. */
+pt_status pt_model_create(pt_model **out, const pt_model_spec *spec, int max_batch);
+void pt_model_destroy(pt_model *m);
+/* PyTorch's default initialisation (Conv2d/Linear: U(-1/sqrt(fan_in), +) for
+ * weight and bias; batch-norm: weight 1, bias 0, mean 0, var 1), from Philox. */
+void pt_model_init(pt_model *m, uint64_t seed);
+void pt_model_zero_grad(pt_model *m);
+/* x (n, in_c, in_h, in_w) -> returns (n, num_classes), owned by the model. */
+const float *pt_model_forward(pt_model *m, const float *x, int n);
+/* Loss of the last forward against y; fills dlogits with d(loss)/d(output) * scale. */
+double pt_model_loss(pt_model *m, const int32_t *y, int n, float scale);
+/* Accumulates parameter gradients of the last forward/loss into m->grad. */
+void pt_model_backward(pt_model *m, const float *x, int n);
+
+/* Forward FLOPs per sample (2 per multiply-add) of conv and linear layers. */
+double pt_model_flops(const pt_model *m);
+const pt_tensor_info *pt_model_find(const pt_model *m, const char *name, const float **data, int *is_buffer);
+
+#endif

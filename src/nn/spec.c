@@ -1,0 +1,300 @@
+/* The model-spec parser. Line-oriented: a directive, then a name for layers
+ * that own parameters, then key=value options. Every error carries
+ * "origin:line:" and names what was expected, because this is the file format
+ * users write by hand. */
+#include "nn/spec.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_TOKENS 16
+
+typedef struct {
+  const char *origin;
+  int line;
+} ctx_t;
+
+static pt_status err(const ctx_t *c, const char *fmt, const char *a, const char *b) {
+  char msg[512];
+  snprintf(msg, sizeof msg, fmt, a ? a : "", b ? b : "");
+  return pt_fail(PT_ERR_FORMAT, "%s:%d: %s", c->origin, c->line, msg);
+}
+
+static pt_status parse_int(const ctx_t *c, const char *key, const char *v, int lo, int hi, int *out) {
+  char *end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (errno || end == v || *end || x < lo || x > hi) {
+    char range[64];
+    snprintf(range, sizeof range, "an integer in [%d, %d]", lo, hi);
+    return pt_fail(PT_ERR_FORMAT, "%s:%d: %s=%s: expected %s", c->origin, c->line, key, v, range);
+  }
+  *out = (int)x;
+  return PT_OK;
+}
+
+static pt_status parse_float(const ctx_t *c, const char *key, const char *v, double lo, double hi,
+                             float *out) {
+  char *end;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi)
+    return pt_fail(PT_ERR_FORMAT, "%s:%d: %s=%s: expected a number in [%g, %g]", c->origin, c->line,
+                   key, v, lo, hi);
+  *out = (float)x;
+  return PT_OK;
+}
+
+/* "a" or "a,b,c" into out[3] (one value is repeated over the channels). */
+static pt_status parse_triple(const ctx_t *c, const char *key, const char *v, double lo, float out[3]) {
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", v);
+  int n = 0;
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    if (n == 3) return pt_fail(PT_ERR_FORMAT, "%s:%d: %s: at most 3 values", c->origin, c->line, key);
+    PT_TRY(parse_float(c, key, t, lo, 1e6, &out[n++]));
+  }
+  if (n == 0) return pt_fail(PT_ERR_FORMAT, "%s:%d: %s: expected 1 or 3 values", c->origin, c->line, key);
+  for (int i = n; i < 3; i++) out[i] = out[n - 1];
+  return PT_OK;
+}
+
+static int valid_name(const char *s) {
+  if (!*s || strlen(s) >= PT_NAME_LEN) return 0;
+  for (const char *p = s; *p; p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+          *p == '_' || *p == '.'))
+      return 0;
+  return 1;
+}
+
+/* Splits "key=value"; returns 0 if tok has no '='. */
+static int split_kv(char *tok, char **key, char **val) {
+  char *eq = strchr(tok, '=');
+  if (!eq) return 0;
+  *eq = 0;
+  *key = tok;
+  *val = eq + 1;
+  return 1;
+}
+
+static const struct {
+  const char *word;
+  pt_layer_kind kind;
+  int named;          /* owns parameters, so needs a module name */
+  const char *options;
+} layer_words[] = {
+    {"conv2d", PT_L_CONV2D, 1, "out, kernel, stride, padding, bias"},
+    {"linear", PT_L_LINEAR, 1, "out, bias"},
+    {"batchnorm2d", PT_L_BATCHNORM2D, 1, "eps, momentum"},
+    {"maxpool2d", PT_L_MAXPOOL2D, 0, "kernel, stride"},
+    {"relu", PT_L_RELU, 0, "none"},
+    {"dropout", PT_L_DROPOUT, 0, "p"},
+    {"flatten", PT_L_FLATTEN, 0, "none"},
+    {"logsoftmax", PT_L_LOGSOFTMAX, 0, "none"},
+};
+
+const char *pt_layer_kind_name(pt_layer_kind kind) {
+  for (size_t i = 0; i < sizeof layer_words / sizeof layer_words[0]; i++)
+    if (layer_words[i].kind == kind) return layer_words[i].word;
+  return "?";
+}
+
+const char *pt_loss_kind_name(pt_loss_kind kind) {
+  return kind == PT_LOSS_NLL ? "nll" : "cross-entropy";
+}
+
+static pt_status parse_layer(const ctx_t *c, int w, char **tok, int ntok, pt_layer_spec *L) {
+  memset(L, 0, sizeof *L);
+  L->kind = layer_words[w].kind;
+  L->line = c->line;
+  L->stride = 0; /* 0 = default: 1 for conv, kernel for pooling */
+  L->bias = 1;
+  L->eps = 1e-5f;
+  L->momentum = 0.1f;
+  L->p = -1.0f;
+  int i = 1;
+  if (layer_words[w].named) {
+    if (i >= ntok || strchr(tok[i], '='))
+      return err(c, "%s needs a module name first, as in PyTorch (e.g. '%s conv1 ...')", tok[0], tok[0]);
+    if (!valid_name(tok[i]))
+      return err(c, "'%s' is not a valid module name (letters, digits, '_' and '.')", tok[i], NULL);
+    snprintf(L->name, sizeof L->name, "%s", tok[i]);
+    i++;
+  }
+  for (; i < ntok; i++) {
+    char *k, *v;
+    if (!split_kv(tok[i], &k, &v))
+      return err(c, "unexpected '%s': options are written key=value (%s)", tok[i], layer_words[w].options);
+    if (!strstr(layer_words[w].options, k) || strlen(k) < 1) goto unknown;
+    if (!strcmp(k, "out")) PT_TRY(parse_int(c, k, v, 1, 1 << 20, &L->out));
+    else if (!strcmp(k, "kernel")) PT_TRY(parse_int(c, k, v, 1, 1024, &L->kernel));
+    else if (!strcmp(k, "stride")) PT_TRY(parse_int(c, k, v, 1, 1024, &L->stride));
+    else if (!strcmp(k, "padding")) PT_TRY(parse_int(c, k, v, 0, 1024, &L->padding));
+    else if (!strcmp(k, "bias")) PT_TRY(parse_int(c, k, v, 0, 1, &L->bias));
+    else if (!strcmp(k, "p")) PT_TRY(parse_float(c, k, v, 0.0, 0.999999, &L->p));
+    else if (!strcmp(k, "eps")) PT_TRY(parse_float(c, k, v, 1e-12, 1.0, &L->eps));
+    else if (!strcmp(k, "momentum")) PT_TRY(parse_float(c, k, v, 0.0, 1.0, &L->momentum));
+    else goto unknown;
+    continue;
+  unknown:
+    return err(c, "unknown option '%s' (expected: %s)", k, layer_words[w].options);
+  }
+  switch (L->kind) {
+    case PT_L_CONV2D:
+      if (!L->out || !L->kernel) return err(c, "conv2d %s needs out= and kernel=", L->name, NULL);
+      if (!L->stride) L->stride = 1;
+      break;
+    case PT_L_LINEAR:
+      if (!L->out) return err(c, "linear %s needs out=", L->name, NULL);
+      break;
+    case PT_L_MAXPOOL2D:
+      if (!L->kernel) return err(c, "maxpool2d needs kernel=", NULL, NULL);
+      if (!L->stride) L->stride = L->kernel;
+      break;
+    case PT_L_DROPOUT:
+      if (L->p < 0) return err(c, "dropout needs p= (a probability in [0, 1))", NULL, NULL);
+      break;
+    default: break;
+  }
+  return PT_OK;
+}
+
+static pt_status parse_defaults(const ctx_t *c, char **tok, int ntok, pt_train_defaults *d) {
+  for (int i = 1; i < ntok; i++) {
+    char *k, *v;
+    if (!split_kv(tok[i], &k, &v)) return err(c, "defaults: expected key=value, got '%s'", tok[i], NULL);
+    if (!strcmp(k, "dataset")) snprintf(d->dataset, sizeof d->dataset, "%s", v);
+    else if (!strcmp(k, "optimizer")) snprintf(d->optimizer, sizeof d->optimizer, "%s", v);
+    else if (!strcmp(k, "scheduler")) snprintf(d->scheduler, sizeof d->scheduler, "%s", v);
+    else if (!strcmp(k, "lr")) PT_TRY(parse_float(c, k, v, 0.0, 1e3, &d->lr));
+    else if (!strcmp(k, "gamma")) PT_TRY(parse_float(c, k, v, 0.0, 1.0, &d->gamma));
+    else if (!strcmp(k, "momentum")) PT_TRY(parse_float(c, k, v, 0.0, 1.0, &d->momentum));
+    else if (!strcmp(k, "weight-decay")) PT_TRY(parse_float(c, k, v, 0.0, 1.0, &d->weight_decay));
+    else if (!strcmp(k, "batch")) PT_TRY(parse_int(c, k, v, 1, 1 << 20, &d->batch));
+    else if (!strcmp(k, "test-batch")) PT_TRY(parse_int(c, k, v, 1, 1 << 20, &d->test_batch));
+    else
+      return err(c, "defaults: unknown key '%s' (expected dataset, optimizer, lr, batch, test-batch, "
+                 "scheduler, gamma, momentum, weight-decay)%s", k, NULL);
+  }
+  return PT_OK;
+}
+
+static void spec_reset(pt_model_spec *s) {
+  memset(s, 0, sizeof *s);
+  s->loss = PT_LOSS_CROSS_ENTROPY;
+  for (int i = 0; i < 3; i++) s->std[i] = 1.0f;
+  pt_train_defaults *d = &s->defaults;
+  snprintf(d->dataset, sizeof d->dataset, "fashion-mnist");
+  snprintf(d->optimizer, sizeof d->optimizer, "sgd");
+  snprintf(d->scheduler, sizeof d->scheduler, "none");
+  d->lr = 0.01f;
+  d->batch = 64;
+  d->test_batch = 1000;
+  d->gamma = 0.7f;
+}
+
+pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spec) {
+  spec_reset(spec);
+  ctx_t c = {origin, 0};
+  int have_input = 0;
+  const char *p = text;
+  char line[1024];
+  while (*p) {
+    c.line++;
+    size_t len = strcspn(p, "\n");
+    if (len >= sizeof line) return err(&c, "line longer than %s characters", "1023", NULL);
+    memcpy(line, p, len);
+    line[len] = 0;
+    p += len + (p[len] == '\n');
+    char *hash = strchr(line, '#');
+    if (hash) *hash = 0;
+    char *tok[MAX_TOKENS];
+    int ntok = 0;
+    for (char *save = NULL, *t = strtok_r(line, " \t\r", &save); t; t = strtok_r(NULL, " \t\r", &save)) {
+      if (ntok == MAX_TOKENS) return err(&c, "too many words on one line", NULL, NULL);
+      tok[ntok++] = t;
+    }
+    if (!ntok) continue;
+    if (!strcmp(tok[0], "name")) {
+      if (ntok != 2 || !valid_name(tok[1])) return err(&c, "expected 'name NAME'", NULL, NULL);
+      snprintf(spec->name, sizeof spec->name, "%s", tok[1]);
+    } else if (!strcmp(tok[0], "input")) {
+      if (ntok != 4) return err(&c, "expected 'input C H W' (e.g. 'input 1 28 28')", NULL, NULL);
+      PT_TRY(parse_int(&c, "C", tok[1], 1, 4096, &spec->in_c));
+      PT_TRY(parse_int(&c, "H", tok[2], 1, 65536, &spec->in_h));
+      PT_TRY(parse_int(&c, "W", tok[3], 1, 65536, &spec->in_w));
+      have_input = 1;
+    } else if (!strcmp(tok[0], "loss")) {
+      if (ntok != 2) return err(&c, "expected 'loss nll' or 'loss cross-entropy'", NULL, NULL);
+      if (!strcmp(tok[1], "nll")) spec->loss = PT_LOSS_NLL;
+      else if (!strcmp(tok[1], "cross-entropy")) spec->loss = PT_LOSS_CROSS_ENTROPY;
+      else return err(&c, "unknown loss '%s' (expected nll or cross-entropy)", tok[1], NULL);
+    } else if (!strcmp(tok[0], "normalize")) {
+      for (int i = 1; i < ntok; i++) {
+        char *k, *v;
+        if (!split_kv(tok[i], &k, &v) || (strcmp(k, "mean") && strcmp(k, "std")))
+          return err(&c, "normalize: expected mean=M[,M,M] std=S[,S,S], got '%s'", tok[i], NULL);
+        if (!strcmp(k, "mean")) PT_TRY(parse_triple(&c, k, v, -1e6, spec->mean));
+        else PT_TRY(parse_triple(&c, k, v, 1e-6, spec->std));
+      }
+    } else if (!strcmp(tok[0], "augment")) {
+      for (int i = 1; i < ntok; i++) {
+        char *k, *v;
+        if (!split_kv(tok[i], &k, &v)) return err(&c, "augment: expected crop=PAD flip=0|1", NULL, NULL);
+        if (!strcmp(k, "crop")) PT_TRY(parse_int(&c, k, v, 0, 64, &spec->crop_pad));
+        else if (!strcmp(k, "flip")) PT_TRY(parse_int(&c, k, v, 0, 1, &spec->hflip));
+        else return err(&c, "augment: unknown key '%s' (expected crop, flip)", k, NULL);
+      }
+    } else if (!strcmp(tok[0], "defaults")) {
+      PT_TRY(parse_defaults(&c, tok, ntok, &spec->defaults));
+    } else {
+      size_t w = 0, nw = sizeof layer_words / sizeof layer_words[0];
+      while (w < nw && strcmp(tok[0], layer_words[w].word)) w++;
+      if (w == nw)
+        return err(&c, "unknown directive '%s' (expected input, conv2d, linear, batchnorm2d, maxpool2d, "
+                   "relu, dropout, flatten, logsoftmax, loss, normalize, augment, defaults, name)%s",
+                   tok[0], NULL);
+      if (spec->nlayers == PT_MAX_LAYERS) return err(&c, "more than %s layers", "64", NULL);
+      PT_TRY(parse_layer(&c, (int)w, tok, ntok, &spec->layers[spec->nlayers]));
+      for (int i = 0; i < spec->nlayers; i++)
+        if (spec->layers[spec->nlayers].name[0] && !strcmp(spec->layers[i].name, spec->layers[spec->nlayers].name))
+          return err(&c, "module name '%s' is already used", spec->layers[i].name, NULL);
+      spec->nlayers++;
+    }
+  }
+  c.line = 0;
+  if (!have_input) return pt_fail(PT_ERR_FORMAT, "%s: no 'input C H W' line", origin);
+  if (!spec->nlayers) return pt_fail(PT_ERR_FORMAT, "%s: no layers", origin);
+  if (!spec->name[0]) snprintf(spec->name, sizeof spec->name, "custom");
+  return PT_OK;
+}
+
+pt_status pt_spec_parse_file(const char *path, pt_model_spec *spec) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return pt_fail_errno(PT_ERR_IO, "cannot open model file %s", path);
+  char *buf = pt_malloc(1 << 16);
+  if (!buf) {
+    fclose(f);
+    return PT_ERR_NOMEM;
+  }
+  size_t n = fread(buf, 1, (1 << 16) - 1, f);
+  int too_big = !feof(f);
+  int bad = ferror(f);
+  fclose(f);
+  if (bad || too_big) {
+    free(buf);
+    return pt_fail(PT_ERR_FORMAT, "%s: %s", path, bad ? "read error" : "larger than 64 KiB, not a model spec");
+  }
+  buf[n] = 0;
+  if (memchr(buf, 0, n)) {
+    free(buf);
+    return pt_fail(PT_ERR_FORMAT, "%s: binary data, expected a text model spec", path);
+  }
+  pt_status st = pt_spec_parse(buf, path, spec);
+  free(buf);
+  return st;
+}

@@ -1,0 +1,101 @@
+/* CPU kernels: forward and backward of every op, on plain float arrays.
+ *
+ * Layout is NCHW, float32, contiguous. Kernels know nothing of layers or
+ * models: they take pointers and sizes, so the same table of shapes can drive
+ * them from the layers, from the finite-difference tests and (later) from the
+ * CUDA comparison tests. Backward kernels ACCUMULATE into parameter gradients
+ * (so micro-batches and data-parallel replicas can sum) and OVERWRITE input
+ * gradients. Any dx pointer may be NULL when the caller does not need it
+ * (the first layer never does).
+ */
+#ifndef PT_OPS_CPU_OPS_H
+#define PT_OPS_CPU_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Threads used by the BLAS inside one op. */
+void pt_ops_set_threads(int n);
+int pt_ops_get_threads(void);
+
+/* C (M,N) = alpha * op(A) op(B) + beta * C, row-major. */
+void pt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+              const float *b, int ldb, float beta, float *c, int ldc);
+
+/* ---- conv2d ---- */
+typedef struct {
+  int c, h, w;         /* input per sample */
+  int oc, kh, kw;      /* output channels, kernel */
+  int stride, pad;
+  int oh, ow;          /* derived by pt_conv_init */
+} pt_conv_geom;
+
+/* Fills oh, ow; returns 0 if the geometry is impossible (kernel larger than padded input). */
+int pt_conv_init(pt_conv_geom *g);
+/* Floats of workspace needed per call (im2col matrix of one sample). */
+size_t pt_conv_workspace(const pt_conv_geom *g);
+/* y (n, oc, oh, ow) = conv(x (n, c, h, w), w (oc, c, kh, kw)) + b (oc) [b may be NULL] */
+void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
+                       float *y, float *ws);
+/* dw, db accumulate; dx overwritten (NULL = skip). */
+void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w,
+                        const float *dy, float *dw, float *db, float *dx, float *ws);
+
+/* ---- linear: y (n, out) = x (n, in) w^T (in, out) + b ---- */
+void pt_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y);
+void pt_linear_backward(int n, int in, int out, const float *x, const float *w, const float *dy,
+                        float *dw, float *db, float *dx);
+
+/* ---- max-pool (kernel k, stride s, no padding, floor mode as PyTorch) ---- */
+void pt_maxpool_forward(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *x,
+                        float *y, int32_t *argmax);
+void pt_maxpool_backward(int n, int c, int h, int w, int oh, int ow, const float *dy,
+                         const int32_t *argmax, float *dx);
+
+/* ---- activations ---- */
+void pt_relu_forward(size_t n, const float *x, float *y);
+/* Uses the forward OUTPUT y (y > 0 <=> x > 0), so the input need not be kept. */
+void pt_relu_backward(size_t n, const float *y, const float *dy, float *dx);
+/* Inverted dropout as PyTorch: kept elements scaled by 1/(1-p). mask (n) holds
+ * 0 or 1/(1-p). The mask is a pure function of (key, step, layer, element). */
+void pt_dropout_forward(size_t n, float p, uint64_t key, uint64_t step, uint32_t layer,
+                        const float *x, float *y, float *mask);
+void pt_dropout_backward(size_t n, const float *mask, const float *dy, float *dx);
+
+/* ---- log-softmax over rows (n, k) ---- */
+void pt_log_softmax_forward(int n, int k, const float *x, float *y);
+void pt_log_softmax_backward(int n, int k, const float *y, const float *dy, float *dx);
+
+/* ---- losses: mean over the batch, as PyTorch's default reduction ---- */
+/* NLL of log-probabilities lp (n, k); dlp (n, k) receives d(loss)/d(lp) * scale. */
+double pt_nll_loss(int n, int k, const float *lp, const int32_t *y, float *dlp, float scale);
+/* Cross-entropy of logits z (n, k) = NLL(log_softmax(z)); dz as above. */
+double pt_cross_entropy_loss(int n, int k, const float *z, const int32_t *y, float *dz, float scale);
+/* Count of rows whose argmax equals the label. */
+int pt_count_correct(int n, int k, const float *scores, const int32_t *y);
+
+/* ---- batch-norm 2d over (n, c, h, w), statistics per channel ---- */
+typedef struct {
+  int c;
+  float eps, momentum;
+} pt_bn_geom;
+/* Training: batch statistics, running stats updated with unbiased variance.
+ * save_mean, save_invstd (c) are kept for backward. */
+void pt_batchnorm_forward_train(const pt_bn_geom *g, int n, int hw, const float *x,
+                                const float *gamma, const float *beta, float *running_mean,
+                                float *running_var, float *save_mean, float *save_invstd, float *y);
+void pt_batchnorm_forward_eval(const pt_bn_geom *g, int n, int hw, const float *x,
+                               const float *gamma, const float *beta, const float *running_mean,
+                               const float *running_var, float *y);
+/* Backward of the training-mode forward. dgamma, dbeta accumulate. */
+void pt_batchnorm_backward_train(const pt_bn_geom *g, int n, int hw, const float *x,
+                                 const float *gamma, const float *save_mean,
+                                 const float *save_invstd, const float *dy, float *dgamma,
+                                 float *dbeta, float *dx);
+/* Backward of the eval-mode forward (an affine map per channel). */
+void pt_batchnorm_backward_eval(const pt_bn_geom *g, int n, int hw, const float *x,
+                                const float *gamma, const float *running_mean,
+                                const float *running_var, const float *dy, float *dgamma,
+                                float *dbeta, float *dx);
+
+#endif

@@ -1,0 +1,18 @@
+/* The update rules, one per file, on raw arrays (the CUDA backend mirrors
+ * these signatures). */
+#ifndef PT_OPTIM_UPDATES_H
+#define PT_OPTIM_UPDATES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "optim/optimizer.h"
+
+/* buf (n) may be NULL without momentum; first: buf is not yet initialised. */
+void pt_sgd_update(const pt_opt_config *c, size_t n, float *p, const float *g, float *buf, int first, float lr);
+void pt_adam_update(const pt_opt_config *c, size_t n, float *p, const float *g, float *m, float *v,
+                    int64_t step, float lr);
+void pt_adadelta_update(const pt_opt_config *c, size_t n, float *p, const float *g, float *sq, float *acc,
+                        float lr);
+
+#endif
