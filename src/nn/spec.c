@@ -62,14 +62,17 @@ static pt_status parse_triple(const ctx_t *c, const char *key, const char *v, do
   return PT_OK;
 }
 
-static int valid_name(const char *s) {
+/* Module names as PyTorch allows them in a state_dict key: letters, digits,
+ * '_' and the '.' of nesting. Model names may also use '-'. */
+static int valid_chars(const char *s, const char *extra) {
   if (!*s || strlen(s) >= PT_NAME_LEN) return 0;
   for (const char *p = s; *p; p++)
     if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-          *p == '_' || *p == '.'))
+          strchr(extra, *p)))
       return 0;
   return 1;
 }
+static int valid_name(const char *s) { return valid_chars(s, "_."); }
 
 /* Splits "key=value"; returns 0 if tok has no '='. */
 static int split_kv(char *tok, char **key, char **val) {
@@ -220,7 +223,8 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
     }
     if (!ntok) continue;
     if (!strcmp(tok[0], "name")) {
-      if (ntok != 2 || !valid_name(tok[1])) return err(&c, "expected 'name NAME'", NULL, NULL);
+      if (ntok != 2 || !valid_chars(tok[1], "_.-"))
+        return err(&c, "expected 'name NAME' (letters, digits, '_', '.', '-')", NULL, NULL);
       snprintf(spec->name, sizeof spec->name, "%s", tok[1]);
     } else if (!strcmp(tok[0], "input")) {
       if (ntok != 4) return err(&c, "expected 'input C H W' (e.g. 'input 1 28 28')", NULL, NULL);

@@ -1,0 +1,172 @@
+/* The model-spec language and the presets built from it: shapes, parameter
+ * names and counts as PyTorch's modules have them, initialisation bounds,
+ * and clear errors for malformed specs. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "nn/model.h"
+#include "nn/presets.h"
+
+static pt_model *build(const char *preset) {
+  pt_model_spec spec;
+  assert_int_equal(pt_preset_spec(preset, &spec), PT_OK);
+  pt_model *m;
+  assert_int_equal(pt_model_create(&m, &spec, 2), PT_OK);
+  return m;
+}
+
+static void test_param_counts(void **s) {
+  (void)s;
+  /* Counts as sum(p.numel() for p in model.parameters()) in PyTorch. */
+  struct { const char *name; size_t params; int tensors; } want[] = {
+      {"mnist-cnn", 1199882, 8},
+      {"tutorial-cnn", 28938, 6},
+      {"fmnist-mlp", 159010, 4},
+      {"cifar-convnet", 140902954, 18},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    pt_model_spec spec;
+    assert_int_equal(pt_preset_spec(want[i].name, &spec), PT_OK);
+    pt_model *m;
+    /* cifar-convnet is 572 MB of parameters: check the count from the spec walk
+     * of a batch-1 model without touching the memory. */
+    assert_int_equal(pt_model_create(&m, &spec, 1), PT_OK);
+    if (m->nparam_total != want[i].params)
+      print_error("%s: %zu parameters, PyTorch has %zu\n", want[i].name, m->nparam_total, want[i].params);
+    assert_int_equal(m->nparam_total, want[i].params);
+    assert_int_equal(m->nparams, want[i].tensors);
+    pt_model_destroy(m);
+  }
+}
+
+static void test_pytorch_names(void **s) {
+  (void)s;
+  pt_model *m = build("tutorial-cnn");
+  const char *names[] = {"conv1.0.weight", "conv1.0.bias", "conv2.0.weight", "conv2.0.bias", "out.weight", "out.bias"};
+  for (int i = 0; i < 6; i++) assert_string_equal(m->params[i].name, names[i]);
+  assert_int_equal(m->params[4].shape[0], 10);
+  assert_int_equal(m->params[4].shape[1], 1568);
+  pt_model_destroy(m);
+  m = build("mnist-cnn");
+  assert_string_equal(m->params[4].name, "fc1.weight");
+  assert_int_equal(m->params[4].shape[1], 9216);
+  /* about 12 M multiply-adds forward */
+  assert_true(fabs(pt_model_flops(m) - 2 * 12.0e6) < 2 * 0.3e6);
+  pt_model_destroy(m);
+}
+
+static void test_init_bounds(void **s) {
+  (void)s;
+  pt_model *m = build("mnist-cnn");
+  pt_model_init(m, 1);
+  const pt_tensor_info *w = &m->params[4]; /* fc1.weight, fan_in 9216 */
+  float bound = 1.0f / sqrtf(9216.0f), mx = 0.0f;
+  double mean = 0.0, sq = 0.0;
+  for (size_t i = 0; i < w->numel; i++) {
+    float v = m->param[w->offset + i];
+    mx = fmaxf(mx, fabsf(v));
+    mean += v;
+    sq += (double)v * v;
+  }
+  mean /= (double)w->numel;
+  sq /= (double)w->numel;
+  assert_true(mx <= bound);
+  assert_true(mx > 0.99f * bound);
+  assert_true(fabs(mean) < 0.01 * bound);
+  /* uniform(-b, b) has variance b^2 / 3 */
+  assert_true(fabs(sq / (bound * bound / 3.0) - 1.0) < 0.01);
+  /* same seed, same weights; other seed, other weights */
+  float first = m->param[0];
+  pt_model_init(m, 1);
+  assert_true(m->param[0] == first);
+  pt_model_init(m, 2);
+  assert_true(m->param[0] != first);
+  pt_model_destroy(m);
+}
+
+static void expect_error(const char *text, const char *needle) {
+  pt_model_spec spec;
+  pt_status st = pt_spec_parse(text, "model.txt", &spec);
+  if (st == PT_OK) {
+    pt_model *m;
+    st = pt_model_create(&m, &spec, 2);
+    if (st == PT_OK) pt_model_destroy(m);
+  }
+  assert_int_not_equal(st, PT_OK);
+  if (!strstr(pt_error_message(), needle)) {
+    print_error("message '%s' lacks '%s'\n", pt_error_message(), needle);
+    fail();
+  }
+}
+
+static void test_spec_errors(void **s) {
+  (void)s;
+  expect_error("conv2d c out=3 kernel=3\nflatten\nlinear l out=2\n", "no 'input C H W'");
+  expect_error("input 1 28 28\nconv2d c out=3 kernal=3\n", "model.txt:2: unknown option 'kernal'");
+  expect_error("input 1 28 28\nconv2d out=3 kernel=3\n", "needs a module name");
+  expect_error("input 1 28 28\nconv2d c out=3\n", "needs out= and kernel=");
+  expect_error("input 1 28 28\nconv2d c out=-3 kernel=3\n", "out=-3: expected an integer");
+  expect_error("input 1 28 28\nlinear l out=10\n", "add 'flatten' before it");
+  expect_error("input 1 4 4\nconv2d c out=2 kernel=7\n", "kernel larger than the padded input");
+  expect_error("input 1 28 28\nconv2d c out=2 kernel=3\n", "a classifier must end flat");
+  expect_error("input 1 28 28\nflatten\nlinear a out=5\nlinear a out=3\n", "'a' is already used");
+  expect_error("input 1 28 28\nsoftmax\n", "unknown directive 'softmax'");
+  expect_error("input 1 28 28\nflatten\nlinear l out=2\nloss mse\n", "unknown loss 'mse'");
+  expect_error("input 1 28 28\nflatten\nlinear l out=2\ndropout p=1.5\n", "p=1.5");
+  expect_error("input 1 28 28\nflatten\nlinear l out=1\n", "at least 2");
+}
+
+static void test_spec_options(void **s) {
+  (void)s;
+  pt_model_spec spec;
+  const char *text =
+      "# a comment line\n"
+      "input 3 32 32   # trailing comment\n"
+      "conv2d features.0 out=8 kernel=3 stride=2 padding=1 bias=0\n"
+      "batchnorm2d bn eps=0.001 momentum=0.2\n"
+      "maxpool2d kernel=2\n"
+      "flatten\n"
+      "linear head out=10\n"
+      "normalize mean=0.5 std=0.25,0.5,1\n"
+      "augment crop=4 flip=1\n"
+      "defaults dataset=cifar10 optimizer=sgd lr=0.1 momentum=0.9 batch=32\n";
+  assert_int_equal(pt_spec_parse(text, "t", &spec), PT_OK);
+  pt_model *m;
+  assert_int_equal(pt_model_create(&m, &spec, 4), PT_OK);
+  assert_int_equal(m->layers[0].out_h, 16);
+  assert_int_equal(m->layers[2].out_h, 8);
+  assert_string_equal(m->params[0].name, "features.0.weight");
+  assert_string_equal(m->params[1].name, "bn.weight");  /* no conv bias */
+  assert_string_equal(m->buffers[1].name, "bn.running_var");
+  assert_float_equal(spec.layers[1].eps, 0.001, 1e-9);
+  assert_float_equal(spec.mean[2], 0.5, 0);
+  assert_float_equal(spec.std[1], 0.5, 0);
+  assert_int_equal(spec.crop_pad, 4);
+  assert_int_equal(spec.defaults.batch, 32);
+  assert_string_equal(spec.defaults.dataset, "cifar10");
+  assert_int_equal(m->num_classes, 10);
+  pt_model_destroy(m);
+}
+
+static void test_unknown_preset(void **s) {
+  (void)s;
+  pt_model_spec spec;
+  assert_int_equal(pt_preset_spec("resnet50", &spec), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "mnist-cnn"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_param_counts), cmocka_unit_test(test_pytorch_names),
+      cmocka_unit_test(test_init_bounds),  cmocka_unit_test(test_spec_errors),
+      cmocka_unit_test(test_spec_options), cmocka_unit_test(test_unknown_preset),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
