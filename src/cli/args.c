@@ -1,0 +1,119 @@
+#include "cli/args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int usage(const char *cmd, const char *fmt, const char *a, const char *b, const char *c) {
+  fprintf(stderr, "ptrain %s: ", cmd);
+  fprintf(stderr, fmt, a, b, c);
+  fprintf(stderr, " (see 'ptrain %s --help')\n", cmd);
+  return PT_USAGE_ERROR;
+}
+
+static int in_choices(const char *choices, const char *v) {
+  size_t n = strlen(v);
+  for (const char *p = choices; *p;) {
+    const char *bar = strchr(p, '|');
+    size_t len = bar ? (size_t)(bar - p) : strlen(p);
+    if (len == n && !strncmp(p, v, n)) return 1;
+    if (!bar) break;
+    p = bar + 1;
+  }
+  return 0;
+}
+
+static int set_value(const char *cmd, const pt_arg *a, const char *v) {
+  char *end;
+  char range[96];
+  errno = 0;
+  switch (a->type) {
+    case ARG_INT:
+    case ARG_I64:
+    case ARG_U64: {
+      long long x = strtoll(v, &end, 10);
+      if (errno || end == v || *end || x < a->lo || x > a->hi) {
+        if (a->hi >= 9e18) snprintf(range, sizeof range, "an integer >= %.0f", a->lo);
+        else snprintf(range, sizeof range, "an integer in [%.0f, %.0f]", a->lo, a->hi);
+        return usage(cmd, "%s: expected %s, got '%s'", a->name, range, v);
+      }
+      if (a->type == ARG_INT) *(int *)a->dst = (int)x;
+      else if (a->type == ARG_I64) *(int64_t *)a->dst = x;
+      else *(uint64_t *)a->dst = (uint64_t)x;
+      return 0;
+    }
+    case ARG_FLOAT: {
+      double x = strtod(v, &end);
+      if (errno || end == v || *end || !isfinite(x) || x < a->lo || x > a->hi) {
+        snprintf(range, sizeof range, "a number in [%g, %g]", a->lo, a->hi);
+        return usage(cmd, "%s: expected %s, got '%s'", a->name, range, v);
+      }
+      *(float *)a->dst = (float)x;
+      return 0;
+    }
+    case ARG_CHOICE:
+      if (!in_choices(a->choices, v)) return usage(cmd, "%s: expected one of %s, got '%s'", a->name, a->choices, v);
+      *(const char **)a->dst = v;
+      return 0;
+    case ARG_STR:
+      if (!*v) return usage(cmd, "%s: expected %s, got an empty value", a->name, a->meta ? a->meta : "a value", "");
+      *(const char **)a->dst = v;
+      return 0;
+    case ARG_FLAG: break;
+  }
+  return 0;
+}
+
+int pt_args_parse(const char *cmd, const pt_arg *table, int n, int argc, char **argv, int from, int *help,
+                  const char **positional, int max_pos, int *npos) {
+  *help = 0;
+  if (npos) *npos = 0;
+  for (int i = from; i < argc; i++) {
+    const char *s = argv[i];
+    if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+      *help = 1;
+      return 0;
+    }
+    if (strncmp(s, "--", 2) || !s[2]) {
+      if (!npos || *npos >= max_pos) return usage(cmd, "unexpected argument '%s'", s, "", "");
+      positional[(*npos)++] = s;
+      continue;
+    }
+    char name[64];
+    const char *eq = strchr(s, '=');
+    size_t len = eq ? (size_t)(eq - s) : strlen(s);
+    if (len >= sizeof name) return usage(cmd, "unknown flag '%s'", s, "", "");
+    memcpy(name, s, len);
+    name[len] = 0;
+    const pt_arg *a = NULL;
+    for (int k = 0; k < n; k++)
+      if (!strcmp(table[k].name, name)) a = &table[k];
+    if (!a) return usage(cmd, "unknown flag '%s'", name, "", "");
+    if (a->type == ARG_FLAG) {
+      if (eq) return usage(cmd, "%s takes no value", name, "", "");
+      *(int *)a->dst = 1;
+      continue;
+    }
+    const char *v = eq ? eq + 1 : NULL;
+    if (!v) {
+      if (i + 1 >= argc) return usage(cmd, "%s: missing value (expected %s)", name, a->meta ? a->meta : "a value", "");
+      v = argv[++i];
+    }
+    int rc = set_value(cmd, a, v);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+void pt_args_print_help(const char *usage_line, const char *about, const pt_arg *table, int n) {
+  printf("usage: %s\n\n%s\n\noptions:\n", usage_line, about);
+  for (int k = 0; k < n; k++) {
+    char left[64];
+    if (table[k].type == ARG_FLAG) snprintf(left, sizeof left, "%s", table[k].name);
+    else snprintf(left, sizeof left, "%s %s", table[k].name, table[k].meta ? table[k].meta : "V");
+    printf("  %-28s %s\n", left, table[k].help);
+  }
+  printf("  %-28s %s\n", "--help", "show this help");
+}

@@ -1,0 +1,45 @@
+/* ptrain data fetch: download and verify a dataset. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "data/dataset.h"
+#include "fetch/fetch.h"
+
+int pt_cmd_data(int argc, char **argv) {
+  const char *dir = NULL, *mirror = NULL;
+  const pt_arg flags[] = {
+      {"--dir", ARG_STR, &dir, 0, 0, NULL, "DIR", "where to put the files (default data/NAME)"},
+      {"--mirror", ARG_STR, &mirror, 0, 0, NULL, "URL", "download from this base URL instead"},
+  };
+  const int n = 2;
+  const char *pos[2];
+  int npos, help;
+  int rc = pt_args_parse("data", flags, n, argc, argv, 2, &help, pos, 2, &npos);
+  if (rc) return rc;
+  if (help || npos == 0) {
+    pt_args_print_help("ptrain data fetch mnist|fashion-mnist|cifar10 [--dir DIR] [--mirror URL]",
+                       "Download a dataset from its usual location and verify its checksums.", flags, n);
+    return help ? 0 : PT_USAGE_ERROR;
+  }
+  if (strcmp(pos[0], "fetch")) {
+    fprintf(stderr, "ptrain data: unknown action '%s' (expected 'fetch')\n", pos[0]);
+    return PT_USAGE_ERROR;
+  }
+  if (npos < 2) {
+    fprintf(stderr, "ptrain data fetch: missing dataset (expected mnist, fashion-mnist or cifar10)\n");
+    return PT_USAGE_ERROR;
+  }
+  const pt_fetch_spec *spec = pt_fetch_spec_find(pos[1]);
+  if (!spec) {
+    fprintf(stderr, "ptrain data fetch: unknown dataset '%s' (expected mnist, fashion-mnist or cifar10)\n", pos[1]);
+    return PT_USAGE_ERROR;
+  }
+  char def[64];
+  snprintf(def, sizeof def, "data/%s", pos[1]);
+  if (pt_fetch(spec, dir ? dir : def, mirror, isatty(fileno(stderr)) ? 1 : 1) != PT_OK) return pt_cli_fail("data fetch");
+  printf("%s is ready in %s\n", pos[1], dir ? dir : def);
+  return 0;
+}

@@ -1,0 +1,71 @@
+/* ptrain train: flags named as in pytorch/examples/mnist where they exist
+ * there, so users type them by habit. */
+#include <math.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "train/trainer.h"
+
+#define BIG 9.2e18
+
+int pt_cmd_train(int argc, char **argv) {
+  pt_train_config c;
+  pt_train_config_defaults(&c);
+  int no_prefetch = 0;
+  const pt_arg flags[] = {
+      {"--model", ARG_STR, &c.model, 0, 0, NULL, "NAME", "model preset (ptrain models lists them; default mnist-cnn)"},
+      {"--model-file", ARG_STR, &c.model_file, 0, 0, NULL, "SPEC", "model spec file (docs/models.md)"},
+      {"--dataset", ARG_CHOICE, &c.dataset, 0, 0, "fashion-mnist|mnist|cifar10", "NAME",
+       "fashion-mnist, mnist or cifar10 (default: the preset's)"},
+      {"--data-dir", ARG_STR, &c.data_dir, 0, 0, NULL, "DIR", "where the dataset files are"},
+      {"--epochs", ARG_INT, &c.epochs, 1, 100000, NULL, "N", "total epochs, counting resumed ones (default 1)"},
+      {"--batch-size", ARG_INT, &c.batch_size, 1, 1 << 20, NULL, "N", "training batch size (default: the preset's)"},
+      {"--test-batch-size", ARG_INT, &c.test_batch_size, 1, 1 << 20, NULL, "N", "evaluation batch size"},
+      {"--lr", ARG_FLOAT, &c.lr, 0, 1e3, NULL, "X", "learning rate (default: the preset's)"},
+      {"--optimizer", ARG_CHOICE, &c.optimizer, 0, 0, "sgd|adam|adamw|adadelta", "NAME", "sgd, adam, adamw or adadelta"},
+      {"--momentum", ARG_FLOAT, &c.momentum, 0, 0.999999, NULL, "X", "SGD momentum"},
+      {"--nesterov", ARG_FLAG, &c.nesterov, 0, 0, NULL, NULL, "Nesterov momentum (SGD)"},
+      {"--weight-decay", ARG_FLOAT, &c.weight_decay, 0, 1, NULL, "X", "L2 penalty (AdamW: decoupled; default 0.01 there)"},
+      {"--scheduler", ARG_CHOICE, &c.scheduler, 0, 0, "step|cosine|none", "NAME", "per-epoch schedule: step, cosine, none"},
+      {"--gamma", ARG_FLOAT, &c.gamma, 0, 1, NULL, "X", "StepLR decay per epoch (default 0.7)"},
+      {"--seed", ARG_U64, &c.seed, 0, BIG, NULL, "N", "random seed (default 1)"},
+      {"--threads", ARG_INT, &c.threads, 1, 1024, NULL, "N", "CPU threads (default: all cores)"},
+      {"--log-interval", ARG_INT, &c.log_interval, 1, 1 << 30, NULL, "N", "steps between log lines (default 10)"},
+      {"--max-steps", ARG_I64, &c.max_steps, 1, BIG, NULL, "N", "stop after N optimizer steps in all"},
+      {"--no-shuffle", ARG_FLAG, &c.no_shuffle, 0, 0, NULL, NULL, "keep the dataset's order"},
+      {"--no-dropout", ARG_FLAG, &c.no_dropout, 0, 0, NULL, NULL, "turn dropout layers off"},
+      {"--init-from", ARG_STR, &c.init_from, 0, 0, NULL, "FILE", "start from these weights (.safetensors, e.g. from PyTorch)"},
+      {"--save-model", ARG_FLAG, &c.save_model, 0, 0, NULL, NULL, "checkpoint after every epoch and at the end"},
+      {"--checkpoint-dir", ARG_STR, &c.checkpoint_dir, 0, 0, NULL, "DIR", "checkpoint directory (default checkpoints)"},
+      {"--resume", ARG_FLAG, &c.resume, 0, 0, NULL, NULL, "continue from the checkpoint in --checkpoint-dir"},
+      {"--metrics", ARG_STR, &c.metrics_path, 0, 0, NULL, "FILE", "append one JSON object per epoch"},
+      {"--quiet", ARG_FLAG, &c.quiet, 0, 0, NULL, NULL, "print only the final epoch's line and errors"},
+      {"--no-prefetch", ARG_FLAG, &no_prefetch, 0, 0, NULL, NULL, "prepare batches on the training thread"},
+  };
+  const int n = (int)(sizeof flags / sizeof flags[0]);
+  int help;
+  int rc = pt_args_parse("train", flags, n, argc, argv, 2, &help, NULL, 0, NULL);
+  if (rc) return rc;
+  if (help) {
+    pt_args_print_help("ptrain train [options]",
+                       "Train a model on one CPU device. Unset options take the preset's defaults\n"
+                       "(ptrain models NAME shows them).",
+                       flags, n);
+    return 0;
+  }
+  if (c.model && c.model_file) {
+    fprintf(stderr, "ptrain train: --model and --model-file: give one, not both (see 'ptrain train --help')\n");
+    return PT_USAGE_ERROR;
+  }
+  if (c.resume && c.init_from) {
+    fprintf(stderr, "ptrain train: --resume and --init-from: give one, not both (see 'ptrain train --help')\n");
+    return PT_USAGE_ERROR;
+  }
+  c.prefetch = !no_prefetch;
+  c.progress = isatty(fileno(stderr));
+  pt_train_result r;
+  if (pt_train_run(&c, stdout, &r) != PT_OK) return pt_cli_fail("train");
+  return 0;
+}

@@ -1,0 +1,14 @@
+/* The ptrain subcommands. Each returns the process exit status:
+ * 0 success, 1 a runtime failure (its message already printed), 2 a usage error. */
+#ifndef PT_CLI_COMMANDS_H
+#define PT_CLI_COMMANDS_H
+
+int pt_cmd_train(int argc, char **argv);
+int pt_cmd_eval(int argc, char **argv);
+int pt_cmd_models(int argc, char **argv);
+int pt_cmd_info(int argc, char **argv);
+int pt_cmd_data(int argc, char **argv);
+/* Prints "ptrain CMD: error: message" and returns 1. */
+int pt_cli_fail(const char *cmd);
+
+#endif

@@ -1,0 +1,50 @@
+/* ptrain: the command-line entry point, a dispatcher over subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "util/error.h"
+
+int pt_cli_fail(const char *cmd) {
+  fprintf(stderr, "ptrain %s: error: %s\n", cmd, pt_error_message());
+  return 1;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: ptrain COMMAND [options]\n\n"
+          "Train the tutorials' neural networks in parallel, from one CPU core up.\n\n"
+          "commands:\n"
+          "  train        train a model (ptrain train --help for every flag)\n"
+          "  eval         evaluate a checkpoint on the test split\n"
+          "  models       list the model presets, or print one's spec\n"
+          "  info         show the build, the devices and the datasets found\n"
+          "  data fetch   download and verify a dataset\n\n"
+          "  --help       show this help\n"
+          "  --version    show the version\n\n"
+          "Quick start: ptrain train --model mnist-cnn --epochs 1\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return PT_USAGE_ERROR;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(cmd, "--version")) {
+    printf("ptrain %s\n", PT_VERSION);
+    return 0;
+  }
+  if (!strcmp(cmd, "train")) return pt_cmd_train(argc, argv);
+  if (!strcmp(cmd, "eval")) return pt_cmd_eval(argc, argv);
+  if (!strcmp(cmd, "models")) return pt_cmd_models(argc, argv);
+  if (!strcmp(cmd, "info")) return pt_cmd_info(argc, argv);
+  if (!strcmp(cmd, "data")) return pt_cmd_data(argc, argv);
+  fprintf(stderr, "ptrain: unknown command '%s' (expected train, eval, models, info or data; see ptrain --help)\n", cmd);
+  return PT_USAGE_ERROR;
+}

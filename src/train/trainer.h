@@ -1,0 +1,64 @@
+/* The training loop: epochs, evaluation, learning-rate schedule,
+ * checkpoint cadence and resume. The CLI fills a pt_train_config; fields
+ * left at their "unset" values take the model preset's defaults.
+ */
+#ifndef PT_TRAIN_TRAINER_H
+#define PT_TRAIN_TRAINER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "nn/model.h"
+#include "optim/optimizer.h"
+
+#define PT_UNSET_INT (-1)
+#define PT_UNSET_STR NULL
+/* Floats use NAN for "unset". */
+
+typedef struct {
+  const char *model;          /* preset name */
+  const char *model_file;     /* or a spec file */
+  const char *dataset;        /* NULL: the preset's */
+  const char *data_dir;       /* NULL: the dataset's default */
+  int epochs;
+  int batch_size, test_batch_size;
+  float lr;
+  const char *optimizer;
+  float momentum;
+  int nesterov;
+  float weight_decay;
+  const char *scheduler;
+  float gamma;
+  uint64_t seed;
+  int threads;
+  int log_interval;
+  int64_t max_steps;          /* 0 = no limit */
+  int no_shuffle;
+  int no_dropout;             /* for equivalence tests: dropout layers pass through */
+  const char *init_from;
+  int save_model;
+  const char *checkpoint_dir;
+  int resume;
+  const char *metrics_path;
+  int quiet;
+  int progress;               /* 1: a progress bar (a terminal); 0: plain lines */
+  int prefetch;
+} pt_train_config;
+
+void pt_train_config_defaults(pt_train_config *c);
+
+/* What a run measured, for callers and tests. */
+typedef struct {
+  int epochs_done;
+  int64_t steps;
+  double train_loss, test_loss, test_acc;
+  double images_per_s;
+  double seconds;
+} pt_train_result;
+
+pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *result);
+
+/* Loads a model spec from a preset name or a spec file (exactly one given). */
+pt_status pt_train_load_spec(const char *model, const char *model_file, pt_model_spec *spec);
+
+#endif
