@@ -41,6 +41,10 @@ void pt_st_free(pt_st_file *f);
 const pt_st_tensor *pt_st_find(const pt_st_file *f, const char *name);
 const char *pt_st_meta(const pt_st_file *f, const char *key); /* NULL if absent */
 size_t pt_st_numel(const pt_st_tensor *t);
+/* "F32", "F64", ... as written in headers; NULL for a value outside the enum. */
+const char *pt_st_dtype_name(pt_st_dtype dtype);
+/* Bytes per element; 0 for a value outside the enum. */
+size_t pt_st_dtype_size(pt_st_dtype dtype);
 /* Copies tensor name into dst as f32 (converting from f64/i64/i32/u8), checking
  * that it has exactly numel elements. Errors name the tensor and the shapes. */
 pt_status pt_st_get_f32(const pt_st_file *f, const char *name, float *dst, size_t numel);

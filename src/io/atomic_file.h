@@ -1,0 +1,39 @@
+/* Atomic file replacement: a reader of PATH sees either the old content or the
+ * complete new content, never a half-written file, even across a crash or a
+ * full disk.
+ *
+ * The content goes to "PATH.tmp.<pid>" in the same directory (so the final
+ * rename cannot cross a filesystem), every write is checked, the file is
+ * fsync'ed, renamed over PATH, and the directory is fsync'ed so the rename
+ * itself is durable. Any failure up to the rename removes the temporary file
+ * and leaves PATH as it was. A failed directory sync after the rename is still
+ * reported: the new content is in place but might not survive a power cut.
+ *
+ * The temporary name is per process, so saves of the same PATH from two
+ * threads must be serialized by the caller (saving one file from two threads
+ * at once has no sensible outcome anyway).
+ *
+ * Usage: open, any number of writes, then exactly one of commit or abort; both
+ * free the handle whatever happens. After a failed write the caller should
+ * abort (a commit would also refuse and clean up).
+ */
+#ifndef PT_IO_ATOMIC_FILE_H
+#define PT_IO_ATOMIC_FILE_H
+
+#include <stddef.h>
+#include "util/error.h"
+
+typedef struct pt_atomic_file pt_atomic_file;
+
+/* Creates the temporary file next to path. On failure *out is NULL and the
+ * message names path. */
+pt_status pt_atomic_file_open(const char *path, pt_atomic_file **out);
+/* Appends len bytes (buffered). PT_ERR_IO naming the path on failure, e.g.
+ * ENOSPC; the error sticks, so later writes and the commit fail too. */
+pt_status pt_atomic_file_write(pt_atomic_file *h, const void *buf, size_t len);
+/* Flushes, fsyncs, renames over the path, fsyncs the directory; frees h. */
+pt_status pt_atomic_file_commit(pt_atomic_file *h);
+/* Closes and removes the temporary file; PATH is untouched; frees h. NULL ok. */
+void pt_atomic_file_abort(pt_atomic_file *h);
+
+#endif

@@ -1,0 +1,455 @@
+/* safetensors reader and writer.
+ *
+ * Round trips cover every dtype, a 0-d scalar, an empty tensor and metadata.
+ * Malformed inputs are built by hand (length prefix + header text + data) so
+ * each test breaks exactly one rule, and each asserts not only the status but
+ * that the message names the file and the offending tensor: the message is
+ * what a user sees.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "io/safetensors.h"
+
+static char tmpdir[64];
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb; (void)flag; (void)ftw;
+  return remove(path);
+}
+
+static int setup(void **state) {
+  (void)state;
+  strcpy(tmpdir, "/tmp/pt_st_test.XXXXXX");
+  return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  return nftw(tmpdir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static void path_in_tmp(char *out, size_t cap, const char *name) {
+  snprintf(out, cap, "%s/%s", tmpdir, name);
+}
+
+/* Length prefix + header + data, as a malloc'ed buffer. */
+static uint8_t *make_file(const char *header, const void *data, size_t data_len, size_t *len) {
+  size_t n = strlen(header);
+  *len = 8 + n + data_len;
+  uint8_t *buf = malloc(*len);
+  assert_non_null(buf);
+  for (int i = 0; i < 8; i++) buf[i] = (uint8_t)((uint64_t)n >> (8 * i));
+  memcpy(buf + 8, header, n);
+  if (data_len) memcpy(buf + 8 + n, data, data_len);
+  return buf;
+}
+
+/* Parses header + data_len zero bytes, expects PT_ERR_FORMAT with a message
+ * containing the file name and every NULL-terminated substring given. */
+static void expect_bad(const char *header, size_t data_len, ...) {
+  uint8_t zeros[256] = {0};
+  assert_true(data_len <= sizeof zeros);
+  size_t len;
+  uint8_t *buf = make_file(header, zeros, data_len, &len);
+  pt_st_file f;
+  pt_error_clear();
+  pt_status st = pt_st_parse(buf, len, "bad.safetensors", &f);
+  free(buf);
+  const char *msg = pt_error_message();
+  if (st != PT_ERR_FORMAT) fail_msg("header %s: status %d (%s), expected PT_ERR_FORMAT", header, st, msg);
+  assert_null(f.buf);
+  assert_int_equal(f.count, 0);
+  assert_non_null(strstr(msg, "bad.safetensors"));
+  va_list ap;
+  va_start(ap, data_len);
+  for (const char *s = va_arg(ap, const char *); s; s = va_arg(ap, const char *))
+    if (!strstr(msg, s)) fail_msg("message \"%s\" lacks \"%s\"", msg, s);
+  va_end(ap);
+  pt_st_free(&f); /* must be harmless after a failed parse */
+}
+
+static void test_round_trip(void **state) {
+  (void)state;
+  float f32[6] = {1.5f, -2.0f, 3.25f, 0.0f, 1e-30f, -7e20f};
+  double f64[4] = {0.1, -1e300, 3.0, 2.5};
+  int64_t i64[4] = {INT64_MIN, -1, 0, (int64_t)1 << 40};
+  int32_t i32[3] = {INT32_MAX, -5, 7};
+  uint8_t u8[5] = {0, 1, 127, 128, 255};
+  float scalar = 42.0f;
+  int64_t s23[2] = {2, 3}, s4[1] = {4}, s22[2] = {2, 2}, s3[1] = {3}, s5[1] = {5}, s03[2] = {0, 3};
+
+  pt_st_writer *w = pt_st_writer_new();
+  assert_non_null(w);
+  /* U8 first so the writer's alignment-ordering actually has work to do. */
+  assert_int_equal(pt_st_writer_add(w, "bytes", PT_ST_U8, 1, s5, u8), PT_OK);
+  assert_int_equal(pt_st_writer_add(w, "layer.weight", PT_ST_F32, 2, s23, f32), PT_OK);
+  assert_int_equal(pt_st_writer_add(w, "doubles", PT_ST_F64, 1, s4, f64), PT_OK);
+  assert_int_equal(pt_st_writer_add(w, "longs", PT_ST_I64, 2, s22, i64), PT_OK);
+  assert_int_equal(pt_st_writer_add(w, "ints", PT_ST_I32, 1, s3, i32), PT_OK);
+  assert_int_equal(pt_st_writer_add(w, "step", PT_ST_F32, 0, NULL, &scalar), PT_OK);
+  assert_int_equal(pt_st_writer_add(w, "empty", PT_ST_F32, 2, s03, NULL), PT_OK);
+  assert_int_equal(pt_st_writer_meta(w, "format", "pt"), PT_OK);
+  assert_int_equal(pt_st_writer_meta(w, "note", "quote \" backslash \\ newline \n done"), PT_OK);
+  assert_int_equal(pt_st_writer_meta(w, "format", "pt2"), PT_OK); /* replaces */
+  char path[128];
+  path_in_tmp(path, sizeof path, "model.safetensors");
+  assert_int_equal(pt_st_writer_write(w, path), PT_OK);
+  pt_st_writer_free(w);
+
+  pt_st_file f;
+  if (pt_st_read(path, &f) != PT_OK) fail_msg("%s", pt_error_message());
+  assert_int_equal(f.count, 7);
+  /* Header padded to 8 so the data buffer starts aligned. */
+  uint64_t hlen = 0;
+  for (int i = 0; i < 8; i++) hlen |= (uint64_t)f.buf[i] << (8 * i);
+  assert_int_equal(hlen % 8, 0);
+  assert_int_equal(f.buf[8], '{');
+
+  const pt_st_tensor *t = pt_st_find(&f, "layer.weight");
+  assert_non_null(t);
+  assert_int_equal(t->dtype, PT_ST_F32);
+  assert_int_equal(t->ndim, 2);
+  assert_int_equal(t->shape[0], 2);
+  assert_int_equal(t->shape[1], 3);
+  assert_int_equal(t->nbytes, sizeof f32);
+  assert_memory_equal(t->data, f32, sizeof f32);
+
+  struct { const char *name; pt_st_dtype dt; const void *data; size_t nbytes; int ndim; } want[] = {
+      {"doubles", PT_ST_F64, f64, sizeof f64, 1}, {"longs", PT_ST_I64, i64, sizeof i64, 2},
+      {"ints", PT_ST_I32, i32, sizeof i32, 1},     {"bytes", PT_ST_U8, u8, sizeof u8, 1},
+      {"step", PT_ST_F32, &scalar, 4, 0},          {"empty", PT_ST_F32, NULL, 0, 2},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    t = pt_st_find(&f, want[i].name);
+    assert_non_null(t);
+    assert_int_equal(t->dtype, want[i].dt);
+    assert_int_equal(t->ndim, want[i].ndim);
+    assert_int_equal(t->nbytes, want[i].nbytes);
+    if (want[i].nbytes) assert_memory_equal(t->data, want[i].data, want[i].nbytes);
+    size_t off = (size_t)(t->data - (f.buf + 8 + hlen));
+    assert_int_equal(off % pt_st_dtype_size(t->dtype), 0);
+  }
+  t = pt_st_find(&f, "step");
+  assert_int_equal(pt_st_numel(t), 1);
+  assert_int_equal(pt_st_numel(pt_st_find(&f, "empty")), 0);
+  assert_null(pt_st_find(&f, "missing"));
+
+  assert_string_equal(pt_st_meta(&f, "format"), "pt2");
+  assert_string_equal(pt_st_meta(&f, "note"), "quote \" backslash \\ newline \n done");
+  assert_null(pt_st_meta(&f, "absent"));
+  assert_int_equal(f.meta_count, 2);
+
+  /* Conversions to f32. */
+  float out[6];
+  assert_int_equal(pt_st_get_f32(&f, "layer.weight", out, 6), PT_OK);
+  assert_memory_equal(out, f32, sizeof f32);
+  assert_int_equal(pt_st_get_f32(&f, "doubles", out, 4), PT_OK);
+  assert_true(out[0] == 0.1f && out[2] == 3.0f && out[3] == 2.5f && out[1] == -INFINITY);
+  assert_int_equal(pt_st_get_f32(&f, "longs", out, 4), PT_OK);
+  assert_true(out[0] == (float)INT64_MIN && out[1] == -1.0f && out[3] == 1099511627776.0f);
+  assert_int_equal(pt_st_get_f32(&f, "ints", out, 3), PT_OK);
+  assert_true(out[0] == (float)INT32_MAX && out[1] == -5.0f && out[2] == 7.0f);
+  assert_int_equal(pt_st_get_f32(&f, "bytes", out, 5), PT_OK);
+  assert_true(out[0] == 0.0f && out[3] == 128.0f && out[4] == 255.0f);
+  assert_int_equal(pt_st_get_f32(&f, "step", out, 1), PT_OK);
+  assert_true(out[0] == 42.0f);
+  assert_int_equal(pt_st_get_f32(&f, "empty", NULL, 0), PT_OK);
+  pt_st_free(&f);
+  assert_null(f.buf);
+
+  /* No temporary file is left behind. */
+  DIR *d = opendir(tmpdir);
+  assert_non_null(d);
+  struct dirent *de;
+  while ((de = readdir(d)))
+    if (strstr(de->d_name, ".tmp.")) fail_msg("temporary file %s left", de->d_name);
+  closedir(d);
+}
+
+static void test_empty_file_and_parse_copy(void **state) {
+  (void)state;
+  pt_st_writer *w = pt_st_writer_new();
+  char path[128];
+  path_in_tmp(path, sizeof path, "empty.safetensors");
+  assert_int_equal(pt_st_writer_write(w, path), PT_OK);
+  pt_st_writer_free(w);
+  pt_st_file f;
+  assert_int_equal(pt_st_read(path, &f), PT_OK);
+  assert_int_equal(f.count, 0);
+  assert_int_equal(f.meta_count, 0);
+  pt_st_free(&f);
+
+  /* pt_st_parse copies: the caller's buffer may go away. */
+  float v[2] = {1, 2};
+  uint8_t *buf;
+  size_t len;
+  buf = make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", v, 8, &len);
+  assert_int_equal(pt_st_parse(buf, len, "mem", &f), PT_OK);
+  memset(buf, 0xff, len);
+  free(buf);
+  float out[2];
+  assert_int_equal(pt_st_get_f32(&f, "a", out, 2), PT_OK);
+  assert_true(out[0] == 1.0f && out[1] == 2.0f);
+  pt_st_free(&f);
+}
+
+static void test_get_f32_errors(void **state) {
+  (void)state;
+  static float data[288];
+  int64_t shape[4] = {32, 1, 3, 3};
+  pt_st_writer *w = pt_st_writer_new();
+  assert_int_equal(pt_st_writer_add(w, "conv1.weight", PT_ST_F32, 4, shape, data), PT_OK);
+  char path[128];
+  path_in_tmp(path, sizeof path, "conv.safetensors");
+  assert_int_equal(pt_st_writer_write(w, path), PT_OK);
+  pt_st_writer_free(w);
+  pt_st_file f;
+  assert_int_equal(pt_st_read(path, &f), PT_OK);
+  static float out[320];
+  assert_int_equal(pt_st_get_f32(&f, "conv1.weight", out, 320), PT_ERR_FORMAT);
+  assert_string_equal(pt_error_message(),
+                      "conv1.weight: has 288 elements (shape [32,1,3,3]), expected 320");
+  assert_int_equal(pt_st_get_f32(&f, "conv2.weight", out, 320), PT_ERR_FORMAT);
+  assert_non_null(strstr(pt_error_message(), "conv2.weight"));
+  pt_st_free(&f);
+}
+
+static void test_bad_lengths(void **state) {
+  (void)state;
+  pt_st_file f;
+  uint8_t tiny[5] = {1, 0, 0, 0, 0};
+  assert_int_equal(pt_st_parse(tiny, sizeof tiny, "bad.safetensors", &f), PT_ERR_FORMAT);
+  assert_non_null(strstr(pt_error_message(), "bad.safetensors"));
+  assert_non_null(strstr(pt_error_message(), "8-byte"));
+  assert_int_equal(pt_st_parse(NULL, 0, "bad.safetensors", &f), PT_ERR_FORMAT);
+
+  /* Header length that lies: bigger than the file. */
+  size_t len;
+  uint8_t *buf = make_file("{}", NULL, 0, &len);
+  buf[0] = 200;
+  assert_int_equal(pt_st_parse(buf, len, "bad.safetensors", &f), PT_ERR_FORMAT);
+  assert_non_null(strstr(pt_error_message(), "header length 200"));
+  /* Absurdly large: over the 100 MB limit, and an overflow risk for len + 8. */
+  memset(buf, 0xff, 8);
+  assert_int_equal(pt_st_parse(buf, len, "bad.safetensors", &f), PT_ERR_FORMAT);
+  assert_non_null(strstr(pt_error_message(), "limit"));
+  buf[0] = 0x00; buf[1] = 0xe2; buf[2] = 0xf5; buf[3] = 0x05; /* 100000256 */
+  memset(buf + 4, 0, 4);
+  assert_int_equal(pt_st_parse(buf, len, "bad.safetensors", &f), PT_ERR_FORMAT);
+  assert_non_null(strstr(pt_error_message(), "limit"));
+  free(buf);
+}
+
+static void test_bad_json(void **state) {
+  (void)state;
+  expect_bad("", 0, "JSON", NULL);
+  expect_bad("{\"a\":", 0, "not valid JSON", NULL);
+  expect_bad("[1,2]", 0, "expected a JSON object", NULL);
+  expect_bad("\"str\"", 0, "expected a JSON object", NULL);
+  expect_bad("{}  x", 0, "trailing", NULL);
+  expect_bad("{} {}", 0, "trailing", NULL);
+  char with_nul[] = "{}\0 ";
+  size_t len;
+  uint8_t *buf = make_file("{}    ", NULL, 0, &len);
+  memcpy(buf + 8, with_nul, 4);
+  pt_st_file f;
+  assert_int_equal(pt_st_parse(buf, len, "bad.safetensors", &f), PT_ERR_FORMAT);
+  free(buf);
+}
+
+#define E(body) "{\"other\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[15,16]}," \
+                "\"w.bad\":" body "}"
+
+static void test_bad_entries(void **state) {
+  (void)state;
+  expect_bad(E("5"), 16, "'w.bad'", "expected an object", NULL);
+  expect_bad(E("{\"shape\":[2],\"data_offsets\":[0,8]}"), 16, "'w.bad'", "dtype", "missing", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"data_offsets\":[0,8]}"), 16, "'w.bad'", "shape", "missing", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[2]}"), 16, "'w.bad'", "data_offsets", "missing", NULL);
+  expect_bad(E("{\"dtype\":4,\"shape\":[2],\"data_offsets\":[0,8]}"), 16, "'w.bad'", "dtype is a number", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":\"2\",\"data_offsets\":[0,8]}"), 16, "'w.bad'", "shape is a string", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":{},\"data_offsets\":[0,8]}"), 16, "'w.bad'", "expected an array", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":{}}"), 16, "'w.bad'", "data_offsets", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4,8]}"), 16, "'w.bad'", "[begin, end]", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}"), 16, "'w.bad'", "[begin, end]", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,\"8\"]}"), 16, "'w.bad'", "data_offsets[1] is a string", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[-8,0]}"), 16, "'w.bad'", "data_offsets[0]", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0.5,8]}"), 16, "'w.bad'", "data_offsets[0]", NULL);
+  expect_bad(E("{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}"), 16, "'w.bad'", "unknown dtype \"F16\"", NULL);
+  expect_bad(E("{\"dtype\":\"f32\",\"shape\":[2],\"data_offsets\":[0,8]}"), 16, "'w.bad'", "unknown dtype", NULL);
+  /* Shapes. */
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}"), 16, "'w.bad'", "dim 0 is -2", "non-negative integer", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[1,1.5],\"data_offsets\":[0,8]}"), 16, "'w.bad'", "dim 1 is 1.5", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[\"2\"],\"data_offsets\":[0,8]}"), 16, "'w.bad'", "dim 0 is a string", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[null],\"data_offsets\":[0,8]}"), 16, "'w.bad'", "dim 0 is null", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[1e300],\"data_offsets\":[0,8]}"), 16, "'w.bad'", "dim 0", NULL);
+  expect_bad(E("{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}"), 16, "'w.bad'", "more than 8 dims", NULL);
+  /* Offsets against the data buffer and the byte count. */
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}"), 16, "'w.bad'", "begin > end", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}"), 16, "'w.bad'", "past the data buffer of 16 bytes", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}"), 16, "'w.bad'", "hold 8 bytes, expected 12", "[3]", NULL);
+  expect_bad(E("{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,8]}"), 16, "'w.bad'", "expected 16", NULL);
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,0]}"), 16, "'w.bad'", "expected 4", NULL);
+  /* numel * size overflows 64 bits; must not wrap around to a small count. */
+  expect_bad(E("{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,0]}"), 16, "'w.bad'", "2^64", NULL);
+  expect_bad(E("{\"dtype\":\"F64\",\"shape\":[1125899906842624,4096],\"data_offsets\":[0,0]}"), 16, "'w.bad'", "2^64", NULL);
+  /* Above 2^53 a JSON double no longer holds the integer exactly. */
+  expect_bad(E("{\"dtype\":\"U8\",\"shape\":[2305843009213693952],\"data_offsets\":[0,0]}"), 16, "'w.bad'", "dim 0", "2^53", NULL);
+  expect_bad(E("{\"dtype\":\"U8\",\"shape\":[4294967296,4294967296,0],\"data_offsets\":[0,16]}"), 16, "'w.bad'", "expected 0", NULL);
+}
+
+static void test_overlap_and_duplicates(void **state) {
+  (void)state;
+  expect_bad("{\"w.a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+             "\"w.b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+             16, "overlaps", "'w.a'", "'w.b'", NULL);
+  /* One tensor inside another. */
+  expect_bad("{\"w.a\":{\"dtype\":\"U8\",\"shape\":[16],\"data_offsets\":[0,16]},"
+             "\"w.b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[4,6]}}",
+             16, "overlaps", "'w.a'", "'w.b'", NULL);
+  /* Identical ranges, listed in reverse order. */
+  expect_bad("{\"w.b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[8,12]},"
+             "\"w.a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[8,12]},"
+             "\"w.c\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}",
+             16, "overlaps", "'w.a'", "'w.b'", NULL);
+  expect_bad("{\"w.a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+             "\"w.a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[4,8]}}",
+             16, "'w.a'", "twice", NULL);
+
+  /* Empty tensors occupy nothing and adjacent ranges touch without overlapping. */
+  const char *ok = "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
+                   "\"e\":{\"dtype\":\"F32\",\"shape\":[0,5],\"data_offsets\":[4,4]},"
+                   "\"b\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[8,16]}}";
+  uint8_t data[16] = {0};
+  size_t len;
+  uint8_t *buf = make_file(ok, data, 16, &len);
+  pt_st_file f;
+  if (pt_st_parse(buf, len, "ok", &f) != PT_OK) fail_msg("%s", pt_error_message());
+  assert_int_equal(f.count, 3);
+  pt_st_free(&f);
+  free(buf);
+}
+
+static void test_bad_metadata(void **state) {
+  (void)state;
+  expect_bad("{\"__metadata__\":{\"epoch\":3}}", 0, "__metadata__", "'epoch'", "expected a string", NULL);
+  expect_bad("{\"__metadata__\":{\"a\":\"x\",\"b\":null}}", 0, "'b'", "expected a string", NULL);
+  expect_bad("{\"__metadata__\":[\"x\"]}", 0, "__metadata__", "expected an object", NULL);
+  expect_bad("{\"__metadata__\":{\"k\":\"x\",\"k\":\"y\"}}", 0, "'k'", "twice", NULL);
+  expect_bad("{\"__metadata__\":{},\"__metadata__\":{}}", 0, "two __metadata__", NULL);
+}
+
+static void test_truncated_file(void **state) {
+  (void)state;
+  double v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  int64_t shape[1] = {8};
+  pt_st_writer *w = pt_st_writer_new();
+  assert_int_equal(pt_st_writer_add(w, "fc.bias", PT_ST_F64, 1, shape, v), PT_OK);
+  char path[128];
+  path_in_tmp(path, sizeof path, "trunc.safetensors");
+  assert_int_equal(pt_st_writer_write(w, path), PT_OK);
+  pt_st_writer_free(w);
+  assert_int_equal(truncate(path, 100), 0);
+  pt_st_file f;
+  assert_int_equal(pt_st_read(path, &f), PT_ERR_FORMAT);
+  assert_non_null(strstr(pt_error_message(), path));
+  assert_non_null(strstr(pt_error_message(), "'fc.bias'"));
+  assert_non_null(strstr(pt_error_message(), "truncated"));
+  /* Cut inside the header: the length prefix now lies. */
+  assert_int_equal(truncate(path, 20), 0);
+  assert_int_equal(pt_st_read(path, &f), PT_ERR_FORMAT);
+  assert_non_null(strstr(pt_error_message(), "header length"));
+}
+
+static void test_read_missing_file(void **state) {
+  (void)state;
+  pt_st_file f;
+  assert_int_equal(pt_st_read("/nonexistent/x.safetensors", &f), PT_ERR_IO);
+  assert_non_null(strstr(pt_error_message(), "/nonexistent/x.safetensors"));
+  assert_int_equal(pt_st_read(tmpdir, &f), PT_ERR_IO); /* a directory */
+}
+
+static void test_writer_errors(void **state) {
+  (void)state;
+  float v[4] = {0};
+  int64_t good[1] = {4}, neg[1] = {-1};
+  pt_st_writer *w = pt_st_writer_new();
+  assert_int_equal(pt_st_writer_add(w, "a", PT_ST_F32, 1, good, v), PT_OK);
+  assert_int_equal(pt_st_writer_add(w, "a", PT_ST_F32, 1, good, v), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "a: tensor added twice"));
+  assert_int_equal(pt_st_writer_add(w, "b", PT_ST_F32, 1, neg, v), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "b:"));
+  assert_int_equal(pt_st_writer_add(w, "c", PT_ST_F32, 9, good, v), PT_ERR_ARG);
+  assert_int_equal(pt_st_writer_add(w, "d", (pt_st_dtype)17, 1, good, v), PT_ERR_ARG);
+  assert_int_equal(pt_st_writer_add(w, "e", PT_ST_F32, 1, good, NULL), PT_ERR_ARG);
+  assert_int_equal(pt_st_writer_add(w, "__metadata__", PT_ST_F32, 1, good, v), PT_ERR_ARG);
+  assert_int_equal(pt_st_writer_add(w, NULL, PT_ST_F32, 1, good, v), PT_ERR_ARG);
+
+  const char *path = "/nonexistent-dir-pt/sub/model.safetensors";
+  assert_int_equal(pt_st_writer_write(w, path), PT_ERR_IO);
+  assert_non_null(strstr(pt_error_message(), path));
+  pt_st_writer_free(w);
+  pt_st_writer_free(NULL);
+}
+
+/* Many tensors of mixed sizes: exercises the writer's buffering and the
+ * reader's sort-based checks with more than a handful of entries. */
+static void test_many_tensors(void **state) {
+  (void)state;
+  enum { N = 500 };
+  static float data[N][37];
+  static char names[N][32];
+  pt_st_writer *w = pt_st_writer_new();
+  for (int i = 0; i < N; i++) {
+    for (int j = 0; j < 37; j++) data[i][j] = (float)(i * 100 + j);
+    snprintf(names[i], sizeof names[i], "layer%03d.w", N - i);
+    int64_t shape[1] = {1 + i % 37};
+    assert_int_equal(pt_st_writer_add(w, names[i], i % 3 ? PT_ST_F32 : PT_ST_U8, 1, shape, data[i]), PT_OK);
+  }
+  char path[128];
+  path_in_tmp(path, sizeof path, "many.safetensors");
+  assert_int_equal(pt_st_writer_write(w, path), PT_OK);
+  /* Writing again over the existing file replaces it. */
+  assert_int_equal(pt_st_writer_write(w, path), PT_OK);
+  pt_st_writer_free(w);
+  pt_st_file f;
+  if (pt_st_read(path, &f) != PT_OK) fail_msg("%s", pt_error_message());
+  assert_int_equal(f.count, N);
+  for (int i = 0; i < N; i++) {
+    const pt_st_tensor *t = pt_st_find(&f, names[i]);
+    assert_non_null(t);
+    assert_int_equal(t->shape[0], 1 + i % 37);
+    assert_memory_equal(t->data, data[i], t->nbytes);
+  }
+  pt_st_free(&f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_round_trip),
+      cmocka_unit_test(test_empty_file_and_parse_copy),
+      cmocka_unit_test(test_get_f32_errors),
+      cmocka_unit_test(test_bad_lengths),
+      cmocka_unit_test(test_bad_json),
+      cmocka_unit_test(test_bad_entries),
+      cmocka_unit_test(test_overlap_and_duplicates),
+      cmocka_unit_test(test_bad_metadata),
+      cmocka_unit_test(test_truncated_file),
+      cmocka_unit_test(test_read_missing_file),
+      cmocka_unit_test(test_writer_errors),
+      cmocka_unit_test(test_many_tensors),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
