@@ -213,7 +213,10 @@ static pt_status report_epoch(run_t *R, int epoch, int64_t step, double train_lo
   pt_metrics_num(R->metrics, "test_acc", acc);
   pt_metrics_num(R->metrics, "images_per_s", ips);
   pt_metrics_num(R->metrics, "seconds", seconds);
-  pt_metrics_num(R->metrics, "lr", lr);
+  /* The float lr as the decimal a person wrote (0.01, not 0.009999999776). */
+  char lrs[32];
+  snprintf(lrs, sizeof lrs, "%.7g", lr);
+  pt_metrics_num(R->metrics, "lr", strtod(lrs, NULL));
   if (partial) pt_metrics_bool(R->metrics, "partial", 1);
   return pt_metrics_end(R->metrics);
 }

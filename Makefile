@@ -1,0 +1,40 @@
+# The two set-up commands of the README:
+#   make demo   install what is missing, build, train the default model
+#   make test   install what is missing, build, run every test
+# Options: SANITIZE=1 (AddressSanitizer + UBSan, in build-san), BUILD=dir.
+SANITIZE ?= 0
+ifeq ($(SANITIZE),1)
+BUILD ?= build-san
+CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPT_SANITIZE=ON
+else
+BUILD ?= build
+CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=Release
+endif
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: all deps configure build demo test fuzz clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/ptrain train --model mnist-cnn --dataset fashion-mnist --epochs 1
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# libFuzzer targets for the file readers (needs clang).
+fuzz: deps
+	CC=clang cmake -S . -B build-fuzz -DPT_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build build-fuzz -j $(JOBS)
+
+clean:
+	rm -rf build build-san build-fuzz

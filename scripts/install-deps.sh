@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ptrain needs to build and test, when missing.
+# As root it runs apt-get; otherwise it prints the exact sudo line and fails,
+# so `make` never hangs on a password prompt.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libopenblas-dev zlib1g-dev libcjson-dev libcurl4-openssl-dev libssl-dev libarchive-dev
+  libcmocka-dev
+  python3                # the loopback HTTP server of the download tests
+  dataset-fashion-mnist  # the default dataset, so a first run needs no download
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == installed ]] || missing+=("$p")
+done
+((${#missing[@]} == 0)) && exit 0
+
+if [[ $(id -u) -eq 0 ]]; then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  exit 0
+fi
+echo "ptrain needs these Debian packages; install them with:" >&2
+echo "  sudo apt-get install ${missing[*]}" >&2
+exit 1

@@ -1,0 +1,31 @@
+# Helpers shared by the end-to-end tests. Each check prints what it expected
+# and what it got, and the first failure ends the script with status 1.
+set -euo pipefail
+PTRAIN=$1
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+FMNIST=/usr/share/datasets/fashion-mnist
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok: $*"; }
+
+# expect_exit CODE PATTERN -- command...: runs the command, checks its exit
+# code and that its stderr matches PATTERN (grep -E).
+expect_exit() {
+  local code=$1 pattern=$2; shift 3
+  local rc=0
+  "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
+  [[ $rc == "$code" ]] || fail "'$*' exited $rc, expected $code; stderr: $(cat "$TMP/err")"
+  grep -Eq -- "$pattern" "$TMP/err" || fail "'$*': stderr lacks /$pattern/: $(cat "$TMP/err")"
+  pass "$* -> exit $code, /$pattern/"
+}
+
+need_fmnist() {
+  if [[ ! -f $FMNIST/train-images-idx3-ubyte.gz ]]; then
+    echo "SKIPPED: $FMNIST not found (apt-get install dataset-fashion-mnist)"
+    exit 77
+  fi
+}
+
+# The test accuracy printed on the final epoch line.
+accuracy_of() { sed -n 's/.*test accuracy \([0-9.]*\).*/\1/p' "$1" | tail -n 1; }

@@ -1,0 +1,52 @@
+# --resume continues bit for bit: 2 epochs straight equal 1 epoch + resume
+# to 2, and a run stopped mid-epoch by --max-steps, resumed, equals one
+# that never stopped. A custom model with dropout checks that the dropout
+# masks resume too. Corrupt checkpoints are refused with a clear error.
+source "$(dirname "$0")/lib.sh"
+need_fmnist
+
+cat >"$TMP/small.txt" <<'SPEC'
+name small-dropout
+input 1 28 28
+conv2d c1 out=4 kernel=5 stride=2
+relu
+dropout p=0.2
+flatten
+linear fc out=10
+loss cross-entropy
+defaults optimizer=sgd lr=0.05 momentum=0.9 batch=128 scheduler=step gamma=0.5
+SPEC
+train() { # train DIR flags...
+  local dir=$1; shift
+  "$PTRAIN" train --model-file "$TMP/small.txt" --threads 1 --save-model --checkpoint-dir "$TMP/$dir" --quiet "$@" \
+    >>"$TMP/$dir.out" 2>&1 || fail "train $dir $*: $(cat "$TMP/$dir.out")"
+}
+
+train straight --epochs 2
+train split --epochs 1
+train split --epochs 2 --resume
+cmp -s "$TMP/straight/model.safetensors" "$TMP/split/model.safetensors" || fail "epoch-boundary resume differs"
+pass "2 epochs = 1 epoch + resume"
+
+train mid --epochs 2 --max-steps 700   # stops inside epoch 2 (469 steps an epoch)
+grep -q "stopped early" "$TMP/mid.out" || fail "max-steps did not stop mid-epoch"
+train mid --epochs 2 --resume
+cmp -s "$TMP/straight/model.safetensors" "$TMP/mid/model.safetensors" || fail "mid-epoch resume differs"
+pass "stopped at step 700 and resumed = straight run"
+
+# Resuming with a changed batch size is refused: the data position would mean nothing.
+expect_exit 1 "used batch size 128; resume with --batch-size 128" -- "$PTRAIN" train --model-file "$TMP/small.txt" \
+  --checkpoint-dir "$TMP/straight" --resume --epochs 3 --batch-size 64
+
+# A truncated checkpoint: a clear error, nothing overwritten.
+cp -r "$TMP/straight" "$TMP/broken"
+truncate -s 100 "$TMP/broken/model.safetensors"
+expect_exit 1 "model.safetensors" -- "$PTRAIN" train --model-file "$TMP/small.txt" --checkpoint-dir "$TMP/broken" \
+  --resume --epochs 3
+[[ $(stat -c %s "$TMP/broken/model.safetensors") == 100 ]] || fail "a failed resume rewrote the checkpoint"
+# A state file from another model.
+cp "$TMP/straight/model.safetensors" "$TMP/other.safetensors"
+expect_exit 1 "no tensor|not a parameter" -- "$PTRAIN" train --model fmnist-mlp --init-from "$TMP/other.safetensors"
+expect_exit 1 "cannot open|No such file" -- "$PTRAIN" train --model-file "$TMP/small.txt" \
+  --checkpoint-dir "$TMP/none" --resume
+pass "bad checkpoints refused"

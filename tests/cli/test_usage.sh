@@ -1,0 +1,39 @@
+# Usage errors: exit code 2 and one line naming the flag and what was expected.
+source "$(dirname "$0")/lib.sh"
+
+expect_exit 2 "unknown flag '--bogus'" -- "$PTRAIN" train --bogus
+expect_exit 2 "--epochs: missing value" -- "$PTRAIN" train --epochs
+expect_exit 2 "--epochs: expected an integer in \[1, 100000\], got '0'" -- "$PTRAIN" train --epochs 0
+expect_exit 2 "--batch-size: expected an integer .*got 'abc'" -- "$PTRAIN" train --batch-size abc
+expect_exit 2 "--lr: expected a number .*got '-1'" -- "$PTRAIN" train --lr -1
+expect_exit 2 "--optimizer: expected one of sgd\|adam\|adamw\|adadelta, got 'rmsprop'" -- "$PTRAIN" train --optimizer rmsprop
+expect_exit 2 "--dataset: expected one of" -- "$PTRAIN" train --dataset imagenet
+expect_exit 2 "--nesterov takes no value" -- "$PTRAIN" train --nesterov=1
+expect_exit 2 "unexpected argument 'extra'" -- "$PTRAIN" train extra
+expect_exit 2 "--model and --model-file" -- "$PTRAIN" train --model mnist-cnn --model-file x.txt
+expect_exit 2 "unknown command 'trian'" -- "$PTRAIN" trian
+expect_exit 2 "--checkpoint FILE is required" -- "$PTRAIN" eval
+expect_exit 2 "unknown dataset 'svhn'" -- "$PTRAIN" data fetch svhn
+
+# Every subcommand has --help, exiting 0 with a usage line.
+for cmd in train eval models info data; do
+  "$PTRAIN" $cmd --help >"$TMP/help" || fail "ptrain $cmd --help exited non-zero"
+  grep -q "^usage: ptrain $cmd" "$TMP/help" || fail "ptrain $cmd --help: no usage line"
+done
+"$PTRAIN" --help | grep -q "^usage: ptrain COMMAND" || fail "ptrain --help"
+"$PTRAIN" --version | grep -Eq "^ptrain [0-9]+\.[0-9]+\.[0-9]+$" || fail "ptrain --version"
+pass "--help and --version"
+
+# Runtime errors: exit 1 with a message naming the thing.
+expect_exit 1 "unknown model 'resnet'" -- "$PTRAIN" train --model resnet
+expect_exit 1 "train-images-idx3-ubyte.*ptrain data fetch" -- "$PTRAIN" train --data-dir "$TMP/nowhere"
+printf 'input 1 28 28\nconv2d c out=4 kernal=3\n' >"$TMP/bad.txt"
+expect_exit 1 "bad.txt:2: unknown option 'kernal'" -- "$PTRAIN" train --model-file "$TMP/bad.txt"
+expect_exit 1 "momentum and --nesterov apply to --optimizer sgd" -- "$PTRAIN" train --optimizer adam --nesterov
+
+# ptrain models lists every preset with its size.
+"$PTRAIN" models >"$TMP/models"
+for m in mnist-cnn tutorial-cnn fmnist-mlp cifar-convnet; do grep -q "^$m " "$TMP/models" || fail "models lacks $m"; done
+grep -q "^mnist-cnn *1199882 " "$TMP/models" || fail "mnist-cnn parameter count"
+"$PTRAIN" models fmnist-mlp | grep -q "^linear lin1 out=200" || fail "models NAME prints the spec"
+pass "models"
