@@ -1,0 +1,164 @@
+/* Dataset names, default locations and loading a split from a directory.
+ *
+ * Loading only finds files and hands them to the format readers (idx.c,
+ * cifar.c). Its own job is the error a user sees first on a fresh machine, a
+ * missing file, so that message lists every path tried and the command that
+ * would fetch the data, instead of a bare "No such file or directory".
+ *
+ * IDX files are looked for plain first, then gzipped, since the plain name is
+ * what an unpacked copy has and the .gz what a mirror or Debian's
+ * dataset-fashion-mnist package ships. Images load before labels so the label
+ * reader can check the count against the image count.
+ */
+#include "data/dataset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "data/blob.h"
+
+#define PT_NUM_CLASSES 10
+
+static const char *const kind_names[] = {
+    [PT_DS_MNIST] = "mnist",
+    [PT_DS_FASHION_MNIST] = "fashion-mnist",
+    [PT_DS_CIFAR10] = "cifar10",
+};
+#define NUM_KINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
+
+pt_status pt_dataset_kind_parse(const char *name, pt_dataset_kind *out) {
+  for (int k = 0; k < NUM_KINDS; k++) {
+    if (name && strcmp(name, kind_names[k]) == 0) {
+      *out = (pt_dataset_kind)k;
+      return PT_OK;
+    }
+  }
+  return pt_fail(PT_ERR_ARG, "unknown dataset '%s', expected one of: mnist, fashion-mnist, cifar10",
+                 name ? name : "(null)");
+}
+
+const char *pt_dataset_kind_name(pt_dataset_kind kind) {
+  if ((int)kind < 0 || (int)kind >= NUM_KINDS) return "unknown";
+  return kind_names[kind];
+}
+
+const char *pt_dataset_default_dir(pt_dataset_kind kind) {
+  switch (kind) {
+    case PT_DS_MNIST: return "data/mnist";
+    case PT_DS_FASHION_MNIST: return "/usr/share/datasets/fashion-mnist";
+    case PT_DS_CIFAR10: return "data/cifar10";
+  }
+  return "data";
+}
+
+void pt_dataset_free(pt_dataset *ds) {
+  if (!ds) return;
+  free(ds->images);
+  free(ds->labels);
+  memset(ds, 0, sizeof *ds);
+}
+
+static int is_file(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static pt_status join(char *out, size_t cap, const char *dir, const char *sub, const char *name,
+                      const char *suffix) {
+  int r = sub ? snprintf(out, cap, "%s/%s/%s%s", dir, sub, name, suffix)
+              : snprintf(out, cap, "%s/%s%s", dir, name, suffix);
+  if (r < 0 || (size_t)r >= cap) return pt_fail(PT_ERR_ARG, "%s: path too long", dir);
+  return PT_OK;
+}
+
+/* The "how to get it" half of a missing-file message. */
+static void fetch_hint(char *out, size_t cap, pt_dataset_kind kind, const char *dir) {
+  int r = snprintf(out, cap, "run `ptrain data fetch %s --dir %s`", pt_dataset_kind_name(kind),
+                   dir);
+  if (kind == PT_DS_FASHION_MNIST && r >= 0 && (size_t)r < cap)
+    snprintf(out + r, cap - (size_t)r, " or `apt-get install dataset-fashion-mnist`");
+}
+
+/* Finds dir/base or dir/base.gz. */
+static pt_status find_idx(char *path, size_t cap, pt_dataset_kind kind, const char *dir,
+                          const char *base) {
+  PT_TRY(join(path, cap, dir, NULL, base, ""));
+  if (is_file(path)) return PT_OK;
+  PT_TRY(join(path, cap, dir, NULL, base, ".gz"));
+  if (is_file(path)) return PT_OK;
+  char hint[512];
+  fetch_hint(hint, sizeof hint, kind, dir);
+  return pt_fail(PT_ERR_IO, "%s: %s not found (tried %s/%s and %s/%s.gz); %s",
+                 pt_dataset_kind_name(kind), base, dir, base, dir, base, hint);
+}
+
+static pt_status load_idx(pt_dataset *ds, pt_dataset_kind kind, const char *dir, int train) {
+  const char *prefix = train ? "train" : "t10k";
+  char base[64], path[4096];
+  snprintf(base, sizeof base, "%s-images-idx3-ubyte", prefix);
+  PT_TRY(find_idx(path, sizeof path, kind, dir, base));
+  PT_TRY(pt_idx_read_images(path, ds));
+  snprintf(base, sizeof base, "%s-labels-idx1-ubyte", prefix);
+  PT_TRY(find_idx(path, sizeof path, kind, dir, base));
+  return pt_idx_read_labels(path, ds->n, PT_NUM_CLASSES, &ds->labels);
+}
+
+static pt_status load_cifar(pt_dataset *ds, const char *dir, int train) {
+  static const char *const train_files[] = {"data_batch_1.bin", "data_batch_2.bin",
+                                            "data_batch_3.bin", "data_batch_4.bin",
+                                            "data_batch_5.bin"};
+  static const char *const test_files[] = {"test_batch.bin"};
+  const char *const *files = train ? train_files : test_files;
+  int nfiles = train ? 5 : 1;
+  /* The official tarball unpacks into cifar-10-batches-bin/; accept both that
+   * and the files placed directly in dir. The first file decides which. */
+  const char *sub = NULL;
+  char path[4096];
+  PT_TRY(join(path, sizeof path, dir, NULL, files[0], ""));
+  if (!is_file(path)) {
+    sub = "cifar-10-batches-bin";
+    PT_TRY(join(path, sizeof path, dir, sub, files[0], ""));
+    if (!is_file(path)) {
+      char hint[512];
+      fetch_hint(hint, sizeof hint, PT_DS_CIFAR10, dir);
+      return pt_fail(PT_ERR_IO, "cifar10: %s not found (tried %s/%s and %s/%s/%s); %s", files[0],
+                     dir, files[0], dir, sub, files[0], hint);
+    }
+  }
+  for (int i = 0; i < nfiles; i++) {
+    PT_TRY(join(path, sizeof path, dir, sub, files[i], ""));
+    if (!is_file(path)) {
+      char hint[512];
+      fetch_hint(hint, sizeof hint, PT_DS_CIFAR10, dir);
+      return pt_fail(PT_ERR_IO, "cifar10: %s not found (%s is there: incomplete download?); %s",
+                     path, files[0], hint);
+    }
+    uint8_t *buf;
+    size_t len;
+    PT_TRY(pt_blob_read(path, PT_BLOB_MAX_BYTES, &buf, &len));
+    pt_status st = pt_cifar_parse_batch(buf, len, path, ds);
+    free(buf);
+    PT_TRY(st);
+  }
+  return PT_OK;
+}
+
+pt_status pt_dataset_load(pt_dataset *ds, pt_dataset_kind kind, const char *dir, int train) {
+  memset(ds, 0, sizeof *ds);
+  if (!dir) dir = pt_dataset_default_dir(kind);
+  pt_status st;
+  switch (kind) {
+    case PT_DS_MNIST:
+    case PT_DS_FASHION_MNIST: st = load_idx(ds, kind, dir, train); break;
+    case PT_DS_CIFAR10: st = load_cifar(ds, dir, train); break;
+    default: return pt_fail(PT_ERR_ARG, "unknown dataset kind %d", (int)kind);
+  }
+  if (st != PT_OK) {
+    pt_dataset_free(ds);
+    return st;
+  }
+  ds->num_classes = PT_NUM_CLASSES;
+  return PT_OK;
+}

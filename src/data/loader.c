@@ -1,0 +1,373 @@
+/* Batch loader: epoch order, sharding, normalisation, augmentation, prefetch.
+ *
+ * Everything random is a pure function of the seed and of where it is used:
+ * the epoch's permutation is a Fisher-Yates shuffle drawn from the stream
+ * (key(seed, SHUFFLE), c0 = epoch), and a sample's crop and flip from
+ * (key(seed, AUGMENT), c0 = epoch << 32 | dataset index). So a batch's content
+ * depends neither on which thread prepares it nor on what came before it in
+ * the epoch, which is what lets start_epoch(e, b) resume mid-epoch and keeps
+ * prefetch on and off bit-identical (both run the same prepare()).
+ *
+ * Normalisation goes through a 256-entry table per channel, filled with
+ * ((float)p / 255.0f - mean) / std: the same float expression torchvision's
+ * ToTensor + Normalize evaluates, done once per byte value instead of per
+ * pixel. Padding for the random crop is the table's entry for byte 0, i.e.
+ * zero padding applied to the raw image before normalisation, as
+ * RandomCrop(padding=p) on a PIL image followed by Normalize does.
+ *
+ * Prefetch is double buffering with one worker thread. There are two batch
+ * slots; the caller holds at most one (the batch it was last given, valid
+ * until its next call) while the worker fills the other with the following
+ * batch. Slot states move EMPTY -> QUEUED (caller asks) -> FILLING (worker
+ * took it) -> READY -> HELD (given to the caller) -> EMPTY (caller's next
+ * call), all under one mutex; the worker works with the mutex released, on a
+ * slot nobody else touches while it is FILLING. start_epoch must rewrite the
+ * index list the worker reads, so it first cancels queued work and waits out
+ * a batch being filled; the worker never sees a half-written order. All
+ * buffers are allocated at create time.
+ */
+#include "data/loader.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/philox.h"
+#include "util/timer.h"
+
+enum { SLOT_EMPTY, SLOT_QUEUED, SLOT_FILLING, SLOT_READY, SLOT_HELD };
+
+typedef struct {
+  int state;
+  int batch;      /* batch index in the epoch that it holds or will hold */
+  int n;          /* samples in it */
+  float *x;       /* (batch_size, c, h, w) */
+  int32_t *y;     /* (batch_size) */
+  int32_t *index; /* (batch_size) */
+} slot;
+
+struct pt_loader {
+  const pt_dataset *ds; /* borrowed: must outlive the loader */
+  pt_loader_config cfg;
+  size_t sample_elems; /* c * h * w */
+  int num_samples, num_batches;
+  uint64_t shuffle_key, augment_key;
+  int augment;
+  float lut[3][256]; /* normalised value of each byte, per channel */
+  int32_t *perm;     /* (ds->n) the epoch's permutation of dataset indices */
+  int32_t *order;    /* (num_samples) this rank's dataset indices, in order */
+  int epoch;         /* -1 until the first start_epoch */
+  int next_batch;    /* what the caller's next pt_loader_next returns */
+  int held;          /* slot the caller holds, or -1 */
+  slot slots[2];
+  double wait_s;
+
+  int threaded, stop;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv; /* worker: a slot was queued, or stop */
+  pthread_cond_t done_cv; /* caller: a slot became READY */
+};
+
+/* One sample, normalised and (maybe) augmented, into out: (c, h, w). */
+static void prepare_sample(const pt_loader *l, int32_t idx, float *out) {
+  const pt_dataset *ds = l->ds;
+  const int C = ds->c, H = ds->h, W = ds->w;
+  const uint8_t *img = ds->images + (size_t)idx * l->sample_elems; /* (c, h, w) */
+  if (!l->augment) {
+    for (int ch = 0; ch < C; ch++) {
+      const float *lut = l->lut[ch];
+      size_t plane = (size_t)H * W, base = (size_t)ch * plane;
+      for (size_t p = 0; p < plane; p++) out[base + p] = lut[img[base + p]];
+    }
+    return;
+  }
+
+  pt_rng r;
+  pt_rng_init(&r, l->augment_key, (uint64_t)(uint32_t)l->epoch << 32 | (uint32_t)idx);
+  /* (dy, dx): where the crop window's corner lands relative to the original
+   * image; the padded image has corners at -pad..pad. */
+  int dy = 0, dx = 0, flip = 0;
+  const int pad = l->cfg.crop_pad;
+  if (pad > 0) {
+    dy = (int)pt_rng_below(&r, (uint32_t)(2 * pad + 1)) - pad;
+    dx = (int)pt_rng_below(&r, (uint32_t)(2 * pad + 1)) - pad;
+  }
+  if (l->cfg.hflip) flip = pt_rng_uniform(&r) < 0.5f;
+
+  for (int ch = 0; ch < C; ch++) {
+    const float *lut = l->lut[ch];
+    const float zero = lut[0];
+    for (int y = 0; y < H; y++) {
+      float *o = out + ((size_t)ch * H + y) * W;
+      int sy = y + dy;
+      if (sy < 0 || sy >= H) {
+        for (int x = 0; x < W; x++) o[x] = zero;
+        continue;
+      }
+      const uint8_t *row = img + ((size_t)ch * H + sy) * W;
+      /* Flip after crop (RandomCrop then RandomHorizontalFlip): output
+       * column x shows cropped column W-1-x. */
+      for (int x = 0; x < W; x++) {
+        int sx = (flip ? W - 1 - x : x) + dx;
+        o[x] = (sx >= 0 && sx < W) ? lut[row[sx]] : zero;
+      }
+    }
+  }
+}
+
+/* Batch b of the current epoch into s. Reads order[] and epoch, which only
+ * start_epoch writes, and only while no batch is being prepared. */
+static void prepare(const pt_loader *l, slot *s, int b) {
+  int bs = l->cfg.batch_size;
+  int start = b * bs;
+  int n = l->num_samples - start < bs ? l->num_samples - start : bs;
+  for (int i = 0; i < n; i++) {
+    int32_t idx = l->order[start + i];
+    s->index[i] = idx;
+    s->y[i] = l->ds->labels[idx];
+    prepare_sample(l, idx, s->x + (size_t)i * l->sample_elems);
+  }
+  s->n = n;
+}
+
+static void *worker(void *arg) {
+  pt_loader *l = arg;
+  pthread_mutex_lock(&l->mu);
+  for (;;) {
+    int s = -1;
+    while (!l->stop) {
+      for (int i = 0; i < 2 && s < 0; i++)
+        if (l->slots[i].state == SLOT_QUEUED) s = i;
+      if (s >= 0) break;
+      pthread_cond_wait(&l->work_cv, &l->mu);
+    }
+    if (l->stop) break;
+    slot *sl = &l->slots[s];
+    sl->state = SLOT_FILLING;
+    int b = sl->batch;
+    pthread_mutex_unlock(&l->mu);
+    prepare(l, sl, b);
+    pthread_mutex_lock(&l->mu);
+    sl->state = SLOT_READY;
+    pthread_cond_broadcast(&l->done_cv);
+  }
+  pthread_mutex_unlock(&l->mu);
+  return NULL;
+}
+
+/* Caller holds mu. */
+static void queue_batch(pt_loader *l, int s, int b) {
+  l->slots[s].state = SLOT_QUEUED;
+  l->slots[s].batch = b;
+  pthread_cond_signal(&l->work_cv);
+}
+
+static void compute_order(pt_loader *l, int epoch) {
+  int n = l->ds->n;
+  int32_t *perm = l->perm; /* (n) */
+  for (int i = 0; i < n; i++) perm[i] = i;
+  if (l->cfg.shuffle) {
+    pt_rng r;
+    pt_rng_init(&r, l->shuffle_key, (uint64_t)epoch);
+    for (int i = n - 1; i > 0; i--) {
+      int j = (int)pt_rng_below(&r, (uint32_t)i + 1);
+      int32_t t = perm[i];
+      perm[i] = perm[j];
+      perm[j] = t;
+    }
+  }
+  /* Position p of the padded list is perm[p % n]: padding repeats the list
+   * from its start, as many times as needed when world > n. */
+  int world = l->cfg.world, rank = l->cfg.rank;
+  for (int k = 0; k < l->num_samples; k++)
+    l->order[k] = perm[((int64_t)k * world + rank) % n];
+}
+
+static pt_status check_config(const pt_dataset *ds, const pt_loader_config *cfg) {
+  if (!ds || !cfg) return pt_fail(PT_ERR_ARG, "loader: dataset and config are required");
+  if (ds->n <= 0 || !ds->images || !ds->labels)
+    return pt_fail(PT_ERR_ARG, "loader: empty dataset (%d samples)", ds->n);
+  if (ds->c < 1 || ds->c > 3 || ds->h < 1 || ds->w < 1)
+    return pt_fail(PT_ERR_ARG, "loader: sample shape %dx%dx%d, expected 1..3 channels", ds->c,
+                   ds->h, ds->w);
+  if (cfg->batch_size < 1)
+    return pt_fail(PT_ERR_ARG, "loader: batch_size %d, expected >= 1", cfg->batch_size);
+  if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world)
+    return pt_fail(PT_ERR_ARG, "loader: rank %d of world %d, expected 0 <= rank < world >= 1",
+                   cfg->rank, cfg->world);
+  if (cfg->crop_pad < 0 || cfg->crop_pad > 4096)
+    return pt_fail(PT_ERR_ARG, "loader: crop_pad %d, expected 0..4096", cfg->crop_pad);
+  for (int ch = 0; ch < ds->c; ch++)
+    if (!(cfg->std[ch] > 0.0f))
+      return pt_fail(PT_ERR_ARG, "loader: std[%d] = %g, expected > 0", ch, (double)cfg->std[ch]);
+  return PT_OK;
+}
+
+pt_status pt_loader_create(pt_loader **out, const pt_dataset *ds, const pt_loader_config *cfg) {
+  *out = NULL;
+  PT_TRY(check_config(ds, cfg));
+  pt_loader *l = pt_calloc(1, sizeof *l);
+  if (!l) return PT_ERR_NOMEM;
+  l->ds = ds;
+  l->cfg = *cfg;
+  l->sample_elems = (size_t)ds->c * ds->h * ds->w;
+  l->epoch = -1;
+  l->held = -1;
+  l->shuffle_key = pt_rng_key(cfg->seed, PT_RNG_SHUFFLE);
+  l->augment_key = pt_rng_key(cfg->seed, PT_RNG_AUGMENT);
+  l->augment = cfg->crop_pad > 0 || cfg->hflip;
+  for (int ch = 0; ch < ds->c; ch++)
+    for (int p = 0; p < 256; p++)
+      l->lut[ch][p] = ((float)p / 255.0f - cfg->mean[ch]) / cfg->std[ch];
+
+  int n = ds->n, world = cfg->world;
+  l->num_samples = cfg->drop_last ? n / world : n / world + (n % world != 0);
+  int bs = cfg->batch_size;
+  l->num_batches = cfg->drop_last ? l->num_samples / bs
+                                  : l->num_samples / bs + (l->num_samples % bs != 0);
+
+  pthread_mutex_init(&l->mu, NULL);
+  pthread_cond_init(&l->work_cv, NULL);
+  pthread_cond_init(&l->done_cv, NULL);
+
+  l->perm = pt_malloc((size_t)n * sizeof *l->perm);
+  l->order = pt_malloc((size_t)(l->num_samples ? l->num_samples : 1) * sizeof *l->order);
+  if (!l->perm || !l->order) goto nomem;
+  if ((size_t)bs > SIZE_MAX / sizeof(float) / l->sample_elems) {
+    pt_loader_destroy(l);
+    return pt_fail(PT_ERR_ARG, "loader: batch_size %d x %zu floats per sample is too large", bs,
+                   l->sample_elems);
+  }
+  int nslots = cfg->prefetch ? 2 : 1;
+  for (int s = 0; s < nslots; s++) {
+    l->slots[s].x = pt_alloc_aligned((size_t)bs * l->sample_elems * sizeof(float));
+    l->slots[s].y = pt_malloc((size_t)bs * sizeof(int32_t));
+    l->slots[s].index = pt_malloc((size_t)bs * sizeof(int32_t));
+    if (!l->slots[s].x || !l->slots[s].y || !l->slots[s].index) goto nomem;
+  }
+  if (cfg->prefetch) {
+    int e = pthread_create(&l->thread, NULL, worker, l);
+    if (e != 0) {
+      pt_loader_destroy(l);
+      return pt_fail(PT_ERR_STATE, "loader: cannot start prefetch thread (error %d)", e);
+    }
+    l->threaded = 1;
+  }
+  *out = l;
+  return PT_OK;
+
+nomem:
+  pt_loader_destroy(l);
+  return pt_fail(PT_ERR_NOMEM, "loader: out of memory for batch buffers (batch_size %d)", bs);
+}
+
+void pt_loader_destroy(pt_loader *l) {
+  if (!l) return;
+  if (l->threaded) {
+    pthread_mutex_lock(&l->mu);
+    l->stop = 1;
+    pthread_cond_broadcast(&l->work_cv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+  }
+  for (int s = 0; s < 2; s++) {
+    free(l->slots[s].x);
+    free(l->slots[s].y);
+    free(l->slots[s].index);
+  }
+  free(l->perm);
+  free(l->order);
+  pthread_cond_destroy(&l->done_cv);
+  pthread_cond_destroy(&l->work_cv);
+  pthread_mutex_destroy(&l->mu);
+  free(l);
+}
+
+int pt_loader_num_batches(const pt_loader *l) { return l->num_batches; }
+int pt_loader_num_samples(const pt_loader *l) { return l->num_samples; }
+double pt_loader_wait_seconds(const pt_loader *l) { return l->wait_s; }
+
+pt_status pt_loader_start_epoch(pt_loader *l, int epoch, int start_batch) {
+  if (epoch < 0) return pt_fail(PT_ERR_ARG, "loader: epoch %d, expected >= 0", epoch);
+  if (start_batch < 0 || start_batch > l->num_batches)
+    return pt_fail(PT_ERR_ARG, "loader: start batch %d, expected 0..%d", start_batch,
+                   l->num_batches);
+  if (l->threaded) {
+    /* Cancel what has not started, wait out what has: the worker reads
+     * order[] and epoch while FILLING. */
+    pthread_mutex_lock(&l->mu);
+    for (int s = 0; s < 2; s++)
+      if (l->slots[s].state == SLOT_QUEUED) l->slots[s].state = SLOT_EMPTY;
+    while (l->slots[0].state == SLOT_FILLING || l->slots[1].state == SLOT_FILLING)
+      pthread_cond_wait(&l->done_cv, &l->mu);
+    pthread_mutex_unlock(&l->mu);
+  }
+  /* The worker is idle with nothing queued, so these writes race with nothing. */
+  compute_order(l, epoch);
+  if (l->threaded) pthread_mutex_lock(&l->mu);
+  l->epoch = epoch;
+  l->next_batch = start_batch;
+  l->held = -1;
+  l->slots[0].state = l->slots[1].state = SLOT_EMPTY;
+  if (l->threaded && start_batch < l->num_batches) queue_batch(l, 0, start_batch);
+  if (l->threaded) pthread_mutex_unlock(&l->mu);
+  return PT_OK;
+}
+
+static void give(const slot *s, pt_batch *batch) {
+  batch->n = s->n;
+  batch->x = s->x;
+  batch->y = s->y;
+  batch->index = s->index;
+}
+
+static pt_status next_sync(pt_loader *l, pt_batch *batch) {
+  /* Preparing in the caller's thread is all waiting for data. */
+  double t0 = pt_now();
+  prepare(l, &l->slots[0], l->next_batch++);
+  l->wait_s += pt_now() - t0;
+  give(&l->slots[0], batch);
+  return PT_OK;
+}
+
+pt_status pt_loader_next(pt_loader *l, pt_batch *batch) {
+  memset(batch, 0, sizeof *batch);
+  if (l->epoch < 0)
+    return pt_fail(PT_ERR_STATE, "loader: pt_loader_next before pt_loader_start_epoch");
+  if (!l->threaded) {
+    if (l->next_batch >= l->num_batches) return PT_OK;
+    return next_sync(l, batch);
+  }
+
+  pthread_mutex_lock(&l->mu);
+  if (l->held >= 0) {
+    l->slots[l->held].state = SLOT_EMPTY;
+    l->held = -1;
+  }
+  if (l->next_batch >= l->num_batches) {
+    pthread_mutex_unlock(&l->mu);
+    return PT_OK;
+  }
+  int s = -1;
+  for (int i = 0; i < 2; i++)
+    if (l->slots[i].state != SLOT_EMPTY && l->slots[i].batch == l->next_batch) s = i;
+  if (s < 0) {
+    /* Not asked for yet (cannot happen in the usual sequence, which always
+     * queues the next batch; kept so a missed queue costs time, not data). */
+    s = l->slots[0].state == SLOT_EMPTY ? 0 : 1;
+    queue_batch(l, s, l->next_batch);
+  }
+  if (l->slots[s].state != SLOT_READY) {
+    double t0 = pt_now();
+    while (l->slots[s].state != SLOT_READY) pthread_cond_wait(&l->done_cv, &l->mu);
+    l->wait_s += pt_now() - t0;
+  }
+  l->slots[s].state = SLOT_HELD;
+  l->held = s;
+  l->next_batch++;
+  if (l->next_batch < l->num_batches) queue_batch(l, 1 - s, l->next_batch);
+  pthread_mutex_unlock(&l->mu);
+  give(&l->slots[s], batch);
+  return PT_OK;
+}
