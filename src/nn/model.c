@@ -60,7 +60,7 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
       int64_t ws[4] = {s->out, L->in_c, s->kernel, s->kernel}, bs[1] = {s->out};
       L->w = add_param(m, s->name, "weight", 4, ws);
       if (s->bias) L->b = add_param(m, s->name, "bias", 1, bs);
-      size_t need = pt_conv_workspace(&g);
+      size_t need = pt_conv_workspace(&g, m->max_batch);
       if (need > *ws_max) *ws_max = need;
       break;
     }

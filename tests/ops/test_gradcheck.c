@@ -121,7 +121,7 @@ static void teardown_case(ctx_t *t) {
 static double eval_f(ctx_t *t) {
   const gcase *gc = t->gc;
   float *y = calloc(t->ny, sizeof(float));
-  float *ws = calloc(pt_conv_workspace(&t->geom) + 1, sizeof(float));
+  float *ws = calloc(pt_conv_workspace(&t->geom, t->gc->n) + 1, sizeof(float));
   int32_t *am = calloc(t->ny, sizeof(int32_t));
   float *mask = calloc(t->ny, sizeof(float));
   float sm[64], si[64], rm[64], rv[64];
@@ -157,7 +157,7 @@ static double eval_f(ctx_t *t) {
 static void analytic(ctx_t *t, float *dx, float *dw, float *db) {
   const gcase *gc = t->gc;
   float *y = calloc(t->ny, sizeof(float));
-  float *ws = calloc(pt_conv_workspace(&t->geom) + 1, sizeof(float));
+  float *ws = calloc(pt_conv_workspace(&t->geom, t->gc->n) + 1, sizeof(float));
   int32_t *am = calloc(t->ny, sizeof(int32_t));
   float *mask = calloc(t->ny, sizeof(float));
   float sm[64], si[64], rm[64], rv[64];

@@ -32,8 +32,11 @@ typedef struct {
 
 /* Fills oh, ow; returns 0 if the geometry is impossible (kernel larger than padded input). */
 int pt_conv_init(pt_conv_geom *g);
-/* Floats of workspace needed per call (im2col matrix of one sample). */
-size_t pt_conv_workspace(const pt_conv_geom *g);
+/* Cap on a conv call's workspace, in floats (64 MiB): the batch is processed
+ * in chunks of samples that fit. */
+#define PT_CONV_WS_FLOATS ((size_t)16 << 20)
+/* Floats of workspace a call with up to max_batch samples needs. */
+size_t pt_conv_workspace(const pt_conv_geom *g, int max_batch);
 /* y (n, oc, oh, ow) = conv(x (n, c, h, w), w (oc, c, kh, kw)) + b (oc) [b may be NULL] */
 void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
                        float *y, float *ws);
