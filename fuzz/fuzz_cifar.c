@@ -3,16 +3,11 @@
  * The input is parsed twice into the same dataset so the append path (realloc
  * of a non-empty dataset, and rejection that must leave it intact) is fuzzed
  * as well as the first batch; every stored label is then checked.
- *
- * cifar.c is compiled into this file rather than linked from pt_data so that
- * it gets the fuzzer's coverage instrumentation (fuzz/CMakeLists.txt applies
- * it to the target's own sources only); the dataset is freed by hand so no
- * other object of libpt_data.a, and so no second definition, is linked in.
  */
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "data/cifar.c"
+#include "data/dataset.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -6,18 +6,12 @@
  * claims, so the fuzzer can get past the count check to the label values.
  * Decompression is capped at 16 MB so a small input cannot make the target
  * allocate gigabytes, which libFuzzer would report as a leak of time, not a bug.
- *
- * The parsers' sources are compiled into this file rather than linked from
- * pt_data: fuzz/CMakeLists.txt instruments only the target's own sources, and
- * without coverage of the parsers libFuzzer is blind (16 edges). Since these
- * definitions come first, the linker never pulls idx.o or blob.o out of
- * libpt_data.a, so nothing is defined twice.
  */
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "data/blob.c"
-#include "data/idx.c"
+#include "data/blob.h"
+#include "data/dataset.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -94,8 +94,8 @@ pt_status pt_blob_gunzip(const uint8_t *in, size_t len, const char *name, size_t
     if (ret == Z_STREAM_END) {
       size_t rest = zs.avail_in + left;
       if (rest == 0) break;
-      /* gzip allows concatenated members (gzip -c a b > ab.gz). */
-      /* What zlib holds and what it was not yet given are contiguous. */
+      /* gzip allows concatenated members (gzip -c a b > ab.gz). What zlib
+       * holds and what it was not yet given are contiguous in `in`. */
       if (!pt_blob_is_gzip(in + (len - rest), rest)) {
         st = pt_fail(PT_ERR_FORMAT, "%s: %zu trailing bytes after the gzip data", name, rest);
         break;
