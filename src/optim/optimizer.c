@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/cpu/ops.h"
 #include "optim/updates.h"
 
 static const char *names[] = {"sgd", "adam", "adamw", "adadelta"};
@@ -75,12 +76,31 @@ void pt_optimizer_free(pt_optimizer *o) {
   memset(o, 0, sizeof *o);
 }
 
+/* The update is element-wise, so blocks of the flat arrays run on the ops'
+ * thread pool; each element's arithmetic is the same whatever the split. */
+typedef struct {
+  pt_optimizer *o;
+  float *param;
+  const float *grad;
+  float lr;
+} step_job;
+
+static void step_block(void *ctx, size_t lo, size_t hi) {
+  step_job *j = ctx;
+  pt_optimizer *o = j->o;
+  const size_t n = hi - lo;
+  float *p = j->param + lo, *s0 = o->state[0] ? o->state[0] + lo : NULL, *s1 = o->state[1] ? o->state[1] + lo : NULL;
+  const float *g = j->grad + lo;
+  switch (o->cfg.kind) {
+    case PT_OPT_SGD: pt_sgd_update(&o->cfg, n, p, g, s0, o->step == 1, j->lr); break;
+    case PT_OPT_ADAM:
+    case PT_OPT_ADAMW: pt_adam_update(&o->cfg, n, p, g, s0, s1, o->step, j->lr); break;
+    case PT_OPT_ADADELTA: pt_adadelta_update(&o->cfg, n, p, g, s0, s1, j->lr); break;
+  }
+}
+
 void pt_optimizer_step(pt_optimizer *o, float *param, const float *grad, float lr) {
   o->step++;
-  switch (o->cfg.kind) {
-    case PT_OPT_SGD: pt_sgd_update(&o->cfg, o->n, param, grad, o->state[0], o->step == 1, lr); break;
-    case PT_OPT_ADAM:
-    case PT_OPT_ADAMW: pt_adam_update(&o->cfg, o->n, param, grad, o->state[0], o->state[1], o->step, lr); break;
-    case PT_OPT_ADADELTA: pt_adadelta_update(&o->cfg, o->n, param, grad, o->state[0], o->state[1], lr); break;
-  }
+  step_job j = {o, param, grad, lr};
+  pt_parallel_for(o->n, 1 << 15, step_block, &j);
 }

@@ -142,7 +142,8 @@ static pt_status setup(run_t *R) {
   const pt_train_config *c = R->cfg;
   resolved *r = &R->r;
   PT_TRY(resolve(c, r));
-  pt_ops_set_threads(r->threads);
+  if (pt_ops_set_threads(r->threads))
+    return pt_fail(PT_ERR_STATE, "cannot start %d threads (--threads)", r->threads);
   PT_TRY(pt_dataset_load(&R->train_ds, r->dataset, r->data_dir, 1));
   PT_TRY(pt_dataset_load(&R->test_ds, r->dataset, r->data_dir, 0));
   const pt_model_spec *s = &r->spec;

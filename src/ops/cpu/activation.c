@@ -1,31 +1,69 @@
-/* ReLU and dropout. Dropout masks come from Philox keyed by (seed, step,
- * layer, element), so they are the same for any thread count or batch split
- * and a resumed run draws the masks an uninterrupted one would. */
+/* ReLU and dropout, run in blocks on the thread pool. Dropout masks come
+ * from Philox keyed by (seed, step, layer, element), so they are the same
+ * for any thread count or batch split and a resumed run draws the masks an
+ * uninterrupted one would. */
 #include "ops/cpu/ops.h"
 #include "util/philox.h"
 
+#define EW_CHUNK 16384 /* elements: below two of these, one thread is faster */
+
+typedef struct {
+  const float *x, *y, *dy, *mask;
+  float *out, *mask_out;
+  float p, scale;
+  uint64_t key, step;
+  uint32_t layer;
+  size_t n;
+} ew_job;
+
+static void relu_fwd(void *c, size_t lo, size_t hi) {
+  const ew_job *j = c;
+  for (size_t i = lo; i < hi; i++) j->out[i] = j->x[i] > 0.0f ? j->x[i] : 0.0f;
+}
+
+static void relu_bwd(void *c, size_t lo, size_t hi) {
+  const ew_job *j = c;
+  for (size_t i = lo; i < hi; i++) j->out[i] = j->y[i] > 0.0f ? j->dy[i] : 0.0f;
+}
+
 void pt_relu_forward(size_t n, const float *x, float *y) {
-  for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  ew_job j = {.x = x, .out = y};
+  pt_parallel_for(n, EW_CHUNK, relu_fwd, &j);
 }
 
 void pt_relu_backward(size_t n, const float *y, const float *dy, float *dx) {
-  for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  ew_job j = {.y = y, .dy = dy, .out = dx};
+  pt_parallel_for(n, EW_CHUNK, relu_bwd, &j);
 }
 
-void pt_dropout_forward(size_t n, float p, uint64_t key, uint64_t step, uint32_t layer,
-                        const float *x, float *y, float *mask) {
-  const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+/* Blocks are in units of 4 elements: one Philox call gives 4 numbers. */
+static void dropout_fwd(void *c, size_t lo, size_t hi) {
+  const ew_job *j = c;
   uint32_t r[4];
-  for (size_t i = 0; i < n; i += 4) {
-    pt_philox4x32(key, step, ((uint64_t)layer << 40) | (i >> 2), r);
-    for (size_t j = 0; j < 4 && i + j < n; j++) {
-      float m = pt_u32_to_unit(r[j]) < p ? 0.0f : scale;
-      mask[i + j] = m;
-      y[i + j] = x[i + j] * m;
+  for (size_t q = lo; q < hi; q++) {
+    pt_philox4x32(j->key, j->step, ((uint64_t)j->layer << 40) | q, r);
+    for (size_t k = 0; k < 4 && 4 * q + k < j->n; k++) {
+      size_t i = 4 * q + k;
+      float m = pt_u32_to_unit(r[k]) < j->p ? 0.0f : j->scale;
+      j->mask_out[i] = m;
+      j->out[i] = j->x[i] * m;
     }
   }
 }
 
+static void dropout_bwd(void *c, size_t lo, size_t hi) {
+  const ew_job *j = c;
+  for (size_t i = lo; i < hi; i++) j->out[i] = j->dy[i] * j->mask[i];
+}
+
+void pt_dropout_forward(size_t n, float p, uint64_t key, uint64_t step, uint32_t layer,
+                        const float *x, float *y, float *mask) {
+  ew_job j = {.x = x, .out = y, .mask_out = mask, .p = p, .key = key, .step = step, .layer = layer, .n = n};
+  j.scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  pt_parallel_for((n + 3) / 4, EW_CHUNK / 4, dropout_fwd, &j);
+}
+
 void pt_dropout_backward(size_t n, const float *mask, const float *dy, float *dx) {
-  for (size_t i = 0; i < n; i++) dx[i] = dy[i] * mask[i];
+  ew_job j = {.mask = mask, .dy = dy, .out = dx};
+  pt_parallel_for(n, EW_CHUNK, dropout_bwd, &j);
 }

@@ -97,17 +97,63 @@ static void col2im(const pt_conv_geom *g, const float *col, size_t ld, float *dx
   }
 }
 
-/* (oc, n, hw) <-> (n, oc, hw) */
-static void to_sample_major(const float *src, int oc, int n, int hw, float *dst) {
-  for (int s = 0; s < n; s++)
-    for (int o = 0; o < oc; o++)
-      memcpy(dst + ((size_t)s * oc + o) * hw, src + ((size_t)o * n + s) * hw, sizeof(float) * (size_t)hw);
+/* The per-sample and per-channel loops around the GEMMs run on the pool:
+ * each task gets a block of samples (or channels) and writes only its own
+ * part of the output. */
+typedef struct {
+  const pt_conv_geom *g;
+  const float *x, *b;
+  float *col, *tmp, *y, *dx, *db;
+  int cn;
+  size_t ld;
+} conv_job;
+
+static void im2col_task(void *ctx, size_t lo, size_t hi) {
+  const conv_job *j = ctx;
+  const size_t xs = (size_t)j->g->c * j->g->h * j->g->w, ohw = (size_t)j->g->oh * j->g->ow;
+  for (size_t s = lo; s < hi; s++) im2col(j->g, j->x + s * xs, j->col + s * ohw, j->ld);
 }
 
-static void to_channel_major(const float *src, int oc, int n, int hw, float *dst) {
-  for (int s = 0; s < n; s++)
-    for (int o = 0; o < oc; o++)
-      memcpy(dst + ((size_t)o * n + s) * hw, src + ((size_t)s * oc + o) * hw, sizeof(float) * (size_t)hw);
+static void col2im_task(void *ctx, size_t lo, size_t hi) {
+  const conv_job *j = ctx;
+  const size_t xs = (size_t)j->g->c * j->g->h * j->g->w, ohw = (size_t)j->g->oh * j->g->ow;
+  for (size_t s = lo; s < hi; s++) col2im(j->g, j->col + s * ohw, j->ld, j->dx + s * xs);
+}
+
+/* tmp (oc, cn, ohw) <- bias, per channel */
+static void bias_task(void *ctx, size_t lo, size_t hi) {
+  const conv_job *j = ctx;
+  for (size_t o = lo; o < hi; o++)
+    for (size_t i = 0; i < j->ld; i++) j->tmp[o * j->ld + i] = j->b[o];
+}
+
+/* y (cn, oc, ohw) <- tmp (oc, cn, ohw), per sample */
+static void to_sample_major_task(void *ctx, size_t lo, size_t hi) {
+  const conv_job *j = ctx;
+  const size_t ohw = (size_t)j->g->oh * j->g->ow, oc = (size_t)j->g->oc;
+  for (size_t s = lo; s < hi; s++)
+    for (size_t o = 0; o < oc; o++)
+      memcpy(j->y + (s * oc + o) * ohw, j->tmp + (o * j->cn + s) * ohw, sizeof(float) * ohw);
+}
+
+/* tmp (oc, cn, ohw) <- y (cn, oc, ohw), per sample (y holds dy here) */
+static void to_channel_major_task(void *ctx, size_t lo, size_t hi) {
+  const conv_job *j = ctx;
+  const size_t ohw = (size_t)j->g->oh * j->g->ow, oc = (size_t)j->g->oc;
+  for (size_t s = lo; s < hi; s++)
+    for (size_t o = 0; o < oc; o++)
+      memcpy(j->tmp + (o * j->cn + s) * ohw, j->y + (s * oc + o) * ohw, sizeof(float) * ohw);
+}
+
+/* db (oc) += row sums of tmp (oc, ld), per channel */
+static void bias_grad_task(void *ctx, size_t lo, size_t hi) {
+  const conv_job *j = ctx;
+  for (size_t o = lo; o < hi; o++) {
+    const float *r = j->tmp + o * j->ld;
+    float acc = 0.0f;
+    for (size_t i = 0; i < j->ld; i++) acc += r[i];
+    j->db[o] += acc;
+  }
 }
 
 void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
@@ -116,16 +162,15 @@ void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float
   const size_t xs = (size_t)g->c * g->h * g->w, ys = (size_t)g->oc * ohw;
   const int chunk = chunk_of(g, n);
   for (int s0 = 0; s0 < n; s0 += chunk) {
-    const int cn = n - s0 < chunk ? n - s0 : chunk;
-    const size_t ld = (size_t)cn * ohw;
-    float *col = ws, *tmp = ws + (size_t)ckk * ld; /* col (ckk, cn*ohw), tmp (oc, cn*ohw) */
-    for (int s = 0; s < cn; s++) im2col(g, x + (s0 + s) * xs, col + (size_t)s * ohw, ld);
-    if (b) {
-      for (int o = 0; o < g->oc; o++)
-        for (size_t i = 0; i < ld; i++) tmp[(size_t)o * ld + i] = b[o];
-    }
-    pt_sgemm(0, 0, g->oc, (int)ld, ckk, 1.0f, w, ckk, col, (int)ld, b ? 1.0f : 0.0f, tmp, (int)ld);
-    to_sample_major(tmp, g->oc, cn, ohw, y + s0 * ys);
+    conv_job j = {.g = g, .x = x + s0 * xs, .b = b, .y = y + s0 * ys};
+    j.cn = n - s0 < chunk ? n - s0 : chunk;
+    j.ld = (size_t)j.cn * ohw;
+    j.col = ws;                        /* (ckk, cn*ohw) */
+    j.tmp = ws + (size_t)ckk * j.ld;   /* (oc, cn*ohw) */
+    pt_parallel_for((size_t)j.cn, 1, im2col_task, &j);
+    if (b) pt_parallel_for((size_t)g->oc, 1, bias_task, &j);
+    pt_sgemm(0, 0, g->oc, (int)j.ld, ckk, 1.0f, w, ckk, j.col, (int)j.ld, b ? 1.0f : 0.0f, j.tmp, (int)j.ld);
+    pt_parallel_for((size_t)j.cn, 1, to_sample_major_task, &j);
   }
 }
 
@@ -135,24 +180,20 @@ void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const floa
   const size_t xs = (size_t)g->c * g->h * g->w, ys = (size_t)g->oc * ohw;
   const int chunk = chunk_of(g, n);
   for (int s0 = 0; s0 < n; s0 += chunk) {
-    const int cn = n - s0 < chunk ? n - s0 : chunk;
-    const size_t ld = (size_t)cn * ohw;
-    float *col = ws, *dyt = ws + (size_t)ckk * ld; /* col (ckk, cn*ohw), dyt (oc, cn*ohw) */
-    to_channel_major(dy + s0 * ys, g->oc, cn, ohw, dyt);
-    if (db) {
-      for (int o = 0; o < g->oc; o++) {
-        const float *r = dyt + (size_t)o * ld;
-        float acc = 0.0f;
-        for (size_t i = 0; i < ld; i++) acc += r[i];
-        db[o] += acc;
-      }
-    }
-    for (int s = 0; s < cn; s++) im2col(g, x + (s0 + s) * xs, col + (size_t)s * ohw, ld);
-    pt_sgemm(0, 1, g->oc, ckk, (int)ld, 1.0f, dyt, (int)ld, col, (int)ld, 1.0f, dw, ckk);
+    conv_job j = {.g = g, .x = x + s0 * xs, .y = (float *)(dy + s0 * ys), .db = db};
+    j.cn = n - s0 < chunk ? n - s0 : chunk;
+    j.ld = (size_t)j.cn * ohw;
+    j.col = ws;                        /* (ckk, cn*ohw) */
+    j.tmp = ws + (size_t)ckk * j.ld;   /* dy as (oc, cn*ohw) */
+    j.dx = dx ? dx + s0 * xs : NULL;
+    pt_parallel_for((size_t)j.cn, 1, to_channel_major_task, &j);
+    if (db) pt_parallel_for((size_t)g->oc, 1, bias_grad_task, &j);
+    pt_parallel_for((size_t)j.cn, 1, im2col_task, &j);
+    pt_sgemm(0, 1, g->oc, ckk, (int)j.ld, 1.0f, j.tmp, (int)j.ld, j.col, (int)j.ld, 1.0f, dw, ckk);
     if (dx) {
-      /* dcol (ckk, cn*ohw) = w^T dyt, written over col, which dw no longer needs */
-      pt_sgemm(1, 0, ckk, (int)ld, g->oc, 1.0f, w, ckk, dyt, (int)ld, 0.0f, col, (int)ld);
-      for (int s = 0; s < cn; s++) col2im(g, col + (size_t)s * ohw, ld, dx + (s0 + s) * xs);
+      /* dcol (ckk, cn*ohw) = w^T dy, written over col, which dw no longer needs */
+      pt_sgemm(1, 0, ckk, (int)j.ld, g->oc, 1.0f, w, ckk, j.tmp, (int)j.ld, 0.0f, j.col, (int)j.ld);
+      pt_parallel_for((size_t)j.cn, 1, col2im_task, &j);
     }
   }
 }

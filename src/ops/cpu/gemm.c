@@ -1,19 +1,87 @@
-/* GEMM through the system CBLAS (OpenBLAS by default). Keeping every GEMM
- * call behind pt_sgemm lets the profiler count FLOPs in one place and lets a
- * different BLAS be swapped in at link time. */
+/* GEMM through the system CBLAS (OpenBLAS by default), and the thread pool
+ * every op runs on.
+ *
+ * The BLAS is kept single-threaded: pt_sgemm splits C into one block of
+ * columns (or rows) per pool thread and each thread multiplies its block.
+ * Keeping every GEMM behind pt_sgemm also gives the profiler one place to
+ * count FLOPs and lets another BLAS be linked in.
+ */
 #include <cblas.h>
+#include <stdlib.h>
 
 #include "ops/cpu/ops.h"
+#include "util/threadpool.h"
 
 /* OpenBLAS's thread control; declared here because not every cblas.h has it. */
 void openblas_set_num_threads(int num_threads);
-int openblas_get_num_threads(void);
 
-void pt_ops_set_threads(int n) { openblas_set_num_threads(n < 1 ? 1 : n); }
-int pt_ops_get_threads(void) { return openblas_get_num_threads(); }
+static pt_pool *pool;
+static int pool_threads = 1;
+
+int pt_ops_set_threads(int n) {
+  if (n < 1) n = 1;
+  openblas_set_num_threads(1);
+  if (n == pool_threads && (pool || n == 1)) return 0;
+  pt_pool_destroy(pool);
+  pool = NULL;
+  pool_threads = 1;
+  if (n > 1 && pt_pool_create(&pool, n) != PT_OK) return -1;
+  pool_threads = n;
+  return 0;
+}
+
+int pt_ops_get_threads(void) { return pool_threads; }
+
+typedef struct {
+  size_t total;
+  pt_range_fn fn;
+  void *ctx;
+} range_job;
+
+static void range_task(void *arg, int tid, int n) {
+  range_job *j = arg;
+  size_t lo, hi;
+  pt_split(j->total, tid, n, &lo, &hi);
+  if (hi > lo) j->fn(j->ctx, lo, hi);
+}
+
+void pt_parallel_for(size_t total, size_t min_chunk, pt_range_fn fn, void *ctx) {
+  if (!pool || total < 2 * (min_chunk ? min_chunk : 1)) {
+    if (total) fn(ctx, 0, total);
+    return;
+  }
+  range_job j = {total, fn, ctx};
+  pt_pool_run(pool, range_task, &j);
+}
+
+typedef struct {
+  int ta, tb, m, n, k;
+  float alpha, beta;
+  const float *a, *b;
+  float *c;
+  int lda, ldb, ldc;
+  int split_cols;
+} gemm_job;
+
+static void gemm_block(void *ctx, size_t lo, size_t hi) {
+  const gemm_job *j = ctx;
+  const int w = (int)(hi - lo);
+  if (j->split_cols) {
+    const float *b = j->tb ? j->b + lo * (size_t)j->ldb : j->b + lo;
+    cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, j->m, w, j->k,
+                j->alpha, j->a, j->lda, b, j->ldb, j->beta, j->c + lo, j->ldc);
+  } else {
+    const float *a = j->ta ? j->a + lo : j->a + lo * (size_t)j->lda;
+    cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, w, j->n, j->k,
+                j->alpha, a, j->lda, j->b, j->ldb, j->beta, j->c + lo * (size_t)j->ldc, j->ldc);
+  }
+}
 
 void pt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
               const float *b, int ldb, float beta, float *c, int ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_job j = {trans_a, trans_b, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, n >= m};
+  /* Below ~2 MFLOP a GEMM is not worth waking threads for; blocks of at
+   * least 32 columns (rows) keep the BLAS kernels at full width. */
+  size_t min_chunk = (double)m * n * k < 1e6 ? (size_t)1 << 30 : 32;
+  pt_parallel_for((size_t)(j.split_cols ? n : m), min_chunk, gemm_block, &j);
 }

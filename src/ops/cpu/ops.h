@@ -14,9 +14,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Threads used by the BLAS inside one op. */
-void pt_ops_set_threads(int n);
+/* Threads every op uses (a process-wide pool; the BLAS itself runs
+ * single-threaded inside it). Returns non-zero if the pool cannot start. */
+int pt_ops_set_threads(int n);
 int pt_ops_get_threads(void);
+
+/* Runs fn(ctx, lo, hi) over contiguous blocks of [0, total), one block per
+ * thread; serially when total < 2 * min_chunk. Blocks depend only on total
+ * and the thread count, so results are reproducible. */
+typedef void (*pt_range_fn)(void *ctx, size_t lo, size_t hi);
+void pt_parallel_for(size_t total, size_t min_chunk, pt_range_fn fn, void *ctx);
 
 /* C (M,N) = alpha * op(A) op(B) + beta * C, row-major. */
 void pt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,

@@ -1,0 +1,65 @@
+/* Philox4x32-10 against the published known-answer vectors (Random123's
+ * kat_vectors), and the properties the rest of ptrain relies on. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "util/philox.h"
+
+static void test_known_answers(void **s) {
+  (void)s;
+  uint32_t o[4];
+  /* counter 0, key 0 */
+  pt_philox4x32(0, 0, 0, o);
+  assert_int_equal(o[0], 0x6627e8d5u);
+  assert_int_equal(o[1], 0xe169c58du);
+  assert_int_equal(o[2], 0xbc57ac4cu);
+  assert_int_equal(o[3], 0x9b00dbd8u);
+  /* counter all ones, key all ones */
+  pt_philox4x32(UINT64_MAX, UINT64_MAX, UINT64_MAX, o);
+  assert_int_equal(o[0], 0x408f276du);
+  assert_int_equal(o[1], 0x41c83b0eu);
+  assert_int_equal(o[2], 0xa20bc7c6u);
+  assert_int_equal(o[3], 0x6d5451fdu);
+  /* the digits of pi */
+  pt_philox4x32(0x299f31d0a4093822ull, /* key words (k0, k1) = (a4093822, 299f31d0) */ 0x85a308d3243f6a88ull, 0x0370734413198a2eull, o);
+  assert_int_equal(o[0], 0xd16cfe09u);
+  assert_int_equal(o[1], 0x94fdccebu);
+  assert_int_equal(o[2], 0x5001e420u);
+  assert_int_equal(o[3], 0x24126ea1u);
+}
+
+static void test_below_is_uniform_and_bounded(void **s) {
+  (void)s;
+  pt_rng r;
+  pt_rng_init(&r, 42, 7);
+  int counts[10] = {0};
+  for (int i = 0; i < 100000; i++) {
+    uint32_t v = pt_rng_below(&r, 10);
+    assert_true(v < 10);
+    counts[v]++;
+  }
+  for (int k = 0; k < 10; k++) assert_in_range(counts[k], 9500, 10500);
+  for (int i = 0; i < 1000; i++) {
+    float u = pt_rng_uniform(&r);
+    assert_true(u >= 0.0f && u < 1.0f);
+  }
+}
+
+static void test_streams_differ(void **s) {
+  (void)s;
+  assert_true(pt_rng_key(1, PT_RNG_SHUFFLE) != pt_rng_key(1, PT_RNG_DROPOUT));
+  assert_true(pt_rng_key(1, PT_RNG_SHUFFLE) != pt_rng_key(2, PT_RNG_SHUFFLE));
+  assert_true(pt_rng_key(1, PT_RNG_SHUFFLE) == pt_rng_key(1, PT_RNG_SHUFFLE));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_known_answers),
+      cmocka_unit_test(test_below_is_uniform_and_bounded),
+      cmocka_unit_test(test_streams_differ),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
