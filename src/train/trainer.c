@@ -46,19 +46,6 @@ pt_status pt_train_load_spec(const char *model, const char *model_file, pt_model
   return pt_preset_spec(model ? model : "mnist-cnn", spec);
 }
 
-/* The hyper-parameters of a run after flags and preset defaults are merged. */
-typedef struct {
-  pt_model_spec spec;
-  const char *spec_text;
-  pt_dataset_kind dataset;
-  const char *data_dir;
-  int batch, test_batch, eval_batch;
-  pt_opt_config opt;
-  pt_sched_kind sched;
-  float gamma;
-  int threads;
-} resolved;
-
 static float torch_default_lr(pt_opt_kind k) {
   switch (k) {
     case PT_OPT_ADAM:
@@ -69,7 +56,7 @@ static float torch_default_lr(pt_opt_kind k) {
   return 0.01f;
 }
 
-static pt_status resolve(const pt_train_config *c, resolved *r) {
+pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   memset(r, 0, sizeof *r);
   PT_TRY(pt_train_load_spec(c->model, c->model_file, &r->spec));
   const pt_preset *p = c->model_file ? NULL : pt_preset_find(c->model ? c->model : "mnist-cnn");
@@ -119,7 +106,7 @@ static int eval_batch_for(const pt_model_spec *spec, int batch, int test_batch) 
 
 typedef struct {
   const pt_train_config *cfg;
-  resolved r;
+  pt_train_plan r;
   pt_dataset train_ds, test_ds;
   pt_loader *train, *test;
   pt_model *model;
@@ -140,8 +127,8 @@ static void run_free(run_t *R) {
 
 static pt_status setup(run_t *R) {
   const pt_train_config *c = R->cfg;
-  resolved *r = &R->r;
-  PT_TRY(resolve(c, r));
+  pt_train_plan *r = &R->r;
+  PT_TRY(pt_train_plan_make(c, r));
   if (pt_ops_set_threads(r->threads))
     return pt_fail(PT_ERR_STATE, "cannot start %d threads (--threads)", r->threads);
   PT_TRY(pt_dataset_load(&R->train_ds, r->dataset, r->data_dir, 1));
@@ -179,7 +166,7 @@ static pt_status setup(run_t *R) {
 }
 
 static void print_header(run_t *R) {
-  const resolved *r = &R->r;
+  const pt_train_plan *r = &R->r;
   const pt_model *m = R->model;
   fprintf(R->out, "ptrain %s: %s (%zu parameters, %.1f MFLOP/image forward), %s from %s (%d train, %d test)\n",
           PT_VERSION, m->spec.name, m->nparam_total, pt_model_flops(m) / 1e6, pt_dataset_kind_name(r->dataset),

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "data/dataset.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
 
@@ -55,6 +56,21 @@ typedef struct {
   double images_per_s;
   double seconds;
 } pt_train_result;
+
+/* The hyper-parameters of a run after flags and preset defaults are merged. */
+typedef struct {
+  pt_model_spec spec;
+  const char *spec_text;   /* the preset's text; NULL for a spec file */
+  pt_dataset_kind dataset;
+  const char *data_dir;
+  int batch, test_batch, eval_batch;
+  pt_opt_config opt;
+  pt_sched_kind sched;
+  float gamma;
+  int threads;
+} pt_train_plan;
+
+pt_status pt_train_plan_make(const pt_train_config *cfg, pt_train_plan *plan);
 
 pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *result);
 

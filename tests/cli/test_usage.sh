@@ -16,7 +16,7 @@ expect_exit 2 "--checkpoint FILE is required" -- "$PTRAIN" eval
 expect_exit 2 "unknown dataset 'svhn'" -- "$PTRAIN" data fetch svhn
 
 # Every subcommand has --help, exiting 0 with a usage line.
-for cmd in train eval models info data; do
+for cmd in train eval models info data bench; do
   "$PTRAIN" $cmd --help >"$TMP/help" || fail "ptrain $cmd --help exited non-zero"
   grep -q "^usage: ptrain $cmd" "$TMP/help" || fail "ptrain $cmd --help: no usage line"
 done
@@ -37,3 +37,18 @@ for m in mnist-cnn tutorial-cnn fmnist-mlp cifar-convnet; do grep -q "^$m " "$TM
 grep -q "^mnist-cnn *1199882 " "$TMP/models" || fail "mnist-cnn parameter count"
 "$PTRAIN" models fmnist-mlp | grep -q "^linear lin1 out=200" || fail "models NAME prints the spec"
 pass "models"
+
+# ptrain bench measures what it says: a JSON line with consistent fields.
+if [[ -f $FMNIST/train-images-idx3-ubyte.gz ]]; then
+  "$PTRAIN" bench --model fmnist-mlp --steps 5 --warmup 1 --threads 1 --json >"$TMP/bench.json" || fail "bench"
+  python3 - "$TMP/bench.json" <<'PY' || fail "bench JSON"
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert r["framework"] == "ptrain" and r["batch"] == 100 and r["threads"] == 1 and r["steps"] == 5, r
+assert r["images_per_s"] > 0 and abs(r["flops_per_image"] - 3 * 2 * (784 * 200 + 200 * 10)) < 1, r
+assert abs(r["gflops"] - r["images_per_s"] * r["flops_per_image"] / 1e9) < 0.01 * r["gflops"] + 0.01, r
+PY
+  "$PTRAIN" bench --sgemm --size 256 --threads 1 --json | grep -q '"sgemm_gflops":' || fail "bench --sgemm"
+  pass "bench"
+fi
+expect_exit 2 "--steps: expected an integer" -- "$PTRAIN" bench --steps 0

@@ -1,0 +1,24 @@
+/* Steady-state throughput of training steps, for `ptrain bench`.
+ *
+ * Batches are prepared before the clock starts and reused in turn, so the
+ * figure is forward + backward + optimizer alone: data loading and start-up
+ * are excluded, the same way bench/pytorch_bench.py excludes them for
+ * PyTorch. */
+#ifndef PT_TRAIN_BENCH_H
+#define PT_TRAIN_BENCH_H
+
+#include "train/trainer.h"
+
+typedef struct {
+  int batch, threads, steps;
+  double images_per_s, step_ms;
+  double flops_per_image; /* training: 3 x forward */
+  double gflops;
+  double peak_rss_mb;
+} pt_bench_result;
+
+pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, pt_bench_result *out);
+/* Best-of-5 SGEMM rate on n x n x n through pt_sgemm at the current thread count. */
+pt_status pt_bench_sgemm(int n, double *gflops);
+
+#endif
