@@ -9,7 +9,7 @@
 int pt_cmd_bench(int argc, char **argv) {
   pt_train_config c;
   pt_train_config_defaults(&c);
-  int steps = 50, warmup = 5, json = 0, sgemm = 0, size = 2048;
+  int steps = 50, warmup = 5, json = 0, sgemm = 0, size = 2048, profile = 0;
   const pt_arg flags[] = {
       {"--model", ARG_STR, &c.model, 0, 0, NULL, "NAME", "model preset (default mnist-cnn)"},
       {"--model-file", ARG_STR, &c.model_file, 0, 0, NULL, "SPEC", "model spec file"},
@@ -22,6 +22,7 @@ int pt_cmd_bench(int argc, char **argv) {
       {"--sgemm", ARG_FLAG, &sgemm, 0, 0, NULL, NULL, "measure SGEMM GFLOP/s instead"},
       {"--size", ARG_INT, &size, 64, 16384, NULL, "N", "SGEMM size (default 2048)"},
       {"--json", ARG_FLAG, &json, 0, 0, NULL, NULL, "print one JSON line"},
+      {"--profile", ARG_FLAG, &profile, 0, 0, NULL, NULL, "print where the time goes, per layer and phase (stderr)"},
   };
   const int n = (int)(sizeof flags / sizeof flags[0]);
   int help;
@@ -47,7 +48,7 @@ int pt_cmd_bench(int argc, char **argv) {
     return 0;
   }
   pt_bench_result r;
-  if (pt_bench_train(&c, warmup, steps, &r) != PT_OK) return pt_cli_fail("bench");
+  if (pt_bench_train(&c, warmup, steps, profile, &r) != PT_OK) return pt_cli_fail("bench");
   const char *name = c.model_file ? c.model_file : c.model ? c.model : "mnist-cnn";
   if (json)
     printf("{\"framework\":\"ptrain\",\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"steps\":%d,\"images_per_s\":%.2f,"

@@ -51,7 +51,8 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
   L->w = L->b = L->rmean = L->rvar = -1;
   switch (s->kind) {
     case PT_L_CONV2D: {
-      pt_conv_geom g = {L->in_c, L->in_h, L->in_w, s->out, s->kernel, s->kernel, s->stride, s->padding, 0, 0};
+      pt_conv_geom g = {.c = L->in_c, .h = L->in_h, .w = L->in_w, .oc = s->out, .kh = s->kernel, .kw = s->kernel,
+                        .stride = s->stride, .pad = s->padding};
       if (!pt_conv_init(&g)) return shape_error(L, origin, "kernel larger than the padded input");
       L->conv = g;
       L->out_c = s->out;
@@ -60,7 +61,7 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
       int64_t ws[4] = {s->out, L->in_c, s->kernel, s->kernel}, bs[1] = {s->out};
       L->w = add_param(m, s->name, "weight", 4, ws);
       if (s->bias) L->b = add_param(m, s->name, "bias", 1, bs);
-      size_t need = pt_conv_workspace(&g, m->max_batch);
+      size_t need = pt_conv_workspace(&g, pt_ops_get_threads());
       if (need > *ws_max) *ws_max = need;
       break;
     }
@@ -112,6 +113,10 @@ static pt_status alloc_activations(pt_model *m, size_t ws_max) {
     pt_layer *L = &m->layers[i];
     size_t o = out_size(L);
     if (o > m->max_act) m->max_act = o;
+    if (L->fused) {
+      L->y = m->layers[i - 1].y;
+      continue;
+    }
     if (L->spec.kind != PT_L_FLATTEN && !(L->y = pt_alloc_aligned(sizeof(float) * B * o))) return PT_ERR_NOMEM;
     if (L->spec.kind == PT_L_MAXPOOL2D && !(L->argmax = pt_alloc_aligned(sizeof(int32_t) * B * o)))
       return PT_ERR_NOMEM;
@@ -164,6 +169,14 @@ pt_status pt_model_create(pt_model **out, const pt_model_spec *spec, int max_bat
     st = pt_fail(PT_ERR_FORMAT, "%s: the model has %d output%s; a classifier needs at least 2",
                  spec->name, c, c == 1 ? "" : "s");
   m->num_classes = c;
+  /* conv + ReLU run as one op: the ReLU is applied while the conv's output
+   * is written and its mask while the conv's gradient is read, saving two
+   * passes over the largest activations. */
+  for (int i = 1; st == PT_OK && i < m->nlayers; i++)
+    if (m->layers[i].spec.kind == PT_L_RELU && m->layers[i - 1].spec.kind == PT_L_CONV2D) {
+      m->layers[i - 1].conv.relu = 1;
+      m->layers[i].fused = 1;
+    }
   if (st == PT_OK) st = alloc_activations(m, ws_max);
   if (st != PT_OK) {
     pt_model_destroy(m);
@@ -177,7 +190,7 @@ void pt_model_destroy(pt_model *m) {
   if (!m) return;
   for (int i = 0; i < m->nlayers; i++) {
     pt_layer *L = &m->layers[i];
-    free(L->y);
+    if (!L->fused) free(L->y);
     free(L->argmax);
     free(L->mask);
     free(L->save_mean);
@@ -273,7 +286,7 @@ const float *pt_model_forward(pt_model *m, const float *x, int n) {
   const float *cur = x;
   for (int i = 0; i < m->nlayers; i++) {
     pt_layer *L = &m->layers[i];
-    if (L->spec.kind == PT_L_FLATTEN) continue; /* a view: same memory */
+    if (L->spec.kind == PT_L_FLATTEN || L->fused) continue; /* views: same memory */
     double t0 = m->profile ? pt_now() : 0.0;
     layer_forward(m, L, cur, n);
     if (m->profile) L->fwd_ms += 1e3 * (pt_now() - t0);
@@ -293,7 +306,9 @@ static void layer_backward(pt_model *m, pt_layer *L, const float *x, const float
   const size_t o = out_size(L);
   const int hw = L->in_h * L->in_w;
   switch (L->spec.kind) {
-    case PT_L_CONV2D: pt_conv2d_backward(&L->conv, n, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx, m->ws); break;
+    case PT_L_CONV2D:
+      pt_conv2d_backward(&L->conv, n, x, P(m, L->w), L->y, dy, G(m, L->w), G(m, L->b), dx, m->ws);
+      break;
     case PT_L_LINEAR: pt_linear_backward(n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx); break;
     case PT_L_BATCHNORM2D: {
       pt_bn_geom g = {L->in_c, L->spec.eps, L->spec.momentum};
@@ -306,7 +321,9 @@ static void layer_backward(pt_model *m, pt_layer *L, const float *x, const float
       break;
     }
     case PT_L_MAXPOOL2D:
-      if (dx) pt_maxpool_backward(n, L->in_c, L->in_h, L->in_w, L->out_h, L->out_w, dy, L->argmax, dx);
+      if (dx)
+        pt_maxpool_backward(n, L->in_c, L->in_h, L->in_w, L->spec.kernel, L->spec.stride, L->out_h, L->out_w, dy,
+                            L->argmax, dx);
       break;
     case PT_L_RELU:
       if (dx) pt_relu_backward((size_t)n * o, L->y, dy, dx);
@@ -328,7 +345,7 @@ void pt_model_backward(pt_model *m, const float *x, int n) {
   int which = 0;
   for (int i = m->nlayers - 1; i >= 0; i--) {
     pt_layer *L = &m->layers[i];
-    if (L->spec.kind == PT_L_FLATTEN) continue;
+    if (L->spec.kind == PT_L_FLATTEN || L->fused) continue;
     /* The first layer with parameters needs no input gradient: nothing
      * below it learns, so skip that work entirely. */
     int needs_dx = 0;

@@ -32,6 +32,7 @@ typedef struct {
   int w, b;                 /* parameter indices, -1 if none */
   int rmean, rvar;          /* batch-norm buffer indices, -1 if none */
   int64_t num_batches_tracked;
+  int fused;                /* a ReLU folded into the conv before it: y is a view of the conv's */
   float *y;                 /* (max_batch, out_c, out_h, out_w) output */
   int32_t *argmax;          /* max-pool: (max_batch, out) */
   float *mask;              /* dropout: (max_batch, out) */

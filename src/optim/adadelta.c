@@ -5,7 +5,7 @@
 
 #include "optim/updates.h"
 
-void pt_adadelta_update(const pt_opt_config *c, size_t n, float *p, const float *g, float *sq, float *acc,
+void pt_adadelta_update(const pt_opt_config *c, size_t n, float *restrict p, const float *restrict g, float *restrict sq, float *restrict acc,
                         float lr) {
   const float rho = c->rho, eps = c->eps, wd = c->weight_decay;
   for (size_t i = 0; i < n; i++) {

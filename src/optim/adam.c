@@ -6,7 +6,7 @@
 
 #include "optim/updates.h"
 
-void pt_adam_update(const pt_opt_config *c, size_t n, float *p, const float *g, float *m, float *v,
+void pt_adam_update(const pt_opt_config *c, size_t n, float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
                     int64_t step, float lr) {
   const float b1 = c->beta1, b2 = c->beta2, eps = c->eps, wd = c->weight_decay;
   const int decoupled = c->kind == PT_OPT_ADAMW;

@@ -3,7 +3,7 @@
  * Nesterov uses g + momentum * buf. */
 #include "optim/updates.h"
 
-void pt_sgd_update(const pt_opt_config *c, size_t n, float *p, const float *g, float *buf, int first, float lr) {
+void pt_sgd_update(const pt_opt_config *c, size_t n, float *restrict p, const float *restrict g, float *restrict buf, int first, float lr) {
   const float wd = c->weight_decay, mom = c->momentum, damp = 1.0f - c->dampening;
   for (size_t i = 0; i < n; i++) {
     float d = g[i];

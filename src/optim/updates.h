@@ -9,10 +9,10 @@
 #include "optim/optimizer.h"
 
 /* buf (n) may be NULL without momentum; first: buf is not yet initialised. */
-void pt_sgd_update(const pt_opt_config *c, size_t n, float *p, const float *g, float *buf, int first, float lr);
-void pt_adam_update(const pt_opt_config *c, size_t n, float *p, const float *g, float *m, float *v,
+void pt_sgd_update(const pt_opt_config *c, size_t n, float *restrict p, const float *restrict g, float *restrict buf, int first, float lr);
+void pt_adam_update(const pt_opt_config *c, size_t n, float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
                     int64_t step, float lr);
-void pt_adadelta_update(const pt_opt_config *c, size_t n, float *p, const float *g, float *sq, float *acc,
+void pt_adadelta_update(const pt_opt_config *c, size_t n, float *restrict p, const float *restrict g, float *restrict sq, float *restrict acc,
                         float lr);
 
 #endif

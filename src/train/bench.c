@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include "data/loader.h"
+#include "train/profile.h"
 #include "util/timer.h"
 
 #define STAGED 10 /* distinct batches cycled through */
@@ -15,7 +16,7 @@ static double peak_rss_mb(void) {
   return ru.ru_maxrss / 1024.0;
 }
 
-pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, pt_bench_result *out) {
+pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, int profile, pt_bench_result *out) {
   memset(out, 0, sizeof *out);
   pt_train_plan plan;
   PT_TRY(pt_train_plan_make(cfg, &plan));
@@ -52,18 +53,38 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, pt_b
     pt_model_init(m, cfg->seed);
     double t0 = 0.0;
     int64_t images = 0;
+    pt_phase_times ph;
     for (int i = 0; i < warmup + steps; i++) {
-      if (i == warmup) t0 = pt_now();
+      if (i == warmup) {
+        m->profile = profile;
+        pt_profile_reset(m, &ph);
+        t0 = pt_now();
+      }
       int k = i % STAGED;
       m->step = (uint64_t)i;
+      double ta = profile ? pt_now() : 0.0;
       pt_model_zero_grad(m);
       pt_model_forward(m, xs + k * xsz, ns[k]);
       pt_model_loss(m, ys + (size_t)k * plan.batch, ns[k], 1.0f);
+      double tb = profile ? pt_now() : 0.0;
       pt_model_backward(m, xs + k * xsz, ns[k]);
+      double tc = profile ? pt_now() : 0.0;
       pt_optimizer_step(&opt, m->param, m->grad, plan.opt.lr);
+      if (profile) {
+        double td = pt_now();
+        ph.forward_s += tb - ta;
+        ph.backward_s += tc - tb;
+        ph.optimizer_s += td - tc;
+      }
       if (i >= warmup) images += ns[k];
     }
     double dt = pt_now() - t0;
+    if (profile) {
+      ph.total_s = dt;
+      ph.steps = steps;
+      ph.images = images;
+      pt_profile_print(stderr, m, &ph);
+    }
     out->batch = plan.batch;
     out->threads = plan.threads;
     out->steps = steps;

@@ -17,7 +17,8 @@ typedef struct {
   double peak_rss_mb;
 } pt_bench_result;
 
-pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, pt_bench_result *out);
+/* profile: print the per-layer and per-phase table to stderr after the timed steps. */
+pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, int profile, pt_bench_result *out);
 /* Best-of-5 SGEMM rate on n x n x n through pt_sgemm at the current thread count. */
 pt_status pt_bench_sgemm(int n, double *gflops);
 

@@ -27,24 +27,28 @@ typedef struct {
   op_t op;
   int n, c, h, w;    /* input */
   int oc, k, s, pad; /* conv / pool / linear(out=oc) */
+  int relu;          /* conv: with the fused ReLU */
 } gcase;
 
 static const gcase cases[] = {
-    {"conv 3x3", OP_CONV, 2, 3, 7, 7, 4, 3, 1, 0},
-    {"conv 5x5 pad 2", OP_CONV, 2, 2, 6, 6, 3, 5, 1, 2},
-    {"conv 3x3 stride 2 pad 1", OP_CONV, 2, 3, 7, 8, 2, 3, 2, 1},
-    {"conv 1x1", OP_CONV, 2, 4, 5, 5, 3, 1, 1, 0},
-    {"conv 2x2 stride 2", OP_CONV, 1, 2, 6, 6, 2, 2, 2, 0},
-    {"linear", OP_LINEAR, 3, 7, 1, 1, 5, 0, 0, 0},
-    {"maxpool 2", OP_MAXPOOL, 2, 3, 6, 6, 0, 2, 2, 0},
-    {"maxpool 3 stride 2 (overlapping)", OP_MAXPOOL, 2, 2, 7, 7, 0, 3, 2, 0},
-    {"relu", OP_RELU, 2, 3, 4, 4, 0, 0, 0, 0},
-    {"dropout 0.3", OP_DROPOUT, 2, 3, 4, 4, 0, 0, 0, 0},
-    {"log-softmax", OP_LOGSOFTMAX, 4, 10, 1, 1, 0, 0, 0, 0},
-    {"batchnorm train", OP_BN_TRAIN, 3, 4, 3, 3, 0, 0, 0, 0},
-    {"batchnorm eval", OP_BN_EVAL, 3, 4, 3, 3, 0, 0, 0, 0},
-    {"nll loss", OP_NLL, 5, 10, 1, 1, 0, 0, 0, 0},
-    {"cross-entropy loss", OP_XENT, 5, 10, 1, 1, 0, 0, 0, 0},
+    {"conv 3x3", OP_CONV, 2, 3, 7, 7, 4, 3, 1, 0, 0},
+    {"conv 5x5 pad 2", OP_CONV, 2, 2, 6, 6, 3, 5, 1, 2, 0},
+    {"conv 3x3 stride 2 pad 1", OP_CONV, 2, 3, 7, 8, 2, 3, 2, 1, 0},
+    {"conv 1x1", OP_CONV, 2, 4, 5, 5, 3, 1, 1, 0, 0},
+    {"conv 2x2 stride 2", OP_CONV, 1, 2, 6, 6, 2, 2, 2, 0, 0},
+    {"conv 3x3 pad 1 + fused relu", OP_CONV, 2, 3, 6, 6, 4, 3, 1, 1, 1},
+    {"conv 3x3 stride 3 pad 2", OP_CONV, 1, 2, 8, 8, 2, 3, 3, 2, 0},
+    {"linear", OP_LINEAR, 3, 7, 1, 1, 5, 0, 0, 0, 0},
+    {"maxpool 2", OP_MAXPOOL, 2, 3, 6, 6, 0, 2, 2, 0, 0},
+    {"maxpool 3 stride 2 (overlapping)", OP_MAXPOOL, 2, 2, 7, 7, 0, 3, 2, 0, 0},
+    {"maxpool 2 on odd 7x5 (edges dropped)", OP_MAXPOOL, 2, 2, 7, 5, 0, 2, 2, 0, 0},
+    {"relu", OP_RELU, 2, 3, 4, 4, 0, 0, 0, 0, 0},
+    {"dropout 0.3", OP_DROPOUT, 2, 3, 4, 4, 0, 0, 0, 0, 0},
+    {"log-softmax", OP_LOGSOFTMAX, 4, 10, 1, 1, 0, 0, 0, 0, 0},
+    {"batchnorm train", OP_BN_TRAIN, 3, 4, 3, 3, 0, 0, 0, 0, 0},
+    {"batchnorm eval", OP_BN_EVAL, 3, 4, 3, 3, 0, 0, 0, 0, 0},
+    {"nll loss", OP_NLL, 5, 10, 1, 1, 0, 0, 0, 0, 0},
+    {"cross-entropy loss", OP_XENT, 5, 10, 1, 1, 0, 0, 0, 0, 0},
 };
 
 typedef struct {
@@ -69,7 +73,7 @@ static void setup_case(ctx_t *t, const gcase *gc) {
   t->nx = (size_t)gc->n * gc->c * gc->h * gc->w;
   switch (gc->op) {
     case OP_CONV:
-      t->geom = (pt_conv_geom){gc->c, gc->h, gc->w, gc->oc, gc->k, gc->k, gc->s, gc->pad, 0, 0};
+      t->geom = (pt_conv_geom){gc->c, gc->h, gc->w, gc->oc, gc->k, gc->k, gc->s, gc->pad, 0, 0, gc->relu};
       assert_true(pt_conv_init(&t->geom));
       t->nw = (size_t)gc->oc * gc->c * gc->k * gc->k;
       t->nb = gc->oc;
@@ -121,7 +125,7 @@ static void teardown_case(ctx_t *t) {
 static double eval_f(ctx_t *t) {
   const gcase *gc = t->gc;
   float *y = calloc(t->ny, sizeof(float));
-  float *ws = calloc(pt_conv_workspace(&t->geom, t->gc->n) + 1, sizeof(float));
+  float *ws = calloc(pt_conv_workspace(&t->geom, 1) + 1, sizeof(float));
   int32_t *am = calloc(t->ny, sizeof(int32_t));
   float *mask = calloc(t->ny, sizeof(float));
   float sm[64], si[64], rm[64], rv[64];
@@ -157,17 +161,20 @@ static double eval_f(ctx_t *t) {
 static void analytic(ctx_t *t, float *dx, float *dw, float *db) {
   const gcase *gc = t->gc;
   float *y = calloc(t->ny, sizeof(float));
-  float *ws = calloc(pt_conv_workspace(&t->geom, t->gc->n) + 1, sizeof(float));
+  float *ws = calloc(pt_conv_workspace(&t->geom, 1) + 1, sizeof(float));
   int32_t *am = calloc(t->ny, sizeof(int32_t));
   float *mask = calloc(t->ny, sizeof(float));
   float sm[64], si[64], rm[64], rv[64];
   pt_bn_geom g = {gc->c, 1e-5f, 0.1f};
   switch (gc->op) {
-    case OP_CONV: pt_conv2d_backward(&t->geom, gc->n, t->x, t->w, t->r, dw, db, dx, ws); break;
+    case OP_CONV:
+      pt_conv2d_forward(&t->geom, gc->n, t->x, t->w, t->b, y, ws);
+      pt_conv2d_backward(&t->geom, gc->n, t->x, t->w, y, t->r, dw, db, dx, ws);
+      break;
     case OP_LINEAR: pt_linear_backward(gc->n, gc->c, gc->oc, t->x, t->w, t->r, dw, db, dx); break;
     case OP_MAXPOOL:
       pt_maxpool_forward(gc->n, gc->c, gc->h, gc->w, gc->k, gc->s, t->oh, t->ow, t->x, y, am);
-      pt_maxpool_backward(gc->n, gc->c, gc->h, gc->w, t->oh, t->ow, t->r, am, dx);
+      pt_maxpool_backward(gc->n, gc->c, gc->h, gc->w, gc->k, gc->s, t->oh, t->ow, t->r, am, dx);
       break;
     case OP_RELU:
       pt_relu_forward(t->nx, t->x, y);
@@ -300,13 +307,13 @@ static void test_dropout_statistics(void **state) {
 
 static void test_conv_geometry(void **state) {
   (void)state;
-  pt_conv_geom g = {1, 28, 28, 32, 3, 3, 1, 0, 0, 0};
+  pt_conv_geom g = {1, 28, 28, 32, 3, 3, 1, 0, 0, 0, 0};
   assert_true(pt_conv_init(&g));
   assert_int_equal(g.oh, 26);
-  pt_conv_geom p = {1, 28, 28, 16, 5, 5, 1, 2, 0, 0};
+  pt_conv_geom p = {1, 28, 28, 16, 5, 5, 1, 2, 0, 0, 0};
   assert_true(pt_conv_init(&p));
   assert_int_equal(p.oh, 28);
-  pt_conv_geom bad = {1, 2, 2, 1, 5, 5, 1, 0, 0, 0};
+  pt_conv_geom bad = {1, 2, 2, 1, 5, 5, 1, 0, 0, 0, 0};
   assert_false(pt_conv_init(&bad));
 }
 

@@ -1,5 +1,5 @@
 /* ReLU and dropout, run in blocks on the thread pool. Dropout masks come
- * from Philox keyed by (seed, step, layer, element), so they are the same
+ * from Philox keyed by (seed, step, layer, element block), so they are the same
  * for any thread count or batch split and a resumed run draws the masks an
  * uninterrupted one would. */
 #include "ops/cpu/ops.h"
@@ -36,15 +36,20 @@ void pt_relu_backward(size_t n, const float *y, const float *dy, float *dx) {
   pt_parallel_for(n, EW_CHUNK, relu_bwd, &j);
 }
 
-/* Blocks are in units of 4 elements: one Philox call gives 4 numbers. */
+/* Blocks are in units of 8 elements: one Philox call gives 128 bits, and
+ * each element's keep/drop draw uses 16 of them. A drop probability is thus
+ * resolved to 1/65536, far finer than any dropout rate needs, at half the
+ * cost of 32 bits an element (Philox dominated this op). */
 static void dropout_fwd(void *c, size_t lo, size_t hi) {
   const ew_job *j = c;
+  const uint32_t threshold = (uint32_t)(j->p * 65536.0f + 0.5f); /* drop if u16 < threshold */
   uint32_t r[4];
   for (size_t q = lo; q < hi; q++) {
     pt_philox4x32(j->key, j->step, ((uint64_t)j->layer << 40) | q, r);
-    for (size_t k = 0; k < 4 && 4 * q + k < j->n; k++) {
-      size_t i = 4 * q + k;
-      float m = pt_u32_to_unit(r[k]) < j->p ? 0.0f : j->scale;
+    for (size_t k = 0; k < 8 && 8 * q + k < j->n; k++) {
+      size_t i = 8 * q + k;
+      uint32_t u = (r[k >> 1] >> (16 * (k & 1))) & 0xffffu;
+      float m = u < threshold ? 0.0f : j->scale;
       j->mask_out[i] = m;
       j->out[i] = j->x[i] * m;
     }
@@ -60,7 +65,7 @@ void pt_dropout_forward(size_t n, float p, uint64_t key, uint64_t step, uint32_t
                         const float *x, float *y, float *mask) {
   ew_job j = {.x = x, .out = y, .mask_out = mask, .p = p, .key = key, .step = step, .layer = layer, .n = n};
   j.scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-  pt_parallel_for((n + 3) / 4, EW_CHUNK / 4, dropout_fwd, &j);
+  pt_parallel_for((n + 7) / 8, EW_CHUNK / 8, dropout_fwd, &j);
 }
 
 void pt_dropout_backward(size_t n, const float *mask, const float *dy, float *dx) {

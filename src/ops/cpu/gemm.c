@@ -54,6 +54,17 @@ void pt_parallel_for(size_t total, size_t min_chunk, pt_range_fn fn, void *ctx) 
   pt_pool_run(pool, range_task, &j);
 }
 
+void pt_parallel(void (*fn)(void *ctx, int tid, int nthreads), void *ctx) {
+  if (!pool) fn(ctx, 0, 1);
+  else pt_pool_run(pool, fn, ctx);
+}
+
+void pt_sgemm_serial(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                     const float *b, int ldb, float beta, float *c, int ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+              alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 typedef struct {
   int ta, tb, m, n, k;
   float alpha, beta;

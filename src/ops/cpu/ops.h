@@ -24,6 +24,11 @@ int pt_ops_get_threads(void);
  * and the thread count, so results are reproducible. */
 typedef void (*pt_range_fn)(void *ctx, size_t lo, size_t hi);
 void pt_parallel_for(size_t total, size_t min_chunk, pt_range_fn fn, void *ctx);
+/* Runs fn(ctx, tid, nthreads) once on every pool thread (tid 0 of 1 without a pool). */
+void pt_parallel(void (*fn)(void *ctx, int tid, int nthreads), void *ctx);
+/* pt_sgemm without the pool, for use inside a task already running on it. */
+void pt_sgemm_serial(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                     const float *b, int ldb, float beta, float *c, int ldc);
 
 /* C (M,N) = alpha * op(A) op(B) + beta * C, row-major. */
 void pt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
@@ -35,20 +40,20 @@ typedef struct {
   int oc, kh, kw;      /* output channels, kernel */
   int stride, pad;
   int oh, ow;          /* derived by pt_conv_init */
+  int relu;            /* a ReLU follows, fused into this op: y = max(0, conv) */
 } pt_conv_geom;
 
 /* Fills oh, ow; returns 0 if the geometry is impossible (kernel larger than padded input). */
 int pt_conv_init(pt_conv_geom *g);
-/* Cap on a conv call's workspace, in floats (64 MiB): the batch is processed
- * in chunks of samples that fit. */
-#define PT_CONV_WS_FLOATS ((size_t)16 << 20)
-/* Floats of workspace a call with up to max_batch samples needs. */
-size_t pt_conv_workspace(const pt_conv_geom *g, int max_batch);
+/* Floats of workspace a call needs when run on nthreads threads (each thread
+ * has its own unrolled sample and gradient partials). */
+size_t pt_conv_workspace(const pt_conv_geom *g, int nthreads);
 /* y (n, oc, oh, ow) = conv(x (n, c, h, w), w (oc, c, kh, kw)) + b (oc) [b may be NULL] */
 void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
                        float *y, float *ws);
-/* dw, db accumulate; dx overwritten (NULL = skip). */
-void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w,
+/* dw, db accumulate; dx overwritten (NULL = skip). With g->relu, y is the
+ * forward output (after the ReLU) and dy is the gradient after the ReLU. */
+void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                         const float *dy, float *dw, float *db, float *dx, float *ws);
 
 /* ---- linear: y (n, out) = x (n, in) w^T (in, out) + b ---- */
@@ -59,7 +64,7 @@ void pt_linear_backward(int n, int in, int out, const float *x, const float *w, 
 /* ---- max-pool (kernel k, stride s, no padding, floor mode as PyTorch) ---- */
 void pt_maxpool_forward(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *x,
                         float *y, int32_t *argmax);
-void pt_maxpool_backward(int n, int c, int h, int w, int oh, int ow, const float *dy,
+void pt_maxpool_backward(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *dy,
                          const int32_t *argmax, float *dx);
 
 /* ---- activations ---- */

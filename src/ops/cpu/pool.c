@@ -44,11 +44,45 @@ static void maxpool_fwd(void *ctx, size_t lo, size_t hi) {
   }
 }
 
+/* The tutorials' pooling, kernel 2 stride 2: four candidates per output,
+ * compared branch-free in scan order (ties keep the first, NaN wins). */
+static void maxpool2_fwd(void *ctx, size_t lo, size_t hi) {
+  const pool_job *j = ctx;
+  const int w = j->w, oh = j->oh, ow = j->ow;
+  for (size_t p = lo; p < hi; p++) {
+    const float *xp = j->x + p * (size_t)j->h * w;
+    float *yp = j->y + p * (size_t)oh * ow;
+    int32_t *ap = j->argmax + p * (size_t)oh * ow;
+    for (int oy = 0; oy < oh; oy++) {
+      const float *r0 = xp + (size_t)(2 * oy) * w, *r1 = r0 + w;
+      const int base = 2 * oy * w;
+      for (int ox = 0; ox < ow; ox++) {
+        float bv = r0[2 * ox];
+        int32_t bi = base + 2 * ox;
+        float v = r0[2 * ox + 1];
+        int take = v > bv || v != v;
+        bv = take ? v : bv;
+        bi = take ? base + 2 * ox + 1 : bi;
+        v = r1[2 * ox];
+        take = v > bv || v != v;
+        bv = take ? v : bv;
+        bi = take ? base + w + 2 * ox : bi;
+        v = r1[2 * ox + 1];
+        take = v > bv || v != v;
+        bv = take ? v : bv;
+        bi = take ? base + w + 2 * ox + 1 : bi;
+        yp[oy * ow + ox] = bv;
+        ap[oy * ow + ox] = bi;
+      }
+    }
+  }
+}
+
 /* Planes (one image channel each) are independent: split them over threads. */
 void pt_maxpool_forward(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *x,
                         float *y, int32_t *argmax) {
   pool_job j = {h, w, k, s, oh, ow, x, NULL, NULL, y, NULL, argmax};
-  pt_parallel_for((size_t)n * c, 16, maxpool_fwd, &j);
+  pt_parallel_for((size_t)n * c, 16, k == 2 && s == 2 ? maxpool2_fwd : maxpool_fwd, &j);
 }
 
 static void maxpool_bwd(void *ctx, size_t lo, size_t hi) {
@@ -63,8 +97,30 @@ static void maxpool_bwd(void *ctx, size_t lo, size_t hi) {
   }
 }
 
-void pt_maxpool_backward(int n, int c, int h, int w, int oh, int ow, const float *dy,
+/* Kernel 2 stride 2 windows tile the input, so every input element is
+ * written exactly once (its window's gradient or zero): no memset needed. */
+static void maxpool2_bwd(void *ctx, size_t lo, size_t hi) {
+  const pool_job *j = ctx;
+  const int w = j->w, oh = j->oh, ow = j->ow;
+  for (size_t p = lo; p < hi; p++) {
+    float *dxp = j->dx + p * (size_t)j->h * w;
+    const float *dyp = j->dy + p * (size_t)oh * ow;
+    const int32_t *ap = j->argmax_in + p * (size_t)oh * ow;
+    if (2 * oh != j->h || 2 * ow != w) memset(dxp, 0, sizeof(float) * (size_t)j->h * w); /* odd edges */
+    for (int oy = 0; oy < oh; oy++)
+      for (int ox = 0; ox < ow; ox++) {
+        const int32_t a = ap[oy * ow + ox], i0 = 2 * oy * w + 2 * ox;
+        const float g = dyp[oy * ow + ox];
+        dxp[i0] = a == i0 ? g : 0.0f;
+        dxp[i0 + 1] = a == i0 + 1 ? g : 0.0f;
+        dxp[i0 + w] = a == i0 + w ? g : 0.0f;
+        dxp[i0 + w + 1] = a == i0 + w + 1 ? g : 0.0f;
+      }
+  }
+}
+
+void pt_maxpool_backward(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *dy,
                          const int32_t *argmax, float *dx) {
-  pool_job j = {h, w, 0, 0, oh, ow, NULL, dy, argmax, NULL, dx, NULL};
-  pt_parallel_for((size_t)n * c, 16, maxpool_bwd, &j);
+  pool_job j = {h, w, k, s, oh, ow, NULL, dy, argmax, NULL, dx, NULL};
+  pt_parallel_for((size_t)n * c, 16, k == 2 && s == 2 ? maxpool2_bwd : maxpool_bwd, &j);
 }

@@ -1,0 +1,47 @@
+#include "train/profile.h"
+
+#include <string.h>
+
+void pt_profile_reset(pt_model *m, pt_phase_times *t) {
+  memset(t, 0, sizeof *t);
+  for (int i = 0; i < m->nlayers; i++) m->layers[i].fwd_ms = m->layers[i].bwd_ms = 0.0;
+}
+
+/* Forward FLOPs of one layer per sample (2 per multiply-add). */
+static double layer_flops(const pt_layer *L) {
+  if (L->spec.kind == PT_L_CONV2D)
+    return 2.0 * L->out_c * L->out_h * L->out_w * L->in_c * L->spec.kernel * L->spec.kernel;
+  if (L->spec.kind == PT_L_LINEAR) return 2.0 * L->in_c * L->out_c;
+  return 0.0;
+}
+
+void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t) {
+  if (t->steps == 0) return;
+  const double steps = (double)t->steps, step_ms = 1e3 * t->total_s / steps;
+  const double per_step_images = (double)t->images / steps;
+  fprintf(out, "\nprofile: %lld steps, %.2f ms/step, %.0f images/s\n", (long long)t->steps, step_ms,
+          t->images / t->total_s);
+  fprintf(out, "%-22s %10s %10s %7s %9s\n", "layer", "fwd ms", "bwd ms", "share", "GFLOP/s");
+  for (int i = 0; i < m->nlayers; i++) {
+    const pt_layer *L = &m->layers[i];
+    if (L->spec.kind == PT_L_FLATTEN) continue;
+    char name[64];
+    snprintf(name, sizeof name, "%s%s%s%s", pt_layer_kind_name(L->spec.kind), L->spec.name[0] ? " " : "",
+             L->spec.name, L->fused ? " (fused)" : "");
+    double f = L->fwd_ms / steps, b = L->bwd_ms / steps;
+    double flops = layer_flops(L) * per_step_images;
+    /* backward does two GEMMs of the forward's size, less the skipped input gradient */
+    double gf = (f + b) > 0 && flops > 0 ? 3.0 * flops / ((f + b) * 1e-3) / 1e9 : 0.0;
+    fprintf(out, "%-22s %10.3f %10.3f %6.1f%% ", name, f, b, 100.0 * (f + b) / step_ms);
+    if (gf > 0) fprintf(out, "%9.1f\n", gf);
+    else fprintf(out, "%9s\n", "-");
+  }
+  double other = t->total_s - t->data_s - t->forward_s - t->backward_s - t->optimizer_s - t->comm_s;
+  fprintf(out, "%-22s %10s %10s %7s\n", "phase", "ms/step", "", "share");
+  const struct { const char *name; double s; } ph[] = {
+      {"waiting for data", t->data_s}, {"forward", t->forward_s},   {"backward", t->backward_s},
+      {"optimizer", t->optimizer_s},   {"communication", t->comm_s}, {"other (loss, idle)", other},
+  };
+  for (size_t k = 0; k < sizeof ph / sizeof ph[0]; k++)
+    fprintf(out, "%-22s %10.3f %10s %6.1f%%\n", ph[k].name, 1e3 * ph[k].s / steps, "", 100.0 * ph[k].s / t->total_s);
+}

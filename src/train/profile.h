@@ -1,0 +1,26 @@
+/* The --profile report: where a training step's time goes, per layer
+ * (forward and backward milliseconds per step, share of the step, achieved
+ * GFLOP/s) and per phase (waiting for data, forward, backward, optimizer,
+ * communication, other).
+ *
+ * Layers are timed by the model itself when m->profile is set: two clock
+ * reads per layer per pass, well under 1% of a step of these models. With
+ * the flag off nothing is read and nothing is printed.
+ */
+#ifndef PT_TRAIN_PROFILE_H
+#define PT_TRAIN_PROFILE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "nn/model.h"
+
+typedef struct {
+  double data_s, forward_s, backward_s, optimizer_s, comm_s, total_s;
+  int64_t steps, images;
+} pt_phase_times;
+
+void pt_profile_reset(pt_model *m, pt_phase_times *t);
+void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t);
+
+#endif
