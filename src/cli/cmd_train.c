@@ -43,6 +43,8 @@ int pt_cmd_train(int argc, char **argv) {
       {"--metrics", ARG_STR, &c.metrics_path, 0, 0, NULL, "FILE", "append one JSON object per epoch"},
       {"--quiet", ARG_FLAG, &c.quiet, 0, 0, NULL, NULL, "print only the final epoch's line and errors"},
       {"--no-prefetch", ARG_FLAG, &no_prefetch, 0, 0, NULL, NULL, "prepare batches on the training thread"},
+      {"--profile", ARG_FLAG, &c.profile, 0, 0, NULL, NULL, "print time per layer and per phase at the end"},
+      {"--trace", ARG_STR, &c.trace_path, 0, 0, NULL, "FILE", "write a Chrome trace (Perfetto, chrome://tracing)"},
   };
   const int n = (int)(sizeof flags / sizeof flags[0]);
   int help;

@@ -34,6 +34,7 @@
 
 #include "util/philox.h"
 #include "util/timer.h"
+#include "util/trace.h"
 
 enum { SLOT_EMPTY, SLOT_QUEUED, SLOT_FILLING, SLOT_READY, SLOT_HELD };
 
@@ -119,6 +120,7 @@ static void prepare_sample(const pt_loader *l, int32_t idx, float *out) {
 /* Batch b of the current epoch into s. Reads order[] and epoch, which only
  * start_epoch writes, and only while no batch is being prepared. */
 static void prepare(const pt_loader *l, slot *s, int b) {
+  const double t0 = pt_trace_enabled() ? pt_now() : 0.0;
   int bs = l->cfg.batch_size;
   int start = b * bs;
   int n = l->num_samples - start < bs ? l->num_samples - start : bs;
@@ -129,10 +131,12 @@ static void prepare(const pt_loader *l, slot *s, int b) {
     prepare_sample(l, idx, s->x + (size_t)i * l->sample_elems);
   }
   s->n = n;
+  if (t0 > 0.0) pt_trace_span("prepare batch", "data", t0, pt_now());
 }
 
 static void *worker(void *arg) {
   pt_loader *l = arg;
+  pt_trace_thread_name("data loader");
   pthread_mutex_lock(&l->mu);
   for (;;) {
     int s = -1;

@@ -11,6 +11,7 @@
 
 #include "util/philox.h"
 #include "util/timer.h"
+#include "util/trace.h"
 
 static int add_tensor(pt_tensor_info *tab, int *count, size_t *total, const char *layer,
                       const char *what, int ndim, const int64_t *shape) {
@@ -157,6 +158,8 @@ pt_status pt_model_create(pt_model **out, const pt_model_spec *spec, int max_bat
     L->in_c = c;
     L->in_h = h;
     L->in_w = w;
+    snprintf(L->label, sizeof L->label, "%s%s%s", pt_layer_kind_name(L->spec.kind), L->spec.name[0] ? " " : "",
+             L->spec.name);
     st = infer_layer(m, L, &ws_max);
     c = L->out_c;
     h = L->out_h;
@@ -287,9 +290,14 @@ const float *pt_model_forward(pt_model *m, const float *x, int n) {
   for (int i = 0; i < m->nlayers; i++) {
     pt_layer *L = &m->layers[i];
     if (L->spec.kind == PT_L_FLATTEN || L->fused) continue; /* views: same memory */
-    double t0 = m->profile ? pt_now() : 0.0;
+    const int timing = m->profile || pt_trace_enabled();
+    double t0 = timing ? pt_now() : 0.0;
     layer_forward(m, L, cur, n);
-    if (m->profile) L->fwd_ms += 1e3 * (pt_now() - t0);
+    if (timing) {
+      double t1 = pt_now();
+      if (m->profile) L->fwd_ms += 1e3 * (t1 - t0);
+      pt_trace_span(L->label, "forward", t0, t1);
+    }
     cur = L->y;
   }
   return cur;
@@ -352,9 +360,14 @@ void pt_model_backward(pt_model *m, const float *x, int n) {
     for (int j = i - 1; j >= 0; j--)
       if (m->layers[j].w >= 0) needs_dx = 1;
     float *dx = needs_dx ? m->dbuf[which] : NULL;
-    double t0 = m->profile ? pt_now() : 0.0;
+    const int timing = m->profile || pt_trace_enabled();
+    double t0 = timing ? pt_now() : 0.0;
     layer_backward(m, L, layer_input(m, i, x), dy, dx, n);
-    if (m->profile) L->bwd_ms += 1e3 * (pt_now() - t0);
+    if (timing) {
+      double t1 = pt_now();
+      if (m->profile) L->bwd_ms += 1e3 * (t1 - t0);
+      pt_trace_span(L->label, "backward", t0, t1);
+    }
     if (!dx) break;
     dy = dx;
     which ^= 1;

@@ -38,6 +38,7 @@ typedef struct {
   float *mask;              /* dropout: (max_batch, out) */
   float *save_mean, *save_invstd; /* batch-norm: (out_c) */
   double fwd_ms, bwd_ms;    /* profiler accumulators */
+  char label[PT_NAME_LEN + 24]; /* "conv2d conv1", for profiles and traces */
 } pt_layer;
 
 typedef struct {

@@ -25,9 +25,8 @@ void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t) {
   for (int i = 0; i < m->nlayers; i++) {
     const pt_layer *L = &m->layers[i];
     if (L->spec.kind == PT_L_FLATTEN) continue;
-    char name[64];
-    snprintf(name, sizeof name, "%s%s%s%s", pt_layer_kind_name(L->spec.kind), L->spec.name[0] ? " " : "",
-             L->spec.name, L->fused ? " (fused)" : "");
+    char name[96];
+    snprintf(name, sizeof name, "%s%s", L->label, L->fused ? " (fused)" : "");
     double f = L->fwd_ms / steps, b = L->bwd_ms / steps;
     double flops = layer_flops(L) * per_step_images;
     /* backward does two GEMMs of the forward's size, less the skipped input gradient */

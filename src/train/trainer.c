@@ -22,7 +22,9 @@
 #include "nn/presets.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/profile.h"
 #include "util/timer.h"
+#include "util/trace.h"
 
 /* Evaluation batches are cut to keep activation memory under this; results
  * do not depend on the cut (sums are per sample). */
@@ -234,6 +236,10 @@ static pt_status train_loop(run_t *R, pt_train_result *res) {
             pos.next_epoch == 1 ? "" : "s");
   const int nb = pt_loader_num_batches(R->train);
   const double t_run = pt_now();
+  pt_phase_times ph;
+  pt_profile_reset(m, &ph);
+  m->profile = c->profile;
+  const int timing = c->profile || pt_trace_enabled();
   int64_t samples_total = 0;
   double train_seconds_total = 0.0;
   for (int epoch = pos.next_epoch; epoch < c->epochs; epoch++) {
@@ -254,8 +260,10 @@ static pt_status train_loop(run_t *R, pt_train_result *res) {
         break;
       }
       pt_batch batch;
+      const double ta = timing ? pt_now() : 0.0;
       PT_TRY(pt_loader_next(R->train, &batch));
       if (batch.n == 0) break;
+      const double tb = timing ? pt_now() : 0.0;
       m->step = (uint64_t)pos.step;
       pt_model_zero_grad(m);
       pt_model_forward(m, batch.x, batch.n);
@@ -263,8 +271,22 @@ static pt_status train_loop(run_t *R, pt_train_result *res) {
       if (!isfinite(loss))
         return pt_fail(PT_ERR_STATE, "loss became %g at epoch %d, step %lld: lower the learning rate (now %g)", loss,
                        epoch + 1, (long long)pos.step, lr);
+      const double tc = timing ? pt_now() : 0.0;
       pt_model_backward(m, batch.x, batch.n);
+      const double td = timing ? pt_now() : 0.0;
       pt_optimizer_step(&R->opt, m->param, m->grad, lr);
+      if (timing) {
+        const double te = pt_now();
+        pt_trace_span("wait for data", "data", ta, tb);
+        pt_trace_span("optimizer", "optimizer", td, te);
+        ph.data_s += tb - ta;
+        ph.forward_s += tc - tb;
+        ph.backward_s += td - tc;
+        ph.optimizer_s += te - td;
+        ph.total_s += te - ta;
+        ph.steps++;
+        ph.images += batch.n;
+      }
       pos.step++;
       loss_sum += loss * batch.n;
       samples += batch.n;
@@ -282,17 +304,26 @@ static pt_status train_loop(run_t *R, pt_train_result *res) {
     pos.epoch_samples = b < nb ? samples : 0;
     pos.epoch_seconds = b < nb ? prior_seconds + train_s : 0.0;
     pt_eval_sums ev;
+    const double te0 = pt_now();
+    m->profile = 0; /* the profile is of training steps */
     PT_TRY(pt_evaluate(m, R->test, &ev));
+    m->profile = c->profile;
+    pt_trace_span("evaluate", "eval", te0, pt_now());
     double ips = train_s > 0 ? fresh / train_s : 0.0;
     double train_loss = samples ? loss_sum / (double)samples : NAN;
     PT_TRY(report_epoch(R, epoch + 1, pos.step, train_loss, &ev, ips, prior_seconds + train_s, lr, b < nb));
-    if (c->save_model) PT_TRY(pt_checkpoint_save(c->checkpoint_dir, m, &R->opt, &pos, R->r.spec_text));
+    if (c->save_model) {
+      const double tk = pt_now();
+      PT_TRY(pt_checkpoint_save(c->checkpoint_dir, m, &R->opt, &pos, R->r.spec_text));
+      pt_trace_span("checkpoint", "io", tk, pt_now());
+    }
     res->epochs_done = epoch + 1;
     res->train_loss = train_loss;
     res->test_loss = ev.count ? ev.loss_sum / ev.count : NAN;
     res->test_acc = ev.count ? (double)ev.correct / ev.count : NAN;
     if (stopped || b < nb) break;
   }
+  if (c->profile) pt_profile_print(R->out, m, &ph);
   res->steps = pos.step;
   res->seconds = pt_now() - t_run;
   res->images_per_s = train_seconds_total > 0 ? samples_total / train_seconds_total : 0.0;
@@ -308,6 +339,12 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   if (!result) result = &local;
   memset(result, 0, sizeof *result);
   if (cfg->epochs < 1) return pt_fail(PT_ERR_ARG, "--epochs %d: expected at least 1", cfg->epochs);
+  /* Tracing starts first so the loader thread names its track. 2M events
+   * (~64 MB) hold about 40,000 steps of a 10-layer model. */
+  if (cfg->trace_path) {
+    PT_TRY(pt_trace_start((size_t)2 << 20));
+    pt_trace_thread_name("trainer");
+  }
   pt_status st = setup(&R);
   if (st == PT_OK) {
     if (!cfg->quiet) print_header(&R);
@@ -321,5 +358,10 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
             cfg->save_model ? cfg->checkpoint_dir : "");
   }
   run_free(&R);
+  if (cfg->trace_path) {
+    pt_status ts = pt_trace_finish(cfg->trace_path);
+    if (st == PT_OK) st = ts;
+    if (ts == PT_OK && !cfg->quiet) fprintf(out, "trace written to %s (open in Perfetto or chrome://tracing)\n", cfg->trace_path);
+  }
   return st;
 }

@@ -44,6 +44,8 @@ typedef struct {
   int quiet;
   int progress;               /* 1: a progress bar (a terminal); 0: plain lines */
   int prefetch;
+  int profile;                /* print where the time went at the end */
+  const char *trace_path;     /* write a Chrome trace of the run */
 } pt_train_config;
 
 void pt_train_config_defaults(pt_train_config *c);

@@ -54,3 +54,26 @@ init_acc=$(accuracy_of "$TMP/init.out")
 expect_exit 1 "not a parameter of model|has no tensor 'conv1.weight'" -- "$PTRAIN" train --model mnist-cnn \
   --init-from "$TMP/a/model.safetensors" --max-steps 1
 pass "--init-from"
+
+# --profile prints the per-layer and per-phase table; --trace writes a Chrome
+# trace with a span per layer pass, the loader's work on its own track.
+"$PTRAIN" train --model fmnist-mlp --threads 2 --max-steps 30 --profile --trace "$TMP/trace.json" \
+  >"$TMP/prof.out" 2>&1 || fail "profile/trace run: $(cat "$TMP/prof.out")"
+for row in "linear lin1" "linear lin2" "waiting for data" "forward" "backward" "optimizer" "communication"; do
+  grep -q "^$row " "$TMP/prof.out" || fail "profile lacks '$row'"
+done
+python3 - "$TMP/trace.json" <<'PY' || fail "trace file"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"]
+spans = [e for e in ev if e["ph"] == "X"]
+names = {e["args"]["name"]: e["tid"] for e in ev if e["ph"] == "M"}
+assert "trainer" in names and "data loader" in names, names
+fwd = [e for e in spans if e["cat"] == "forward" and e["name"] == "linear lin1"]
+bwd = [e for e in spans if e["cat"] == "backward" and e["name"] == "linear lin1"]
+assert len(bwd) == 30 and len(fwd) >= 30, (len(fwd), len(bwd))  # eval adds forward spans
+assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans)
+assert any(e["cat"] == "data" and e["tid"] != names["trainer"] for e in spans), "loader track"
+assert sum(1 for e in spans if e["name"] == "optimizer") == 30
+PY
+pass "--profile and --trace"

@@ -1,0 +1,27 @@
+/* Chrome trace-event recording (--trace FILE.json), for Perfetto and
+ * chrome://tracing: complete events ("ph":"X") per thread, so each thread
+ * (the trainer, the data loader, later each rank) is one track.
+ *
+ * Events go into one buffer allocated when tracing starts; recording takes a
+ * mutex briefly, and a full buffer stops recording (the file says how many
+ * were dropped) rather than allocating during training. When tracing is
+ * off, a call costs one load and a branch.
+ */
+#ifndef PT_UTIL_TRACE_H
+#define PT_UTIL_TRACE_H
+
+#include <stddef.h>
+
+#include "util/error.h"
+
+pt_status pt_trace_start(size_t max_events);
+int pt_trace_enabled(void);
+/* A span from t0 to t1 (pt_now() seconds) on the calling thread. name and
+ * cat must outlive the trace (string literals, layer labels). */
+void pt_trace_span(const char *name, const char *cat, double t0, double t1);
+/* Names the calling thread's track. */
+void pt_trace_thread_name(const char *name);
+/* Writes the file atomically enough for a trace (write, then rename) and frees the buffer. */
+pt_status pt_trace_finish(const char *path);
+
+#endif
