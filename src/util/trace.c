@@ -1,5 +1,7 @@
 #include "util/trace.h"
 
+#include "util/timer.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -41,7 +43,7 @@ pt_status pt_trace_start(size_t max_events) {
   cap = max_events;
   count = dropped = 0;
   nnames = 0;
-  origin = -1.0;
+  origin = pt_now(); /* every span starts after this, so timestamps are >= 0 */
   atomic_store(&enabled, 1);
   pthread_mutex_unlock(&mu);
   return PT_OK;
@@ -53,7 +55,6 @@ void pt_trace_span(const char *name, const char *cat, double t0, double t1) {
   if (!pt_trace_enabled()) return;
   int tid = my_tid();
   pthread_mutex_lock(&mu);
-  if (origin < 0) origin = t0;
   if (count < cap) events[count++] = (event){name, cat, t0, t1, tid};
   else dropped++;
   pthread_mutex_unlock(&mu);
