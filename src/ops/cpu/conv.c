@@ -1,14 +1,16 @@
 /* conv2d as im2col + GEMM, parallel over samples.
  *
- * Each pool thread takes a contiguous block of the batch and, one sample at
- * a time, unrolls it into its own col (c*kh*kw, oh*ow) and multiplies:
- * y_s (oc, oh*ow) = w (oc, c*kh*kw) col. The unrolled sample is small enough
- * to stay in the core's L2 cache (mnist-cnn's conv2: 650 KB), so neither
- * the unrolling nor the BLAS's own packing of it goes to memory, and y_s
- * lands directly in (n, oc, oh, ow) order with no transpose. Backward per
- * sample: dw_t += dy_s col^T into the thread's own partial, dcol = w^T dy_s
- * folded back by col2im. The partials are summed in thread order after the
- * batch, so results depend on the thread count but never on timing.
+ * Each pool thread takes a contiguous block of the batch and, a group of G
+ * samples at a time, unrolls them side by side into its own col
+ * (c*kh*kw, G*oh*ow) and multiplies: (oc, G*oh*ow) = w (oc, c*kh*kw) col.
+ * G is as large as keeps the group within 1 MiB of the core's L2 (1 for
+ * mnist-cnn's conv2, 10 for tutorial-cnn's conv1), so neither the unrolling
+ * nor the BLAS's own packing of it goes to memory; the result is scattered
+ * to (n, oc, oh, ow) with the bias and the fused ReLU while it is still in
+ * cache. Backward per group: dw_t += dy col^T into the thread's own partial,
+ * dcol = w^T dy folded back by col2im. The partials are summed in thread
+ * order after the batch, so results depend on the thread count but never on
+ * timing.
  */
 #include <string.h>
 
@@ -24,11 +26,24 @@ int pt_conv_init(pt_conv_geom *g) {
   return 1;
 }
 
-/* Per-thread workspace, in floats: col (ckk, ohw), a masked dy (oc, ohw),
- * and the partial weight and bias gradients (oc, ckk) and (oc). */
+/* Samples unrolled side by side into one GEMM. Small convolutions (tutorial-
+ * cnn's conv1 is a 16x784x25 GEMM per sample) waste most of a GEMM call on
+ * its edges; grouping samples widens it, while the group's unrolled input
+ * and output still fit in 1 MiB of the core's L2. Depends on the geometry
+ * alone, so results do not depend on anything but the thread count. */
+#define GROUP_BUDGET_FLOATS ((size_t)256 << 10)
+static int group_of(const pt_conv_geom *g) {
+  size_t per = ((size_t)g->c * g->kh * g->kw + (size_t)g->oc) * g->oh * g->ow;
+  size_t G = per ? GROUP_BUDGET_FLOATS / per : 1;
+  return G < 1 ? 1 : G > 64 ? 64 : (int)G;
+}
+
+/* Per-thread workspace, in floats: col (ckk, G*ohw), the output or masked
+ * gradient of the group (oc, G*ohw), and the partial weight and bias
+ * gradients (oc, ckk) and (oc). */
 static size_t per_thread(const pt_conv_geom *g) {
-  size_t ckk = (size_t)g->c * g->kh * g->kw, ohw = (size_t)g->oh * g->ow;
-  return ckk * ohw + (size_t)g->oc * ohw + (size_t)g->oc * ckk + (size_t)g->oc;
+  size_t ckk = (size_t)g->c * g->kh * g->kw, ohw = (size_t)g->oh * g->ow, G = (size_t)group_of(g);
+  return ckk * ohw * G + (size_t)g->oc * ohw * G + (size_t)g->oc * ckk + (size_t)g->oc;
 }
 
 size_t pt_conv_workspace(const pt_conv_geom *g, int nthreads) { return per_thread(g) * (size_t)nthreads; }
@@ -111,20 +126,31 @@ typedef struct {
 static void forward_task(void *ctx, int tid, int nt) {
   const conv_job *j = ctx;
   const pt_conv_geom *g = j->g;
-  const int ohw = g->oh * g->ow, ckk = g->c * g->kh * g->kw;
+  const int ohw = g->oh * g->ow, ckk = g->c * g->kh * g->kw, G = group_of(g);
   const size_t xs = (size_t)g->c * g->h * g->w, ys = (size_t)g->oc * ohw;
-  float *col = j->ws + per_thread(g) * (size_t)tid; /* (ckk, ohw) */
+  float *col = j->ws + per_thread(g) * (size_t)tid; /* (ckk, G*ohw) */
+  float *tmp = col + (size_t)ckk * ohw * G;         /* (oc, G*ohw) */
   size_t lo, hi;
   pt_split((size_t)j->n, tid, nt, &lo, &hi);
-  for (size_t s = lo; s < hi; s++) {
-    float *y = j->out + s * ys; /* (oc, ohw) */
-    im2col(g, j->x + s * xs, col, (size_t)ohw);
-    if (j->b)
-      for (int o = 0; o < g->oc; o++)
-        for (int i = 0; i < ohw; i++) y[(size_t)o * ohw + i] = j->b[o];
-    pt_sgemm_serial(0, 0, g->oc, ohw, ckk, 1.0f, j->w, ckk, col, ohw, j->b ? 1.0f : 0.0f, y, ohw);
-    if (g->relu)
-      for (size_t i = 0; i < ys; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+  for (size_t s0 = lo; s0 < hi; s0 += (size_t)G) {
+    const int cn = hi - s0 < (size_t)G ? (int)(hi - s0) : G;
+    const int ld = cn * ohw;
+    for (int i = 0; i < cn; i++) im2col(g, j->x + (s0 + i) * xs, col + (size_t)i * ohw, (size_t)ld);
+    pt_sgemm_serial(0, 0, g->oc, ld, ckk, 1.0f, j->w, ckk, col, ld, 0.0f, tmp, ld);
+    /* scatter (oc, cn, ohw) -> (cn, oc, ohw), adding the bias and the fused ReLU */
+    for (int i = 0; i < cn; i++)
+      for (int o = 0; o < g->oc; o++) {
+        float *y = j->out + (s0 + i) * ys + (size_t)o * ohw;
+        const float *t = tmp + (size_t)o * ld + (size_t)i * ohw;
+        const float b = j->b ? j->b[o] : 0.0f;
+        if (g->relu)
+          for (int k = 0; k < ohw; k++) {
+            float v = t[k] + b;
+            y[k] = v > 0.0f ? v : 0.0f;
+          }
+        else
+          for (int k = 0; k < ohw; k++) y[k] = t[k] + b;
+      }
   }
 }
 
@@ -137,33 +163,43 @@ void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float
 static void backward_task(void *ctx, int tid, int nt) {
   const conv_job *j = ctx;
   const pt_conv_geom *g = j->g;
-  const int ohw = g->oh * g->ow, ckk = g->c * g->kh * g->kw;
+  const int ohw = g->oh * g->ow, ckk = g->c * g->kh * g->kw, G = group_of(g);
   const size_t xs = (size_t)g->c * g->h * g->w, ys = (size_t)g->oc * ohw;
-  float *col = j->ws + per_thread(g) * (size_t)tid;  /* (ckk, ohw) */
-  float *dym = col + (size_t)ckk * ohw;              /* (oc, ohw) dy through the fused ReLU */
-  float *dw = dym + ys;                              /* (oc, ckk) this thread's partial */
-  float *db = dw + (size_t)g->oc * ckk;              /* (oc) */
+  float *col = j->ws + per_thread(g) * (size_t)tid; /* (ckk, G*ohw) */
+  float *dyt = col + (size_t)ckk * ohw * G;         /* (oc, G*ohw) the group's dy, ReLU applied */
+  float *dw = dyt + ys * G;                         /* (oc, ckk) this thread's partial */
+  float *db = dw + (size_t)g->oc * ckk;             /* (oc) */
   memset(dw, 0, sizeof(float) * ((size_t)g->oc * ckk + g->oc));
   size_t lo, hi;
   pt_split((size_t)j->n, tid, nt, &lo, &hi);
-  for (size_t s = lo; s < hi; s++) {
-    const float *dy = j->dy + s * ys;
-    if (g->relu) {
-      const float *y = j->y + s * ys;
-      for (size_t i = 0; i < ys; i++) dym[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-      dy = dym;
-    }
+  for (size_t s0 = lo; s0 < hi; s0 += (size_t)G) {
+    const int cn = hi - s0 < (size_t)G ? (int)(hi - s0) : G;
+    const int ld = cn * ohw;
+    /* gather (cn, oc, ohw) -> (oc, cn, ohw) through the fused ReLU's mask */
+    for (int i = 0; i < cn; i++)
+      for (int o = 0; o < g->oc; o++) {
+        const size_t at = (s0 + i) * ys + (size_t)o * ohw;
+        const float *dy = j->dy + at;
+        float *t = dyt + (size_t)o * ld + (size_t)i * ohw;
+        if (g->relu) {
+          const float *y = j->y + at;
+          for (int k = 0; k < ohw; k++) t[k] = y[k] > 0.0f ? dy[k] : 0.0f;
+        } else {
+          memcpy(t, dy, sizeof(float) * (size_t)ohw);
+        }
+      }
     for (int o = 0; o < g->oc; o++) {
+      const float *r = dyt + (size_t)o * ld;
       float acc = 0.0f;
-      for (int i = 0; i < ohw; i++) acc += dy[(size_t)o * ohw + i];
+      for (int k = 0; k < ld; k++) acc += r[k];
       db[o] += acc;
     }
-    im2col(g, j->x + s * xs, col, (size_t)ohw);
-    pt_sgemm_serial(0, 1, g->oc, ckk, ohw, 1.0f, dy, ohw, col, ohw, 1.0f, dw, ckk);
+    for (int i = 0; i < cn; i++) im2col(g, j->x + (s0 + i) * xs, col + (size_t)i * ohw, (size_t)ld);
+    pt_sgemm_serial(0, 1, g->oc, ckk, ld, 1.0f, dyt, ld, col, ld, 1.0f, dw, ckk);
     if (j->dx) {
       /* dcol = w^T dy, over col, which dw no longer needs */
-      pt_sgemm_serial(1, 0, ckk, ohw, g->oc, 1.0f, j->w, ckk, dy, ohw, 0.0f, col, ohw);
-      col2im(g, col, (size_t)ohw, j->dx + s * xs);
+      pt_sgemm_serial(1, 0, ckk, ld, g->oc, 1.0f, j->w, ckk, dyt, ld, 0.0f, col, ld);
+      for (int i = 0; i < cn; i++) col2im(g, col + (size_t)i * ohw, (size_t)ld, j->dx + (s0 + i) * xs);
     }
   }
 }
@@ -173,7 +209,7 @@ static void reduce_task(void *ctx, size_t lo, size_t hi) {
   const conv_job *j = ctx;
   const pt_conv_geom *g = j->g;
   const size_t ckk = (size_t)g->c * g->kh * g->kw, per = per_thread(g), nw = (size_t)g->oc * ckk;
-  const size_t part = ckk * g->oh * g->ow + (size_t)g->oc * g->oh * g->ow; /* offset of dw in a thread's ws */
+  const size_t part = (ckk + (size_t)g->oc) * g->oh * g->ow * (size_t)group_of(g); /* dw's offset in a thread's ws */
   for (int t = 0; t < j->n; t++) {
     const float *pw = j->ws + per * (size_t)t + part;
     for (size_t i = lo; i < hi; i++) {
