@@ -51,37 +51,37 @@ size_t pt_conv_workspace(const pt_conv_geom *g, int nthreads) { return per_threa
 /* col (c*kh*kw, ld) columns [0, oh*ow) from x (c, h, w); ld is the row
  * stride of col, so samples of a chunk sit side by side. */
 static void im2col(const pt_conv_geom *g, const float *x, float *col, size_t ld) {
+  const int ow = g->ow, oh = g->oh, st = g->stride;
   for (int ci = 0; ci < g->c; ci++) {
     const float *xc = x + (size_t)ci * g->h * g->w;
     for (int ky = 0; ky < g->kh; ky++) {
+      /* output rows whose input row oy*stride - pad + ky lies inside the image */
+      int ylo = g->pad - ky > 0 ? (g->pad - ky + st - 1) / st : 0;
+      int yhi = (g->h + g->pad - ky + st - 1) / st;
+      if (yhi > oh) yhi = oh;
+      if (ylo > yhi) ylo = yhi;
       for (int kx = 0; kx < g->kw; kx++) {
         float *row = col + ((size_t)(ci * g->kh + ky) * g->kw + kx) * ld;
-        for (int oy = 0; oy < g->oh; oy++) {
-          int iy = oy * g->stride - g->pad + ky;
-          float *dst = row + oy * g->ow;
-          if (iy < 0 || iy >= g->h) {
-            memset(dst, 0, sizeof(float) * g->ow);
-            continue;
-          }
-          const float *src = xc + (size_t)iy * g->w;
-          if (g->stride == 1) {
-            /* Contiguous run; only the edges can fall into the padding.
-             * Valid ox satisfy 0 <= ox - pad + kx < w. */
-            int lo = g->pad - kx, hi = g->w + g->pad - kx;
-            if (lo < 0) lo = 0;
-            if (lo > g->ow) lo = g->ow;
-            if (hi > g->ow) hi = g->ow;
-            if (hi < lo) hi = lo;
-            memset(dst, 0, sizeof(float) * (size_t)lo);
-            memcpy(dst + lo, src + lo - g->pad + kx, sizeof(float) * (size_t)(hi - lo));
-            memset(dst + hi, 0, sizeof(float) * (size_t)(g->ow - hi));
-          } else {
-            for (int ox = 0; ox < g->ow; ox++) {
-              int ix = ox * g->stride - g->pad + kx;
-              dst[ox] = (ix >= 0 && ix < g->w) ? src[ix] : 0.0f;
-            }
-          }
+        /* the same for columns: valid ox satisfy 0 <= ox*stride - pad + kx < w */
+        int xlo = g->pad - kx > 0 ? (g->pad - kx + st - 1) / st : 0;
+        int xhi = (g->w + g->pad - kx + st - 1) / st;
+        if (xhi > ow) xhi = ow;
+        if (xlo > xhi) xlo = xhi;
+        const int off = kx - g->pad;
+        /* Plain loops, not memcpy/memset: rows are 14-28 floats, where a
+         * library call costs more than the copy. */
+        for (int i = 0; i < ylo * ow; i++) row[i] = 0.0f;
+        for (int oy = ylo; oy < yhi; oy++) {
+          float *dst = row + oy * ow;
+          const float *src = xc + (size_t)(oy * st - g->pad + ky) * g->w;
+          for (int ox = 0; ox < xlo; ox++) dst[ox] = 0.0f;
+          if (st == 1)
+            for (int ox = xlo; ox < xhi; ox++) dst[ox] = src[ox + off];
+          else
+            for (int ox = xlo; ox < xhi; ox++) dst[ox] = src[ox * st + off];
+          for (int ox = xhi; ox < ow; ox++) dst[ox] = 0.0f;
         }
+        for (int i = yhi * ow; i < oh * ow; i++) row[i] = 0.0f;
       }
     }
   }
