@@ -41,50 +41,70 @@ static int group_of(const pt_conv_geom *g) {
 /* Per-thread workspace, in floats: col (ckk, G*ohw), the output or masked
  * gradient of the group (oc, G*ohw), and the partial weight and bias
  * gradients (oc, ckk) and (oc). */
+static size_t padded_floats(const pt_conv_geom *g) {
+  return g->pad ? (size_t)g->c * (g->h + 2 * g->pad) * (g->w + 2 * g->pad) : 0;
+}
+
 static size_t per_thread(const pt_conv_geom *g) {
   size_t ckk = (size_t)g->c * g->kh * g->kw, ohw = (size_t)g->oh * g->ow, G = (size_t)group_of(g);
-  return ckk * ohw * G + (size_t)g->oc * ohw * G + (size_t)g->oc * ckk + (size_t)g->oc;
+  return ckk * ohw * G + (size_t)g->oc * ohw * G + (size_t)g->oc * ckk + (size_t)g->oc + padded_floats(g);
 }
 
 size_t pt_conv_workspace(const pt_conv_geom *g, int nthreads) { return per_thread(g) * (size_t)nthreads; }
 
 /* col (c*kh*kw, ld) columns [0, oh*ow) from x (c, h, w); ld is the row
- * stride of col, so samples of a chunk sit side by side. */
-static void im2col(const pt_conv_geom *g, const float *x, float *col, size_t ld) {
-  const int ow = g->ow, oh = g->oh, st = g->stride;
+ * stride of col, so samples of a group sit side by side. A padded
+ * convolution first copies the sample into pad (c, h+2p, w+2p) with a zero
+ * border, so that every unrolled row is a plain strided copy with no bounds
+ * to test: these rows are 14-28 floats long, and the tests cost more than
+ * the copy. */
+static void im2col(const pt_conv_geom *g, const float *x, float *col, size_t ld, float *pad) {
+  const int ow = g->ow, oh = g->oh, st = g->stride, p = g->pad;
+  const int hp = g->h + 2 * p, wp = g->w + 2 * p;
+  const float *src0 = x;
+  if (p) {
+    for (int ci = 0; ci < g->c; ci++) {
+      float *d = pad + (size_t)ci * hp * wp;
+      const float *xc = x + (size_t)ci * g->h * g->w;
+      for (int i = 0; i < p * wp; i++) d[i] = 0.0f;
+      for (int y = 0; y < g->h; y++) {
+        float *r = d + (size_t)(y + p) * wp;
+        for (int i = 0; i < p; i++) r[i] = r[p + g->w + i] = 0.0f;
+        for (int i = 0; i < g->w; i++) r[p + i] = xc[(size_t)y * g->w + i];
+      }
+      for (int i = (p + g->h) * wp; i < hp * wp; i++) d[i] = 0.0f;
+    }
+    src0 = pad;
+  }
   for (int ci = 0; ci < g->c; ci++) {
-    const float *xc = x + (size_t)ci * g->h * g->w;
-    for (int ky = 0; ky < g->kh; ky++) {
-      /* output rows whose input row oy*stride - pad + ky lies inside the image */
-      int ylo = g->pad - ky > 0 ? (g->pad - ky + st - 1) / st : 0;
-      int yhi = (g->h + g->pad - ky + st - 1) / st;
-      if (yhi > oh) yhi = oh;
-      if (ylo > yhi) ylo = yhi;
+    const float *xc = src0 + (size_t)ci * hp * wp;
+    for (int ky = 0; ky < g->kh; ky++)
       for (int kx = 0; kx < g->kw; kx++) {
         float *row = col + ((size_t)(ci * g->kh + ky) * g->kw + kx) * ld;
-        /* the same for columns: valid ox satisfy 0 <= ox*stride - pad + kx < w */
-        int xlo = g->pad - kx > 0 ? (g->pad - kx + st - 1) / st : 0;
-        int xhi = (g->w + g->pad - kx + st - 1) / st;
-        if (xhi > ow) xhi = ow;
-        if (xlo > xhi) xlo = xhi;
-        const int off = kx - g->pad;
-        /* Plain loops, not memcpy/memset: rows are 14-28 floats, where a
-         * library call costs more than the copy. */
-        for (int i = 0; i < ylo * ow; i++) row[i] = 0.0f;
-        for (int oy = ylo; oy < yhi; oy++) {
+        for (int oy = 0; oy < oh; oy++) {
           float *dst = row + oy * ow;
-          const float *src = xc + (size_t)(oy * st - g->pad + ky) * g->w;
-          for (int ox = 0; ox < xlo; ox++) dst[ox] = 0.0f;
+          const float *src = xc + (size_t)(oy * st + ky) * wp + kx;
           if (st == 1)
-            for (int ox = xlo; ox < xhi; ox++) dst[ox] = src[ox + off];
+            for (int ox = 0; ox < ow; ox++) dst[ox] = src[ox];
           else
-            for (int ox = xlo; ox < xhi; ox++) dst[ox] = src[ox * st + off];
-          for (int ox = xhi; ox < ow; ox++) dst[ox] = 0.0f;
+            for (int ox = 0; ox < ow; ox++) dst[ox] = src[ox * st];
         }
-        for (int i = yhi * ow; i < oh * ow; i++) row[i] = 0.0f;
       }
-    }
   }
+}
+
+/* Sum of r[0..n) in a fixed order that vectorises: 16 running partial sums,
+ * then those in order. A plain running sum cannot be vectorised without
+ * reassociating, and stays a chain of dependent scalar adds. */
+static float row_sum(const float *r, int n) {
+  float part[16] = {0};
+  int k = 0;
+  for (; k + 16 <= n; k += 16)
+    for (int l = 0; l < 16; l++) part[l] += r[k + l];
+  for (int l = 0; k < n; k++, l++) part[l] += r[k];
+  float acc = 0.0f;
+  for (int l = 0; l < 16; l++) acc += part[l];
+  return acc;
 }
 
 /* dx (c, h, w) = fold of dcol (c*kh*kw, ld) columns [0, oh*ow); dx is overwritten */
@@ -130,12 +150,13 @@ static void forward_task(void *ctx, int tid, int nt) {
   const size_t xs = (size_t)g->c * g->h * g->w, ys = (size_t)g->oc * ohw;
   float *col = j->ws + per_thread(g) * (size_t)tid; /* (ckk, G*ohw) */
   float *tmp = col + (size_t)ckk * ohw * G;         /* (oc, G*ohw) */
+  float *pad = j->ws + per_thread(g) * (size_t)(tid + 1) - padded_floats(g); /* (c, h+2p, w+2p) */
   size_t lo, hi;
   pt_split((size_t)j->n, tid, nt, &lo, &hi);
   for (size_t s0 = lo; s0 < hi; s0 += (size_t)G) {
     const int cn = hi - s0 < (size_t)G ? (int)(hi - s0) : G;
     const int ld = cn * ohw;
-    for (int i = 0; i < cn; i++) im2col(g, j->x + (s0 + i) * xs, col + (size_t)i * ohw, (size_t)ld);
+    for (int i = 0; i < cn; i++) im2col(g, j->x + (s0 + i) * xs, col + (size_t)i * ohw, (size_t)ld, pad);
     pt_sgemm_serial(0, 0, g->oc, ld, ckk, 1.0f, j->w, ckk, col, ld, 0.0f, tmp, ld);
     /* scatter (oc, cn, ohw) -> (cn, oc, ohw), adding the bias and the fused ReLU */
     for (int i = 0; i < cn; i++)
@@ -169,6 +190,7 @@ static void backward_task(void *ctx, int tid, int nt) {
   float *dyt = col + (size_t)ckk * ohw * G;         /* (oc, G*ohw) the group's dy, ReLU applied */
   float *dw = dyt + ys * G;                         /* (oc, ckk) this thread's partial */
   float *db = dw + (size_t)g->oc * ckk;             /* (oc) */
+  float *pad = db + g->oc;                          /* (c, h+2p, w+2p) */
   memset(dw, 0, sizeof(float) * ((size_t)g->oc * ckk + g->oc));
   size_t lo, hi;
   pt_split((size_t)j->n, tid, nt, &lo, &hi);
@@ -188,13 +210,8 @@ static void backward_task(void *ctx, int tid, int nt) {
           memcpy(t, dy, sizeof(float) * (size_t)ohw);
         }
       }
-    for (int o = 0; o < g->oc; o++) {
-      const float *r = dyt + (size_t)o * ld;
-      float acc = 0.0f;
-      for (int k = 0; k < ld; k++) acc += r[k];
-      db[o] += acc;
-    }
-    for (int i = 0; i < cn; i++) im2col(g, j->x + (s0 + i) * xs, col + (size_t)i * ohw, (size_t)ld);
+    for (int o = 0; o < g->oc; o++) db[o] += row_sum(dyt + (size_t)o * ld, ld);
+    for (int i = 0; i < cn; i++) im2col(g, j->x + (s0 + i) * xs, col + (size_t)i * ohw, (size_t)ld, pad);
     pt_sgemm_serial(0, 1, g->oc, ckk, ld, 1.0f, dyt, ld, col, ld, 1.0f, dw, ckk);
     if (j->dx) {
       /* dcol = w^T dy, over col, which dw no longer needs */
