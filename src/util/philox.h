@@ -22,6 +22,11 @@ enum {
 /* out[0..3] = Philox4x32-10(counter = {c0, c1}, key = {k}) */
 void pt_philox4x32(uint64_t key, uint64_t c0, uint64_t c1, uint32_t out[4]);
 
+/* Philox4x32-10 for 16 consecutive counters (c0, c1 + i), i = 0..15:
+ * out[i] holds the four words of counter i, exactly as pt_philox4x32
+ * gives them. Written lane by lane so the compiler vectorises it. */
+void pt_philox4x32_x16(uint64_t key, uint64_t c0, uint64_t c1, uint32_t out[16][4]);
+
 /* A key for a purpose under a seed. */
 uint64_t pt_rng_key(uint64_t seed, uint32_t stream);
 

@@ -48,6 +48,21 @@ static void test_below_is_uniform_and_bounded(void **s) {
   }
 }
 
+/* The 16-lane generator is the scalar one, counter by counter, including
+ * across a carry into the counter's high word. */
+static void test_x16_matches_scalar(void **s) {
+  (void)s;
+  const uint64_t c1s[] = {0, 12345, 0xfffffffffffffff8ull, 0x00000000fffffff9ull};
+  for (size_t t = 0; t < sizeof c1s / sizeof c1s[0]; t++) {
+    uint32_t v[16][4], one[4];
+    pt_philox4x32_x16(0x1234567890abcdefull, 77, c1s[t], v);
+    for (int l = 0; l < 16; l++) {
+      pt_philox4x32(0x1234567890abcdefull, 77, c1s[t] + (uint64_t)l, one);
+      assert_memory_equal(v[l], one, sizeof one);
+    }
+  }
+}
+
 static void test_streams_differ(void **s) {
   (void)s;
   assert_true(pt_rng_key(1, PT_RNG_SHUFFLE) != pt_rng_key(1, PT_RNG_DROPOUT));
@@ -60,6 +75,7 @@ int main(void) {
       cmocka_unit_test(test_known_answers),
       cmocka_unit_test(test_below_is_uniform_and_bounded),
       cmocka_unit_test(test_streams_differ),
+      cmocka_unit_test(test_x16_matches_scalar),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,6 +2,8 @@
  * from Philox keyed by (seed, step, layer, element block), so they are the same
  * for any thread count or batch split and a resumed run draws the masks an
  * uninterrupted one would. */
+#include <string.h>
+
 #include "ops/cpu/ops.h"
 #include "util/philox.h"
 
@@ -43,15 +45,20 @@ void pt_relu_backward(size_t n, const float *y, const float *dy, float *dx) {
 static void dropout_fwd(void *c, size_t lo, size_t hi) {
   const ew_job *j = c;
   const uint32_t threshold = (uint32_t)(j->p * 65536.0f + 0.5f); /* drop if u16 < threshold */
-  uint32_t r[4];
-  for (size_t q = lo; q < hi; q++) {
-    pt_philox4x32(j->key, j->step, ((uint64_t)j->layer << 40) | q, r);
-    for (size_t k = 0; k < 8 && 8 * q + k < j->n; k++) {
-      size_t i = 8 * q + k;
-      uint32_t u = (r[k >> 1] >> (16 * (k & 1))) & 0xffffu;
-      float m = u < threshold ? 0.0f : j->scale;
-      j->mask_out[i] = m;
-      j->out[i] = j->x[i] * m;
+  const uint64_t ctr = (uint64_t)j->layer << 40;
+  uint32_t r[16][4];
+  uint16_t u[128]; /* element k of block q is bits 16(k%2).. of word k/2: little-endian halves */
+  for (size_t q0 = lo; q0 < hi; q0 += 16) {
+    pt_philox4x32_x16(j->key, j->step, ctr | q0, r);
+    memcpy(u, r, sizeof u);
+    const size_t i0 = 8 * q0, end = 8 * hi < j->n ? 8 * hi : j->n;
+    const size_t cnt = end - i0 < 128 ? end - i0 : 128;
+    float *mo = j->mask_out + i0, *out = j->out + i0;
+    const float *x = j->x + i0;
+    for (size_t k = 0; k < cnt; k++) {
+      float m = u[k] < threshold ? 0.0f : j->scale;
+      mo[k] = m;
+      out[k] = x[k] * m;
     }
   }
 }
