@@ -10,6 +10,8 @@
  */
 #include "data/blob.h"
 
+#include "util/file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -134,38 +136,9 @@ pt_status pt_blob_gunzip(const uint8_t *in, size_t len, const char *name, size_t
 pt_status pt_blob_read(const char *path, size_t max_out, uint8_t **out, size_t *out_len) {
   *out = NULL;
   *out_len = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return pt_fail_errno(PT_ERR_IO, "%s: cannot open", path);
-  struct stat sb;
-  if (fstat(fd, &sb) != 0) {
-    pt_status st = pt_fail_errno(PT_ERR_IO, "%s: cannot stat", path);
-    close(fd);
-    return st;
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    close(fd);
-    return pt_fail(PT_ERR_IO, "%s: not a regular file", path);
-  }
-  size_t size = (size_t)sb.st_size;
-  uint8_t *raw = pt_malloc(size);
-  if (!raw) {
-    close(fd);
-    return pt_wrap(PT_ERR_NOMEM, "%s", path);
-  }
-  size_t got = 0;
-  while (got < size) {
-    ssize_t r = read(fd, raw + got, size - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      pt_status st = pt_fail_errno(PT_ERR_IO, "%s: read failed", path);
-      close(fd);
-      free(raw);
-      return st;
-    }
-    if (r == 0) break; /* shrank under us: the parser reports the short length */
-    got += (size_t)r;
-  }
-  close(fd);
+  uint8_t *raw;
+  size_t got;
+  PT_TRY(pt_read_file(path, &raw, &got));
 
   if (pt_blob_is_gzip(raw, got)) {
     pt_status st = pt_blob_gunzip(raw, got, path, max_out, out, out_len);

@@ -19,6 +19,8 @@
  */
 #include "io/safetensors.h"
 
+#include "util/file.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -392,39 +394,10 @@ pt_status pt_st_parse(const uint8_t *buf, size_t len, const char *name, pt_st_fi
 
 pt_status pt_st_read(const char *path, pt_st_file *f) {
   memset(f, 0, sizeof *f);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return pt_fail_errno(PT_ERR_IO, "%s: cannot open", path);
-  struct stat sb;
-  if (fstat(fd, &sb) != 0) {
-    pt_status st = pt_fail_errno(PT_ERR_IO, "%s: cannot stat", path);
-    close(fd);
-    return st;
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    close(fd);
-    return pt_fail(PT_ERR_IO, "%s: not a regular file", path);
-  }
-  size_t size = (size_t)sb.st_size;
-  uint8_t *buf = pt_malloc(size);
-  if (!buf) {
-    close(fd);
-    return pt_wrap(PT_ERR_NOMEM, "%s", path);
-  }
-  size_t got = 0;
-  while (got < size) {
-    ssize_t r = read(fd, buf + got, size - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      pt_status st = pt_fail_errno(PT_ERR_IO, "%s: read failed", path);
-      free(buf);
-      close(fd);
-      return st;
-    }
-    if (r == 0) break; /* shrank under us: validation will report what is missing */
-    got += (size_t)r;
-  }
-  close(fd);
-  return parse_owned(buf, got, path, f);
+  uint8_t *buf;
+  size_t len;
+  PT_TRY(pt_read_file(path, &buf, &len));
+  return parse_owned(buf, len, path, f);
 }
 
 void pt_st_free(pt_st_file *f) {
