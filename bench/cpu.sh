@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# cpu.sh - CPU training throughput: ptrain against PyTorch, side by side.
+#
+# For each round (ROUNDS, default 3), each thread count (1 and 2) and each
+# model preset (mnist-cnn tutorial-cnn fmnist-mlp), runs one after another:
+#   ptrain        ./build/ptrain bench --model M --threads T --steps N --warmup W --json
+#   torch old     /usr/bin/python3 bench/pytorch_bench.py ...  (Debian's PyTorch 1.13)
+#   torch new     /opt/torch-latest/bin/python bench/pytorch_bench.py ...  (PyPI's newest)
+# and, once per thread count per round, ./build/ptrain bench --sgemm --threads T
+# --json (the SGEMM ceiling the GFLOP/s are compared with). Every framework
+# trains the preset's model (train mode, dropout on) with the preset's
+# optimizer and batch size on Fashion-MNIST batches staged in memory before
+# timing: W warm-up steps, then N timed steps.
+#
+# The runs are interleaved (ptrain, old, new, ptrain, ...) so that a noisy
+# neighbour hits all three alike, and repeated ROUNDS times so the noise
+# shows; the table gives the median and the best over the rounds. Before each
+# run the script waits (up to IDLE_WAIT seconds) for the machine to be at least
+# IDLE_MIN% idle over one second, and records the idle share it saw; after it,
+# it compares the CPU time all processes used (/proc/stat) with the run's own
+# (its children's rusage): if other processes used more than OTHER_MAX of a
+# core on average, the run is marked "contended" and made again (at most
+# RETRIES times), and the table leaves it out.
+#
+# Writes every JSON line to bench/results/cpu-<date>.jsonl (a first "meta"
+# line, then each run's line as the benchmark printed it plus "round",
+# "idle_pct", "other_cores" and "contended"), then prints the tables (bench/cpu_table.py FILE prints them
+# again from a results file).
+#
+# Usage (from anywhere; paths are relative to the repository root):
+#   bench/cpu.sh
+#   ROUNDS=5 MODELS="tutorial-cnn" bench/cpu.sh
+# Environment:
+#   MODELS       presets (default: mnist-cnn tutorial-cnn fmnist-mlp)
+#   THREADS      thread counts (default: 1 2)
+#   ROUNDS       rounds (default 3)
+#   STEPS        timed steps per run (default 50)
+#   WARMUP       warm-up steps per run (default 5)
+#   PTRAIN       the ptrain binary (default build/ptrain; the script runs a
+#                copy taken at the start, so a rebuild mid-run cannot mix builds)
+#   PY_OLD       Python with Debian's PyTorch (default /usr/bin/python3)
+#   PY_NEW       Python with the newest PyTorch (default /opt/torch-latest/bin/python)
+#   IDLE_MIN     idle percentage to wait for before each run (default 90; 0: don't wait)
+#   IDLE_WAIT    most seconds to wait for it (default 120)
+#   OTHER_MAX    cores' worth of other processes' CPU use that marks a run
+#                contended (default 0.10)
+#   RETRIES      times a contended run is made again (default 3)
+#   RESULTS      the results file (default bench/results/cpu-<date>.jsonl)
+# Nothing here touches the network. Run nothing else heavy meanwhile.
+
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+MODELS=${MODELS:-"mnist-cnn tutorial-cnn fmnist-mlp"}
+THREADS=${THREADS:-"1 2"}
+ROUNDS=${ROUNDS:-3}
+STEPS=${STEPS:-50}
+WARMUP=${WARMUP:-5}
+PTRAIN=${PTRAIN:-build/ptrain}
+PY_OLD=${PY_OLD:-/usr/bin/python3}
+PY_NEW=${PY_NEW:-/opt/torch-latest/bin/python}
+IDLE_MIN=${IDLE_MIN:-90}
+IDLE_WAIT=${IDLE_WAIT:-120}
+mkdir -p bench/results
+RESULTS=${RESULTS:-bench/results/cpu-$(date +%Y%m%d-%H%M%S).jsonl}
+
+die() { echo "cpu.sh: $*" >&2; exit 1; }
+[[ -x $PTRAIN ]] || die "no ptrain binary at $PTRAIN (build it first: make)"
+"$PTRAIN" bench --help >/dev/null 2>&1 || die "$PTRAIN has no 'bench' command: rebuild it"
+for py in "$PY_OLD" "$PY_NEW"; do
+  "$py" -c 'import torch' 2>/dev/null || die "$py cannot import torch"
+done
+
+# Run a snapshot of the binary: the build directory may be rebuilt meanwhile.
+TMP=$(mktemp -d /tmp/ptrain-cpu-bench.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+cp "$PTRAIN" "$TMP/ptrain"
+BIN=$TMP/ptrain
+
+torch_old=$("$PY_OLD" -c 'import torch; print(torch.__version__)')
+torch_new=$("$PY_NEW" -c 'import torch; print(torch.__version__)')
+ptrain_version=$("$BIN" --version | head -n 1)
+cpu_model=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)
+git_rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git_dirty=$([[ -n $(git status --porcelain --untracked-files=no 2>/dev/null) ]] && echo true || echo false)
+
+jq -cn --arg date "$(date -Iseconds)" --arg cpu "$cpu_model" --argjson cores "$(nproc)" \
+  --arg ptrain "$ptrain_version" --arg git "$git_rev" --argjson dirty "$git_dirty" \
+  --arg torch_old "$torch_old" --arg py_old "$PY_OLD" --arg torch_new "$torch_new" --arg py_new "$PY_NEW" \
+  --argjson rounds "$ROUNDS" --argjson steps "$STEPS" --argjson warmup "$WARMUP" \
+  '{meta: true, date: $date, cpu: $cpu, cores: $cores, ptrain: $ptrain, git: $git, git_dirty: $dirty,
+    torch_old: $torch_old, python_old: $py_old, torch_new: $torch_new, python_new: $py_new,
+    rounds: $rounds, steps: $steps, warmup: $warmup}' > "$RESULTS"
+
+echo "ptrain: $ptrain_version (git $git_rev$([[ $git_dirty == true ]] && echo ', uncommitted changes'))"
+echo "PyTorch $torch_old ($PY_OLD) and $torch_new ($PY_NEW)"
+echo "CPU: $cpu_model, $(nproc) cores; $ROUNDS rounds of $WARMUP warm-up + $STEPS timed steps"
+echo "results: $RESULTS"
+echo
+
+# The idle percentage of all CPUs over the next second.
+idle_pct() {
+  local a b
+  read -r -a a < <(grep '^cpu ' /proc/stat)
+  sleep 1
+  read -r -a b < <(grep '^cpu ' /proc/stat)
+  local i total=0 idle
+  for i in 1 2 3 4 5 6 7 8; do total=$((total + b[i] - a[i])); done
+  idle=$((b[4] - a[4] + b[5] - a[5]))
+  echo $((total > 0 ? 100 * idle / total : 100))
+}
+
+# Waits for the machine to go quiet; prints the idle percentage last seen.
+wait_idle() {
+  local p waited=0
+  [[ $IDLE_MIN -le 0 ]] && { echo -1; return; }
+  p=$(idle_pct)
+  while ((p < IDLE_MIN && waited < IDLE_WAIT)); do
+    sleep 4
+    waited=$((waited + 5))
+    p=$(idle_pct)
+  done
+  ((p < IDLE_MIN)) && echo "cpu.sh: warning: machine only ${p}% idle after ${IDLE_WAIT} s of waiting; measuring anyway" >&2
+  echo "$p"
+}
+
+# Busy jiffies of all CPUs since boot.
+busy_jiffies() {
+  local a i busy=0
+  read -r -a a < <(grep '^cpu ' /proc/stat)
+  for i in 1 2 3 6 7 8; do busy=$((busy + a[i])); done
+  echo "$busy"
+}
+
+# CPU seconds used by this shell's finished children (bash's `times`; read in
+# this shell, not in a $(...) subshell, whose children would be its own).
+children_cpu() {
+  times >"$TMP/times"
+  tail -n 1 "$TMP/times" | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); s += p[1] * 60 + p[2] } printf "%.3f", s }' >"$TMP/cpu"
+}
+
+CLK_TCK=$(getconf CLK_TCK)
+failures=0
+# run ROUND LABEL COMMAND...: runs one benchmark and appends its JSON line.
+# A run during which other processes used more than OTHER_MAX of a core (on
+# average) is marked "contended" and, up to RETRIES times, run again once the
+# machine is quiet; bench/cpu_table.py leaves contended runs out unless the
+# retries ran out ("kept": true).
+OTHER_MAX=${OTHER_MAX:-0.10}
+RETRIES=${RETRIES:-3}
+run() {
+  local round=$1 label=$2 idle out attempt b0 c0 w0 b1 c1 w1 other contended kept
+  shift 2
+  for ((attempt = 1; ; attempt++)); do
+    idle=$(wait_idle)
+    children_cpu; c0=$(<"$TMP/cpu"); b0=$(busy_jiffies); w0=$(date +%s.%N)
+    if ! out=$("$@" 2>"$TMP/stderr"); then
+      echo "cpu.sh: round $round: $label failed: $*" >&2
+      sed 's/^/  /' "$TMP/stderr" >&2
+      jq -cn --arg label "$label" --arg cmd "$*" --argjson round "$round" \
+        '{error: true, label: $label, command: $cmd, round: $round}' >> "$RESULTS"
+      failures=$((failures + 1))
+      return 0
+    fi
+    w1=$(date +%s.%N); b1=$(busy_jiffies); children_cpu; c1=$(<"$TMP/cpu")
+    # Cores' worth of CPU that something other than this run used meanwhile.
+    other=$(awk -v b="$((b1 - b0))" -v hz="$CLK_TCK" -v c0="$c0" -v c1="$c1" -v w0="$w0" -v w1="$w1" \
+      'BEGIN { o = (b / hz - (c1 - c0)) / (w1 - w0); printf "%.3f", o < 0 ? 0 : o }')
+    contended=$(awk -v o="$other" -v m="$OTHER_MAX" 'BEGIN { print (o > m) ? "true" : "false" }')
+    kept=false
+    [[ $contended == true && $attempt -gt $RETRIES ]] && kept=true
+    out=$(printf '%s\n' "$out" | grep '^{' | tail -n 1 || true)
+    if ! printf '%s' "$out" | jq -e . >/dev/null 2>&1; then
+      echo "cpu.sh: round $round: $label printed no JSON line" >&2
+      failures=$((failures + 1))
+      return 0
+    fi
+    printf '%s\n' "$out" | jq -c --argjson round "$round" --argjson idle "$idle" --argjson other "$other" \
+      --argjson contended "$contended" --argjson kept "$kept" \
+      '. + {round: $round, idle_pct: $idle, other_cores: $other, contended: $contended}
+         + (if $kept then {kept: true} else {} end)' >> "$RESULTS"
+    printf '  %-36s %s%s\n' "$label" \
+      "$(printf '%s' "$out" | jq -r 'if .sgemm_gflops then "\(.sgemm_gflops) GFLOP/s" else "\(.images_per_s) img/s, \(.step_ms) ms/step" end')" \
+      "$([[ $contended == true ]] && echo "  [contended: other processes used $other cores$([[ $kept == true ]] && echo '; kept' || echo '; again')]")"
+    [[ $contended == false || $kept == true ]] && return 0
+    sleep 5
+  done
+}
+
+for ((r = 1; r <= ROUNDS; r++)); do
+  echo "round $r/$ROUNDS"
+  for t in $THREADS; do
+    run "$r" "sgemm T=$t" "$BIN" bench --sgemm --threads "$t" --json
+    for m in $MODELS; do
+      run "$r" "$m T=$t ptrain" "$BIN" bench --model "$m" --threads "$t" --steps "$STEPS" --warmup "$WARMUP" --json
+      run "$r" "$m T=$t torch $torch_old" \
+        "$PY_OLD" bench/pytorch_bench.py --model "$m" --threads "$t" --steps "$STEPS" --warmup "$WARMUP"
+      run "$r" "$m T=$t torch $torch_new" \
+        "$PY_NEW" bench/pytorch_bench.py --model "$m" --threads "$t" --steps "$STEPS" --warmup "$WARMUP"
+    done
+  done
+done
+echo
+
+"$PY_OLD" bench/cpu_table.py "$RESULTS"
+if ((failures)); then
+  echo "cpu.sh: $failures run(s) failed; see above" >&2
+  exit 1
+fi
