@@ -107,33 +107,37 @@ static float row_sum(const float *r, int n) {
   return acc;
 }
 
-/* dx (c, h, w) = fold of dcol (c*kh*kw, ld) columns [0, oh*ow); dx is overwritten */
-static void col2im(const pt_conv_geom *g, const float *col, size_t ld, float *dx) {
-  memset(dx, 0, sizeof(float) * (size_t)g->c * g->h * g->w);
+/* dx (c, h, w) = fold of dcol (c*kh*kw, ld) columns [0, oh*ow); dx is
+ * overwritten. A padded convolution folds into pad (c, h+2p, w+2p), where
+ * every row is a plain strided add, and copies the interior out: the
+ * mirror image of im2col. */
+static void col2im(const pt_conv_geom *g, const float *col, size_t ld, float *dx, float *pad) {
+  const int ow = g->ow, oh = g->oh, st = g->stride, p = g->pad;
+  const int hp = g->h + 2 * p, wp = g->w + 2 * p;
+  float *acc = p ? pad : dx;
+  memset(acc, 0, sizeof(float) * (size_t)g->c * hp * wp);
   for (int ci = 0; ci < g->c; ci++) {
-    float *xc = dx + (size_t)ci * g->h * g->w;
-    for (int ky = 0; ky < g->kh; ky++) {
+    float *xc = acc + (size_t)ci * hp * wp;
+    for (int ky = 0; ky < g->kh; ky++)
       for (int kx = 0; kx < g->kw; kx++) {
         const float *row = col + ((size_t)(ci * g->kh + ky) * g->kw + kx) * ld;
-        /* ox range whose ix = ox*stride - pad + kx falls inside [0, w) */
-        int lo = g->pad - kx > 0 ? (g->pad - kx + g->stride - 1) / g->stride : 0;
-        int hi = (g->w + g->pad - kx + g->stride - 1) / g->stride;
-        if (hi > g->ow) hi = g->ow;
-        for (int oy = 0; oy < g->oh; oy++) {
-          int iy = oy * g->stride - g->pad + ky;
-          if (iy < 0 || iy >= g->h) continue;
-          float *dst = xc + (size_t)iy * g->w;
-          const float *src = row + oy * g->ow;
-          const int off = kx - g->pad;
-          if (g->stride == 1) {
-            for (int ox = lo; ox < hi; ox++) dst[ox + off] += src[ox];
-          } else {
-            for (int ox = lo; ox < hi; ox++) dst[ox * g->stride + off] += src[ox];
-          }
+        for (int oy = 0; oy < oh; oy++) {
+          float *dst = xc + (size_t)(oy * st + ky) * wp + kx;
+          const float *src = row + oy * ow;
+          if (st == 1)
+            for (int ox = 0; ox < ow; ox++) dst[ox] += src[ox];
+          else
+            for (int ox = 0; ox < ow; ox++) dst[ox * st] += src[ox];
         }
       }
-    }
   }
+  if (!p) return;
+  for (int ci = 0; ci < g->c; ci++)
+    for (int y = 0; y < g->h; y++) {
+      const float *r = pad + ((size_t)ci * hp + y + p) * wp + p;
+      float *d = dx + ((size_t)ci * g->h + y) * g->w;
+      for (int x = 0; x < g->w; x++) d[x] = r[x];
+    }
 }
 
 typedef struct {
@@ -216,7 +220,7 @@ static void backward_task(void *ctx, int tid, int nt) {
     if (j->dx) {
       /* dcol = w^T dy, over col, which dw no longer needs */
       pt_sgemm_serial(1, 0, ckk, ld, g->oc, 1.0f, j->w, ckk, dyt, ld, 0.0f, col, ld);
-      for (int i = 0; i < cn; i++) col2im(g, col + (size_t)i * ohw, (size_t)ld, j->dx + (s0 + i) * xs);
+      for (int i = 0; i < cn; i++) col2im(g, col + (size_t)i * ohw, (size_t)ld, j->dx + (s0 + i) * xs, pad);
     }
   }
 }
