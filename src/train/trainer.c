@@ -357,11 +357,12 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
             result->seconds, result->images_per_s, ru.ru_maxrss / 1024.0, cfg->save_model ? ", checkpoint in " : "",
             cfg->save_model ? cfg->checkpoint_dir : "");
   }
-  run_free(&R);
+  /* Before run_free: trace events point at the model's layer labels. */
   if (cfg->trace_path) {
     pt_status ts = pt_trace_finish(cfg->trace_path);
     if (st == PT_OK) st = ts;
     if (ts == PT_OK && !cfg->quiet) fprintf(out, "trace written to %s (open in Perfetto or chrome://tracing)\n", cfg->trace_path);
   }
+  run_free(&R);
   return st;
 }

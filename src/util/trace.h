@@ -17,7 +17,8 @@
 pt_status pt_trace_start(size_t max_events);
 int pt_trace_enabled(void);
 /* A span from t0 to t1 (pt_now() seconds) on the calling thread. name and
- * cat must outlive the trace (string literals, layer labels). */
+ * cat must stay valid until pt_trace_finish (string literals, or layer
+ * labels of a model not yet destroyed). */
 void pt_trace_span(const char *name, const char *cat, double t0, double t1);
 /* Names the calling thread's track. */
 void pt_trace_thread_name(const char *name);
