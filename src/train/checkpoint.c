@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "io/safetensors.h"
 
@@ -27,6 +29,17 @@ static pt_status mkdir_p(const char *dir) {
   if (mkdir(buf, 0755) && errno != EEXIST) return pt_fail_errno(PT_ERR_IO, "cannot create directory %s", buf);
   struct stat st;
   if (stat(buf, &st) || !S_ISDIR(st.st_mode)) return pt_fail(PT_ERR_IO, "%s exists and is not a directory", buf);
+  return PT_OK;
+}
+
+pt_status pt_checkpoint_prepare_dir(const char *dir) {
+  PT_TRY(mkdir_p(dir));
+  char probe[4200];
+  snprintf(probe, sizeof probe, "%s/.ptrain-write-test.%d", dir, (int)getpid());
+  int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return pt_fail_errno(PT_ERR_IO, "checkpoint directory %s is not writable", dir);
+  close(fd);
+  unlink(probe);
   return PT_OK;
 }
 

@@ -27,6 +27,10 @@ typedef struct {
   double epoch_seconds;
 } pt_train_position;
 
+/* Creates dir if needed and checks that files can be created in it, so a
+ * run fails before training rather than at its first checkpoint. */
+pt_status pt_checkpoint_prepare_dir(const char *dir);
+
 pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimizer *opt,
                              const pt_train_position *pos, const char *spec_text);
 /* Loads weights (and batch-norm buffers) by name from any safetensors file

@@ -164,6 +164,7 @@ static pt_status setup(run_t *R) {
   lc.crop_pad = lc.hflip = 0;
   PT_TRY(pt_loader_create(&R->test, &R->test_ds, &lc));
   if (c->metrics_path) PT_TRY(pt_metrics_open(c->metrics_path, 1, &R->metrics));
+  if (c->save_model) PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
   return PT_OK;
 }
 

@@ -50,3 +50,10 @@ expect_exit 1 "no tensor|not a parameter" -- "$PTRAIN" train --model fmnist-mlp 
 expect_exit 1 "cannot open|No such file" -- "$PTRAIN" train --model-file "$TMP/small.txt" \
   --checkpoint-dir "$TMP/none" --resume
 pass "bad checkpoints refused"
+
+# An unusable checkpoint directory is refused before any training.
+touch "$TMP/afile"
+expect_exit 1 "afile exists and is not a directory" -- "$PTRAIN" train --model-file "$TMP/small.txt" --save-model \
+  --checkpoint-dir "$TMP/afile" --epochs 1
+grep -q "epoch 1" "$TMP/out" && fail "trained before refusing the checkpoint directory"
+pass "checkpoint directory checked up front"
