@@ -5,28 +5,51 @@
 
 #include "ops/cpu/ops.h"
 
-void pt_log_softmax_forward(int n, int k, const float *x, float *y) {
-  for (int s = 0; s < n; s++) {
-    const float *xr = x + (size_t)s * k;
-    float *yr = y + (size_t)s * k;
+/* Rows are independent, so blocks of rows go to the pool. exp is taken in
+ * float (expf, several times cheaper than exp) and summed in double: the
+ * sum is where precision is lost, not the terms. */
+typedef struct {
+  int k;
+  const float *x, *y, *dy;
+  float *out;
+} lsm_job;
+
+static void lsm_fwd(void *ctx, size_t lo, size_t hi) {
+  const lsm_job *j = ctx;
+  const int k = j->k;
+  for (size_t s = lo; s < hi; s++) {
+    const float *xr = j->x + s * k;
+    float *yr = j->out + s * k;
     float mx = xr[0];
-    for (int j = 1; j < k; j++) mx = xr[j] > mx ? xr[j] : mx;
+    for (int c = 1; c < k; c++) mx = xr[c] > mx ? xr[c] : mx;
     double sum = 0.0;
-    for (int j = 0; j < k; j++) sum += exp((double)(xr[j] - mx));
+    for (int c = 0; c < k; c++) sum += expf(xr[c] - mx);
     float lse = mx + (float)log(sum);
-    for (int j = 0; j < k; j++) yr[j] = xr[j] - lse;
+    for (int c = 0; c < k; c++) yr[c] = xr[c] - lse;
   }
 }
 
-void pt_log_softmax_backward(int n, int k, const float *y, const float *dy, float *dx) {
-  /* dx = dy - softmax * sum(dy) */
-  for (int s = 0; s < n; s++) {
-    const float *yr = y + (size_t)s * k, *dr = dy + (size_t)s * k;
-    float *xr = dx + (size_t)s * k;
+static void lsm_bwd(void *ctx, size_t lo, size_t hi) {
+  const lsm_job *j = ctx;
+  const int k = j->k;
+  for (size_t s = lo; s < hi; s++) {
+    const float *yr = j->y + s * k, *dr = j->dy + s * k;
+    float *xr = j->out + s * k;
     double sum = 0.0;
-    for (int j = 0; j < k; j++) sum += dr[j];
-    for (int j = 0; j < k; j++) xr[j] = dr[j] - expf(yr[j]) * (float)sum;
+    for (int c = 0; c < k; c++) sum += dr[c];
+    const float fs = (float)sum;
+    for (int c = 0; c < k; c++) xr[c] = dr[c] - expf(yr[c]) * fs;
   }
+}
+
+void pt_log_softmax_forward(int n, int k, const float *x, float *y) {
+  lsm_job j = {k, x, NULL, NULL, y};
+  pt_parallel_for((size_t)n, (size_t)(4096 / (k > 0 ? k : 1)) + 1, lsm_fwd, &j);
+}
+
+void pt_log_softmax_backward(int n, int k, const float *y, const float *dy, float *dx) {
+  lsm_job j = {k, NULL, y, dy, dx};
+  pt_parallel_for((size_t)n, (size_t)(4096 / (k > 0 ? k : 1)) + 1, lsm_bwd, &j);
 }
 
 double pt_nll_loss(int n, int k, const float *lp, const int32_t *y, float *dlp, float scale) {
