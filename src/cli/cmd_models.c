@@ -33,12 +33,10 @@ int pt_cmd_models(int argc, char **argv) {
   for (int i = 0; i < pt_preset_count(); i++) {
     const pt_preset *p = pt_preset_at(i);
     pt_model_spec s;
-    pt_model *m;
-    if (pt_spec_parse(p->text, p->name, &s) != PT_OK || pt_model_create(&m, &s, 1) != PT_OK)
+    pt_model_summary sum;
+    if (pt_spec_parse(p->text, p->name, &s) != PT_OK || pt_model_summarize(&s, &sum) != PT_OK)
       return pt_cli_fail("models");
-    printf("%-14s %12zu %14.2f  %-14s %s\n", p->name, m->nparam_total, pt_model_flops(m) / 1e6, s.defaults.dataset,
-           p->summary);
-    pt_model_destroy(m);
+    printf("%-14s %12zu %14.2f  %-14s %s\n", p->name, sum.nparams, sum.flops / 1e6, s.defaults.dataset, p->summary);
   }
   return 0;
 }

@@ -139,19 +139,16 @@ static pt_status alloc_activations(pt_model *m, size_t ws_max) {
   return PT_OK;
 }
 
-pt_status pt_model_create(pt_model **out, const pt_model_spec *spec, int max_batch) {
-  *out = NULL;
-  if (max_batch < 1) return pt_fail(PT_ERR_ARG, "batch size %d: expected at least 1", max_batch);
-  pt_model *m = pt_calloc(1, sizeof *m);
-  if (!m) return PT_ERR_NOMEM;
+/* Walks the spec: shapes, parameter and buffer tables, conv+ReLU fusion.
+ * Allocates nothing, so sizes can be asked of a model too big to build. */
+static pt_status infer_model(pt_model *m, const pt_model_spec *spec, int max_batch, size_t *ws_max) {
   m->spec = *spec;
   m->nlayers = spec->nlayers;
   m->max_batch = max_batch;
   m->training = 1;
-  size_t ws_max = 0;
+  *ws_max = 0;
   int c = spec->in_c, h = spec->in_h, w = spec->in_w;
-  pt_status st = PT_OK;
-  for (int i = 0; i < m->nlayers && st == PT_OK; i++) {
+  for (int i = 0; i < m->nlayers; i++) {
     pt_layer *L = &m->layers[i];
     L->spec = spec->layers[i];
     L->index = i;
@@ -160,26 +157,36 @@ pt_status pt_model_create(pt_model **out, const pt_model_spec *spec, int max_bat
     L->in_w = w;
     snprintf(L->label, sizeof L->label, "%s%s%s", pt_layer_kind_name(L->spec.kind), L->spec.name[0] ? " " : "",
              L->spec.name);
-    st = infer_layer(m, L, &ws_max);
+    PT_TRY(infer_layer(m, L, ws_max));
     c = L->out_c;
     h = L->out_h;
     w = L->out_w;
   }
-  if (st == PT_OK && (h != 1 || w != 1))
-    st = pt_fail(PT_ERR_FORMAT, "%s: the last layer's output is %dx%dx%d; a classifier must end flat "
-                 "(add 'flatten' and a 'linear' layer)", spec->name, c, h, w);
-  if (st == PT_OK && c < 2)
-    st = pt_fail(PT_ERR_FORMAT, "%s: the model has %d output%s; a classifier needs at least 2",
-                 spec->name, c, c == 1 ? "" : "s");
+  if (h != 1 || w != 1)
+    return pt_fail(PT_ERR_FORMAT, "%s: the last layer's output is %dx%dx%d; a classifier must end flat "
+                   "(add 'flatten' and a 'linear' layer)", spec->name, c, h, w);
+  if (c < 2)
+    return pt_fail(PT_ERR_FORMAT, "%s: the model has %d output%s; a classifier needs at least 2", spec->name, c,
+                   c == 1 ? "" : "s");
   m->num_classes = c;
   /* conv + ReLU run as one op: the ReLU is applied while the conv's output
    * is written and its mask while the conv's gradient is read, saving two
    * passes over the largest activations. */
-  for (int i = 1; st == PT_OK && i < m->nlayers; i++)
+  for (int i = 1; i < m->nlayers; i++)
     if (m->layers[i].spec.kind == PT_L_RELU && m->layers[i - 1].spec.kind == PT_L_CONV2D) {
       m->layers[i - 1].conv.relu = 1;
       m->layers[i].fused = 1;
     }
+  return PT_OK;
+}
+
+pt_status pt_model_create(pt_model **out, const pt_model_spec *spec, int max_batch) {
+  *out = NULL;
+  if (max_batch < 1) return pt_fail(PT_ERR_ARG, "batch size %d: expected at least 1", max_batch);
+  pt_model *m = pt_calloc(1, sizeof *m);
+  if (!m) return PT_ERR_NOMEM;
+  size_t ws_max;
+  pt_status st = infer_model(m, spec, max_batch, &ws_max);
   if (st == PT_OK) st = alloc_activations(m, ws_max);
   if (st != PT_OK) {
     pt_model_destroy(m);
@@ -187,6 +194,23 @@ pt_status pt_model_create(pt_model **out, const pt_model_spec *spec, int max_bat
   }
   *out = m;
   return PT_OK;
+}
+
+pt_status pt_model_summarize(const pt_model_spec *spec, pt_model_summary *out) {
+  memset(out, 0, sizeof *out);
+  pt_model *m = pt_calloc(1, sizeof *m);
+  if (!m) return PT_ERR_NOMEM;
+  size_t ws_max;
+  pt_status st = infer_model(m, spec, 1, &ws_max);
+  if (st == PT_OK) {
+    out->nparams = m->nparam_total;
+    out->flops = pt_model_flops(m);
+    for (int i = 0; i < m->nlayers; i++)
+      out->activation_floats +=
+          (size_t)m->layers[i].out_c * m->layers[i].out_h * m->layers[i].out_w;
+  }
+  free(m); /* nothing else was allocated */
+  return st;
 }
 
 void pt_model_destroy(pt_model *m) {
@@ -374,15 +398,16 @@ void pt_model_backward(pt_model *m, const float *x, int n) {
   }
 }
 
+double pt_layer_flops(const pt_layer *L) {
+  if (L->spec.kind == PT_L_CONV2D)
+    return 2.0 * L->out_c * L->out_h * L->out_w * L->in_c * L->spec.kernel * L->spec.kernel;
+  if (L->spec.kind == PT_L_LINEAR) return 2.0 * L->in_c * L->out_c;
+  return 0.0;
+}
+
 double pt_model_flops(const pt_model *m) {
   double f = 0.0;
-  for (int i = 0; i < m->nlayers; i++) {
-    const pt_layer *L = &m->layers[i];
-    if (L->spec.kind == PT_L_CONV2D)
-      f += 2.0 * L->out_c * L->out_h * L->out_w * L->in_c * L->spec.kernel * L->spec.kernel;
-    else if (L->spec.kind == PT_L_LINEAR)
-      f += 2.0 * L->in_c * L->out_c;
-  }
+  for (int i = 0; i < m->nlayers; i++) f += pt_layer_flops(&m->layers[i]);
   return f;
 }
 

@@ -87,6 +87,16 @@ void pt_model_backward(pt_model *m, const float *x, int n);
 
 /* Forward FLOPs per sample (2 per multiply-add) of conv and linear layers. */
 double pt_model_flops(const pt_model *m);
+double pt_layer_flops(const pt_layer *L);
+
+/* Sizes of a model, from its spec alone: nothing is allocated, so this is
+ * cheap even for cifar-convnet's 141 M parameters. */
+typedef struct {
+  size_t nparams;           /* trainable parameters */
+  double flops;             /* forward, per sample */
+  size_t activation_floats; /* all layers' outputs, per sample */
+} pt_model_summary;
+pt_status pt_model_summarize(const pt_model_spec *spec, pt_model_summary *out);
 const pt_tensor_info *pt_model_find(const pt_model *m, const char *name, const float **data, int *is_buffer);
 
 #endif

@@ -7,14 +7,6 @@ void pt_profile_reset(pt_model *m, pt_phase_times *t) {
   for (int i = 0; i < m->nlayers; i++) m->layers[i].fwd_ms = m->layers[i].bwd_ms = 0.0;
 }
 
-/* Forward FLOPs of one layer per sample (2 per multiply-add). */
-static double layer_flops(const pt_layer *L) {
-  if (L->spec.kind == PT_L_CONV2D)
-    return 2.0 * L->out_c * L->out_h * L->out_w * L->in_c * L->spec.kernel * L->spec.kernel;
-  if (L->spec.kind == PT_L_LINEAR) return 2.0 * L->in_c * L->out_c;
-  return 0.0;
-}
-
 void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t) {
   if (t->steps == 0) return;
   const double steps = (double)t->steps, step_ms = 1e3 * t->total_s / steps;
@@ -28,7 +20,7 @@ void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t) {
     char name[96];
     snprintf(name, sizeof name, "%s%s", L->label, L->fused ? " (fused)" : "");
     double f = L->fwd_ms / steps, b = L->bwd_ms / steps;
-    double flops = layer_flops(L) * per_step_images;
+    double flops = pt_layer_flops(L) * per_step_images;
     /* backward does two GEMMs of the forward's size, less the skipped input gradient */
     double gf = (f + b) > 0 && flops > 0 ? 3.0 * flops / ((f + b) * 1e-3) / 1e9 : 0.0;
     fprintf(out, "%-22s %10.3f %10.3f %6.1f%% ", name, f, b, 100.0 * (f + b) / step_ms);

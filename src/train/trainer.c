@@ -93,14 +93,9 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
 }
 
 static int eval_batch_for(const pt_model_spec *spec, int batch, int test_batch) {
-  /* Per-sample activation floats, counted on a batch-1 model walk. */
-  pt_model *probe;
-  if (pt_model_create(&probe, spec, 1) != PT_OK) return batch;
-  size_t per = 0;
-  for (int i = 0; i < probe->nlayers; i++)
-    per += (size_t)probe->layers[i].out_c * probe->layers[i].out_h * probe->layers[i].out_w;
-  pt_model_destroy(probe);
-  size_t fit = EVAL_ACTIVATION_BUDGET / (4 * (per ? per : 1));
+  pt_model_summary sum;
+  if (pt_model_summarize(spec, &sum) != PT_OK) return batch;
+  size_t fit = EVAL_ACTIVATION_BUDGET / (4 * (sum.activation_floats ? sum.activation_floats : 1));
   int eb = test_batch;
   if ((size_t)eb > fit) eb = (int)fit;
   return eb < batch ? batch : eb;

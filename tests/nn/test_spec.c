@@ -42,6 +42,14 @@ static void test_param_counts(void **s) {
       print_error("%s: %zu parameters, PyTorch has %zu\n", want[i].name, m->nparam_total, want[i].params);
     assert_int_equal(m->nparam_total, want[i].params);
     assert_int_equal(m->nparams, want[i].tensors);
+    /* The allocation-free summary agrees with the built model. */
+    pt_model_summary sum;
+    assert_int_equal(pt_model_summarize(&spec, &sum), PT_OK);
+    assert_int_equal(sum.nparams, want[i].params);
+    assert_true(sum.flops == pt_model_flops(m));
+    size_t act = 0;
+    for (int l = 0; l < m->nlayers; l++) act += (size_t)m->layers[l].out_c * m->layers[l].out_h * m->layers[l].out_w;
+    assert_int_equal(sum.activation_floats, act);
     pt_model_destroy(m);
   }
 }
@@ -155,6 +163,15 @@ static void test_spec_options(void **s) {
   pt_model_destroy(m);
 }
 
+static void test_summary_reports_spec_errors(void **s) {
+  (void)s;
+  pt_model_spec spec;
+  assert_int_equal(pt_spec_parse("input 1 28 28\nlinear l out=10\n", "t", &spec), PT_OK);
+  pt_model_summary sum;
+  assert_int_equal(pt_model_summarize(&spec, &sum), PT_ERR_FORMAT);
+  assert_non_null(strstr(pt_error_message(), "add 'flatten' before it"));
+}
+
 static void test_unknown_preset(void **s) {
   (void)s;
   pt_model_spec spec;
@@ -167,6 +184,7 @@ int main(void) {
       cmocka_unit_test(test_param_counts), cmocka_unit_test(test_pytorch_names),
       cmocka_unit_test(test_init_bounds),  cmocka_unit_test(test_spec_errors),
       cmocka_unit_test(test_spec_options), cmocka_unit_test(test_unknown_preset),
+      cmocka_unit_test(test_summary_reports_spec_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
