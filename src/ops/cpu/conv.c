@@ -143,6 +143,7 @@ static void col2im(const pt_conv_geom *g, const float *col, size_t ld, float *dx
 typedef struct {
   const pt_conv_geom *g;
   int n;
+  int nparts; /* backward: thread partials of dw/db to sum, one per pool thread */
   const float *x, *w, *b, *y, *dy;
   float *out, *dw, *db, *dx, *ws;
 } conv_job;
@@ -231,7 +232,7 @@ static void reduce_task(void *ctx, size_t lo, size_t hi) {
   const pt_conv_geom *g = j->g;
   const size_t ckk = (size_t)g->c * g->kh * g->kw, per = per_thread(g), nw = (size_t)g->oc * ckk;
   const size_t part = (ckk + (size_t)g->oc) * g->oh * g->ow * (size_t)group_of(g); /* dw's offset in a thread's ws */
-  for (int t = 0; t < j->n; t++) {
+  for (int t = 0; t < j->nparts; t++) {
     const float *pw = j->ws + per * (size_t)t + part;
     for (size_t i = lo; i < hi; i++) {
       if (i < nw) j->dw[i] += pw[i];
@@ -243,7 +244,7 @@ static void reduce_task(void *ctx, size_t lo, size_t hi) {
 void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                         const float *dy, float *dw, float *db, float *dx, float *ws) {
   conv_job j = {.g = g, .n = n, .x = x, .w = w, .y = y, .dy = dy, .dw = dw, .db = db, .dx = dx, .ws = ws};
+  j.nparts = pt_ops_get_threads();
   pt_parallel(backward_task, &j);
-  j.n = pt_ops_get_threads(); /* now: how many partials to add */
   pt_parallel_for((size_t)g->oc * g->c * g->kh * g->kw + g->oc, 4096, reduce_task, &j);
 }
