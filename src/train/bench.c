@@ -6,6 +6,7 @@
 
 #include "data/loader.h"
 #include "train/profile.h"
+#include "train/step.h"
 #include "util/timer.h"
 
 #define STAGED 10 /* distinct batches cycled through */
@@ -61,28 +62,13 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, int 
         t0 = pt_now();
       }
       int k = i % STAGED;
-      m->step = (uint64_t)i;
-      double ta = profile ? pt_now() : 0.0;
-      pt_model_zero_grad(m);
-      pt_model_forward(m, xs + k * xsz, ns[k]);
-      pt_model_loss(m, ys + (size_t)k * plan.batch, ns[k], 1.0f);
-      double tb = profile ? pt_now() : 0.0;
-      pt_model_backward(m, xs + k * xsz, ns[k]);
-      double tc = profile ? pt_now() : 0.0;
-      pt_optimizer_step(&opt, m->param, m->grad, plan.opt.lr);
-      if (profile) {
-        double td = pt_now();
-        ph.forward_s += tb - ta;
-        ph.backward_s += tc - tb;
-        ph.optimizer_s += td - tc;
-      }
+      pt_train_step(m, &opt, xs + k * xsz, ys + (size_t)k * plan.batch, ns[k], (uint64_t)i, plan.opt.lr,
+                    profile && i >= warmup ? &ph : NULL);
       if (i >= warmup) images += ns[k];
     }
     double dt = pt_now() - t0;
     if (profile) {
       ph.total_s = dt;
-      ph.steps = steps;
-      ph.images = images;
       pt_profile_print(stderr, m, &ph);
     }
     out->batch = plan.batch;

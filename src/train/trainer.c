@@ -23,6 +23,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/profile.h"
+#include "train/step.h"
 #include "util/timer.h"
 #include "util/trace.h"
 
@@ -259,30 +260,17 @@ static pt_status train_loop(run_t *R, pt_train_result *res) {
       const double ta = timing ? pt_now() : 0.0;
       PT_TRY(pt_loader_next(R->train, &batch));
       if (batch.n == 0) break;
-      const double tb = timing ? pt_now() : 0.0;
-      m->step = (uint64_t)pos.step;
-      pt_model_zero_grad(m);
-      pt_model_forward(m, batch.x, batch.n);
-      double loss = pt_model_loss(m, batch.y, batch.n, 1.0f);
+      if (timing) {
+        const double tb = pt_now();
+        pt_trace_span("wait for data", "data", ta, tb);
+        ph.data_s += tb - ta;
+      }
+      const double loss =
+          pt_train_step(m, &R->opt, batch.x, batch.y, batch.n, (uint64_t)pos.step, lr, timing ? &ph : NULL);
       if (!isfinite(loss))
         return pt_fail(PT_ERR_STATE, "loss became %g at epoch %d, step %lld: lower the learning rate (now %g)", loss,
                        epoch + 1, (long long)pos.step, lr);
-      const double tc = timing ? pt_now() : 0.0;
-      pt_model_backward(m, batch.x, batch.n);
-      const double td = timing ? pt_now() : 0.0;
-      pt_optimizer_step(&R->opt, m->param, m->grad, lr);
-      if (timing) {
-        const double te = pt_now();
-        pt_trace_span("wait for data", "data", ta, tb);
-        pt_trace_span("optimizer", "optimizer", td, te);
-        ph.data_s += tb - ta;
-        ph.forward_s += tc - tb;
-        ph.backward_s += td - tc;
-        ph.optimizer_s += te - td;
-        ph.total_s += te - ta;
-        ph.steps++;
-        ph.images += batch.n;
-      }
+      if (timing) ph.total_s += pt_now() - ta;
       pos.step++;
       loss_sum += loss * batch.n;
       samples += batch.n;
