@@ -58,9 +58,9 @@ int pt_cmd_eval(int argc, char **argv) {
                  spec.in_h, spec.in_w, pt_dataset_kind_name(kind), ds.c, ds.h, ds.w);
   if (st == PT_OK) st = pt_model_create(&m, &spec, batch);
   if (st == PT_OK) st = pt_checkpoint_load_weights(ckpt, m);
-  pt_loader_config lc = {.batch_size = batch, .world = 1, .prefetch = 1};
-  memcpy(lc.mean, spec.mean, sizeof lc.mean);
-  memcpy(lc.std, spec.std, sizeof lc.std);
+  pt_loader_config lc;
+  pt_train_loader_config(&spec, batch, 0, &lc);
+  lc.prefetch = 1;
   if (st == PT_OK) st = pt_loader_create(&l, &ds, &lc);
   pt_eval_sums ev;
   if (st == PT_OK) st = pt_evaluate(m, l, &ev);

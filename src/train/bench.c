@@ -32,9 +32,10 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, int 
   pt_status st = pt_dataset_load(&ds, plan.dataset, plan.data_dir, 1);
   if (st == PT_OK) st = pt_model_create(&m, &plan.spec, plan.batch);
   if (st == PT_OK) st = pt_optimizer_init(&opt, &plan.opt, m->nparam_total);
-  pt_loader_config lc = {.batch_size = plan.batch, .shuffle = 1, .seed = cfg->seed, .world = 1};
-  memcpy(lc.mean, plan.spec.mean, sizeof lc.mean);
-  memcpy(lc.std, plan.spec.std, sizeof lc.std);
+  pt_loader_config lc;
+  pt_train_loader_config(&plan.spec, plan.batch, 0, &lc);
+  lc.shuffle = 1;
+  lc.seed = cfg->seed;
   if (st == PT_OK) st = pt_loader_create(&l, &ds, &lc);
   const size_t xsz = (size_t)plan.batch * plan.spec.in_c * plan.spec.in_h * plan.spec.in_w;
   if (st == PT_OK && (!(xs = pt_malloc(sizeof(float) * xsz * STAGED)) ||

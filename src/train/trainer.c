@@ -93,6 +93,18 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   return PT_OK;
 }
 
+void pt_train_loader_config(const pt_model_spec *spec, int batch, int augment, pt_loader_config *lc) {
+  memset(lc, 0, sizeof *lc);
+  lc->batch_size = batch;
+  lc->world = 1;
+  memcpy(lc->mean, spec->mean, sizeof lc->mean);
+  memcpy(lc->std, spec->std, sizeof lc->std);
+  if (augment) {
+    lc->crop_pad = spec->crop_pad;
+    lc->hflip = spec->hflip;
+  }
+}
+
 static int eval_batch_for(const pt_model_spec *spec, int batch, int test_batch) {
   pt_model_summary sum;
   if (pt_model_summarize(spec, &sum) != PT_OK) return batch;
@@ -144,20 +156,15 @@ static pt_status setup(run_t *R) {
   pt_model_init(R->model, c->seed);
   PT_TRY(pt_optimizer_init(&R->opt, &r->opt, R->model->nparam_total));
 
-  pt_loader_config lc = {0};
-  lc.batch_size = r->batch;
+  pt_loader_config lc;
+  pt_train_loader_config(s, r->batch, 1, &lc);
   lc.shuffle = !c->no_shuffle;
   lc.seed = c->seed;
-  lc.world = 1;
-  memcpy(lc.mean, s->mean, sizeof lc.mean);
-  memcpy(lc.std, s->std, sizeof lc.std);
-  lc.crop_pad = s->crop_pad;
-  lc.hflip = s->hflip;
   lc.prefetch = c->prefetch;
   PT_TRY(pt_loader_create(&R->train, &R->train_ds, &lc));
-  lc.batch_size = r->eval_batch;
-  lc.shuffle = 0;
-  lc.crop_pad = lc.hflip = 0;
+  pt_train_loader_config(s, r->eval_batch, 0, &lc);
+  lc.seed = c->seed;
+  lc.prefetch = c->prefetch;
   PT_TRY(pt_loader_create(&R->test, &R->test_ds, &lc));
   if (c->metrics_path) PT_TRY(pt_metrics_open(c->metrics_path, 1, &R->metrics));
   if (c->save_model) PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));

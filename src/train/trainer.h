@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "data/dataset.h"
+#include "data/loader.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
 
@@ -73,6 +74,11 @@ typedef struct {
 } pt_train_plan;
 
 pt_status pt_train_plan_make(const pt_train_config *cfg, pt_train_plan *plan);
+
+/* The loader settings a model spec implies: its normalisation and, when
+ * augment, its training augmentation; one process (world 1). Order, seed
+ * and prefetch are left to the caller. */
+void pt_train_loader_config(const pt_model_spec *spec, int batch, int augment, pt_loader_config *lc);
 
 pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *result);
 
