@@ -62,6 +62,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# The models (and the safetensors writer) are the parity references' own.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
+from torch_models import FmnistMLP, MnistCNN, TutorialCNN, write_safetensors  # noqa: E402
+
 DEFAULT_DATA_DIR = "/usr/share/datasets/fashion-mnist"
 
 
@@ -98,77 +102,14 @@ def load_split(data_dir, prefix, normalize):
     return x, y
 
 
-# ---------------------------------------------------------------- models
-
-
-class MnistCnn(nn.Module):
-    """pytorch/examples/mnist Net."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, 1)
-        self.conv2 = nn.Conv2d(32, 64, 3, 1)
-        self.dropout1 = nn.Dropout(0.25)
-        self.dropout2 = nn.Dropout(0.5)
-        self.fc1 = nn.Linear(9216, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.relu(self.conv1(x))
-        x = F.relu(self.conv2(x))
-        x = F.max_pool2d(x, 2)
-        x = self.dropout1(x)
-        x = torch.flatten(x, 1)
-        x = F.relu(self.fc1(x))
-        x = self.dropout2(x)
-        x = self.fc2(x)
-        return F.log_softmax(x, dim=1)
-
-
-class TutorialCnn(nn.Module):
-    """The CNN with nn.Sequential blocks conv1/conv2 and a Linear 'out'."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Sequential(
-            nn.Conv2d(in_channels=1, out_channels=16, kernel_size=5, stride=1, padding=2),
-            nn.ReLU(),
-            nn.MaxPool2d(kernel_size=2),
-        )
-        self.conv2 = nn.Sequential(
-            nn.Conv2d(16, 32, 5, 1, 2),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-        )
-        self.out = nn.Linear(32 * 7 * 7, 10)
-
-    def forward(self, x):
-        x = self.conv1(x)
-        x = self.conv2(x)
-        x = x.view(x.size(0), -1)
-        return F.log_softmax(self.out(x), dim=1)
-
-
-class FmnistMlp(nn.Module):
-    """The model-parallel tutorial's SeqNet, log_softmax between the layers."""
-
-    def __init__(self):
-        super().__init__()
-        self.lin1 = nn.Linear(784, 200)
-        self.lin2 = nn.Linear(200, 10)
-
-    def forward(self, x):
-        x = x.view(-1, 784)
-        x = self.lin1(x)
-        x = F.log_softmax(x, dim=1)
-        return self.lin2(x)
+# ---------------------------------------------------------------- presets
 
 
 # Each preset: model class, loss on (output, target) with mean reduction,
 # optimizer factory, batch sizes, input normalisation, StepLR gamma or None.
 PRESETS = {
     "mnist-cnn": dict(
-        model=MnistCnn,
+        model=MnistCNN,
         loss=F.nll_loss,
         optimizer=lambda p: torch.optim.Adadelta(p, lr=1.0),
         batch=64, test_batch=1000,
@@ -176,7 +117,7 @@ PRESETS = {
         step_gamma=0.7,
     ),
     "tutorial-cnn": dict(
-        model=TutorialCnn,
+        model=TutorialCNN,
         loss=nn.CrossEntropyLoss(),
         optimizer=lambda p: torch.optim.Adam(p, lr=0.01),
         batch=100, test_batch=1000,
@@ -184,7 +125,7 @@ PRESETS = {
         step_gamma=None,
     ),
     "fmnist-mlp": dict(
-        model=FmnistMlp,
+        model=FmnistMLP,
         loss=nn.CrossEntropyLoss(),
         optimizer=lambda p: torch.optim.Adam(p, lr=0.01),
         batch=100, test_batch=1000,
@@ -192,37 +133,6 @@ PRESETS = {
         step_gamma=None,
     ),
 }
-
-
-# ---------------------------------------------------------------- safetensors
-
-
-def write_safetensors(path, tensors):
-    """Writes an ordered {name: tensor} mapping as an F32 safetensors file.
-
-    Layout: 8-byte little-endian header length, a JSON header mapping each
-    name to {dtype, shape, data_offsets} (offsets relative to the data area),
-    padded with spaces to a multiple of 8 bytes, then the raw little-endian
-    tensor bytes back to back.
-    """
-    header = {}
-    blobs = []
-    offset = 0
-    for name, t in tensors.items():
-        a = t.detach().to(torch.float32).contiguous().cpu().numpy().astype("<f4", copy=False)
-        b = a.tobytes(order="C")
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
-        blobs.append(b)
-        offset += len(b)
-    hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    hjson += b" " * (-len(hjson) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(hjson)))
-        f.write(hjson)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------- training
