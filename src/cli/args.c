@@ -107,13 +107,17 @@ int pt_args_parse(const char *cmd, const pt_arg *table, int n, int argc, char **
   return 0;
 }
 
-void pt_args_print_help(const char *usage_line, const char *about, const pt_arg *table, int n) {
-  printf("usage: %s\n\n%s\n\noptions:\n", usage_line, about);
+void pt_args_print_options(const pt_arg *table, int n) {
   for (int k = 0; k < n; k++) {
     char left[64];
     if (table[k].type == ARG_FLAG) snprintf(left, sizeof left, "%s", table[k].name);
     else snprintf(left, sizeof left, "%s %s", table[k].name, table[k].meta ? table[k].meta : "V");
     printf("  %-28s %s\n", left, table[k].help);
   }
+}
+
+void pt_args_print_help(const char *usage_line, const char *about, const pt_arg *table, int n) {
+  printf("usage: %s\n\n%s\n\noptions:\n", usage_line, about);
+  pt_args_print_options(table, n);
   printf("  %-28s %s\n", "--help", "show this help");
 }

@@ -27,5 +27,7 @@ typedef struct {
 int pt_args_parse(const char *cmd, const pt_arg *table, int n, int argc, char **argv, int from, int *help,
                   const char **positional, int max_pos, int *npos);
 void pt_args_print_help(const char *usage, const char *about, const pt_arg *table, int n);
+/* The option lines alone, for a help text with more than one table. */
+void pt_args_print_options(const pt_arg *table, int n);
 
 #endif
