@@ -1,0 +1,483 @@
+/* ptrain jobscript: print a batch script that runs ptrain train on a
+ * cluster. It writes text and submits nothing, so it works on a laptop as
+ * well as on a login node, and the user can read and edit the script
+ * before handing it to sbatch or condor_submit. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "util/error.h"
+
+#define PT_JOB_CKPT_DIR "checkpoints"
+
+/* Characters that need no quoting anywhere in a bash word, first or not. */
+static const char SAFE_WORD[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-";
+
+/* Writes s as one bash word that expands to exactly s. Arguments with
+ * control characters use $'...', so no quoted word ever spans two lines and
+ * the same text can also stand in a comment. */
+static void put_word(FILE *f, const char *s) {
+  size_t n = strlen(s);
+  if (n && strspn(s, SAFE_WORD) == n) {
+    fputs(s, f);
+    return;
+  }
+  int ctrl = 0;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if (*p < 0x20 || *p == 0x7f) ctrl = 1;
+  if (!ctrl) {
+    fputc('\'', f);
+    for (const char *p = s; *p; p++) {
+      if (*p == '\'') fputs("'\\''", f);
+      else fputc(*p, f);
+    }
+    fputc('\'', f);
+    return;
+  }
+  fputs("$'", f);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '\\' || *p == '\'') fprintf(f, "\\%c", *p);
+    else if (*p == '\n') fputs("\\n", f);
+    else if (*p == '\t') fputs("\\t", f);
+    else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\x%02x", *p);
+    else fputc(*p, f);
+  }
+  fputc('\'', f);
+}
+
+static void put_words(FILE *f, char **v, int n) {
+  for (int i = 0; i < n; i++) {
+    fputc(' ', f);
+    put_word(f, v[i]);
+  }
+}
+
+/* The command line that produced a script, as a comment, so the script says
+ * how to make it again. */
+static void put_origin(FILE *f, int argc, char **argv) {
+  fputs("# written by: ptrain", f);
+  put_words(f, argv + 1, argc - 1);
+  fputc('\n', f);
+}
+
+static int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "ptrain %s: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, " (see 'ptrain %s --help')\n", cmd);
+  va_end(ap);
+  return PT_USAGE_ERROR;
+}
+
+/* Values that go into #SBATCH lines and the submit file, which neither
+ * scheduler reads as shell and each splits in its own way: one plain token
+ * means the same to both, and to a reader. */
+static int check_token(const char *cmd, const char *flag, const char *v) {
+  if (v && strspn(v, SAFE_WORD) != strlen(v))
+    return usage_error(cmd, "%s: expected letters, digits and _@%%+=:,./- only, got '%s'", flag, v);
+  return 0;
+}
+
+static int all_digits(const char *s, size_t n) {
+  if (!n) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (s[i] < '0' || s[i] > '9') return 0;
+  return 1;
+}
+
+/* HH:MM:SS or D-HH:MM:SS, the two forms whose meaning no one misreads
+ * (Slurm takes a bare number as minutes). */
+static int valid_time(const char *t) {
+  const char *dash = strchr(t, '-');
+  long days = 0;
+  const char *hms = t;
+  if (dash) {
+    if (!all_digits(t, (size_t)(dash - t)) || dash - t > 4) return 0;
+    days = strtol(t, NULL, 10);
+    hms = dash + 1;
+  }
+  const char *c1 = strchr(hms, ':');
+  const char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+  if (!c1 || !c2 || strchr(c2 + 1, ':')) return 0;
+  size_t hl = (size_t)(c1 - hms);
+  if (!all_digits(hms, hl) || hl > 6 || (dash && hl != 2)) return 0;
+  if (!all_digits(c1 + 1, 2) || c2 - c1 != 3 || !all_digits(c2 + 1, 2) || strlen(c2 + 1) != 2) return 0;
+  long h = strtol(hms, NULL, 10), m = strtol(c1 + 1, NULL, 10), s = strtol(c2 + 1, NULL, 10);
+  if (m > 59 || s > 59 || (dash && h > 23)) return 0;
+  return days + h + m + s > 0;
+}
+
+/* 4GB, 512MB, 2048 (HTCondor reads a bare number as MB). */
+static int valid_memory(const char *v) {
+  size_t d = strspn(v, "0123456789");
+  if (!d || strtoull(v, NULL, 10) == 0) return 0;
+  const char *u = v + d;
+  if (!*u) return 1;
+  if (!strchr("KkMmGgTt", *u)) return 0;
+  u++;
+  if (*u == 'B' || *u == 'b') u++;
+  return *u == 0;
+}
+
+/* Whether a training argument names this flag, as "--flag" or "--flag=V". */
+static int has_train_flag(char **v, int n, const char *flag) {
+  size_t len = strlen(flag);
+  for (int i = 0; i < n; i++)
+    if (!strncmp(v[i], flag, len) && (v[i][len] == 0 || v[i][len] == '=')) return 1;
+  return 0;
+}
+
+/* The ptrain the script runs: this very binary unless told otherwise, by
+ * absolute path, because a batch job's PATH is not the user's shell's. */
+static int ptrain_path(const char *given, char *buf, size_t size) {
+  if (given) {
+    snprintf(buf, size, "%s", given);
+    return 0;
+  }
+  ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+  if (n < 0 || (size_t)n >= size - 1) {
+    pt_fail_errno(PT_ERR_IO, "cannot find this program's path in /proc/self/exe (give --ptrain PATH)");
+    return 1;
+  }
+  buf[n] = 0;
+  return 0;
+}
+
+/* Flags of the other scheduler get a pointed message instead of "unknown
+ * flag", since that is the likely mistake. */
+static int foreign_flag(const char *cmd, const pt_arg *mine, int nmine, const pt_arg *other, int nother,
+                        const char *other_name, int argc, char **argv, int from) {
+  for (int i = from; i < argc; i++) {
+    if (strncmp(argv[i], "--", 2)) continue;
+    size_t len = strcspn(argv[i], "=");
+    int ours = 0, theirs = 0;
+    for (int k = 0; k < nmine; k++)
+      if (strlen(mine[k].name) == len && !strncmp(mine[k].name, argv[i], len)) ours = 1;
+    for (int k = 0; k < nother; k++)
+      if (strlen(other[k].name) == len && !strncmp(other[k].name, argv[i], len)) theirs = 1;
+    if (!ours && theirs) {
+      char name[64];
+      snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), argv[i]);
+      return usage_error(cmd, "%s applies to %s, not %s", name, other_name, cmd + strlen("jobscript "));
+    }
+  }
+  return 0;
+}
+
+typedef struct {
+  int nodes, ntasks, gpus, cpus;
+  const char *time, *partition, *output, *job_name, *mpi, *ptrain;
+} slurm_opts;
+
+typedef struct {
+  int gpus, cpus, force;
+  const char *memory, *name, *transfer_input, *write_dir, *ptrain;
+} condor_opts;
+
+#define SLURM_FLAGS(o)                                                                                            \
+  {                                                                                                               \
+    {"--nodes", ARG_INT, &(o).nodes, 1, 100000, NULL, "N", "machines (default 1)"},                               \
+    {"--gpus-per-node", ARG_INT, &(o).gpus, 0, 1024, NULL, "G", "GPUs on each machine (default 0: CPU only)"},    \
+    {"--ntasks-per-node", ARG_INT, &(o).ntasks, 1, 4096, NULL, "T",                                               \
+     "ptrain processes per machine (default: G, one per GPU, else 1)"},                                           \
+    {"--cpus-per-task", ARG_INT, &(o).cpus, 1, 4096, NULL, "C",                                                   \
+     "cores per process, its --threads (default: Slurm's, one)"},                                                \
+    {"--time", ARG_STR, &(o).time, 0, 0, NULL, "HH:MM:SS", "time limit, HH:MM:SS or D-HH:MM:SS"},                 \
+    {"--partition", ARG_STR, &(o).partition, 0, 0, NULL, "P", "partition (default: the cluster's)"},              \
+    {"--output", ARG_STR, &(o).output, 0, 0, NULL, "PATTERN", "log file, %j is the job id (default ptrain-%j.out)"}, \
+    {"--job-name", ARG_STR, &(o).job_name, 0, 0, NULL, "NAME", "job name (default ptrain)"},                      \
+    {"--mpi", ARG_STR, &(o).mpi, 0, 0, NULL, "TYPE",                                                              \
+     "srun --mpi for more than one task (default pmix; 'default': the cluster's)"},                              \
+    {"--ptrain", ARG_STR, &(o).ptrain, 0, 0, NULL, "PATH", "ptrain on the compute nodes (default: this one)"},    \
+  }
+
+#define CONDOR_FLAGS(o)                                                                                           \
+  {                                                                                                               \
+    {"--gpus", ARG_INT, &(o).gpus, 0, 64, NULL, "G", "request_gpus (default 0: CPU only)"},                       \
+    {"--cpus", ARG_INT, &(o).cpus, 1, 4096, NULL, "C", "request_cpus, and ptrain's --threads (default 1)"},       \
+    {"--memory", ARG_STR, &(o).memory, 0, 0, NULL, "SIZE", "request_memory, e.g. 4GB or 512MB (default 2GB)"},    \
+    {"--name", ARG_STR, &(o).name, 0, 0, NULL, "NAME", "batch name and log file prefix (default ptrain)"},        \
+    {"--transfer-input", ARG_STR, &(o).transfer_input, 0, 0, NULL, "FILES",                                       \
+     "comma-separated files and directories to send with the job"},                                              \
+    {"--write", ARG_STR, &(o).write_dir, 0, 0, NULL, "DIR", "write DIR/ptrain.sub and DIR/ptrain.sh"},            \
+    {"--force", ARG_FLAG, &(o).force, 0, 0, NULL, NULL, "with --write: replace existing files"},                  \
+    {"--ptrain", ARG_STR, &(o).ptrain, 0, 0, NULL, "PATH", "ptrain on the execute nodes (default: this one)"},    \
+  }
+
+static void print_help(const pt_arg *slurm, int ns, const pt_arg *condor, int nc) {
+  printf(
+      "usage: ptrain jobscript slurm|htcondor [options] -- TRAIN_ARGS\n\n"
+      "Print a batch script that runs 'ptrain train TRAIN_ARGS' on a cluster; it submits\n"
+      "nothing. Save it and submit it with sbatch, or condor_submit. Arguments are\n"
+      "shell-quoted, so any TRAIN_ARGS reach ptrain train unchanged.\n\n"
+      "slurm: an sbatch script that runs one ptrain process per task with srun,\n"
+      "'ptrain train --parallel ddp' when there is more than one task (nodes x\n"
+      "tasks per node), each with --threads from SLURM_CPUS_PER_TASK. The log goes\n"
+      "to the --output file, one per job id.\n\n"
+      "slurm options:\n");
+  pt_args_print_options(slurm, ns);
+  printf(
+      "\nhtcondor: a submit file (ptrain.sub) and the wrapper it runs (ptrain.sh),\n"
+      "printed one after the other under '# ---- file: NAME ----' lines, or written\n"
+      "with --write. The run saves checkpoints to '" PT_JOB_CKPT_DIR "', which HTCondor\n"
+      "sends back on exit and keeps when the job is evicted; a job restarted with a\n"
+      "checkpoint there continues with --resume. With --gpus above 1 it starts one\n"
+      "process per GPU: mpirun -np G ptrain train --parallel ddp. Data must travel\n"
+      "with the job: --transfer-input /data/fashion-mnist -- --data-dir fashion-mnist\n\n"
+      "htcondor options:\n");
+  pt_args_print_options(condor, nc);
+  printf("  %-28s %s\n\n", "--help", "show this help");
+  printf(
+      "examples:\n"
+      "  ptrain jobscript slurm --nodes 2 --ntasks-per-node 4 --cpus-per-task 8 --time 02:00:00 \\\n"
+      "      -- --model mnist-cnn --epochs 10 --save-model > job.sh && sbatch job.sh\n"
+      "  ptrain jobscript htcondor --cpus 4 --memory 4GB --transfer-input data/mnist --write job \\\n"
+      "      -- --model mnist-cnn --dataset mnist --data-dir mnist --epochs 10\n");
+}
+
+static int emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int argc, char **argv, char **train,
+                      int ntrain) {
+  int tasks = o->nodes * o->ntasks;
+  fputs("#!/bin/bash\n", f);
+  fprintf(f, "#SBATCH --job-name=%s\n", o->job_name);
+  fprintf(f, "#SBATCH --nodes=%d\n", o->nodes);
+  fprintf(f, "#SBATCH --ntasks-per-node=%d\n", o->ntasks);
+  if (o->cpus) fprintf(f, "#SBATCH --cpus-per-task=%d\n", o->cpus);
+  if (o->gpus) fprintf(f, "#SBATCH --gpus-per-node=%d\n", o->gpus);
+  if (o->time) fprintf(f, "#SBATCH --time=%s\n", o->time);
+  if (o->partition) fprintf(f, "#SBATCH --partition=%s\n", o->partition);
+  fprintf(f, "#SBATCH --output=%s\n", o->output);
+  put_origin(f, argc, argv);
+  fputs("set -euo pipefail\n\n", f);
+  fputs("# Slurm sets SLURM_CPUS_PER_TASK only when --cpus-per-task is given, and\n"
+        "# gives one CPU per task otherwise: use what the job was given, no more.\n"
+        "threads=${SLURM_CPUS_PER_TASK:-1}\n"
+        "export OMP_NUM_THREADS=$threads\n",
+        f);
+  fputs("echo \"ptrain job ${SLURM_JOB_ID:-?} on ${SLURM_JOB_NODELIST:-?}: ${SLURM_NTASKS:-1} task(s), $threads thread(s) each\"\n\n",
+        f);
+  fputs("srun", f);
+  if (tasks > 1 && strcmp(o->mpi, "default")) fprintf(f, " --mpi=%s", o->mpi);
+  fputc(' ', f);
+  put_word(f, ptrain);
+  fputs(" train", f);
+  if (tasks > 1) fputs(" --parallel ddp", f);
+  if (!has_train_flag(train, ntrain, "--threads")) fputs(" --threads \"$threads\"", f);
+  put_words(f, train, ntrain);
+  fputc('\n', f);
+  return 0;
+}
+
+static void emit_condor_sub(FILE *f, const condor_opts *o, int argc, char **argv) {
+  fputs("# HTCondor submit file for a ptrain training run: condor_submit ptrain.sub\n", f);
+  put_origin(f, argc, argv);
+  fprintf(f,
+          "universe                = vanilla\n"
+          "executable              = ptrain.sh\n"
+          "batch_name              = %s\n"
+          "log                     = %s-$(Cluster).log\n"
+          "output                  = %s-$(Cluster).$(Process).out\n"
+          "error                   = %s-$(Cluster).$(Process).err\n"
+          "request_cpus            = %d\n"
+          "request_memory          = %s\n",
+          o->name, o->name, o->name, o->name, o->cpus, o->memory);
+  if (o->gpus) fprintf(f, "request_gpus            = %d\n", o->gpus);
+  fputs("should_transfer_files   = YES\n", f);
+  if (o->transfer_input) fprintf(f, "transfer_input_files    = %s\n", o->transfer_input);
+  fputs("# The checkpoints come back at the end, and also when the job is evicted:\n"
+        "# HTCondor keeps them and hands them to the restarted job, which resumes.\n"
+        "transfer_output_files   = " PT_JOB_CKPT_DIR "\n"
+        "when_to_transfer_output = ON_EXIT_OR_EVICT\n"
+        "queue\n",
+        f);
+}
+
+static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrain, int argc, char **argv,
+                                char **train, int ntrain) {
+  int threads = o->gpus > 1 ? (o->cpus / o->gpus > 0 ? o->cpus / o->gpus : 1) : o->cpus;
+  fputs("#!/bin/bash\n"
+        "# Runs ptrain train in the HTCondor job's sandbox.\n",
+        f);
+  put_origin(f, argc, argv);
+  fputs("set -euo pipefail\n\n", f);
+  fputs("# HTCondor holds a job whose transfer_output_files are missing, so the\n"
+        "# directory must exist even if the job ends before its first checkpoint.\n"
+        "mkdir -p " PT_JOB_CKPT_DIR "\n"
+        "# The weights are written before the state, so the state file marks a\n"
+        "# complete checkpoint: one is there when HTCondor restarts an evicted job.\n"
+        "set --\n"
+        "if [[ -f " PT_JOB_CKPT_DIR "/state.safetensors && -f " PT_JOB_CKPT_DIR "/model.safetensors ]]; then\n"
+        "  echo \"resuming from the checkpoint in " PT_JOB_CKPT_DIR "/\"\n"
+        "  set -- --resume\n"
+        "fi\n",
+        f);
+  fprintf(f, "export OMP_NUM_THREADS=%d\n\n", threads);
+  fputs("exec ", f);
+  if (o->gpus > 1) fprintf(f, "mpirun -np %d ", o->gpus);
+  put_word(f, ptrain);
+  fputs(" train", f);
+  if (o->gpus > 1) fputs(" --parallel ddp", f);
+  if (!has_train_flag(train, ntrain, "--threads")) fprintf(f, " --threads %d", threads);
+  fputs(" --save-model --checkpoint-dir " PT_JOB_CKPT_DIR " \"$@\"", f);
+  put_words(f, train, ntrain);
+  fputc('\n', f);
+}
+
+/* Creates path with the given text; an existing file is an error unless
+ * force is set, so a second run never silently replaces an edited script. */
+static int write_file(const char *path, const char *text, size_t len, int force, mode_t mode) {
+  int fd = open(path, O_WRONLY | O_CREAT | (force ? O_TRUNC : O_EXCL), mode);
+  if (fd < 0) {
+    if (errno == EEXIST) pt_fail(PT_ERR_IO, "%s exists (give --force to replace it)", path);
+    else pt_fail_errno(PT_ERR_IO, "%s", path);
+    return 1;
+  }
+  size_t done = 0;
+  while (done < len) {
+    ssize_t w = write(fd, text + done, len - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      pt_fail_errno(PT_ERR_IO, "writing %s", path);
+      close(fd);
+      return 1;
+    }
+    done += (size_t)w;
+  }
+  if (fchmod(fd, mode) != 0 || close(fd) != 0) {
+    pt_fail_errno(PT_ERR_IO, "writing %s", path);
+    return 1;
+  }
+  return 0;
+}
+
+static int run_condor(const condor_opts *o, const char *ptrain, int argc, char **argv, char **train, int ntrain) {
+  char *sub = NULL, *sh = NULL;
+  size_t nsub = 0, nsh = 0;
+  FILE *fs = open_memstream(&sub, &nsub), *fw = open_memstream(&sh, &nsh);
+  if (!fs || !fw) {
+    if (fs) fclose(fs);
+    if (fw) fclose(fw);
+    free(sub);
+    free(sh);
+    pt_fail(PT_ERR_NOMEM, "out of memory");
+    return pt_cli_fail("jobscript");
+  }
+  emit_condor_sub(fs, o, argc, argv);
+  emit_condor_wrapper(fw, o, ptrain, argc, argv, train, ntrain);
+  fclose(fs);
+  fclose(fw);
+  int rc = 0;
+  if (!o->write_dir) {
+    printf("# ---- file: ptrain.sub ----\n%s# ---- file: ptrain.sh ----\n%s", sub, sh);
+  } else {
+    char psub[PATH_MAX], psh[PATH_MAX];
+    snprintf(psub, sizeof psub, "%s/ptrain.sub", o->write_dir);
+    snprintf(psh, sizeof psh, "%s/ptrain.sh", o->write_dir);
+    if (mkdir(o->write_dir, 0777) != 0 && errno != EEXIST) {
+      pt_fail_errno(PT_ERR_IO, "%s", o->write_dir);
+      rc = 1;
+    }
+    /* Both checked first, so a refusal leaves no half-written pair. */
+    if (!rc && !o->force) {
+      if (access(psub, F_OK) == 0 || access(psh, F_OK) == 0) {
+        pt_fail(PT_ERR_IO, "%s exists (give --force to replace it)", access(psub, F_OK) == 0 ? psub : psh);
+        rc = 1;
+      }
+    }
+    if (!rc) rc = write_file(psub, sub, nsub, o->force, 0644);
+    if (!rc) rc = write_file(psh, sh, nsh, o->force, 0755);
+    if (!rc) printf("wrote %s and %s; submit with: cd %s && condor_submit ptrain.sub\n", psub, psh, o->write_dir);
+  }
+  free(sub);
+  free(sh);
+  return rc ? pt_cli_fail("jobscript") : 0;
+}
+
+int pt_cmd_jobscript(int argc, char **argv) {
+  slurm_opts so = {.nodes = 1, .output = "ptrain-%j.out", .job_name = "ptrain", .mpi = "pmix"};
+  condor_opts co = {.cpus = 1, .memory = "2GB", .name = "ptrain"};
+  const pt_arg sflags[] = SLURM_FLAGS(so);
+  const pt_arg cflags[] = CONDOR_FLAGS(co);
+  const int ns = (int)(sizeof sflags / sizeof sflags[0]);
+  const int nc = (int)(sizeof cflags / sizeof cflags[0]);
+
+  if (argc < 3) {
+    fprintf(stderr, "ptrain jobscript: missing scheduler (expected slurm or htcondor; see 'ptrain jobscript --help')\n");
+    return PT_USAGE_ERROR;
+  }
+  const char *sched = argv[2];
+  if (!strcmp(sched, "--help") || !strcmp(sched, "-h")) {
+    print_help(sflags, ns, cflags, nc);
+    return 0;
+  }
+  int slurm = !strcmp(sched, "slurm");
+  if (!slurm && strcmp(sched, "htcondor")) {
+    fprintf(stderr, "ptrain jobscript: unknown scheduler '%s' (expected slurm or htcondor; see 'ptrain jobscript --help')\n",
+            sched);
+    return PT_USAGE_ERROR;
+  }
+  const char *cmd = slurm ? "jobscript slurm" : "jobscript htcondor";
+
+  /* Everything after "--" belongs to ptrain train, never to this parser. */
+  int dd = 3;
+  while (dd < argc && strcmp(argv[dd], "--")) dd++;
+  int rc = slurm ? foreign_flag(cmd, sflags, ns, cflags, nc, "htcondor", dd, argv, 3)
+                 : foreign_flag(cmd, cflags, nc, sflags, ns, "slurm", dd, argv, 3);
+  if (rc) return rc;
+  int help;
+  rc = slurm ? pt_args_parse(cmd, sflags, ns, dd, argv, 3, &help, NULL, 0, NULL)
+             : pt_args_parse(cmd, cflags, nc, dd, argv, 3, &help, NULL, 0, NULL);
+  if (rc) return rc;
+  if (help) {
+    print_help(sflags, ns, cflags, nc);
+    return 0;
+  }
+  if (dd == argc)
+    return usage_error(cmd, "missing '--' and the training arguments after it");
+  char **train = argv + dd + 1;
+  int ntrain = argc - dd - 1;
+
+  const char *ptrain_given;
+  if (slurm) {
+    if (so.time && !valid_time(so.time))
+      return usage_error(cmd, "--time: expected HH:MM:SS or D-HH:MM:SS, more than zero, got '%s'", so.time);
+    if ((rc = check_token(cmd, "--partition", so.partition)) || (rc = check_token(cmd, "--output", so.output)) ||
+        (rc = check_token(cmd, "--job-name", so.job_name)) || (rc = check_token(cmd, "--mpi", so.mpi)))
+      return rc;
+    if (!so.ntasks) so.ntasks = so.gpus > 0 ? so.gpus : 1;
+    if (so.nodes * so.ntasks > 1 && has_train_flag(train, ntrain, "--parallel"))
+      return usage_error(cmd, "--parallel after '--': with %d tasks the script passes --parallel ddp itself",
+                         so.nodes * so.ntasks);
+    ptrain_given = so.ptrain;
+  } else {
+    if (!valid_memory(co.memory))
+      return usage_error(cmd, "--memory: expected a size such as 4GB, 512MB or 2048 (MB), got '%s'", co.memory);
+    if ((rc = check_token(cmd, "--name", co.name)) || (rc = check_token(cmd, "--transfer-input", co.transfer_input)))
+      return rc;
+    if (co.force && !co.write_dir) return usage_error(cmd, "--force: expected together with --write DIR");
+    if (has_train_flag(train, ntrain, "--checkpoint-dir"))
+      return usage_error(cmd, "--checkpoint-dir after '--': the job keeps checkpoints in '%s', which HTCondor transfers",
+                         PT_JOB_CKPT_DIR);
+    if (has_train_flag(train, ntrain, "--resume"))
+      return usage_error(cmd, "--resume after '--': the wrapper adds it when a checkpoint is there");
+    if (co.gpus > 1 && has_train_flag(train, ntrain, "--parallel"))
+      return usage_error(cmd, "--parallel after '--': with --gpus %d the wrapper passes --parallel ddp itself", co.gpus);
+    ptrain_given = co.ptrain;
+  }
+
+  char ptrain[PATH_MAX];
+  if (ptrain_path(ptrain_given, ptrain, sizeof ptrain)) return pt_cli_fail("jobscript");
+  if (slurm) return emit_slurm(stdout, &so, ptrain, argc, argv, train, ntrain);
+  return run_condor(&co, ptrain, argc, argv, train, ntrain);
+}

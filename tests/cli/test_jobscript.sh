@@ -1,0 +1,197 @@
+# ptrain jobscript: the Slurm script and the HTCondor files it prints, run
+# against stand-in srun and ptrain programs (no scheduler needed), and every
+# usage error.
+source "$(dirname "$0")/lib.sh"
+
+SELF=$(readlink -f "$PTRAIN")
+has() { grep -qxF -- "$2" "$1" || fail "$1 lacks the line '$2':"$'\n'"$(cat "$1")"; }
+lacks() { ! grep -qF -- "$2" "$1" || fail "$1 has '$2':"$'\n'"$(cat "$1")"; }
+
+# A stand-in for srun, mpirun and ptrain: writes its argv, NUL-separated, to $ARGV_OUT.
+mkdir -p "$TMP/bin"
+cat >"$TMP/bin/argv" <<'EOF'
+#!/bin/bash
+printf '%s\0' "$(basename "$0")" "$@" >>"$ARGV_OUT"
+EOF
+chmod +x "$TMP/bin/argv"
+ln -s argv "$TMP/bin/srun"
+ln -s argv "$TMP/bin/mpirun"
+# expect_argv FILE WORDS...: FILE holds exactly these words.
+expect_argv() {
+  local file=$1; shift
+  printf '%s\0' "$@" >"$TMP/want"
+  cmp -s "$TMP/want" "$file" ||
+    fail "argv: got [$(tr '\0' '|' <"$file")], expected [$(tr '\0' '|' <"$TMP/want")]"
+}
+
+# ---- Slurm, one task: plain srun, threads from SLURM_CPUS_PER_TASK ----
+"$PTRAIN" jobscript slurm -- --model fmnist-mlp --epochs 2 >"$TMP/one.sh" || fail "jobscript slurm"
+[[ $(head -n 1 "$TMP/one.sh") == "#!/bin/bash" ]] || fail "first line: $(head -n 1 "$TMP/one.sh")"
+for l in "#SBATCH --job-name=ptrain" "#SBATCH --nodes=1" "#SBATCH --ntasks-per-node=1" \
+  "#SBATCH --output=ptrain-%j.out" "set -euo pipefail" \
+  "srun $SELF train --threads \"\$threads\" --model fmnist-mlp --epochs 2"; do
+  has "$TMP/one.sh" "$l"
+done
+for l in "--gpus-per-node" "--cpus-per-task=" "--time" "--partition" "--mpi" "--parallel"; do lacks "$TMP/one.sh" "$l"; done
+# sbatch reads directives only above the first command.
+awk '/^#SBATCH/ && seen { exit 1 } !/^#/ && !/^$/ { seen = 1 }' "$TMP/one.sh" || fail "#SBATCH after a command"
+bash -n "$TMP/one.sh" || fail "one.sh is not valid bash"
+pass "slurm, one task"
+
+ARGV_OUT=$TMP/one.argv SLURM_CPUS_PER_TASK=3 PATH="$TMP/bin:$PATH" bash "$TMP/one.sh" >"$TMP/one.log" ||
+  fail "running one.sh: $(cat "$TMP/one.log")"
+expect_argv "$TMP/one.argv" srun "$SELF" train --threads 3 --model fmnist-mlp --epochs 2
+# Without --cpus-per-task Slurm gives one CPU per task and sets no variable.
+ARGV_OUT=$TMP/one1.argv PATH="$TMP/bin:$PATH" bash "$TMP/one.sh" >/dev/null || fail "running one.sh"
+expect_argv "$TMP/one1.argv" srun "$SELF" train --threads 1 --model fmnist-mlp --epochs 2
+pass "slurm script runs srun with --threads from SLURM_CPUS_PER_TASK"
+
+# ---- Slurm, many tasks: one per GPU, srun --mpi=pmix, --parallel ddp ----
+"$PTRAIN" jobscript slurm --nodes 2 --gpus-per-node 4 --cpus-per-task 8 --time 1-02:30:00 --partition gpu \
+  --output 'logs/%x-%j.out' --job-name mnist -- --model mnist-cnn >"$TMP/many.sh" || fail "jobscript slurm many"
+for l in "#SBATCH --job-name=mnist" "#SBATCH --nodes=2" "#SBATCH --ntasks-per-node=4" "#SBATCH --cpus-per-task=8" \
+  "#SBATCH --gpus-per-node=4" "#SBATCH --time=1-02:30:00" "#SBATCH --partition=gpu" \
+  "#SBATCH --output=logs/%x-%j.out" \
+  "srun --mpi=pmix $SELF train --parallel ddp --threads \"\$threads\" --model mnist-cnn"; do
+  has "$TMP/many.sh" "$l"
+done
+bash -n "$TMP/many.sh" || fail "many.sh is not valid bash"
+"$PTRAIN" jobscript slurm --ntasks-per-node 2 --mpi default -- >"$TMP/def.sh" || fail "--mpi default"
+has "$TMP/def.sh" "srun $SELF train --parallel ddp --threads \"\$threads\""
+"$PTRAIN" jobscript slurm --nodes 3 --mpi pmi2 -- >"$TMP/pmi2.sh" || fail "--mpi pmi2"
+has "$TMP/pmi2.sh" "#SBATCH --ntasks-per-node=1"
+has "$TMP/pmi2.sh" "srun --mpi=pmi2 $SELF train --parallel ddp --threads \"\$threads\""
+# A --threads of the user's wins over the one the script would add.
+"$PTRAIN" jobscript slurm --ptrain /opt/ptrain/bin/ptrain -- --threads 2 >"$TMP/thr.sh" || fail "--threads"
+has "$TMP/thr.sh" "srun /opt/ptrain/bin/ptrain train --threads 2"
+pass "slurm, many tasks"
+
+# ---- Quoting: awkward arguments reach ptrain train unchanged ----
+args=(--model-file "my models/cnn v2.txt" --metrics "it's \"quoted\".jsonl" '$HOME' '`id`' '*' '~' '#x' ''
+  $'two\nlines' $'tab\there' 'back\slash' 'a;b|c&d' "!bang" 'é ü' $'\x01ctl')
+"$PTRAIN" jobscript slurm --ptrain "$TMP/bin/my ptrain's" -- "${args[@]}" >"$TMP/q.sh" || fail "jobscript quoting"
+bash -n "$TMP/q.sh" || fail "q.sh is not valid bash"
+ARGV_OUT=$TMP/q.argv SLURM_CPUS_PER_TASK=2 PATH="$TMP/bin:$PATH" bash "$TMP/q.sh" >/dev/null || fail "running q.sh"
+expect_argv "$TMP/q.argv" srun "$TMP/bin/my ptrain's" train --threads 2 "${args[@]}"
+# The srun line stays one line, and so does the comment that repeats the command.
+[[ $(grep -c '^srun ' "$TMP/q.sh") == 1 ]] || fail "srun line split"
+grep -q "^# written by: ptrain jobscript slurm " "$TMP/q.sh" || fail "no origin comment"
+pass "awkward arguments survive the quoting"
+
+# ---- HTCondor: submit file and wrapper on stdout ----
+"$PTRAIN" jobscript htcondor --cpus 4 --memory 4GB --gpus 1 --name mnist --transfer-input data/mnist,extra.txt \
+  --ptrain "$TMP/bin/argv" -- --model mnist-cnn --data-dir mnist >"$TMP/condor.out" || fail "jobscript htcondor"
+[[ $(grep -c '^# ---- file: ' "$TMP/condor.out") == 2 ]] || fail "expected two file markers"
+awk '/^# ---- file: ptrain.sub ----$/ { f = 1; next } /^# ---- file: / { f = 0 } f' "$TMP/condor.out" >"$TMP/sub"
+awk '/^# ---- file: ptrain.sh ----$/ { f = 1; next } /^# ---- file: / { f = 0 } f' "$TMP/condor.out" >"$TMP/wrap.sh"
+kv() { sed -n "s/^$2 *= *//p" "$1"; }
+for k in "universe=vanilla" "executable=ptrain.sh" "batch_name=mnist" 'log=mnist-$(Cluster).log' \
+  'output=mnist-$(Cluster).$(Process).out' 'error=mnist-$(Cluster).$(Process).err' "request_cpus=4" \
+  "request_memory=4GB" "request_gpus=1" "should_transfer_files=YES" "transfer_input_files=data/mnist,extra.txt" \
+  "transfer_output_files=checkpoints" "when_to_transfer_output=ON_EXIT_OR_EVICT"; do
+  [[ $(kv "$TMP/sub" "${k%%=*}") == "${k#*=}" ]] || fail "ptrain.sub: ${k%%=*} is '$(kv "$TMP/sub" "${k%%=*}")', expected '${k#*=}'"
+done
+[[ $(grep -v '^#' "$TMP/sub" | tail -n 1) == queue ]] || fail "ptrain.sub does not end with queue"
+"$PTRAIN" jobscript htcondor -- >"$TMP/c0.out" || fail "jobscript htcondor, defaults"
+grep -q '^request_memory *= 2GB$' "$TMP/c0.out" || fail "default request_memory"
+grep -q '^request_cpus *= 1$' "$TMP/c0.out" || fail "default request_cpus"
+! grep -q 'request_gpus\|transfer_input_files' "$TMP/c0.out" || fail "request_gpus or transfer_input_files by default"
+pass "htcondor submit file"
+
+# The wrapper, run in a sandbox as HTCondor would: first start, then a
+# restart after eviction with the checkpoint HTCondor brought back.
+[[ $(head -n 1 "$TMP/wrap.sh") == "#!/bin/bash" ]] || fail "wrapper's first line"
+bash -n "$TMP/wrap.sh" || fail "wrapper is not valid bash"
+mkdir "$TMP/sandbox"
+(cd "$TMP/sandbox" && ARGV_OUT=$TMP/w1.argv bash "$TMP/wrap.sh" >"$TMP/w1.log") || fail "wrapper, first start"
+[[ -d $TMP/sandbox/checkpoints ]] || fail "the wrapper did not create checkpoints/"
+expect_argv "$TMP/w1.argv" argv train --threads 4 --save-model --checkpoint-dir checkpoints --model mnist-cnn --data-dir mnist
+: >"$TMP/sandbox/checkpoints/model.safetensors"
+: >"$TMP/sandbox/checkpoints/state.safetensors"
+(cd "$TMP/sandbox" && ARGV_OUT=$TMP/w2.argv bash "$TMP/wrap.sh" >"$TMP/w2.log") || fail "wrapper, restart"
+expect_argv "$TMP/w2.argv" argv train --threads 4 --save-model --checkpoint-dir checkpoints --resume --model mnist-cnn --data-dir mnist
+grep -q "resuming" "$TMP/w2.log" || fail "the wrapper did not say it resumes"
+pass "htcondor wrapper resumes from a checkpoint that is there"
+
+# More than one GPU: one process per GPU under mpirun, the cores shared out.
+"$PTRAIN" jobscript htcondor --gpus 2 --cpus 8 --ptrain "$TMP/bin/argv" -- --model mnist-cnn >"$TMP/c2.out" ||
+  fail "jobscript htcondor --gpus 2"
+awk '/^# ---- file: ptrain.sh ----$/ { f = 1; next } f' "$TMP/c2.out" >"$TMP/wrap2.sh"
+mkdir "$TMP/sandbox2"
+(cd "$TMP/sandbox2" && ARGV_OUT=$TMP/w3.argv PATH="$TMP/bin:$PATH" bash "$TMP/wrap2.sh" >/dev/null) || fail "wrapper, 2 GPUs"
+expect_argv "$TMP/w3.argv" mpirun -np 2 "$TMP/bin/argv" train --parallel ddp --threads 4 --save-model --checkpoint-dir checkpoints --model mnist-cnn
+pass "htcondor, two GPUs"
+
+# ---- HTCondor --write: the same two files, never silently replaced ----
+"$PTRAIN" jobscript htcondor --cpus 4 --memory 4GB --gpus 1 --name mnist --transfer-input data/mnist,extra.txt \
+  --ptrain "$TMP/bin/argv" --write "$TMP/job" -- --model mnist-cnn --data-dir mnist >"$TMP/write.out" ||
+  fail "jobscript --write"
+grep -q "condor_submit ptrain.sub" "$TMP/write.out" || fail "--write does not say how to submit"
+# Equal but for the comment with the command line, which names --write.
+same() { diff <(grep -v '^# written by:' "$1") <(grep -v '^# written by:' "$2") >/dev/null; }
+same "$TMP/job/ptrain.sub" "$TMP/sub" || fail "--write: ptrain.sub differs from the printed one"
+same "$TMP/job/ptrain.sh" "$TMP/wrap.sh" || fail "--write: ptrain.sh differs from the printed one"
+[[ -x $TMP/job/ptrain.sh ]] || fail "--write: ptrain.sh is not executable"
+echo edited >>"$TMP/job/ptrain.sub"
+expect_exit 1 "ptrain.sub exists \(give --force" -- "$PTRAIN" jobscript htcondor --write "$TMP/job" -- --epochs 3
+grep -q edited "$TMP/job/ptrain.sub" || fail "a refused --write changed ptrain.sub"
+"$PTRAIN" jobscript htcondor --write "$TMP/job" --force -- --epochs 3 >/dev/null || fail "--write --force"
+! grep -q edited "$TMP/job/ptrain.sub" || fail "--force did not replace ptrain.sub"
+grep -q -- "--epochs 3$" "$TMP/job/ptrain.sh" || fail "--force did not replace ptrain.sh"
+expect_exit 1 "nowhere" -- "$PTRAIN" jobscript htcondor --write "$TMP/nowhere/deeper" -- --epochs 3
+pass "htcondor --write"
+
+# ---- Help and usage errors ----
+"$PTRAIN" jobscript --help >"$TMP/help" || fail "jobscript --help exited non-zero"
+grep -q "^usage: ptrain jobscript slurm|htcondor" "$TMP/help" || fail "jobscript --help: no usage line"
+for f in --nodes --gpus-per-node --ntasks-per-node --cpus-per-task --time --partition --output --job-name --mpi \
+  --ptrain --gpus --cpus --memory --name --transfer-input --write --force; do
+  grep -q -- "^  $f" "$TMP/help" || fail "jobscript --help does not document $f"
+done
+"$PTRAIN" jobscript slurm --help | grep -q "^usage: ptrain jobscript" || fail "jobscript slurm --help"
+"$PTRAIN" --help | grep -q "^  jobscript" || fail "ptrain --help does not list jobscript"
+pass "help"
+
+J=("$PTRAIN" jobscript)
+expect_exit 2 "jobscript: missing scheduler \(expected slurm or htcondor" -- "${J[@]}"
+expect_exit 2 "jobscript: unknown scheduler 'pbs' \(expected slurm or htcondor" -- "${J[@]}" pbs -- --epochs 1
+expect_exit 2 "jobscript slurm: missing '--' and the training arguments" -- "${J[@]}" slurm --nodes 2
+expect_exit 2 "jobscript htcondor: missing '--'" -- "${J[@]}" htcondor
+for t in 10 10:00 25:00 1:2:3 00:60:00 00:00:60 1-24:00:00 1-1:00:00 00:00:00 0-00:00:00 -01:00:00 abc 01:00:00x; do
+  expect_exit 2 "--time: expected HH:MM:SS or D-HH:MM:SS, more than zero, got '$t'" -- "${J[@]}" slurm --time "$t" --
+done
+for t in 00:00:01 72:00:00 7-00:00:00 1-23:59:59; do
+  "${J[@]}" slurm --time "$t" -- | grep -qx "#SBATCH --time=$t" || fail "--time $t refused"
+done
+expect_exit 2 "--nodes: expected an integer in \[1, 100000\], got '-1'" -- "${J[@]}" slurm --nodes -1 --
+expect_exit 2 "--nodes: expected an integer in \[1, 100000\], got '0'" -- "${J[@]}" slurm --nodes 0 --
+expect_exit 2 "--gpus-per-node: expected an integer in \[0, 1024\], got '-2'" -- "${J[@]}" slurm --gpus-per-node -2 --
+expect_exit 2 "--ntasks-per-node: expected an integer .*got 'x'" -- "${J[@]}" slurm --ntasks-per-node x --
+expect_exit 2 "--cpus-per-task: expected an integer .*got '0'" -- "${J[@]}" slurm --cpus-per-task 0 --
+expect_exit 2 "--gpus: expected an integer in \[0, 64\], got '-1'" -- "${J[@]}" htcondor --gpus -1 --
+expect_exit 2 "--cpus: expected an integer .*got '0'" -- "${J[@]}" htcondor --cpus 0 --
+expect_exit 2 "jobscript slurm: --gpus applies to htcondor, not slurm" -- "${J[@]}" slurm --gpus 2 --
+expect_exit 2 "jobscript htcondor: --gpus-per-node applies to slurm, not htcondor" -- "${J[@]}" htcondor --gpus-per-node 2 --
+expect_exit 2 "jobscript htcondor: --nodes applies to slurm, not htcondor" -- "${J[@]}" htcondor --nodes=2 --
+expect_exit 2 "jobscript slurm: unknown flag '--bogus'" -- "${J[@]}" slurm --bogus --
+expect_exit 2 "jobscript slurm: unexpected argument 'extra'" -- "${J[@]}" slurm extra --
+expect_exit 2 "--time: missing value" -- "${J[@]}" slurm --time
+expect_exit 2 "--partition: expected letters, digits and _@%\+=:,./- only, got 'a b'" -- "${J[@]}" slurm --partition "a b" --
+expect_exit 2 "--output: expected letters, digits .*got 'x\\\$y'" -- "${J[@]}" slurm --output 'x$y' --
+expect_exit 2 "--job-name: expected letters" -- "${J[@]}" slurm --job-name $'a\nb' --
+expect_exit 2 "--mpi: expected letters" -- "${J[@]}" slurm --mpi 'pmix x' --
+expect_exit 2 "--name: expected letters" -- "${J[@]}" htcondor --name 'a"b' --
+expect_exit 2 "--transfer-input: expected letters" -- "${J[@]}" htcondor --transfer-input 'a, b' --
+expect_exit 2 "--memory: expected a size such as 4GB, 512MB or 2048 \(MB\), got '4XB'" -- "${J[@]}" htcondor --memory 4XB --
+expect_exit 2 "--memory: expected a size .*got '0'" -- "${J[@]}" htcondor --memory 0 --
+expect_exit 2 "--memory: expected a size .*got '-1GB'" -- "${J[@]}" htcondor --memory -1GB --
+expect_exit 2 "--force: expected together with --write DIR" -- "${J[@]}" htcondor --force --
+expect_exit 2 "--parallel after '--': with 2 tasks the script passes --parallel ddp" -- \
+  "${J[@]}" slurm --ntasks-per-node 2 -- --parallel dp
+expect_exit 2 "--parallel after '--': with --gpus 2 the wrapper passes --parallel ddp" -- \
+  "${J[@]}" htcondor --gpus 2 -- --parallel=ddp
+expect_exit 2 "--resume after '--': the wrapper adds it" -- "${J[@]}" htcondor -- --resume
+expect_exit 2 "--checkpoint-dir after '--': the job keeps checkpoints in 'checkpoints'" -- \
+  "${J[@]}" htcondor -- --checkpoint-dir=ck
+# After "--" everything is ptrain train's, even this command's own flags.
+"${J[@]}" slurm -- --nodes 5 --help | grep -q "^srun .* --nodes 5 --help$" || fail "arguments after -- were parsed"
