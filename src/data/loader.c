@@ -200,6 +200,8 @@ static pt_status check_config(const pt_dataset *ds, const pt_loader_config *cfg)
   if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world)
     return pt_fail(PT_ERR_ARG, "loader: rank %d of world %d, expected 0 <= rank < world >= 1",
                    cfg->rank, cfg->world);
+  if (cfg->uneven && cfg->drop_last)
+    return pt_fail(PT_ERR_ARG, "loader: uneven shards keep every sample; drop_last contradicts that");
   if (cfg->crop_pad < 0 || cfg->crop_pad > 4096)
     return pt_fail(PT_ERR_ARG, "loader: crop_pad %d, expected 0..4096", cfg->crop_pad);
   for (int ch = 0; ch < ds->c; ch++)
@@ -226,7 +228,10 @@ pt_status pt_loader_create(pt_loader **out, const pt_dataset *ds, const pt_loade
       l->lut[ch][p] = ((float)p / 255.0f - cfg->mean[ch]) / cfg->std[ch];
 
   int n = ds->n, world = cfg->world;
-  l->num_samples = cfg->drop_last ? n / world : n / world + (n % world != 0);
+  if (cfg->uneven) /* positions rank, rank + world, ... below n: every sample once in all */
+    l->num_samples = n / world + (cfg->rank < n % world);
+  else
+    l->num_samples = cfg->drop_last ? n / world : n / world + (n % world != 0);
   int bs = cfg->batch_size;
   l->num_batches = cfg->drop_last ? l->num_samples / bs
                                   : l->num_samples / bs + (l->num_samples % bs != 0);

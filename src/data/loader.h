@@ -19,6 +19,8 @@ typedef struct {
   int drop_last;      /* drop the last incomplete batch (and the shard tail) */
   uint64_t seed;
   int rank, world;    /* 0, 1 for a single process */
+  int uneven;         /* evaluation: no padding, no dropping; shards differ by at most
+                         one sample, so across ranks every sample counts exactly once */
   /* Normalisation per channel after scaling to [0, 1]: (x/255 - mean) / std. */
   float mean[3], std[3];
   /* Augmentation (training only): random crop of the original size after

@@ -329,6 +329,40 @@ static void check_shards(int n, int world, int drop_last, int batch_size) {
   pt_dataset_free(&ds);
 }
 
+/* Evaluation shards: no padding, so over all ranks every sample is seen
+ * exactly once, whatever n and world. */
+static void check_uneven(int n, int world, int batch_size) {
+  pt_dataset ds = make_ds(n, 1, 1, 1);
+  pt_loader_config cfg = base_cfg(batch_size);
+  cfg.uneven = 1;
+  cfg.world = world;
+  int count[256] = {0}, total = 0;
+  for (int rank = 0; rank < world; rank++) {
+    cfg.rank = rank;
+    pt_loader *l;
+    assert_int_equal(pt_loader_create(&l, &ds, &cfg), PT_OK);
+    epoch_run r = collect(l, &ds, 0, 0);
+    assert_int_equal(r.ns, pt_loader_num_samples(l));
+    for (int i = 0; i < r.ns; i++) count[r.idx[i]]++;
+    total += r.ns;
+    run_free(&r);
+    pt_loader_destroy(l);
+  }
+  assert_int_equal(total, n);
+  for (int k = 0; k < n; k++) assert_int_equal(count[k], 1);
+  cfg.drop_last = 1;
+  pt_loader *l = NULL;
+  assert_int_equal(pt_loader_create(&l, &ds, &cfg), PT_ERR_ARG);
+  pt_dataset_free(&ds);
+}
+
+static void test_uneven_shards(void **state) {
+  (void)state;
+  check_uneven(103, 4, 7);
+  check_uneven(10, 3, 100);
+  check_uneven(3, 5, 2); /* more ranks than samples: two ranks get none */
+}
+
 static void test_shards(void **state) {
   (void)state;
   int ns[] = {10, 11, 103, 2};
@@ -576,6 +610,7 @@ int main(void) {
       cmocka_unit_test(test_resume_mid_epoch),
       cmocka_unit_test(test_restart_while_prefetching),
       cmocka_unit_test(test_shards),
+      cmocka_unit_test(test_uneven_shards),
       cmocka_unit_test(test_drop_last_batches),
       cmocka_unit_test(test_normalisation),
       cmocka_unit_test(test_augmentation),
