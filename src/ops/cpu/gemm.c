@@ -15,8 +15,10 @@
 /* OpenBLAS's thread control; declared here because not every cblas.h has it. */
 void openblas_set_num_threads(int num_threads);
 
-static pt_pool *pool;
-static int pool_threads = 1;
+/* Per calling thread: each data-parallel worker is a thread that runs its
+ * replica's ops on a pool of its own. */
+static _Thread_local pt_pool *pool;
+static _Thread_local int pool_threads = 1;
 
 int pt_ops_set_threads(int n) {
   if (n < 1) n = 1;

@@ -14,8 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Threads every op uses (a process-wide pool; the BLAS itself runs
- * single-threaded inside it). Returns non-zero if the pool cannot start. */
+/* Threads the ops called from this thread use: a pool per calling thread,
+ * so data-parallel workers (threads themselves) each have their own; the
+ * BLAS runs single-threaded inside it. Returns non-zero if the pool cannot
+ * start. pt_ops_set_threads(1) on a thread that is about to end frees its pool. */
 int pt_ops_set_threads(int n);
 int pt_ops_get_threads(void);
 
