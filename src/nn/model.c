@@ -392,6 +392,7 @@ void pt_model_backward(pt_model *m, const float *x, int n) {
       if (m->profile) L->bwd_ms += 1e3 * (t1 - t0);
       pt_trace_span(L->label, "backward", t0, t1);
     }
+    if (m->grad_ready && (L->w >= 0 || L->b >= 0)) m->grad_ready(m->grad_ready_ctx, i);
     if (!dx) break;
     dy = dx;
     which ^= 1;

@@ -68,6 +68,11 @@ typedef struct {
   uint64_t dropout_key;
   uint64_t step;    /* counter for dropout masks */
   int profile;      /* time each layer */
+  /* Called as soon as a layer with parameters has its gradients, last layer
+   * first, so data-parallel training can send a bucket of gradients while
+   * the backward pass goes on below it. NULL: nothing is called. */
+  void (*grad_ready)(void *ctx, int layer);
+  void *grad_ready_ctx;
 } pt_model;
 
 /* Builds the model for batches of at most max_batch; checks shapes layer by

@@ -1,0 +1,73 @@
+/* What every communicator shares: destruction, the bounded wait, and the
+ * world of one. */
+#include "comm/comm.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "util/timer.h"
+
+void pt_comm_destroy(pt_comm *c) {
+  if (c) c->ops->destroy(c);
+}
+
+pt_status pt_comm_poll_wait(pt_comm *c, int (*poll)(void *ctx), void *ctx) {
+  const double t0 = pt_now();
+  long sleep_ns = 0;
+  for (int spins = 0;; spins++) {
+    if (poll(ctx)) return PT_OK;
+    /* Spinning answers fastest while a peer is a few microseconds behind;
+     * after that, sleeping hands the core to a rank that is still
+     * computing (2 cores, 2 ranks, and a loader thread each). */
+    if (spins < 2000) continue;
+    const double waited = pt_now() - t0;
+    if (c->timeout_s > 0 && waited > c->timeout_s)
+      return pt_fail(PT_ERR_COMM,
+                     "rank %d: no answer from the other ranks for %.0f s in %s at step %lld; a rank has died or "
+                     "is stuck (its own log says which and why; --timeout sets this limit)",
+                     c->rank, waited, c->what ? c->what : "a collective", (long long)c->step);
+    sleep_ns = sleep_ns < 1000000 ? sleep_ns + 20000 : 1000000;
+    struct timespec ts = {0, sleep_ns};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static pt_status self_nop_f32(pt_comm *c, float *buf, size_t n) {
+  (void)c, (void)buf, (void)n;
+  return PT_OK;
+}
+static pt_status self_nop_f64(pt_comm *c, double *buf, size_t n) {
+  (void)c, (void)buf, (void)n;
+  return PT_OK;
+}
+static pt_status self_bcast(pt_comm *c, void *buf, size_t bytes, int root) {
+  (void)c, (void)buf, (void)bytes, (void)root;
+  return PT_OK;
+}
+static pt_status self_wait(pt_comm *c) {
+  (void)c;
+  return PT_OK;
+}
+static void self_abort(pt_comm *c, const char *why) { (void)c, (void)why; }
+static void self_destroy(pt_comm *c) { free(c); }
+
+static const pt_comm_ops self_ops = {
+    .name = "self",
+    .allreduce_f32 = self_nop_f32,
+    .allreduce_f64 = self_nop_f64,
+    .bcast = self_bcast,
+    .iallreduce_f32 = self_nop_f32,
+    .iallreduce_f64 = self_nop_f64,
+    .wait_all = self_wait,
+    .abort = self_abort,
+    .destroy = self_destroy,
+};
+
+pt_status pt_comm_self_create(pt_comm **out) {
+  pt_comm *c = calloc(1, sizeof *c);
+  if (!c) return pt_fail(PT_ERR_NOMEM, "out of memory creating a communicator");
+  c->ops = &self_ops;
+  c->size = c->local_size = 1;
+  *out = c;
+  return PT_OK;
+}
