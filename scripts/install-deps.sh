@@ -8,6 +8,7 @@ packages=(
   build-essential cmake pkg-config
   libopenblas-dev zlib1g-dev libcjson-dev libcurl4-openssl-dev libssl-dev libarchive-dev
   libcmocka-dev
+  libopenmpi-dev openmpi-bin  # --parallel ddp, and its tests under mpirun
   python3                # the loopback HTTP server of the download tests
   dataset-fashion-mnist  # the default dataset, so a first run needs no download
 )

@@ -6,6 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "comm/comm.h"
 #include "data/dataset.h"
 #include "ops/cpu/ops.h"
 
@@ -21,7 +22,12 @@ int pt_cmd_info(int argc, char **argv) {
   }
   printf("ptrain %s\n", PT_VERSION);
   printf("devices:\n  cpu: %ld cores online, BLAS %s\n", sysconf(_SC_NPROCESSORS_ONLN), openblas_get_config());
-  printf("backends built in:\n  CPU: yes\n  CUDA: no (this build is CPU-only)\n  NCCL: no\n  MPI: no\n");
+  printf("backends built in:\n  CPU: yes\n  CUDA: no (this build is CPU-only)\n  NCCL: no\n");
+  char mpi[256];
+  if (pt_comm_mpi_version(mpi, sizeof mpi))
+    printf("  MPI: %s (--parallel ddp available)\n", mpi);
+  else
+    printf("  MPI: no (--parallel ddp needs Debian's libopenmpi-dev at build time)\n");
   printf("datasets:\n");
   const pt_dataset_kind kinds[] = {PT_DS_FASHION_MNIST, PT_DS_MNIST, PT_DS_CIFAR10};
   for (int i = 0; i < 3; i++) {

@@ -2,10 +2,12 @@
  * there, so users type them by habit. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "comm/comm.h"
 #include "train/trainer.h"
 
 #define BIG 9.2e18
@@ -14,6 +16,7 @@ int pt_cmd_train(int argc, char **argv) {
   pt_train_config c;
   pt_train_config_defaults(&c);
   int no_prefetch = 0;
+  float bucket_mb = (float)c.bucket_mb, timeout_s = (float)c.timeout_s;
   const pt_arg flags[] = {
       {"--model", ARG_STR, &c.model, 0, 0, NULL, "NAME", "model preset (ptrain models lists them; default mnist-cnn)"},
       {"--model-file", ARG_STR, &c.model_file, 0, 0, NULL, "SPEC", "model spec file (docs/models.md)"},
@@ -45,6 +48,14 @@ int pt_cmd_train(int argc, char **argv) {
       {"--no-prefetch", ARG_FLAG, &no_prefetch, 0, 0, NULL, NULL, "prepare batches on the training thread"},
       {"--profile", ARG_FLAG, &c.profile, 0, 0, NULL, NULL, "print time per layer and per phase at the end"},
       {"--trace", ARG_STR, &c.trace_path, 0, 0, NULL, "FILE", "write a Chrome trace (Perfetto, chrome://tracing)"},
+      {"--parallel", ARG_CHOICE, &c.parallel, 0, 0, "none|dp|ddp", "HOW",
+       "none; dp: workers are threads of this process; ddp: one process per rank (mpirun, srun)"},
+      {"--workers", ARG_INT, &c.workers, 1, 1024, NULL, "N", "dp: replicas, one thread each (default 2)"},
+      {"--devices", ARG_STR, &c.devices, 0, 0, NULL, "LIST", "dp: devices, one worker each: cpu:0,cpu:1,..."},
+      {"--bucket-mb", ARG_FLOAT, &bucket_mb, 0.001, 1e6, NULL, "MB", "gradient bucket size (default 25)"},
+      {"--accum-steps", ARG_INT, &c.accum_steps, 1, 1 << 20, NULL, "K", "micro-batches per optimizer step (default 1)"},
+      {"--drop-last", ARG_FLAG, &c.drop_last, 0, 0, NULL, NULL, "drop the shard tail and the last incomplete batch"},
+      {"--timeout", ARG_FLOAT, &timeout_s, 0.1, 1e7, NULL, "S", "seconds to wait for the other workers (default 300)"},
   };
   const int n = (int)(sizeof flags / sizeof flags[0]);
   int help;
@@ -52,7 +63,7 @@ int pt_cmd_train(int argc, char **argv) {
   if (rc) return rc;
   if (help) {
     pt_args_print_help("ptrain train [options]",
-                       "Train a model on one CPU device. Unset options take the preset's defaults\n"
+                       "Train a model on one CPU device, or data-parallel on several (--parallel).\nUnset options take the preset's defaults\n"
                        "(ptrain models NAME shows them).",
                        flags, n);
     return 0;
@@ -66,8 +77,37 @@ int pt_cmd_train(int argc, char **argv) {
     return PT_USAGE_ERROR;
   }
   c.prefetch = !no_prefetch;
+  c.bucket_mb = bucket_mb;
+  c.timeout_s = timeout_s;
   c.progress = isatty(fileno(stderr));
+  const int ddp = c.parallel && !strcmp(c.parallel, "ddp");
+  if (!ddp && pt_comm_mpi_launched()) {
+    fprintf(stderr,
+            "ptrain train: error: started by a launcher (mpirun or srun) as one of several processes, but without "
+            "--parallel ddp every process would train alone and write the same files; add --parallel ddp\n");
+    return PT_USAGE_ERROR;
+  }
+  if (ddp && !pt_comm_mpi_available()) {
+    fprintf(stderr, "ptrain train: error: --parallel ddp needs MPI, and this ptrain was built without it: install "
+                    "Debian's libopenmpi-dev and openmpi-bin, then rebuild (make build)\n");
+    return PT_USAGE_ERROR;
+  }
+  if (ddp && !pt_comm_mpi_launched()) {
+    fprintf(stderr, "ptrain train: error: --parallel ddp runs one process per rank; start them with a launcher:\n"
+                    "  mpirun -np 2 ptrain train --parallel ddp ...   (one machine or a hostfile)\n"
+                    "  srun --mpi=pmix ptrain train --parallel ddp ... (inside a Slurm job)\n"
+                    "or use --parallel dp --workers N for workers that are threads of one process\n");
+    return PT_USAGE_ERROR;
+  }
+  if (ddp && pt_comm_mpi_create(&c.comm, c.timeout_s) != PT_OK) return pt_cli_fail("train");
   pt_train_result r;
-  if (pt_train_run(&c, stdout, &r) != PT_OK) return pt_cli_fail("train");
+  if (pt_train_run(&c, c.comm && c.comm->rank ? NULL : stdout, &r) != PT_OK) {
+    int rc = pt_cli_fail("train");
+    /* The other ranks wait on this one: take them down rather than let them hang. */
+    if (c.comm) pt_comm_abort(c.comm, pt_error_message());
+    return rc;
+  }
+  pt_comm_destroy(c.comm);
+  pt_comm_mpi_finalize();
   return 0;
 }

@@ -106,6 +106,7 @@ static pt_status write_state(const char *path, const pt_model *m, const pt_optim
   if (st == PT_OK) st = meta_i64(w, "step", pos->step);
   if (st == PT_OK) st = meta_i64(w, "seed", (int64_t)pos->seed);
   if (st == PT_OK) st = meta_i64(w, "batch_size", pos->batch_size);
+  if (st == PT_OK) st = meta_i64(w, "world", pos->world);
   if (st == PT_OK) st = meta_num(w, "epoch_loss_sum", pos->epoch_loss_sum);
   if (st == PT_OK) st = meta_i64(w, "epoch_samples", pos->epoch_samples);
   if (st == PT_OK) st = meta_num(w, "epoch_seconds", pos->epoch_seconds);
@@ -218,10 +219,16 @@ static pt_status load_state(const pt_st_file *f, const char *path, pt_model *m, 
   pos->seed = (uint64_t)v;
   PT_TRY(meta_int(f, path, "batch_size", &v));
   pos->batch_size = (int)v;
+  pos->world = 1; /* states written before data parallelism have no "world" */
+  if (pt_st_meta(f, "world")) {
+    PT_TRY(meta_int(f, path, "world", &v));
+    pos->world = (int)v;
+  }
   PT_TRY(meta_double(f, path, "epoch_loss_sum", &pos->epoch_loss_sum));
   PT_TRY(meta_int(f, path, "epoch_samples", &pos->epoch_samples));
   PT_TRY(meta_double(f, path, "epoch_seconds", &pos->epoch_seconds));
-  if (pos->next_epoch < 0 || pos->next_batch < 0 || pos->step < 0 || opt->step < 0)
+  if (pos->next_epoch < 0 || pos->next_batch < 0 || pos->step < 0 || opt->step < 0 || pos->world < 1 ||
+      pos->batch_size < 1)
     return pt_fail(PT_ERR_FORMAT, "%s: negative position in the training state", path);
   char prefix[32];
   for (int k = 0; k < opt->nstate; k++)

@@ -21,9 +21,10 @@ typedef struct {
   int next_epoch, next_batch; /* where training continues */
   int64_t step;               /* optimizer steps taken */
   uint64_t seed;
-  int batch_size;
-  double epoch_loss_sum;      /* running training loss of a partial epoch */
-  int64_t epoch_samples;
+  int batch_size;             /* per worker */
+  int world;                  /* workers; a resume may change it */
+  double epoch_loss_sum;      /* running training loss of a partial epoch, all workers */
+  int64_t epoch_samples;      /* samples of the partial epoch, all workers */
   double epoch_seconds;
 } pt_train_position;
 

@@ -10,6 +10,7 @@
 #include "train/trainer.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -20,10 +21,13 @@
 #include "io/metrics.h"
 #include "io/progress.h"
 #include "nn/presets.h"
+#include "comm/comm.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/grad_sync.h"
 #include "train/profile.h"
 #include "train/step.h"
+#include "util/philox.h"
 #include "util/timer.h"
 #include "util/trace.h"
 
@@ -41,6 +45,41 @@ void pt_train_config_defaults(pt_train_config *c) {
   c->log_interval = 10;
   c->checkpoint_dir = "checkpoints";
   c->prefetch = 1;
+  c->bucket_mb = 25.0;
+  c->accum_steps = 1;
+  c->timeout_s = 300.0;
+}
+
+/* "cpu:0,cpu:1,..." -> the number of devices; each named once. */
+static pt_status parse_devices(const char *list, int *count) {
+  int n = 0;
+  unsigned char seen[1024] = {0};
+  const char *p = list;
+  while (*p) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    char dev[64];
+    if (len == 0 || len >= sizeof dev)
+      return pt_fail(PT_ERR_ARG, "--devices '%s': expected a list like cpu:0,cpu:1", list);
+    memcpy(dev, p, len);
+    dev[len] = 0;
+    char *end;
+    if (!strncmp(dev, "cuda", 4))
+      return pt_fail(PT_ERR_ARG, "--devices %s: this ptrain has no CUDA backend; use cpu:0,cpu:1,...", dev);
+    if (strncmp(dev, "cpu:", 4) || !dev[4])
+      return pt_fail(PT_ERR_ARG, "--devices: '%s' is not a device; expected cpu:N", dev);
+    long k = strtol(dev + 4, &end, 10);
+    if (*end || k < 0 || k >= (long)sizeof seen)
+      return pt_fail(PT_ERR_ARG, "--devices: '%s': expected cpu:N with N from 0 to %zu", dev, sizeof seen - 1);
+    if (seen[k]) return pt_fail(PT_ERR_ARG, "--devices: %s is named twice", dev);
+    seen[k] = 1;
+    n++;
+    p += len + (e ? 1 : 0);
+    if (e && !*p) return pt_fail(PT_ERR_ARG, "--devices '%s': a trailing comma", list);
+  }
+  if (n == 0) return pt_fail(PT_ERR_ARG, "--devices: empty list; expected cpu:0,cpu:1,...");
+  *count = n;
+  return PT_OK;
 }
 
 pt_status pt_train_load_spec(const char *model, const char *model_file, pt_model_spec *spec) {
@@ -85,8 +124,31 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   PT_TRY(pt_opt_config_check(&r->opt));
   PT_TRY(pt_sched_kind_parse(c->scheduler ? c->scheduler : d->scheduler, &r->sched));
   r->gamma = !isnan(c->gamma) ? c->gamma : d->gamma;
+  const char *par = c->parallel ? c->parallel : "none";
+  int local = 1; /* workers sharing this machine's cores */
+  r->world = 1;
+  if (!strcmp(par, "dp")) {
+    int n = c->workers > 0 ? c->workers : 2;
+    if (c->devices) {
+      PT_TRY(parse_devices(c->devices, &n));
+      if (c->workers > 0 && c->workers != n)
+        return pt_fail(PT_ERR_ARG, "--workers %d but --devices names %d devices", c->workers, n);
+    }
+    r->world = local = n;
+  } else if (!strcmp(par, "ddp")) {
+    if (!c->comm) return pt_fail(PT_ERR_ARG, "--parallel ddp: no communicator (the caller makes the MPI world)");
+    r->world = c->comm->size;
+    local = c->comm->local_size;
+  } else if (strcmp(par, "none")) {
+    return pt_fail(PT_ERR_ARG, "--parallel %s: expected none, dp or ddp", par);
+  } else if (c->workers > 1 || c->devices) {
+    return pt_fail(PT_ERR_ARG, "--workers and --devices need --parallel dp");
+  }
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  r->threads = c->threads > 0 ? c->threads : (int)(cores > 0 ? cores : 1);
+  if (cores < 1) cores = 1;
+  r->threads = c->threads > 0 ? c->threads : (int)(cores / local > 0 ? cores / local : 1);
+  r->accum = c->accum_steps > 0 ? c->accum_steps : 1;
+  if (c->bucket_mb <= 0) return pt_fail(PT_ERR_ARG, "--bucket-mb %g: expected a positive size", c->bucket_mb);
   if (c->no_dropout)
     for (int i = 0; i < r->spec.nlayers; i++)
       if (r->spec.layers[i].kind == PT_L_DROPOUT) r->spec.layers[i].p = 0.0f;
@@ -114,131 +176,211 @@ static int eval_batch_for(const pt_model_spec *spec, int batch, int test_batch) 
   return eb < batch ? batch : eb;
 }
 
+/* One worker: a replica of the model with its own shard of the data. A run
+ * without data parallelism is one worker in a world of one. */
 typedef struct {
   const pt_train_config *cfg;
-  pt_train_plan r;
-  pt_dataset train_ds, test_ds;
+  const pt_train_plan *r;
+  const pt_dataset *train_ds, *test_ds;
+  pt_comm *comm;
+  int rank, world;
   pt_loader *train, *test;
   pt_model *model;
   pt_optimizer opt;
+  pt_grad_sync sync;
   pt_metrics *metrics;
-  FILE *out;
-} run_t;
+  FILE *out;              /* rank 0's report; NULL on the other ranks */
+  pt_train_result result;
+  pt_status status;
+  char error[1024];       /* a dp worker's failure, for the main thread */
+} worker_t;
 
-static void run_free(run_t *R) {
-  pt_loader_destroy(R->train);
-  pt_loader_destroy(R->test);
-  pt_dataset_free(&R->train_ds);
-  pt_dataset_free(&R->test_ds);
-  pt_model_destroy(R->model);
-  pt_optimizer_free(&R->opt);
-  if (R->metrics) pt_metrics_close(R->metrics);
+static void worker_free(worker_t *W) {
+  pt_loader_destroy(W->train);
+  pt_loader_destroy(W->test);
+  pt_model_destroy(W->model);
+  pt_optimizer_free(&W->opt);
+  if (W->metrics) pt_metrics_close(W->metrics);
 }
 
-static pt_status setup(run_t *R) {
-  const pt_train_config *c = R->cfg;
-  pt_train_plan *r = &R->r;
-  PT_TRY(pt_train_plan_make(c, r));
+static pt_status setup_worker(worker_t *W) {
+  const pt_train_config *c = W->cfg;
+  const pt_train_plan *r = W->r;
   if (pt_ops_set_threads(r->threads))
     return pt_fail(PT_ERR_STATE, "cannot start %d threads (--threads)", r->threads);
-  PT_TRY(pt_dataset_load(&R->train_ds, r->dataset, r->data_dir, 1));
-  PT_TRY(pt_dataset_load(&R->test_ds, r->dataset, r->data_dir, 0));
   const pt_model_spec *s = &r->spec;
-  if (R->train_ds.c != s->in_c || R->train_ds.h != s->in_h || R->train_ds.w != s->in_w)
-    return pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but %s images are %dx%dx%d (use --dataset)", s->name,
-                   s->in_c, s->in_h, s->in_w, pt_dataset_kind_name(r->dataset), R->train_ds.c, R->train_ds.h,
-                   R->train_ds.w);
-  r->eval_batch = eval_batch_for(s, r->batch, r->test_batch);
-  PT_TRY(pt_model_create(&R->model, s, r->batch > r->eval_batch ? r->batch : r->eval_batch));
-  if (R->model->num_classes < R->train_ds.num_classes)
-    return pt_fail(PT_ERR_ARG, "model %s has %d outputs but %s has %d classes", s->name, R->model->num_classes,
-                   pt_dataset_kind_name(r->dataset), R->train_ds.num_classes);
-  pt_model_init(R->model, c->seed);
-  PT_TRY(pt_optimizer_init(&R->opt, &r->opt, R->model->nparam_total));
+  PT_TRY(pt_model_create(&W->model, s, r->batch > r->eval_batch ? r->batch : r->eval_batch));
+  if (W->model->num_classes < W->train_ds->num_classes)
+    return pt_fail(PT_ERR_ARG, "model %s has %d outputs but %s has %d classes", s->name, W->model->num_classes,
+                   pt_dataset_kind_name(r->dataset), W->train_ds->num_classes);
+  pt_model_init(W->model, c->seed);
+  /* Each replica sees other samples, so it draws its own dropout masks. */
+  if (W->rank > 0)
+    W->model->dropout_key = pt_rng_key(c->seed + (uint64_t)W->rank * 0x9E3779B97F4A7C15ull, PT_RNG_DROPOUT);
+  PT_TRY(pt_optimizer_init(&W->opt, &r->opt, W->model->nparam_total));
 
   pt_loader_config lc;
   pt_train_loader_config(s, r->batch, 1, &lc);
   lc.shuffle = !c->no_shuffle;
   lc.seed = c->seed;
   lc.prefetch = c->prefetch;
-  PT_TRY(pt_loader_create(&R->train, &R->train_ds, &lc));
+  lc.rank = W->rank;
+  lc.world = W->world;
+  lc.drop_last = c->drop_last;
+  PT_TRY(pt_loader_create(&W->train, W->train_ds, &lc));
+  if (pt_loader_num_batches(W->train) == 0)
+    return pt_fail(PT_ERR_ARG, "no training batch: %d samples per worker with --drop-last and batch %d",
+                   pt_loader_num_samples(W->train), r->batch);
   pt_train_loader_config(s, r->eval_batch, 0, &lc);
   lc.seed = c->seed;
   lc.prefetch = c->prefetch;
-  PT_TRY(pt_loader_create(&R->test, &R->test_ds, &lc));
-  if (c->metrics_path) PT_TRY(pt_metrics_open(c->metrics_path, 1, &R->metrics));
-  if (c->save_model) PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
-  return PT_OK;
+  lc.rank = W->rank;
+  lc.world = W->world;
+  lc.uneven = 1;
+  PT_TRY(pt_loader_create(&W->test, W->test_ds, &lc));
+  if (W->rank == 0) {
+    if (c->metrics_path) PT_TRY(pt_metrics_open(c->metrics_path, 1, &W->metrics));
+    if (c->save_model) PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
+  }
+  return pt_grad_sync_init(&W->sync, W->model, W->comm, c->bucket_mb);
 }
 
-static void print_header(run_t *R) {
-  const pt_train_plan *r = &R->r;
-  const pt_model *m = R->model;
-  fprintf(R->out, "ptrain %s: %s (%zu parameters, %.1f MFLOP/image forward), %s from %s (%d train, %d test)\n",
+static void print_header(const worker_t *W) {
+  const pt_train_plan *r = W->r;
+  const pt_model *m = W->model;
+  FILE *out = W->out;
+  fprintf(out, "ptrain %s: %s (%zu parameters, %.1f MFLOP/image forward), %s from %s (%d train, %d test)\n",
           PT_VERSION, m->spec.name, m->nparam_total, pt_model_flops(m) / 1e6, pt_dataset_kind_name(r->dataset),
-          r->data_dir, R->train_ds.n, R->test_ds.n);
-  fprintf(R->out, "optimizer %s lr %g", pt_opt_kind_name(r->opt.kind), r->opt.lr);
-  if (r->opt.momentum > 0) fprintf(R->out, " momentum %g%s", r->opt.momentum, r->opt.nesterov ? " nesterov" : "");
-  if (r->opt.weight_decay > 0) fprintf(R->out, " weight decay %g", r->opt.weight_decay);
-  fprintf(R->out, ", scheduler %s", pt_sched_kind_name(r->sched));
-  if (r->sched == PT_SCHED_STEP) fprintf(R->out, " gamma %g", r->gamma);
-  fprintf(R->out, ", batch %d, %d thread%s, seed %llu\n", r->batch, r->threads, r->threads == 1 ? "" : "s",
-          (unsigned long long)R->cfg->seed);
-  fflush(R->out);
+          r->data_dir, W->train_ds->n, W->test_ds->n);
+  fprintf(out, "optimizer %s lr %g", pt_opt_kind_name(r->opt.kind), r->opt.lr);
+  if (r->opt.momentum > 0) fprintf(out, " momentum %g%s", r->opt.momentum, r->opt.nesterov ? " nesterov" : "");
+  if (r->opt.weight_decay > 0) fprintf(out, " weight decay %g", r->opt.weight_decay);
+  fprintf(out, ", scheduler %s", pt_sched_kind_name(r->sched));
+  if (r->sched == PT_SCHED_STEP) fprintf(out, " gamma %g", r->gamma);
+  fprintf(out, ", batch %d, %d thread%s, seed %llu\n", r->batch, r->threads, r->threads == 1 ? "" : "s",
+          (unsigned long long)W->cfg->seed);
+  if (W->world > 1 || r->accum > 1) {
+    const char *how = W->comm->ops->name;
+    fprintf(out, "data parallel: %d %s (%s), batch %d per worker", W->world,
+            strcmp(how, "mpi") ? "workers" : "ranks", strcmp(how, "mpi") ? "threads of this process" : "MPI",
+            r->batch);
+    if (r->accum > 1) fprintf(out, " x %d accumulation steps", r->accum);
+    fprintf(out, " = global batch %d; gradient buckets of %g MB\n", r->batch * W->world * r->accum,
+            W->cfg->bucket_mb);
+  }
+  fflush(out);
 }
 
-static pt_status report_epoch(run_t *R, int epoch, int64_t step, double train_loss, const pt_eval_sums *ev,
+static pt_status report_epoch(worker_t *W, int epoch, int64_t step, double train_loss, const pt_eval_sums *ev,
                               double ips, double seconds, float lr, int partial) {
+  const pt_train_config *c = W->cfg;
   double test_loss = ev->count ? ev->loss_sum / ev->count : NAN;
   double acc = ev->count ? (double)ev->correct / ev->count : NAN;
-  if (!R->cfg->quiet || epoch == R->cfg->epochs) {
-    fprintf(R->out,
+  if (!c->quiet || epoch == c->epochs) {
+    fprintf(W->out,
             "epoch %d/%d%s: train loss %.4f, test loss %.4f, test accuracy %.4f (%lld/%lld), %.0f img/s, %.1f s, lr %g\n",
-            epoch, R->cfg->epochs, partial ? " (stopped early)" : "", train_loss, test_loss, acc,
-            (long long)ev->correct, (long long)ev->count, ips, seconds, lr);
-    fflush(R->out);
+            epoch, c->epochs, partial ? " (stopped early)" : "", train_loss, test_loss, acc, (long long)ev->correct,
+            (long long)ev->count, ips, seconds, lr);
+    fflush(W->out);
   }
-  if (!R->metrics) return PT_OK;
-  pt_metrics_begin(R->metrics, "epoch");
-  pt_metrics_int(R->metrics, "epoch", epoch);
-  pt_metrics_int(R->metrics, "step", step);
-  pt_metrics_num(R->metrics, "train_loss", train_loss);
-  pt_metrics_num(R->metrics, "test_loss", test_loss);
-  pt_metrics_num(R->metrics, "test_acc", acc);
-  pt_metrics_num(R->metrics, "images_per_s", ips);
-  pt_metrics_num(R->metrics, "seconds", seconds);
+  if (!W->metrics) return PT_OK;
+  pt_metrics *mt = W->metrics;
+  pt_metrics_begin(mt, "epoch");
+  pt_metrics_int(mt, "epoch", epoch);
+  pt_metrics_int(mt, "step", step);
+  pt_metrics_num(mt, "train_loss", train_loss);
+  pt_metrics_num(mt, "test_loss", test_loss);
+  pt_metrics_num(mt, "test_acc", acc);
+  pt_metrics_num(mt, "images_per_s", ips);
+  pt_metrics_num(mt, "seconds", seconds);
   /* The float lr as the decimal a person wrote (0.01, not 0.009999999776). */
   char lrs[32];
   snprintf(lrs, sizeof lrs, "%.7g", lr);
-  pt_metrics_num(R->metrics, "lr", strtod(lrs, NULL));
-  if (partial) pt_metrics_bool(R->metrics, "partial", 1);
-  return pt_metrics_end(R->metrics);
+  pt_metrics_num(mt, "lr", strtod(lrs, NULL));
+  if (W->world > 1) pt_metrics_int(mt, "workers", W->world);
+  if (partial) pt_metrics_bool(mt, "partial", 1);
+  return pt_metrics_end(mt);
 }
 
-static pt_status train_loop(run_t *R, pt_train_result *res) {
-  const pt_train_config *c = R->cfg;
-  pt_model *m = R->model;
+/* Where training continues: the checkpoint's position, mapped to this run's
+ * world size. All workers' batch s together cover positions
+ * [s * global_batch, (s + 1) * global_batch) of the epoch's order, whatever
+ * the world size, so a position counted in samples carries over. */
+static pt_status resume_position(worker_t *W, pt_train_position *pos) {
+  const pt_train_config *c = W->cfg;
+  PT_TRY(pt_checkpoint_resume(c->checkpoint_dir, W->model, &W->opt, pos));
+  if (pos->seed != c->seed)
+    return pt_fail(PT_ERR_ARG, "%s: the run being resumed used seed %llu; resume with --seed %llu",
+                   c->checkpoint_dir, (unsigned long long)pos->seed, (unsigned long long)pos->seed);
+  if (pos->world == W->world && pos->batch_size != W->r->batch)
+    return pt_fail(PT_ERR_ARG, "%s: the run being resumed used batch size %d; resume with --batch-size %d",
+                   c->checkpoint_dir, pos->batch_size, pos->batch_size);
+  const int64_t old_global = (int64_t)pos->batch_size * pos->world, new_global = (int64_t)W->r->batch * W->world;
+  int64_t done = (int64_t)pos->next_batch * old_global;
+  if (W->out && !c->quiet) {
+    fprintf(W->out, "resuming from %s at epoch %d, batch %d (step %lld)", c->checkpoint_dir, pos->next_epoch + 1,
+            pos->next_batch, (long long)pos->step);
+    if (pos->world != W->world) fprintf(W->out, "; the run had %d workers, this one has %d", pos->world, W->world);
+    fprintf(W->out, "\n");
+  }
+  if (old_global != new_global && done > 0) {
+    pos->next_batch = (int)(done / new_global);
+    if (done % new_global && W->out)
+      fprintf(W->out, "note: the epoch had reached sample %lld; with a global batch of %lld it continues at %lld\n",
+              (long long)done, (long long)new_global, (long long)pos->next_batch * new_global);
+  }
+  pos->batch_size = W->r->batch;
+  pos->world = W->world;
+  return PT_OK;
+}
+
+/* Rank 0's weights and batch-norm statistics everywhere, as DDP starts. */
+static pt_status sync_initial_state(worker_t *W) {
+  pt_model *m = W->model;
+  W->comm->what = "the broadcast of rank 0's initial parameters";
+  PT_TRY(pt_comm_bcast(W->comm, m->param, m->nparam_total * sizeof(float), 0));
+  if (m->nbuffer_total) PT_TRY(pt_comm_bcast(W->comm, m->buffer, m->nbuffer_total * sizeof(float), 0));
+  return PT_OK;
+}
+
+static pt_status evaluate_all(worker_t *W, pt_eval_sums *ev) {
+  pt_model *m = W->model;
+  /* Batch-norm running statistics come from rank 0, as DDP's buffer
+   * broadcast makes them; each rank's own would differ by its shard. */
+  if (m->nbuffer_total) {
+    W->comm->what = "the broadcast of rank 0's batch-norm statistics";
+    PT_TRY(pt_comm_bcast(W->comm, m->buffer, m->nbuffer_total * sizeof(float), 0));
+  }
+  m->profile = 0; /* the profile is of training steps */
+  PT_TRY(pt_evaluate(m, W->test, ev));
+  m->profile = W->cfg->profile;
+  double sums[3] = {ev->loss_sum, (double)ev->correct, (double)ev->count};
+  W->comm->what = "the evaluation sums";
+  PT_TRY(pt_comm_allreduce_f64(W->comm, sums, 3));
+  ev->loss_sum = sums[0];
+  ev->correct = (int64_t)sums[1];
+  ev->count = (int64_t)sums[2];
+  return PT_OK;
+}
+
+static pt_status train_loop(worker_t *W) {
+  const pt_train_config *c = W->cfg;
+  const pt_train_plan *r = W->r;
+  pt_model *m = W->model;
+  pt_comm *comm = W->comm;
+  pt_train_result *res = &W->result;
   pt_train_position pos = {0};
   pos.seed = c->seed;
-  pos.batch_size = R->r.batch;
-  if (c->resume) {
-    PT_TRY(pt_checkpoint_resume(c->checkpoint_dir, m, &R->opt, &pos));
-    if (pos.batch_size != R->r.batch)
-      return pt_fail(PT_ERR_ARG, "%s: the run being resumed used batch size %d; resume with --batch-size %d",
-                     c->checkpoint_dir, pos.batch_size, pos.batch_size);
-    if (pos.seed != c->seed)
-      return pt_fail(PT_ERR_ARG, "%s: the run being resumed used seed %llu; resume with --seed %llu",
-                     c->checkpoint_dir, (unsigned long long)pos.seed, (unsigned long long)pos.seed);
-    if (!c->quiet)
-      fprintf(R->out, "resuming from %s at epoch %d, batch %d (step %lld)\n", c->checkpoint_dir, pos.next_epoch + 1,
-              pos.next_batch, (long long)pos.step);
-  } else if (c->init_from) {
-    PT_TRY(pt_checkpoint_load_weights(c->init_from, m));
-  }
-  if (pos.next_epoch >= c->epochs && !c->quiet)
-    fprintf(R->out, "nothing to train: the checkpoint has %d epoch%s; ask for more with --epochs\n", pos.next_epoch,
+  pos.batch_size = r->batch;
+  pos.world = W->world;
+  if (c->resume) PT_TRY(resume_position(W, &pos));
+  else if (c->init_from) PT_TRY(pt_checkpoint_load_weights(c->init_from, m));
+  PT_TRY(sync_initial_state(W));
+  if (pos.next_epoch >= c->epochs && W->out && !c->quiet)
+    fprintf(W->out, "nothing to train: the checkpoint has %d epoch%s; ask for more with --epochs\n", pos.next_epoch,
             pos.next_epoch == 1 ? "" : "s");
-  const int nb = pt_loader_num_batches(R->train);
+  const int nb = pt_loader_num_batches(W->train);
+  const int K = r->accum;
   const double t_run = pt_now();
   pt_phase_times ph;
   pt_profile_reset(m, &ph);
@@ -248,42 +390,78 @@ static pt_status train_loop(run_t *R, pt_train_result *res) {
   double train_seconds_total = 0.0;
   for (int epoch = pos.next_epoch; epoch < c->epochs; epoch++) {
     if (c->max_steps && pos.step >= c->max_steps) break;
-    const float lr = pt_sched_lr(R->r.sched, R->r.opt.lr, R->r.gamma, epoch, c->epochs);
+    const float lr = pt_sched_lr(r->sched, r->opt.lr, r->gamma, epoch, c->epochs);
     int b = epoch == pos.next_epoch ? pos.next_batch : 0;
+    if (b > nb) b = nb;
     double loss_sum = b ? pos.epoch_loss_sum : 0.0, prior_seconds = b ? pos.epoch_seconds : 0.0;
     int64_t samples = b ? pos.epoch_samples : 0, fresh = 0;
-    PT_TRY(pt_loader_start_epoch(R->train, epoch, b));
+    PT_TRY(pt_loader_start_epoch(W->train, epoch, b));
     pt_progress prog;
-    pt_progress_start(&prog, c->quiet ? NULL : stderr, c->progress, c->log_interval, epoch + 1, c->epochs, nb);
+    pt_progress_start(&prog, c->quiet || !W->out ? NULL : stderr, c->progress, c->log_interval, epoch + 1,
+                      c->epochs, nb);
     m->training = 1;
     const double t0 = pt_now();
     int stopped = 0;
-    for (; b < nb; b++) {
+    while (b < nb) {
       if (c->max_steps && pos.step >= c->max_steps) {
         stopped = 1;
         break;
       }
-      pt_batch batch;
+      /* One optimizer step over k micro-batches; the epoch's last step may
+       * have fewer, and its loss is still their mean. */
+      const int k = nb - b < K ? nb - b : K;
+      double stats[2] = {0.0, 0.0}; /* loss * samples, samples: this worker, then all */
       const double ta = timing ? pt_now() : 0.0;
-      PT_TRY(pt_loader_next(R->train, &batch));
-      if (batch.n == 0) break;
-      if (timing) {
-        const double tb = pt_now();
-        pt_trace_span("wait for data", "data", ta, tb);
-        ph.data_s += tb - ta;
+      const double comm0 = W->sync.comm_s;
+      for (int j = 0; j < k; j++, b++) {
+        pt_batch batch;
+        const double tw = timing ? pt_now() : 0.0;
+        PT_TRY(pt_loader_next(W->train, &batch));
+        if (batch.n == 0) return pt_fail(PT_ERR_STATE, "the loader ended epoch %d early at batch %d", epoch + 1, b);
+        const double tf = timing ? pt_now() : 0.0;
+        if (timing) {
+          pt_trace_span("wait for data", "data", tw, tf);
+          ph.data_s += tf - tw;
+        }
+        m->step = (uint64_t)pos.step * (uint64_t)K + (uint64_t)j;
+        if (j == 0) pt_model_zero_grad(m);
+        pt_model_forward(m, batch.x, batch.n);
+        const double loss = pt_model_loss(m, batch.y, batch.n, 1.0f / (float)(W->world * k));
+        stats[0] += loss * batch.n;
+        stats[1] += batch.n;
+        const double tb = timing ? pt_now() : 0.0;
+        W->sync.active = j == k - 1 && W->world > 1;
+        pt_model_backward(m, batch.x, batch.n);
+        if (timing) {
+          ph.forward_s += tb - tf;
+          ph.backward_s += pt_now() - tb;
+        }
       }
-      const double loss =
-          pt_train_step(m, &R->opt, batch.x, batch.y, batch.n, (uint64_t)pos.step, lr, timing ? &ph : NULL);
-      if (!isfinite(loss))
-        return pt_fail(PT_ERR_STATE, "loss became %g at epoch %d, step %lld: lower the learning rate (now %g)", loss,
-                       epoch + 1, (long long)pos.step, lr);
-      if (timing) ph.total_s += pt_now() - ta;
+      comm->step = pos.step;
+      comm->what = "the loss allreduce";
+      PT_TRY(pt_comm_iallreduce_f64(comm, stats, 2));
+      PT_TRY(pt_grad_sync_finish(&W->sync));
+      /* Every worker sees the same sums, so all stop together here. */
+      if (!isfinite(stats[0]))
+        return pt_fail(PT_ERR_STATE, "loss became %g at epoch %d, step %lld: lower the learning rate (now %g)",
+                       stats[0] / stats[1], epoch + 1, (long long)pos.step, lr);
+      const double tc = timing ? pt_now() : 0.0;
+      pt_optimizer_step(&W->opt, m->param, m->grad, lr);
+      if (timing) {
+        const double td = pt_now();
+        pt_trace_span("optimizer", "optimizer", tc, td);
+        ph.optimizer_s += td - tc;
+        ph.comm_s += W->sync.comm_s - comm0;
+        ph.total_s += td - ta;
+        ph.steps++;
+        ph.images += (int64_t)stats[1] / W->world;
+      }
       pos.step++;
-      loss_sum += loss * batch.n;
-      samples += batch.n;
-      fresh += batch.n;
+      loss_sum += stats[0];
+      samples += (int64_t)stats[1];
+      fresh += (int64_t)stats[1];
       double dt = pt_now() - t0;
-      pt_progress_update(&prog, b + 1, pos.step, loss_sum / (double)samples, dt > 0 ? fresh / dt : 0.0);
+      pt_progress_update(&prog, b, pos.step, loss_sum / (double)samples, dt > 0 ? fresh / dt : 0.0);
     }
     pt_progress_finish(&prog);
     const double train_s = pt_now() - t0;
@@ -296,16 +474,14 @@ static pt_status train_loop(run_t *R, pt_train_result *res) {
     pos.epoch_seconds = b < nb ? prior_seconds + train_s : 0.0;
     pt_eval_sums ev;
     const double te0 = pt_now();
-    m->profile = 0; /* the profile is of training steps */
-    PT_TRY(pt_evaluate(m, R->test, &ev));
-    m->profile = c->profile;
+    PT_TRY(evaluate_all(W, &ev));
     pt_trace_span("evaluate", "eval", te0, pt_now());
     double ips = train_s > 0 ? fresh / train_s : 0.0;
     double train_loss = samples ? loss_sum / (double)samples : NAN;
-    PT_TRY(report_epoch(R, epoch + 1, pos.step, train_loss, &ev, ips, prior_seconds + train_s, lr, b < nb));
-    if (c->save_model) {
+    if (W->out) PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &ev, ips, prior_seconds + train_s, lr, b < nb));
+    if (c->save_model && W->rank == 0) {
       const double tk = pt_now();
-      PT_TRY(pt_checkpoint_save(c->checkpoint_dir, m, &R->opt, &pos, R->r.spec_text));
+      PT_TRY(pt_checkpoint_save(c->checkpoint_dir, m, &W->opt, &pos, r->spec_text));
       pt_trace_span("checkpoint", "io", tk, pt_now());
     }
     res->epochs_done = epoch + 1;
@@ -314,46 +490,160 @@ static pt_status train_loop(run_t *R, pt_train_result *res) {
     res->test_acc = ev.count ? (double)ev.correct / ev.count : NAN;
     if (stopped || b < nb) break;
   }
-  if (c->profile) pt_profile_print(R->out, m, &ph);
+  if (c->profile && W->out) pt_profile_print(W->out, m, &ph);
   res->steps = pos.step;
   res->seconds = pt_now() - t_run;
   res->images_per_s = train_seconds_total > 0 ? samples_total / train_seconds_total : 0.0;
   return PT_OK;
 }
 
+static pt_status run_worker(worker_t *W) {
+  pt_status st = setup_worker(W);
+  if (st == PT_OK && W->out && !W->cfg->quiet) print_header(W);
+  if (st == PT_OK) st = train_loop(W);
+  return st;
+}
+
+/* A dp worker's thread. Its failure is recorded and announced to the
+ * others, which then stop instead of waiting for it. */
+static void *dp_worker_main(void *arg) {
+  worker_t *W = arg;
+  char name[32];
+  snprintf(name, sizeof name, "worker %d", W->rank);
+  pt_trace_thread_name(name);
+  W->status = run_worker(W);
+  if (W->status != PT_OK) {
+    snprintf(W->error, sizeof W->error, "%s", pt_error_message());
+    pt_comm_abort(W->comm, W->error);
+  }
+  pt_ops_set_threads(1);
+  return NULL;
+}
+
+typedef struct {
+  pt_train_plan r;
+  pt_dataset train_ds, test_ds;
+} shared_t;
+
+static pt_status load_shared(const pt_train_config *c, shared_t *S) {
+  pt_train_plan *r = &S->r;
+  PT_TRY(pt_train_plan_make(c, r));
+  PT_TRY(pt_dataset_load(&S->train_ds, r->dataset, r->data_dir, 1));
+  PT_TRY(pt_dataset_load(&S->test_ds, r->dataset, r->data_dir, 0));
+  const pt_model_spec *s = &r->spec;
+  if (S->train_ds.c != s->in_c || S->train_ds.h != s->in_h || S->train_ds.w != s->in_w)
+    return pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but %s images are %dx%dx%d (use --dataset)", s->name,
+                   s->in_c, s->in_h, s->in_w, pt_dataset_kind_name(r->dataset), S->train_ds.c, S->train_ds.h,
+                   S->train_ds.w);
+  r->eval_batch = eval_batch_for(s, r->batch, r->test_batch);
+  return PT_OK;
+}
+
+/* Runs the workers this process holds: all of them for dp (rank 0 on the
+ * calling thread), this rank's one for ddp, the only one otherwise. */
+static pt_status run_workers(const pt_train_config *c, shared_t *S, FILE *out, worker_t *W, int nlocal,
+                             pt_comm_local_group *group, pt_comm *comm) {
+  for (int i = 0; i < nlocal; i++) {
+    W[i] = (worker_t){.cfg = c, .r = &S->r, .train_ds = &S->train_ds, .test_ds = &S->test_ds};
+    W[i].comm = group ? pt_comm_local_get(group, i) : comm;
+    W[i].comm->timeout_s = c->timeout_s;
+    W[i].rank = W[i].comm->rank;
+    W[i].world = S->r.world;
+    W[i].out = W[i].rank == 0 ? out : NULL;
+  }
+  pthread_t tids[1024];
+  int started = 0;
+  pt_status st = PT_OK;
+  for (int i = 1; i < nlocal; i++, started++)
+    if (pthread_create(&tids[i], NULL, dp_worker_main, &W[i])) {
+      st = pt_fail(PT_ERR_STATE, "cannot start the thread of worker %d", i);
+      pt_comm_abort(W[0].comm, pt_error_message());
+      break;
+    }
+  if (st == PT_OK) {
+    W[0].status = run_worker(&W[0]);
+    if (W[0].status != PT_OK) {
+      snprintf(W[0].error, sizeof W[0].error, "%s", pt_error_message());
+      pt_comm_abort(W[0].comm, W[0].error);
+    }
+  }
+  for (int i = 1; i <= started; i++) pthread_join(tids[i], NULL);
+  if (st != PT_OK) return st;
+  /* The first failure that was a worker's own, not an echo of another's. */
+  int culprit = -1;
+  for (int i = 0; i < nlocal && culprit < 0; i++)
+    if (W[i].status != PT_OK && W[i].status != PT_ERR_COMM) culprit = i;
+  for (int i = 0; i < nlocal && culprit < 0; i++)
+    if (W[i].status != PT_OK) culprit = i;
+  if (culprit < 0) return PT_OK;
+  return pt_fail(W[culprit].status, "%s", W[culprit].error);
+}
+
 pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *result) {
-  run_t R;
-  memset(&R, 0, sizeof R);
-  R.cfg = cfg;
-  R.out = out;
   pt_train_result local;
   if (!result) result = &local;
   memset(result, 0, sizeof *result);
   if (cfg->epochs < 1) return pt_fail(PT_ERR_ARG, "--epochs %d: expected at least 1", cfg->epochs);
-  /* Tracing starts first so the loader thread names its track. 2M events
+  if (cfg->accum_steps < 1) return pt_fail(PT_ERR_ARG, "--accum-steps %d: expected at least 1", cfg->accum_steps);
+  if (!(cfg->timeout_s > 0)) return pt_fail(PT_ERR_ARG, "--timeout %g: expected seconds > 0", cfg->timeout_s);
+  const int ddp = cfg->parallel && !strcmp(cfg->parallel, "ddp");
+  /* Tracing starts first so the loader threads name their tracks. 2M events
    * (~64 MB) hold about 40,000 steps of a 10-layer model. */
+  char trace_path[4200] = "";
   if (cfg->trace_path) {
+    snprintf(trace_path, sizeof trace_path, "%s", cfg->trace_path);
+    if (ddp && cfg->comm && cfg->comm->size > 1) {
+      /* One file per rank: trace.json -> trace.rank1.json */
+      const char *dot = strrchr(cfg->trace_path, '.');
+      int stem = dot && !strchr(dot, '/') ? (int)(dot - cfg->trace_path) : (int)strlen(cfg->trace_path);
+      snprintf(trace_path, sizeof trace_path, "%.*s.rank%d%s", stem, cfg->trace_path, cfg->comm->rank,
+               cfg->trace_path + stem);
+    }
     PT_TRY(pt_trace_start((size_t)2 << 20));
-    pt_trace_thread_name("trainer");
+    char track[32] = "trainer";
+    if (cfg->parallel && !strcmp(cfg->parallel, "dp")) snprintf(track, sizeof track, "worker 0");
+    if (ddp && cfg->comm) snprintf(track, sizeof track, "rank %d", cfg->comm->rank);
+    pt_trace_thread_name(track);
   }
-  pt_status st = setup(&R);
+  shared_t S;
+  memset(&S, 0, sizeof S);
+  pt_comm *self = NULL;
+  pt_comm_local_group *group = NULL;
+  worker_t *W = NULL;
+  int nlocal = 1;
+  pt_status st = load_shared(cfg, &S);
+  if (st == PT_OK && cfg->parallel && !strcmp(cfg->parallel, "dp")) {
+    nlocal = S.r.world;
+    st = pt_comm_local_group_create(&group, nlocal, cfg->timeout_s);
+  } else if (st == PT_OK && !ddp) {
+    st = pt_comm_self_create(&self);
+  }
   if (st == PT_OK) {
-    if (!cfg->quiet) print_header(&R);
-    st = train_loop(&R, result);
+    W = calloc((size_t)nlocal, sizeof *W);
+    if (!W) st = pt_fail(PT_ERR_NOMEM, "out of memory for %d workers", nlocal);
   }
-  if (st == PT_OK && !cfg->quiet) {
+  if (st == PT_OK) st = run_workers(cfg, &S, out, W, nlocal, group, ddp ? cfg->comm : self);
+  if (st == PT_OK) *result = W[0].result;
+  const int rank0 = !ddp || cfg->comm->rank == 0;
+  if (st == PT_OK && !cfg->quiet && rank0) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     fprintf(out, "done: %lld steps in %.1f s, %.0f img/s, peak memory %.0f MiB%s%s\n", (long long)result->steps,
             result->seconds, result->images_per_s, ru.ru_maxrss / 1024.0, cfg->save_model ? ", checkpoint in " : "",
             cfg->save_model ? cfg->checkpoint_dir : "");
   }
-  /* Before run_free: trace events point at the model's layer labels. */
+  /* Before the workers are freed: trace events point at the models' layer labels. */
   if (cfg->trace_path) {
-    pt_status ts = pt_trace_finish(cfg->trace_path);
+    pt_status ts = pt_trace_finish(trace_path);
     if (st == PT_OK) st = ts;
-    if (ts == PT_OK && !cfg->quiet) fprintf(out, "trace written to %s (open in Perfetto or chrome://tracing)\n", cfg->trace_path);
+    if (ts == PT_OK && !cfg->quiet && rank0)
+      fprintf(out, "trace written to %s (open in Perfetto or chrome://tracing)\n", trace_path);
   }
-  run_free(&R);
+  for (int i = 0; W && i < nlocal; i++) worker_free(&W[i]);
+  free(W);
+  pt_comm_local_group_destroy(group);
+  pt_comm_destroy(self);
+  pt_dataset_free(&S.train_ds);
+  pt_dataset_free(&S.test_ds);
   return st;
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "comm/comm.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "nn/model.h"
@@ -47,6 +48,15 @@ typedef struct {
   int prefetch;
   int profile;                /* print where the time went at the end */
   const char *trace_path;     /* write a Chrome trace of the run */
+  /* Data parallel. batch_size is per worker, as in PyTorch's DDP. */
+  const char *parallel;       /* NULL or "none", "dp", "ddp" */
+  int workers;                /* dp: replicas, one thread each (0: from devices, else 2) */
+  const char *devices;        /* dp: "cpu:0,cpu:1,..." (sets workers) */
+  double bucket_mb;           /* gradient bucket size (default 25) */
+  int accum_steps;            /* micro-batches per optimizer step (default 1) */
+  int drop_last;              /* drop the shard tail and the last incomplete batch */
+  double timeout_s;           /* a collective waits this long for the other workers */
+  pt_comm *comm;              /* ddp: the MPI world, made by the caller */
 } pt_train_config;
 
 void pt_train_config_defaults(pt_train_config *c);
@@ -70,7 +80,9 @@ typedef struct {
   pt_opt_config opt;
   pt_sched_kind sched;
   float gamma;
-  int threads;
+  int threads;              /* per worker */
+  int world;                /* workers in all (dp: threads, ddp: ranks) */
+  int accum;
 } pt_train_plan;
 
 pt_status pt_train_plan_make(const pt_train_config *cfg, pt_train_plan *plan);

@@ -1,0 +1,14 @@
+# Shared by the ddp tests: how to run mpirun here, or skip when this machine
+# or this build cannot.
+need_mpi() {
+  command -v mpirun >/dev/null || { echo "SKIPPED: mpirun not found (apt-get install openmpi-bin)"; exit 77; }
+  "$PTRAIN" info | grep -q "MPI: .*ddp available" ||
+    { echo "SKIPPED: this ptrain was built without MPI (apt-get install libopenmpi-dev, rebuild)"; exit 77; }
+  # Test machines and CI containers often run as root, which mpirun refuses
+  # unless told; ranks oversubscribe the 2 cores, and the single-copy
+  # mechanism needs ptrace rights that containers withhold.
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+  # Leaks inside Open MPI are not ours to fix; keep sanitizer builds quiet about them.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0
+}

@@ -1,0 +1,38 @@
+# --parallel ddp under mpirun: N ranks at batch b for K steps end with the
+# same weights as one process at batch N*b (shuffling and dropout off),
+# within 1e-5 relative, for SGD and Adam, N = 2 and 4 (4 oversubscribes 2
+# cores). Also: only rank 0 prints, and the launcher checks.
+source "$(dirname "$0")/../cli/lib.sh"
+source "$(dirname "$0")/mpi.sh"
+ST_CLOSE=$2
+need_fmnist
+need_mpi
+common=(--model fmnist-mlp --no-shuffle --no-dropout --max-steps 4 --threads 1 --save-model --log-interval 1000)
+
+check_close() { # name reference candidate
+  "$ST_CLOSE" "$2/model.safetensors" "$3/model.safetensors" 1e-5 >"$TMP/close" 2>&1 ||
+    fail "$1: $(cat "$TMP/close")"
+  pass "$1: $(cat "$TMP/close")"
+}
+
+for opt in sgd adam; do
+  "$PTRAIN" train "${common[@]}" --optimizer $opt --batch-size 128 --checkpoint-dir "$TMP/one-$opt" >/dev/null
+  for n in 2 4; do
+    mpirun -np $n "$PTRAIN" train "${common[@]}" --optimizer $opt --batch-size $((128 / n)) --parallel ddp \
+      --checkpoint-dir "$TMP/ddp$n-$opt" >"$TMP/log" 2>"$TMP/err" || fail "mpirun -np $n: $(cat "$TMP/err")"
+    grep -q "data parallel: $n ranks (MPI)" "$TMP/log" || fail "ddp $n: the log does not say it is ddp: $(cat "$TMP/log")"
+    [[ $(grep -c "^epoch 1/1" "$TMP/log") == 1 ]] || fail "ddp $n: more than rank 0 printed: $(cat "$TMP/log")"
+    check_close "$opt, ddp $n x $((128 / n)) = 1 x 128" "$TMP/one-$opt" "$TMP/ddp$n-$opt"
+  done
+done
+
+# dp and ddp agree with each other too, with shuffling on.
+mpirun -np 2 "$PTRAIN" train --model fmnist-mlp --max-steps 5 --no-dropout --threads 1 --batch-size 50 --parallel ddp \
+  --save-model --quiet --checkpoint-dir "$TMP/ddp-shuffled" >/dev/null 2>&1
+"$PTRAIN" train --model fmnist-mlp --max-steps 5 --no-dropout --threads 1 --batch-size 50 --parallel dp --workers 2 \
+  --save-model --quiet --checkpoint-dir "$TMP/dp-shuffled" >/dev/null
+check_close "shuffled, ddp 2 = dp 2" "$TMP/dp-shuffled" "$TMP/ddp-shuffled"
+
+# Launch mistakes get a message, not N processes writing one checkpoint.
+expect_exit 2 "runs one process per rank; start them with a launcher" -- "$PTRAIN" train --parallel ddp --max-steps 1
+expect_exit 2 "add --parallel ddp" -- mpirun -np 2 "$PTRAIN" train --model fmnist-mlp --max-steps 1
