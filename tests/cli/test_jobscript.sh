@@ -122,6 +122,27 @@ mkdir "$TMP/sandbox2"
 expect_argv "$TMP/w3.argv" mpirun -np 2 "$TMP/bin/argv" train --parallel ddp --threads 4 --save-model --checkpoint-dir checkpoints --model mnist-cnn
 pass "htcondor, two GPUs"
 
+# The same with the real ptrain: a job evicted after 10 steps and restarted
+# with its checkpoint ends with the weights of a job that ran straight on.
+if [[ -f $FMNIST/train-images-idx3-ubyte.gz ]]; then
+  wrapper() { # wrapper FILE MAX-STEPS
+    "$PTRAIN" jobscript htcondor --cpus 2 -- --model fmnist-mlp --max-steps "$2" --data-dir "$FMNIST" |
+      awk '/^# ---- file: ptrain.sh ----$/ { f = 1; next } f' >"$1"
+  }
+  wrapper "$TMP/w10.sh" 10
+  wrapper "$TMP/w20.sh" 20
+  mkdir "$TMP/evicted" "$TMP/straight"
+  (cd "$TMP/evicted" && bash "$TMP/w10.sh" && bash "$TMP/w20.sh") >"$TMP/evicted.log" 2>&1 ||
+    fail "wrapper with ptrain, evicted: $(cat "$TMP/evicted.log")"
+  (cd "$TMP/straight" && bash "$TMP/w20.sh") >"$TMP/straight.log" 2>&1 ||
+    fail "wrapper with ptrain, straight: $(cat "$TMP/straight.log")"
+  grep -q "resuming from checkpoints at .*(step 10)" "$TMP/evicted.log" ||
+    fail "the restarted wrapper did not resume: $(cat "$TMP/evicted.log")"
+  cmp -s "$TMP/evicted/checkpoints/model.safetensors" "$TMP/straight/checkpoints/model.safetensors" ||
+    fail "evicted and resumed, the weights differ from a straight run's"
+  pass "htcondor wrapper with ptrain: evicted and resumed = straight"
+fi
+
 # ---- HTCondor --write: the same two files, never silently replaced ----
 "$PTRAIN" jobscript htcondor --cpus 4 --memory 4GB --gpus 1 --name mnist --transfer-input data/mnist,extra.txt \
   --ptrain "$TMP/bin/argv" --write "$TMP/job" -- --model mnist-cnn --data-dir mnist >"$TMP/write.out" ||
