@@ -185,35 +185,6 @@ typedef struct {
   const char *memory, *name, *transfer_input, *write_dir, *ptrain;
 } condor_opts;
 
-#define SLURM_FLAGS(o)                                                                                            \
-  {                                                                                                               \
-    {"--nodes", ARG_INT, &(o).nodes, 1, 100000, NULL, "N", "machines (default 1)"},                               \
-    {"--gpus-per-node", ARG_INT, &(o).gpus, 0, 1024, NULL, "G", "GPUs on each machine (default 0: CPU only)"},    \
-    {"--ntasks-per-node", ARG_INT, &(o).ntasks, 1, 4096, NULL, "T",                                               \
-     "ptrain processes per machine (default: G, one per GPU, else 1)"},                                           \
-    {"--cpus-per-task", ARG_INT, &(o).cpus, 1, 4096, NULL, "C",                                                   \
-     "cores per process, its --threads (default: Slurm's, one)"},                                                \
-    {"--time", ARG_STR, &(o).time, 0, 0, NULL, "HH:MM:SS", "time limit, HH:MM:SS or D-HH:MM:SS"},                 \
-    {"--partition", ARG_STR, &(o).partition, 0, 0, NULL, "P", "partition (default: the cluster's)"},              \
-    {"--output", ARG_STR, &(o).output, 0, 0, NULL, "PATTERN", "log file, %j is the job id (default ptrain-%j.out)"}, \
-    {"--job-name", ARG_STR, &(o).job_name, 0, 0, NULL, "NAME", "job name (default ptrain)"},                      \
-    {"--mpi", ARG_STR, &(o).mpi, 0, 0, NULL, "TYPE",                                                              \
-     "srun --mpi for more than one task (default pmix; 'default': the cluster's)"},                              \
-    {"--ptrain", ARG_STR, &(o).ptrain, 0, 0, NULL, "PATH", "ptrain on the compute nodes (default: this one)"},    \
-  }
-
-#define CONDOR_FLAGS(o)                                                                                           \
-  {                                                                                                               \
-    {"--gpus", ARG_INT, &(o).gpus, 0, 64, NULL, "G", "request_gpus (default 0: CPU only)"},                       \
-    {"--cpus", ARG_INT, &(o).cpus, 1, 4096, NULL, "C", "request_cpus, and ptrain's --threads (default 1)"},       \
-    {"--memory", ARG_STR, &(o).memory, 0, 0, NULL, "SIZE", "request_memory, e.g. 4GB or 512MB (default 2GB)"},    \
-    {"--name", ARG_STR, &(o).name, 0, 0, NULL, "NAME", "batch name and log file prefix (default ptrain)"},        \
-    {"--transfer-input", ARG_STR, &(o).transfer_input, 0, 0, NULL, "FILES",                                       \
-     "comma-separated files and directories to send with the job"},                                              \
-    {"--write", ARG_STR, &(o).write_dir, 0, 0, NULL, "DIR", "write DIR/ptrain.sub and DIR/ptrain.sh"},            \
-    {"--force", ARG_FLAG, &(o).force, 0, 0, NULL, NULL, "with --write: replace existing files"},                  \
-    {"--ptrain", ARG_STR, &(o).ptrain, 0, 0, NULL, "PATH", "ptrain on the execute nodes (default: this one)"},    \
-  }
 
 static void print_help(const pt_arg *slurm, int ns, const pt_arg *condor, int nc) {
   printf(
@@ -246,8 +217,8 @@ static void print_help(const pt_arg *slurm, int ns, const pt_arg *condor, int nc
       "      -- --model mnist-cnn --dataset mnist --data-dir mnist --epochs 10\n");
 }
 
-static int emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int argc, char **argv, char **train,
-                      int ntrain) {
+static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int argc, char **argv, char **train,
+                       int ntrain) {
   int tasks = o->nodes * o->ntasks;
   fputs("#!/bin/bash\n", f);
   fprintf(f, "#SBATCH --job-name=%s\n", o->job_name);
@@ -276,7 +247,6 @@ static int emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int argc
   if (!has_train_flag(train, ntrain, "--threads")) fputs(" --threads \"$threads\"", f);
   put_words(f, train, ntrain);
   fputc('\n', f);
-  return 0;
 }
 
 static void emit_condor_sub(FILE *f, const condor_opts *o, int argc, char **argv) {
@@ -407,8 +377,34 @@ static int run_condor(const condor_opts *o, const char *ptrain, int argc, char *
 int pt_cmd_jobscript(int argc, char **argv) {
   slurm_opts so = {.nodes = 1, .output = "ptrain-%j.out", .job_name = "ptrain", .mpi = "pmix"};
   condor_opts co = {.cpus = 1, .memory = "2GB", .name = "ptrain"};
-  const pt_arg sflags[] = SLURM_FLAGS(so);
-  const pt_arg cflags[] = CONDOR_FLAGS(co);
+  /* Both tables, whichever the scheduler: each one's flags get a pointed
+   * message when given to the other, and --help shows both. */
+  const pt_arg sflags[] = {
+      {"--nodes", ARG_INT, &so.nodes, 1, 100000, NULL, "N", "machines (default 1)"},
+      {"--gpus-per-node", ARG_INT, &so.gpus, 0, 1024, NULL, "G", "GPUs on each machine (default 0: CPU only)"},
+      {"--ntasks-per-node", ARG_INT, &so.ntasks, 1, 4096, NULL, "T",
+       "ptrain processes per machine (default: G, one per GPU, else 1)"},
+      {"--cpus-per-task", ARG_INT, &so.cpus, 1, 4096, NULL, "C",
+       "cores per process, its --threads (default: Slurm's, one)"},
+      {"--time", ARG_STR, &so.time, 0, 0, NULL, "HH:MM:SS", "time limit, HH:MM:SS or D-HH:MM:SS"},
+      {"--partition", ARG_STR, &so.partition, 0, 0, NULL, "P", "partition (default: the cluster's)"},
+      {"--output", ARG_STR, &so.output, 0, 0, NULL, "PATTERN", "log file, %j is the job id (default ptrain-%j.out)"},
+      {"--job-name", ARG_STR, &so.job_name, 0, 0, NULL, "NAME", "job name (default ptrain)"},
+      {"--mpi", ARG_STR, &so.mpi, 0, 0, NULL, "TYPE",
+       "srun --mpi for more than one task (default pmix; 'default': the cluster's)"},
+      {"--ptrain", ARG_STR, &so.ptrain, 0, 0, NULL, "PATH", "ptrain on the compute nodes (default: this one)"},
+  };
+  const pt_arg cflags[] = {
+      {"--gpus", ARG_INT, &co.gpus, 0, 64, NULL, "G", "request_gpus (default 0: CPU only)"},
+      {"--cpus", ARG_INT, &co.cpus, 1, 4096, NULL, "C", "request_cpus, and ptrain's --threads (default 1)"},
+      {"--memory", ARG_STR, &co.memory, 0, 0, NULL, "SIZE", "request_memory, e.g. 4GB or 512MB (default 2GB)"},
+      {"--name", ARG_STR, &co.name, 0, 0, NULL, "NAME", "batch name and log file prefix (default ptrain)"},
+      {"--transfer-input", ARG_STR, &co.transfer_input, 0, 0, NULL, "FILES",
+       "comma-separated files and directories to send with the job"},
+      {"--write", ARG_STR, &co.write_dir, 0, 0, NULL, "DIR", "write DIR/ptrain.sub and DIR/ptrain.sh"},
+      {"--force", ARG_FLAG, &co.force, 0, 0, NULL, NULL, "with --write: replace existing files"},
+      {"--ptrain", ARG_STR, &co.ptrain, 0, 0, NULL, "PATH", "ptrain on the execute nodes (default: this one)"},
+  };
   const int ns = (int)(sizeof sflags / sizeof sflags[0]);
   const int nc = (int)(sizeof cflags / sizeof cflags[0]);
 
@@ -478,6 +474,12 @@ int pt_cmd_jobscript(int argc, char **argv) {
 
   char ptrain[PATH_MAX];
   if (ptrain_path(ptrain_given, ptrain, sizeof ptrain)) return pt_cli_fail("jobscript");
-  if (slurm) return emit_slurm(stdout, &so, ptrain, argc, argv, train, ntrain);
-  return run_condor(&co, ptrain, argc, argv, train, ntrain);
+  if (slurm) emit_slurm(stdout, &so, ptrain, argc, argv, train, ntrain);
+  else rc = run_condor(&co, ptrain, argc, argv, train, ntrain);
+  /* A script cut short by a full disk would still look like one. */
+  if (!rc && (fflush(stdout) != 0 || ferror(stdout))) {
+    pt_fail_errno(PT_ERR_IO, "writing the script to standard output");
+    return pt_cli_fail("jobscript");
+  }
+  return rc;
 }

@@ -214,5 +214,15 @@ expect_exit 2 "--parallel after '--': with --gpus 2 the wrapper passes --paralle
 expect_exit 2 "--resume after '--': the wrapper adds it" -- "${J[@]}" htcondor -- --resume
 expect_exit 2 "--checkpoint-dir after '--': the job keeps checkpoints in 'checkpoints'" -- \
   "${J[@]}" htcondor -- --checkpoint-dir=ck
+# A script cut short is an error, not a shorter script.
+if [[ -w /dev/full ]]; then
+  for s in slurm htcondor; do
+    rc=0
+    "${J[@]}" $s -- --epochs 2 >/dev/full 2>"$TMP/err" || rc=$?
+    [[ $rc == 1 ]] && grep -q "jobscript: error: writing the script" "$TMP/err" ||
+      fail "jobscript $s >/dev/full exited $rc: $(cat "$TMP/err")"
+  done
+  pass "jobscript to a full disk: exit 1"
+fi
 # After "--" everything is ptrain train's, even this command's own flags.
 "${J[@]}" slurm -- --nodes 5 --help | grep -q "^srun .* --nodes 5 --help$" || fail "arguments after -- were parsed"
