@@ -320,7 +320,7 @@ static pt_status resume_position(worker_t *W, pt_train_position *pos) {
   if (W->out && !c->quiet) {
     fprintf(W->out, "resuming from %s at epoch %d, batch %d (step %lld)", c->checkpoint_dir, pos->next_epoch + 1,
             pos->next_batch, (long long)pos->step);
-    if (pos->world != W->world) fprintf(W->out, "; the run had %d workers, this one has %d", pos->world, W->world);
+    if (pos->world != W->world) fprintf(W->out, "; the run had %d worker%s, this one has %d", pos->world, pos->world == 1 ? "" : "s", W->world);
     fprintf(W->out, "\n");
   }
   if (old_global != new_global && done > 0) {

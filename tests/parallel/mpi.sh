@@ -12,3 +12,25 @@ need_mpi() {
   # Leaks inside Open MPI are not ours to fix; keep sanitizer builds quiet about them.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0
 }
+
+# rank_pid RANK: the pid of the ptrain process mpirun started as RANK.
+rank_pid() {
+  local p
+  for p in $(pgrep -x ptrain); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
+      echo "$p"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# wait_for PATTERN FILE SECONDS: until FILE has a line matching PATTERN.
+wait_for() {
+  local i
+  for ((i = 0; i < $3 * 10; i++)); do
+    grep -Eq -- "$1" "$2" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}

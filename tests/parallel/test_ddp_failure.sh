@@ -1,0 +1,58 @@
+# A rank that dies mid-epoch (SIGKILL) ends the whole ddp job within
+# --timeout, non-zero, with a message naming the lost rank; nothing hangs;
+# the last checkpoint is intact and --resume continues from it. A rank that
+# hangs (SIGSTOP) makes the others give up after --timeout with a message.
+source "$(dirname "$0")/../cli/lib.sh"
+source "$(dirname "$0")/mpi.sh"
+need_fmnist
+need_mpi
+# mnist-cnn: steps slow enough (tens of ms) to kill a rank mid-epoch.
+run=(--model mnist-cnn --threads 1 --batch-size 32 --log-interval 2 --save-model --checkpoint-dir "$TMP/ck")
+
+"$PTRAIN" train "${run[@]}" --max-steps 3 --quiet >/dev/null
+before=$(sha256sum "$TMP/ck/model.safetensors" "$TMP/ck/state.safetensors")
+
+# The job: 2 ranks, resuming (from a 1-process checkpoint: the world grows).
+timeout 120 mpirun -np 2 "$PTRAIN" train "${run[@]}" --parallel ddp --resume --timeout 20 \
+  >"$TMP/job.out" 2>"$TMP/job.err" &
+job=$!
+wait_for "step [0-9]+ batch" "$TMP/job.err" 60 || fail "the job made no progress: $(cat "$TMP/job.err")"
+victim=$(rank_pid 1) || fail "rank 1's process not found"
+kill -KILL "$victim"
+t0=$(date +%s)
+rc=0
+wait $job || rc=$?
+elapsed=$(($(date +%s) - t0))
+[[ $rc != 0 ]] || fail "the job exited 0 after rank 1 was killed"
+[[ $rc != 124 ]] || fail "the job hung until timeout(1) killed it"
+((elapsed <= 20)) || fail "the job took $elapsed s to stop, more than --timeout 20"
+grep -Eq "rank 1 .*(exited on signal 9|Killed)" "$TMP/job.err" || fail "no message names rank 1: $(cat "$TMP/job.err")"
+pass "rank 1 killed: the job stopped in $elapsed s, exit $rc, naming rank 1"
+
+after=$(sha256sum "$TMP/ck/model.safetensors" "$TMP/ck/state.safetensors")
+[[ "$before" == "$after" ]] || fail "the checkpoint changed although no epoch ended"
+ls "$TMP/ck" | grep -q tmp && fail "a temporary file was left in the checkpoint directory"
+pass "the last checkpoint is intact"
+
+timeout 120 mpirun -np 2 "$PTRAIN" train "${run[@]}" --parallel ddp --resume --max-steps 6 \
+  >"$TMP/resume.out" 2>"$TMP/resume.err" || fail "resume failed: $(cat "$TMP/resume.err")"
+grep -q "resuming from .* (step 3)" "$TMP/resume.out" || fail "resume did not start at step 3: $(cat "$TMP/resume.out")"
+grep -q "^done: 6 steps" "$TMP/resume.out" || fail "resume did not reach step 6: $(cat "$TMP/resume.out")"
+pass "--resume continues from the checkpoint"
+
+# A rank that stops answering: the others wait --timeout, then end the job.
+timeout 120 mpirun -np 2 "$PTRAIN" train "${run[@]}" --parallel ddp --resume --timeout 3 \
+  >"$TMP/stuck.out" 2>"$TMP/stuck.err" &
+job=$!
+wait_for "step [0-9]+ batch" "$TMP/stuck.err" 60 || fail "the job made no progress: $(cat "$TMP/stuck.err")"
+victim=$(rank_pid 1) || fail "rank 1's process not found"
+kill -STOP "$victim"
+t0=$(date +%s)
+rc=0
+wait $job || rc=$?
+elapsed=$(($(date +%s) - t0))
+kill -KILL "$victim" 2>/dev/null || true
+[[ $rc != 0 && $rc != 124 ]] || fail "a stuck rank: exit $rc"
+grep -q "rank 0: no answer from the other ranks for [0-9]* s in the gradient allreduce" "$TMP/stuck.err" ||
+  fail "no timeout message: $(cat "$TMP/stuck.err")"
+pass "rank 1 stopped: rank 0 gave up after --timeout 3 (job ended in $elapsed s, exit $rc)"
