@@ -55,6 +55,7 @@ int pt_cmd_train(int argc, char **argv) {
       {"--bucket-mb", ARG_FLOAT, &bucket_mb, 0.001, 1e6, NULL, "MB", "gradient bucket size (default 25)"},
       {"--accum-steps", ARG_INT, &c.accum_steps, 1, 1 << 20, NULL, "K", "micro-batches per optimizer step (default 1)"},
       {"--drop-last", ARG_FLAG, &c.drop_last, 0, 0, NULL, NULL, "drop the shard tail and the last incomplete batch"},
+      {"--sync-bn", ARG_FLAG, &c.sync_bn, 0, 0, NULL, NULL, "batch-norm statistics over all workers' batches"},
       {"--timeout", ARG_FLOAT, &timeout_s, 0.1, 1e7, NULL, "S", "seconds to wait for the other workers (default 300)"},
   };
   const int n = (int)(sizeof flags / sizeof flags[0]);

@@ -125,7 +125,8 @@ static pt_status alloc_activations(pt_model *m, size_t ws_max) {
       return PT_ERR_NOMEM;
     if (L->spec.kind == PT_L_BATCHNORM2D &&
         (!(L->save_mean = pt_alloc_aligned(sizeof(float) * L->out_c)) ||
-         !(L->save_invstd = pt_alloc_aligned(sizeof(float) * L->out_c))))
+         !(L->save_invstd = pt_alloc_aligned(sizeof(float) * L->out_c)) ||
+         !(L->bn_sums = pt_alloc_aligned(sizeof(double) * (2 * (size_t)L->out_c + 1)))))
       return PT_ERR_NOMEM;
   }
   for (int k = 0; k < 2; k++)
@@ -222,6 +223,7 @@ void pt_model_destroy(pt_model *m) {
     free(L->mask);
     free(L->save_mean);
     free(L->save_invstd);
+    free(L->bn_sums);
   }
   free(m->dbuf[0]);
   free(m->dbuf[1]);
@@ -276,6 +278,46 @@ static const float *layer_input(const pt_model *m, int i, const float *x) {
   return x;
 }
 
+/* Synchronised batch norm: the per-channel sums of every worker's batch
+ * are added up, so each worker normalises with the statistics of the global
+ * batch, as torch.nn.SyncBatchNorm does. Forward: sum(x) and the count, then
+ * sum((x - mean)^2) around the global mean; backward: sum(dy) and
+ * sum(dy * xhat). The gradients of gamma and beta stay local sums: they are
+ * parameters, averaged with the others. */
+static void sum_stats(pt_model *m, double *buf, size_t n) {
+  pt_status st = m->sum_stats(m->sum_stats_ctx, buf, n);
+  if (st != PT_OK && m->sync_status == PT_OK) m->sync_status = st;
+}
+
+static void bn_forward_synced(pt_model *m, pt_layer *L, const pt_bn_geom *g, int n, int hw, const float *x) {
+  const int C = g->c;
+  double *mean = L->bn_sums, *sq = L->bn_sums + C + 1;
+  pt_batchnorm_sums(g, n, hw, x, NULL, mean);
+  mean[C] = (double)n * hw;
+  sum_stats(m, mean, (size_t)C + 1);
+  L->bn_count = mean[C];
+  for (int c = 0; c < C; c++) mean[c] /= L->bn_count;
+  pt_batchnorm_sums(g, n, hw, x, mean, sq);
+  sum_stats(m, sq, (size_t)C);
+  pt_batchnorm_normalize(g, n, hw, x, P(m, L->w), P(m, L->b), mean, sq, L->bn_count, Bf(m, L->rmean),
+                         Bf(m, L->rvar), L->save_mean, L->save_invstd, L->y);
+}
+
+static void bn_backward_synced(pt_model *m, pt_layer *L, const pt_bn_geom *g, int n, int hw, const float *x,
+                               const float *dy, float *dx) {
+  const int C = g->c;
+  double *sums = L->bn_sums; /* (2, C): sum dy, sum dy * xhat */
+  pt_batchnorm_backward_sums(g, n, hw, x, L->save_mean, L->save_invstd, dy, sums);
+  float *dgamma = G(m, L->w), *dbeta = G(m, L->b);
+  for (int c = 0; c < C; c++) {
+    dgamma[c] += (float)sums[C + c];
+    dbeta[c] += (float)sums[c];
+  }
+  if (!dx) return;
+  sum_stats(m, sums, 2 * (size_t)C);
+  pt_batchnorm_backward_dx(g, n, hw, x, P(m, L->w), L->save_mean, L->save_invstd, dy, sums, L->bn_count, dx);
+}
+
 static void layer_forward(pt_model *m, pt_layer *L, const float *x, int n) {
   const size_t o = out_size(L);
   const int hw = L->in_h * L->in_w;
@@ -284,9 +326,13 @@ static void layer_forward(pt_model *m, pt_layer *L, const float *x, int n) {
     case PT_L_LINEAR: pt_linear_forward(n, L->in_c, L->out_c, x, P(m, L->w), P(m, L->b), L->y); break;
     case PT_L_BATCHNORM2D: {
       pt_bn_geom g = {L->in_c, L->spec.eps, L->spec.momentum};
-      if (m->training) {
+      if (m->training && m->sum_stats) {
+        bn_forward_synced(m, L, &g, n, hw, x);
+        L->num_batches_tracked++;
+      } else if (m->training) {
         pt_batchnorm_forward_train(&g, n, hw, x, P(m, L->w), P(m, L->b), Bf(m, L->rmean), Bf(m, L->rvar),
-                                   L->save_mean, L->save_invstd, L->y);
+                                   L->save_mean, L->save_invstd, L->y, L->bn_sums);
+        L->bn_count = (double)n * hw;
         L->num_batches_tracked++;
       } else {
         pt_batchnorm_forward_eval(&g, n, hw, x, P(m, L->w), P(m, L->b), Bf(m, L->rmean), Bf(m, L->rvar), L->y);
@@ -344,9 +390,11 @@ static void layer_backward(pt_model *m, pt_layer *L, const float *x, const float
     case PT_L_LINEAR: pt_linear_backward(n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx); break;
     case PT_L_BATCHNORM2D: {
       pt_bn_geom g = {L->in_c, L->spec.eps, L->spec.momentum};
-      if (m->training)
+      if (m->training && m->sum_stats)
+        bn_backward_synced(m, L, &g, n, hw, x, dy, dx);
+      else if (m->training)
         pt_batchnorm_backward_train(&g, n, hw, x, P(m, L->w), L->save_mean, L->save_invstd, dy, G(m, L->w),
-                                    G(m, L->b), dx);
+                                    G(m, L->b), dx, L->bn_sums);
       else
         pt_batchnorm_backward_eval(&g, n, hw, x, P(m, L->w), Bf(m, L->rmean), Bf(m, L->rvar), dy, G(m, L->w),
                                    G(m, L->b), dx);

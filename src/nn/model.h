@@ -37,6 +37,8 @@ typedef struct {
   int32_t *argmax;          /* max-pool: (max_batch, out) */
   float *mask;              /* dropout: (max_batch, out) */
   float *save_mean, *save_invstd; /* batch-norm: (out_c) */
+  double *bn_sums;          /* batch-norm: (2 * out_c + 1) per-channel sums */
+  double bn_count;          /* batch-norm: samples x pixels the statistics came from */
   double fwd_ms, bwd_ms;    /* profiler accumulators */
   char label[PT_NAME_LEN + 24]; /* "conv2d conv1", for profiles and traces */
 } pt_layer;
@@ -73,6 +75,13 @@ typedef struct {
    * the backward pass goes on below it. NULL: nothing is called. */
   void (*grad_ready)(void *ctx, int layer);
   void *grad_ready_ctx;
+  /* Synchronised batch norm: sums buf over all workers in place. NULL:
+   * each worker normalises with its own batch's statistics. A failure is
+   * kept in sync_status (the passes themselves return nothing) and the
+   * caller checks it after the step. */
+  pt_status (*sum_stats)(void *ctx, double *buf, size_t n);
+  void *sum_stats_ctx;
+  pt_status sync_status;
 } pt_model;
 
 /* Builds the model for batches of at most max_batch; checks shapes layer by

@@ -203,6 +203,12 @@ static void worker_free(worker_t *W) {
   if (W->metrics) pt_metrics_close(W->metrics);
 }
 
+static pt_status sum_bn_stats(void *ctx, double *buf, size_t n) {
+  worker_t *W = ctx;
+  W->comm->what = "the synchronised batch-norm statistics";
+  return pt_comm_allreduce_f64(W->comm, buf, n);
+}
+
 static pt_status setup_worker(worker_t *W) {
   const pt_train_config *c = W->cfg;
   const pt_train_plan *r = W->r;
@@ -241,6 +247,10 @@ static pt_status setup_worker(worker_t *W) {
   if (W->rank == 0) {
     if (c->metrics_path) PT_TRY(pt_metrics_open(c->metrics_path, 1, &W->metrics));
     if (c->save_model) PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
+  }
+  if (c->sync_bn && W->world > 1) {
+    W->model->sum_stats = sum_bn_stats;
+    W->model->sum_stats_ctx = W;
   }
   return pt_grad_sync_init(&W->sync, W->model, W->comm, c->bucket_mb);
 }
@@ -437,6 +447,7 @@ static pt_status train_loop(worker_t *W) {
           ph.backward_s += pt_now() - tb;
         }
       }
+      if (m->sync_status != PT_OK) return m->sync_status;
       comm->step = pos.step;
       comm->what = "the loss allreduce";
       PT_TRY(pt_comm_iallreduce_f64(comm, stats, 2));

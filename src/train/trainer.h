@@ -55,6 +55,7 @@ typedef struct {
   double bucket_mb;           /* gradient bucket size (default 25) */
   int accum_steps;            /* micro-batches per optimizer step (default 1) */
   int drop_last;              /* drop the shard tail and the last incomplete batch */
+  int sync_bn;                /* batch-norm statistics over all workers' batches */
   double timeout_s;           /* a collective waits this long for the other workers */
   pt_comm *comm;              /* ddp: the MPI world, made by the caller */
 } pt_train_config;

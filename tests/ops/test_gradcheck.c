@@ -129,6 +129,7 @@ static double eval_f(ctx_t *t) {
   int32_t *am = calloc(t->ny, sizeof(int32_t));
   float *mask = calloc(t->ny, sizeof(float));
   float sm[64], si[64], rm[64], rv[64];
+  double scratch[129];
   double f = 0.0;
   switch (gc->op) {
     case OP_CONV: pt_conv2d_forward(&t->geom, gc->n, t->x, t->w, t->b, y, ws); break;
@@ -141,7 +142,7 @@ static double eval_f(ctx_t *t) {
       pt_bn_geom g = {gc->c, 1e-5f, 0.1f};
       memcpy(rm, t->rmean, sizeof(float) * gc->c);
       memcpy(rv, t->rvar, sizeof(float) * gc->c);
-      pt_batchnorm_forward_train(&g, gc->n, gc->h * gc->w, t->x, t->w, t->b, rm, rv, sm, si, y);
+      pt_batchnorm_forward_train(&g, gc->n, gc->h * gc->w, t->x, t->w, t->b, rm, rv, sm, si, y, scratch);
       break;
     }
     case OP_BN_EVAL: {
@@ -165,6 +166,7 @@ static void analytic(ctx_t *t, float *dx, float *dw, float *db) {
   int32_t *am = calloc(t->ny, sizeof(int32_t));
   float *mask = calloc(t->ny, sizeof(float));
   float sm[64], si[64], rm[64], rv[64];
+  double scratch[129];
   pt_bn_geom g = {gc->c, 1e-5f, 0.1f};
   switch (gc->op) {
     case OP_CONV:
@@ -191,8 +193,8 @@ static void analytic(ctx_t *t, float *dx, float *dw, float *db) {
     case OP_BN_TRAIN:
       memcpy(rm, t->rmean, sizeof(float) * gc->c);
       memcpy(rv, t->rvar, sizeof(float) * gc->c);
-      pt_batchnorm_forward_train(&g, gc->n, gc->h * gc->w, t->x, t->w, t->b, rm, rv, sm, si, y);
-      pt_batchnorm_backward_train(&g, gc->n, gc->h * gc->w, t->x, t->w, sm, si, t->r, dw, db, dx);
+      pt_batchnorm_forward_train(&g, gc->n, gc->h * gc->w, t->x, t->w, t->b, rm, rv, sm, si, y, scratch);
+      pt_batchnorm_backward_train(&g, gc->n, gc->h * gc->w, t->x, t->w, sm, si, t->r, dw, db, dx, scratch);
       break;
     case OP_BN_EVAL:
       pt_batchnorm_backward_eval(&g, gc->n, gc->h * gc->w, t->x, t->w, t->rmean, t->rvar, t->r, dw, db, dx);

@@ -36,3 +36,10 @@ check_close "shuffled, ddp 2 = dp 2" "$TMP/dp-shuffled" "$TMP/ddp-shuffled"
 # Launch mistakes get a message, not N processes writing one checkpoint.
 expect_exit 2 "runs one process per rank; start them with a launcher" -- "$PTRAIN" train --parallel ddp --max-steps 1
 expect_exit 2 "add --parallel ddp" -- mpirun -np 2 "$PTRAIN" train --model fmnist-mlp --max-steps 1
+
+# Synchronised batch norm across processes: 2 ranks x 32 = 1 x 64.
+bn=(--model-file docs/examples/small-cnn.txt --no-shuffle --no-dropout --max-steps 3 --threads 1 --save-model --quiet)
+"$PTRAIN" train "${bn[@]}" --batch-size 64 --checkpoint-dir "$TMP/bn1" >/dev/null
+mpirun -np 2 "$PTRAIN" train "${bn[@]}" --batch-size 32 --parallel ddp --sync-bn --checkpoint-dir "$TMP/bn-sync" \
+  >/dev/null 2>"$TMP/err" || fail "ddp --sync-bn: $(cat "$TMP/err")"
+check_close "batch norm, ddp 2 x 32 --sync-bn = 1 x 64" "$TMP/bn1" "$TMP/bn-sync"

@@ -48,3 +48,17 @@ if "$ST_CLOSE" "$TMP/one-sgd/model.safetensors" "$TMP/half/model.safetensors" 1e
   fail "1 x 64 passed as equivalent to 1 x 128: the comparison cannot tell runs apart"
 fi
 pass "1 x 64 is told apart from 1 x 128"
+
+# Batch norm. Without --sync-bn each worker normalises with its own half
+# batch's statistics (DDP's default), so 2 x 32 is NOT the same computation
+# as 1 x 64 and must differ; with --sync-bn the statistics are the global
+# batch's and the runs agree.
+bn=(--model-file docs/examples/small-cnn.txt --no-shuffle --no-dropout --max-steps 3 --threads 1 --save-model --quiet)
+"$PTRAIN" train "${bn[@]}" --batch-size 64 --checkpoint-dir "$TMP/bn1" >/dev/null
+"$PTRAIN" train "${bn[@]}" --batch-size 32 --parallel dp --workers 2 --sync-bn --checkpoint-dir "$TMP/bn-sync" >/dev/null
+check_close "batch norm, dp 2 x 32 --sync-bn = 1 x 64" "$TMP/bn1" "$TMP/bn-sync"
+"$PTRAIN" train "${bn[@]}" --batch-size 32 --parallel dp --workers 2 --checkpoint-dir "$TMP/bn-local" >/dev/null
+if "$ST_CLOSE" "$TMP/bn1/model.safetensors" "$TMP/bn-local/model.safetensors" 1e-5 >/dev/null 2>&1; then
+  fail "batch norm without --sync-bn matched 1 x 64: the workers' statistics were not their own"
+fi
+pass "batch norm without --sync-bn: per-worker statistics, as DDP (differs from 1 x 64)"

@@ -97,10 +97,19 @@ typedef struct {
   float eps, momentum;
 } pt_bn_geom;
 /* Training: batch statistics, running stats updated with unbiased variance.
- * save_mean, save_invstd (c) are kept for backward. */
+ * save_mean, save_invstd (c) are kept for backward; scratch holds 2*c doubles. */
 void pt_batchnorm_forward_train(const pt_bn_geom *g, int n, int hw, const float *x,
                                 const float *gamma, const float *beta, float *running_mean,
-                                float *running_var, float *save_mean, float *save_invstd, float *y);
+                                float *running_var, float *save_mean, float *save_invstd, float *y,
+                                double *scratch);
+/* The pieces of forward_train, for statistics summed over several workers:
+ * out[c] = sum of x (center NULL) or of (x - center[c])^2; then normalise
+ * with mean and sq = sum((x - mean)^2) over count samples. */
+void pt_batchnorm_sums(const pt_bn_geom *g, int n, int hw, const float *x, const double *center, double *out);
+void pt_batchnorm_normalize(const pt_bn_geom *g, int n, int hw, const float *x, const float *gamma,
+                            const float *beta, const double *mean, const double *sq, double count,
+                            float *running_mean, float *running_var, float *save_mean, float *save_invstd,
+                            float *y);
 void pt_batchnorm_forward_eval(const pt_bn_geom *g, int n, int hw, const float *x,
                                const float *gamma, const float *beta, const float *running_mean,
                                const float *running_var, float *y);
@@ -108,8 +117,14 @@ void pt_batchnorm_forward_eval(const pt_bn_geom *g, int n, int hw, const float *
 void pt_batchnorm_backward_train(const pt_bn_geom *g, int n, int hw, const float *x,
                                  const float *gamma, const float *save_mean,
                                  const float *save_invstd, const float *dy, float *dgamma,
-                                 float *dbeta, float *dx);
-/* Backward of the eval-mode forward (an affine map per channel). */
+                                 float *dbeta, float *dx, double *scratch);
+/* The pieces of backward_train: sums (2, c) = sum dy, sum dy*xhat; then dx
+ * from sums over count samples. */
+void pt_batchnorm_backward_sums(const pt_bn_geom *g, int n, int hw, const float *x, const float *save_mean,
+                                const float *save_invstd, const float *dy, double *sums);
+void pt_batchnorm_backward_dx(const pt_bn_geom *g, int n, int hw, const float *x, const float *gamma,
+                              const float *save_mean, const float *save_invstd, const float *dy,
+                              const double *sums, double count, float *dx);
 void pt_batchnorm_backward_eval(const pt_bn_geom *g, int n, int hw, const float *x,
                                 const float *gamma, const float *running_mean,
                                 const float *running_var, const float *dy, float *dgamma,
