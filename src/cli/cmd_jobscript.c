@@ -238,7 +238,12 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
         f);
   fputs("echo \"ptrain job ${SLURM_JOB_ID:-?} on ${SLURM_JOB_NODELIST:-?}: ${SLURM_NTASKS:-1} task(s), $threads thread(s) each\"\n\n",
         f);
+  if (tasks > 1)
+    fputs("# A task that dies ends the step at once (--kill-on-bad-exit); the others\n"
+          "# would otherwise wait for it until ptrain's --timeout.\n",
+          f);
   fputs("srun", f);
+  if (tasks > 1) fputs(" --kill-on-bad-exit=1", f);
   if (tasks > 1 && strcmp(o->mpi, "default")) fprintf(f, " --mpi=%s", o->mpi);
   fputc(' ', f);
   put_word(f, ptrain);

@@ -137,6 +137,9 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
     r->world = local = n;
   } else if (!strcmp(par, "ddp")) {
     if (!c->comm) return pt_fail(PT_ERR_ARG, "--parallel ddp: no communicator (the caller makes the MPI world)");
+    if (c->workers > 0 || c->devices)
+      return pt_fail(PT_ERR_ARG, "--workers and --devices are for --parallel dp; under ddp the launcher starts "
+                                 "one process per rank (mpirun -np N)");
     r->world = c->comm->size;
     local = c->comm->local_size;
   } else if (strcmp(par, "none")) {
@@ -546,7 +549,9 @@ static pt_status load_shared(const pt_train_config *c, shared_t *S) {
     return pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but %s images are %dx%dx%d (use --dataset)", s->name,
                    s->in_c, s->in_h, s->in_w, pt_dataset_kind_name(r->dataset), S->train_ds.c, S->train_ds.h,
                    S->train_ds.w);
-  r->eval_batch = eval_batch_for(s, r->batch, r->test_batch);
+  /* Each worker evaluates 1/world of the test split, so its share of the
+   * evaluation batch is enough; results do not depend on the cut. */
+  r->eval_batch = eval_batch_for(s, r->batch, (r->test_batch + r->world - 1) / r->world);
   return PT_OK;
 }
 

@@ -52,15 +52,15 @@ pass "slurm script runs srun with --threads from SLURM_CPUS_PER_TASK"
 for l in "#SBATCH --job-name=mnist" "#SBATCH --nodes=2" "#SBATCH --ntasks-per-node=4" "#SBATCH --cpus-per-task=8" \
   "#SBATCH --gpus-per-node=4" "#SBATCH --time=1-02:30:00" "#SBATCH --partition=gpu" \
   "#SBATCH --output=logs/%x-%j.out" \
-  "srun --mpi=pmix $SELF train --parallel ddp --threads \"\$threads\" --model mnist-cnn"; do
+  "srun --kill-on-bad-exit=1 --mpi=pmix $SELF train --parallel ddp --threads \"\$threads\" --model mnist-cnn"; do
   has "$TMP/many.sh" "$l"
 done
 bash -n "$TMP/many.sh" || fail "many.sh is not valid bash"
 "$PTRAIN" jobscript slurm --ntasks-per-node 2 --mpi default -- >"$TMP/def.sh" || fail "--mpi default"
-has "$TMP/def.sh" "srun $SELF train --parallel ddp --threads \"\$threads\""
+has "$TMP/def.sh" "srun --kill-on-bad-exit=1 $SELF train --parallel ddp --threads \"\$threads\""
 "$PTRAIN" jobscript slurm --nodes 3 --mpi pmi2 -- >"$TMP/pmi2.sh" || fail "--mpi pmi2"
 has "$TMP/pmi2.sh" "#SBATCH --ntasks-per-node=1"
-has "$TMP/pmi2.sh" "srun --mpi=pmi2 $SELF train --parallel ddp --threads \"\$threads\""
+has "$TMP/pmi2.sh" "srun --kill-on-bad-exit=1 --mpi=pmi2 $SELF train --parallel ddp --threads \"\$threads\""
 # A --threads of the user's wins over the one the script would add.
 "$PTRAIN" jobscript slurm --ptrain /opt/ptrain/bin/ptrain -- --threads 2 >"$TMP/thr.sh" || fail "--threads"
 has "$TMP/thr.sh" "srun /opt/ptrain/bin/ptrain train --threads 2"
