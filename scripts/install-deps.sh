@@ -9,6 +9,7 @@ packages=(
   libopenblas-dev zlib1g-dev libcjson-dev libcurl4-openssl-dev libssl-dev libarchive-dev
   libcmocka-dev
   libopenmpi-dev openmpi-bin  # --parallel ddp, and its tests under mpirun
+  iproute2               # the two-host ddp test builds its hosts with ip netns
   python3                # the loopback HTTP server of the download tests
   dataset-fashion-mnist  # the default dataset, so a first run needs no download
 )
