@@ -24,7 +24,7 @@ P=${PTRAIN:-./build/ptrain}
 ROUNDS=${ROUNDS:-3}
 S1=${S1:-10}
 S2=${S2:-90}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 OUT=bench/results/parallel-$(date +%Y%m%d-%H%M%S).tsv

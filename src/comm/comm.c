@@ -2,6 +2,7 @@
  * world of one. */
 #include "comm/comm.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -13,22 +14,29 @@ void pt_comm_destroy(pt_comm *c) {
 
 pt_status pt_comm_poll_wait(pt_comm *c, int (*poll)(void *ctx), void *ctx) {
   const double t0 = pt_now();
-  long sleep_ns = 0;
-  for (int spins = 0;; spins++) {
+  for (unsigned spins = 0;; spins++) {
     if (poll(ctx)) return PT_OK;
-    /* Spinning answers fastest while a peer is a few microseconds behind;
-     * after that, sleeping hands the core to a rank that is still
-     * computing (2 cores, 2 ranks, and a loader thread each). */
-    if (spins < 2000) continue;
+    /* MPI moves a message only inside its calls, and a large reduction is
+     * many rounds of messages: polling without pause is what makes it
+     * fast. sched_yield still hands the core over when ranks outnumber
+     * cores. A peer that is a second late is busy elsewhere (evaluating,
+     * writing a checkpoint) or gone, and then sleeping costs nothing. */
+    if (spins % 64) {
+      sched_yield();
+      continue;
+    }
     const double waited = pt_now() - t0;
     if (c->timeout_s > 0 && waited > c->timeout_s)
       return pt_fail(PT_ERR_COMM,
                      "rank %d: no answer from the other ranks for %.0f s in %s at step %lld; a rank has died or "
                      "is stuck (its own log says which and why; --timeout sets this limit)",
                      c->rank, waited, c->what ? c->what : "a collective", (long long)c->step);
-    sleep_ns = sleep_ns < 1000000 ? sleep_ns + 20000 : 1000000;
-    struct timespec ts = {0, sleep_ns};
-    nanosleep(&ts, NULL);
+    if (waited > 1.0) {
+      struct timespec ts = {0, 200000};
+      nanosleep(&ts, NULL);
+    } else {
+      sched_yield();
+    }
   }
 }
 

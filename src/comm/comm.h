@@ -102,8 +102,9 @@ pt_status pt_comm_mpi_create(pt_comm **out, double timeout_s);
 void pt_comm_mpi_finalize(void);
 
 /* Waits on a condition polled by poll(ctx) until it returns non-zero or
- * c's timeout passes; the wait spins briefly, then sleeps in growing steps
- * so that a waiting rank leaves the core to the ranks still computing. */
+ * c's timeout passes. It polls without pause (yielding the core between
+ * polls) for a second, since MPI progresses only while it is called, then
+ * sleeps between polls. */
 pt_status pt_comm_poll_wait(pt_comm *c, int (*poll)(void *ctx), void *ctx);
 
 #endif

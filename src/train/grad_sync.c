@@ -87,6 +87,7 @@ pt_status pt_grad_sync_finish(pt_grad_sync *s) {
   pt_status w = pt_comm_wait_all(s->comm);
   const double t1 = pt_now();
   s->comm_s += t1 - t0;
+  s->wait_s += t1 - t0;
   pt_trace_span("allreduce wait", "comm", t0, t1);
   return st != PT_OK ? st : w;
 }

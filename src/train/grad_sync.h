@@ -33,6 +33,7 @@ typedef struct {
   int active;                   /* this backward pass communicates */
   pt_status status;             /* the first failure to start a reduction */
   double comm_s;                /* seconds in communication calls, summed */
+  double wait_s;                /* of which waiting after the backward pass (the rest overlaps it) */
 } pt_grad_sync;
 
 /* Plans the buckets of m's gradients and hooks m's backward pass. */

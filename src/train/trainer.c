@@ -425,7 +425,7 @@ static pt_status train_loop(worker_t *W) {
       const int k = nb - b < K ? nb - b : K;
       double stats[2] = {0.0, 0.0}; /* loss * samples, samples: this worker, then all */
       const double ta = timing ? pt_now() : 0.0;
-      const double comm0 = W->sync.comm_s;
+      const double comm0 = W->sync.wait_s;
       for (int j = 0; j < k; j++, b++) {
         pt_batch batch;
         const double tw = timing ? pt_now() : 0.0;
@@ -465,7 +465,7 @@ static pt_status train_loop(worker_t *W) {
         const double td = pt_now();
         pt_trace_span("optimizer", "optimizer", tc, td);
         ph.optimizer_s += td - tc;
-        ph.comm_s += W->sync.comm_s - comm0;
+        ph.comm_s += W->sync.wait_s - comm0; /* what overlaps backward counts there */
         ph.total_s += td - ta;
         ph.steps++;
         ph.images += (int64_t)stats[1] / W->world;
