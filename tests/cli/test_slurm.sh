@@ -71,6 +71,9 @@ user=$(id -un)
 cpus=$(nproc)
 ((cpus >= 2)) || cpus=2
 export SLURM_CONF=$S/slurm.conf
+# sbatch passes this environment on to the job. Open MPI leaks at exit, and
+# that is not ours to fix: keep a sanitizer build's leak check off it.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0
 cat >"$SLURM_CONF" <<EOF
 ClusterName=ptraintest
 SlurmctldHost=$node(127.0.0.1)
