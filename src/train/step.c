@@ -5,26 +5,37 @@
 #include "util/timer.h"
 #include "util/trace.h"
 
-double pt_train_step(pt_model *m, pt_optimizer *opt, const float *x, const int32_t *y, int n, uint64_t step,
-                     float lr, pt_phase_times *ph) {
+double pt_train_micro_step(pt_model *m, const float *x, const int32_t *y, int n, uint64_t dropout_step, int first,
+                           float loss_scale, pt_phase_times *ph) {
   const double ta = ph ? pt_now() : 0.0;
-  m->step = step;
-  pt_model_zero_grad(m);
+  m->step = dropout_step;
+  if (first) pt_model_zero_grad(m);
   pt_model_forward(m, x, n);
-  const double loss = pt_model_loss(m, y, n, 1.0f);
-  if (!isfinite(loss)) return loss;
+  const double loss = pt_model_loss(m, y, n, loss_scale);
   const double tb = ph ? pt_now() : 0.0;
   pt_model_backward(m, x, n);
+  if (ph) {
+    ph->forward_s += tb - ta;
+    ph->backward_s += pt_now() - tb;
+    ph->images += n;
+  }
+  return loss;
+}
+
+void pt_train_update(pt_model *m, pt_optimizer *opt, float lr, pt_phase_times *ph) {
   const double tc = ph ? pt_now() : 0.0;
   pt_optimizer_step(opt, m->param, m->grad, lr);
   if (ph) {
     const double td = pt_now();
     pt_trace_span("optimizer", "optimizer", tc, td);
-    ph->forward_s += tb - ta;
-    ph->backward_s += tc - tb;
     ph->optimizer_s += td - tc;
     ph->steps++;
-    ph->images += n;
   }
+}
+
+double pt_train_step(pt_model *m, pt_optimizer *opt, const float *x, const int32_t *y, int n, uint64_t step,
+                     float lr, pt_phase_times *ph) {
+  const double loss = pt_train_micro_step(m, x, y, n, step, 1, 1.0f, ph);
+  if (isfinite(loss)) pt_train_update(m, opt, lr, ph);
   return loss;
 }

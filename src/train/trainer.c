@@ -436,19 +436,12 @@ static pt_status train_loop(worker_t *W) {
           pt_trace_span("wait for data", "data", tw, tf);
           ph.data_s += tf - tw;
         }
-        m->step = (uint64_t)pos.step * (uint64_t)K + (uint64_t)j;
-        if (j == 0) pt_model_zero_grad(m);
-        pt_model_forward(m, batch.x, batch.n);
-        const double loss = pt_model_loss(m, batch.y, batch.n, 1.0f / (float)(W->world * k));
+        W->sync.active = j == k - 1 && W->world > 1;
+        const uint64_t dropout_step = (uint64_t)pos.step * (uint64_t)K + (uint64_t)j;
+        const double loss = pt_train_micro_step(m, batch.x, batch.y, batch.n, dropout_step, j == 0,
+                                                1.0f / (float)(W->world * k), timing ? &ph : NULL);
         stats[0] += loss * batch.n;
         stats[1] += batch.n;
-        const double tb = timing ? pt_now() : 0.0;
-        W->sync.active = j == k - 1 && W->world > 1;
-        pt_model_backward(m, batch.x, batch.n);
-        if (timing) {
-          ph.forward_s += tb - tf;
-          ph.backward_s += pt_now() - tb;
-        }
       }
       if (m->sync_status != PT_OK) return m->sync_status;
       comm->step = pos.step;
@@ -459,16 +452,10 @@ static pt_status train_loop(worker_t *W) {
       if (!isfinite(stats[0]))
         return pt_fail(PT_ERR_STATE, "loss became %g at epoch %d, step %lld: lower the learning rate (now %g)",
                        stats[0] / stats[1], epoch + 1, (long long)pos.step, lr);
-      const double tc = timing ? pt_now() : 0.0;
-      pt_optimizer_step(&W->opt, m->param, m->grad, lr);
+      pt_train_update(m, &W->opt, lr, timing ? &ph : NULL);
       if (timing) {
-        const double td = pt_now();
-        pt_trace_span("optimizer", "optimizer", tc, td);
-        ph.optimizer_s += td - tc;
         ph.comm_s += W->sync.wait_s - comm0; /* what overlaps backward counts there */
-        ph.total_s += td - ta;
-        ph.steps++;
-        ph.images += (int64_t)stats[1] / W->world;
+        ph.total_s += pt_now() - ta;
       }
       pos.step++;
       loss_sum += stats[0];
