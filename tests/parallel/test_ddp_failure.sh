@@ -2,7 +2,7 @@
 # --timeout, non-zero, with a message naming the lost rank; nothing hangs;
 # the last checkpoint is intact and --resume continues from it. A rank that
 # hangs (SIGSTOP) makes the others give up after --timeout with a message.
-source "$(dirname "$0")/../cli/lib.sh"
+source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 need_fmnist
 need_mpi
@@ -12,17 +12,25 @@ run=(--model mnist-cnn --threads 1 --batch-size 32 --log-interval 2 --save-model
 "$PTRAIN" train "${run[@]}" --max-steps 3 --quiet >/dev/null
 before=$(sha256sum "$TMP/ck/model.safetensors" "$TMP/ck/state.safetensors")
 
+# signal_rank1 SIGNAL NAME TIMEOUT: runs 2 ranks resuming from the
+# checkpoint, sends SIGNAL to rank 1 once training is under way, and waits
+# for the job: sets rc, elapsed (seconds from the signal) and victim; the
+# output is in $TMP/NAME.out and .err.
+signal_rank1() {
+  timeout 120 mpirun -np 2 "$PTRAIN" train "${run[@]}" --parallel ddp --resume --timeout "$3" \
+    >"$TMP/$2.out" 2>"$TMP/$2.err" &
+  local job=$! t0
+  wait_for "step [0-9]+ batch" "$TMP/$2.err" 60 || fail "the job made no progress: $(cat "$TMP/$2.err")"
+  victim=$(rank_pid 1) || fail "rank 1's process not found"
+  kill "-$1" "$victim"
+  t0=$(date +%s)
+  rc=0
+  wait $job || rc=$?
+  elapsed=$(($(date +%s) - t0))
+}
+
 # The job: 2 ranks, resuming (from a 1-process checkpoint: the world grows).
-timeout 120 mpirun -np 2 "$PTRAIN" train "${run[@]}" --parallel ddp --resume --timeout 20 \
-  >"$TMP/job.out" 2>"$TMP/job.err" &
-job=$!
-wait_for "step [0-9]+ batch" "$TMP/job.err" 60 || fail "the job made no progress: $(cat "$TMP/job.err")"
-victim=$(rank_pid 1) || fail "rank 1's process not found"
-kill -KILL "$victim"
-t0=$(date +%s)
-rc=0
-wait $job || rc=$?
-elapsed=$(($(date +%s) - t0))
+signal_rank1 KILL job 20
 [[ $rc != 0 ]] || fail "the job exited 0 after rank 1 was killed"
 [[ $rc != 124 ]] || fail "the job hung until timeout(1) killed it"
 ((elapsed <= 20)) || fail "the job took $elapsed s to stop, more than --timeout 20"
@@ -41,16 +49,7 @@ grep -q "^done: 6 steps" "$TMP/resume.out" || fail "resume did not reach step 6:
 pass "--resume continues from the checkpoint"
 
 # A rank that stops answering: the others wait --timeout, then end the job.
-timeout 120 mpirun -np 2 "$PTRAIN" train "${run[@]}" --parallel ddp --resume --timeout 3 \
-  >"$TMP/stuck.out" 2>"$TMP/stuck.err" &
-job=$!
-wait_for "step [0-9]+ batch" "$TMP/stuck.err" 60 || fail "the job made no progress: $(cat "$TMP/stuck.err")"
-victim=$(rank_pid 1) || fail "rank 1's process not found"
-kill -STOP "$victim"
-t0=$(date +%s)
-rc=0
-wait $job || rc=$?
-elapsed=$(($(date +%s) - t0))
+signal_rank1 STOP stuck 3
 kill -KILL "$victim" 2>/dev/null || true
 [[ $rc != 0 && $rc != 124 ]] || fail "a stuck rank: exit $rc"
 grep -q "rank 0: no answer from the other ranks for [0-9]* s in the gradient allreduce" "$TMP/stuck.err" ||

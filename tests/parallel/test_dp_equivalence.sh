@@ -2,16 +2,10 @@
 # as one worker at batch N*b (shuffling off, dropout off), within 1e-5
 # relative, for SGD and Adam, N = 2 and 4. Also: gradient accumulation (2
 # workers x 2 micro-batches of b/4 = one batch b), and bit-identical reruns.
-source "$(dirname "$0")/../cli/lib.sh"
-ST_CLOSE=$2
+source "$(dirname "$0")/lib.sh"
 need_fmnist
 common=(--model fmnist-mlp --no-shuffle --no-dropout --max-steps 4 --threads 1 --save-model --log-interval 1000)
 
-check_close() { # name reference candidate
-  "$ST_CLOSE" "$2/model.safetensors" "$3/model.safetensors" 1e-5 >"$TMP/close" 2>&1 ||
-    fail "$1: $(cat "$TMP/close")"
-  pass "$1: $(cat "$TMP/close")"
-}
 
 for opt in sgd adam; do
   "$PTRAIN" train "${common[@]}" --optimizer $opt --batch-size 128 --checkpoint-dir "$TMP/one-$opt" >/dev/null

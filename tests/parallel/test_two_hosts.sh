@@ -10,9 +10,8 @@
 # with those of 1 x 128, within 1e-5 relative.
 # Needs root (or CAP_SYS_ADMIN and CAP_NET_ADMIN) for `ip netns`; skipped
 # where namespaces cannot be made.
-source "$(dirname "$0")/../cli/lib.sh"
+source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
-ST_CLOSE=$2
 need_fmnist
 need_mpi
 
@@ -138,11 +137,6 @@ timeout -k 10 120 mpirun -np 2 "$PTRAIN" train "${common[@]}" --batch-size 64 --
 timeout -k 10 120 "$PTRAIN" train "${common[@]}" --batch-size 128 --checkpoint-dir "$TMP/single" >/dev/null 2>"$TMP/err" ||
   fail "one process at batch 128 exited $?: $(cat "$TMP/err")"
 
-check_close() { # name reference candidate
-  "$ST_CLOSE" "$2/model.safetensors" "$3/model.safetensors" 1e-5 >"$TMP/close" 2>&1 ||
-    fail "$1: $(cat "$TMP/close")"
-  pass "$1: $(cat "$TMP/close")"
-}
 check_close "2 hosts x 1 rank x 64 = 2 ranks x 64 on one host" "$TMP/one-host" "$TMP/2x1"
 check_close "2 hosts x 1 rank x 64 = 1 x 128" "$TMP/single" "$TMP/2x1"
 check_close "2 hosts x 2 ranks x 32 = 1 x 128" "$TMP/single" "$TMP/2x2"
