@@ -18,7 +18,6 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -119,23 +118,6 @@ static inline fx_buf fx_gzip(const uint8_t *in, size_t n) {
   b.n = cap - zs.avail_out;
   deflateEnd(&zs);
   return b;
-}
-
-/* A fresh scratch directory. */
-static inline void fx_mkdtemp(char dir[64]) {
-  strcpy(dir, "/tmp/ptrain-data-test-XXXXXX");
-  assert_non_null(mkdtemp(dir));
-}
-
-static inline int fx_rm_entry(const char *path, const struct stat *sb, int type, struct FTW *f) {
-  (void)sb;
-  (void)type;
-  (void)f;
-  return remove(path);
-}
-
-static inline void fx_rmtree(const char *dir) {
-  nftw(dir, fx_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* Writes buf to dir/name; path gets the full name. */

@@ -7,22 +7,10 @@
  * access there fatal.
  */
 #include "fixture.h"
+#include "../tmpdir.h"
 
 #include "data/blob.h"
 
-static char dir[64];
-
-static int setup(void **state) {
-  (void)state;
-  fx_mkdtemp(dir);
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  fx_rmtree(dir);
-  return 0;
-}
 
 /* 20 KB of compressible but not trivial data. */
 static fx_buf sample_data(void) {
@@ -224,8 +212,8 @@ static void test_read_plain_and_gz(void **state) {
   (void)state;
   fx_buf d = sample_data();
   char p1[512], p2[512];
-  fx_write_buf(dir, "plain.bin", d, p1);
-  fx_write_gz(dir, "packed.bin", d, p2); /* no .gz suffix: detected by magic */
+  fx_write_buf(tmpdir, "plain.bin", d, p1);
+  fx_write_gz(tmpdir, "packed.bin", d, p2); /* no .gz suffix: detected by magic */
   uint8_t *out;
   size_t n;
   assert_int_equal(pt_blob_read(p1, PT_BLOB_MAX_BYTES, &out, &n), PT_OK);
@@ -244,20 +232,20 @@ static void test_read_plain_and_gz(void **state) {
 static void test_read_missing_and_dir(void **state) {
   (void)state;
   char path[600];
-  snprintf(path, sizeof path, "%s/nope.bin", dir);
+  snprintf(path, sizeof path, "%s/nope.bin", tmpdir);
   uint8_t *out;
   size_t n;
   assert_int_equal(pt_blob_read(path, 100, &out, &n), PT_ERR_IO);
   assert_error_contains(path);
   assert_error_contains("No such file");
-  assert_int_equal(pt_blob_read(dir, 100, &out, &n), PT_ERR_IO);
+  assert_int_equal(pt_blob_read(tmpdir, 100, &out, &n), PT_ERR_IO);
   assert_error_contains("not a regular file");
 }
 
 static void test_read_empty_file(void **state) {
   (void)state;
   char p[512];
-  fx_write(dir, "empty.bin", NULL, 0, p);
+  fx_write(tmpdir, "empty.bin", NULL, 0, p);
   uint8_t *out;
   size_t n = 5;
   assert_int_equal(pt_blob_read(p, 100, &out, &n), PT_OK);
@@ -281,5 +269,5 @@ int main(void) {
       cmocka_unit_test(test_read_missing_and_dir),
       cmocka_unit_test(test_read_empty_file),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }

@@ -3,24 +3,12 @@
  * lengths and labels without disturbing what was already loaded.
  */
 #include "fixture.h"
+#include "../tmpdir.h"
 
 #include <sys/stat.h>
 
 #include "data/dataset.h"
 
-static char dir[64];
-
-static int setup(void **state) {
-  (void)state;
-  fx_mkdtemp(dir);
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  fx_rmtree(dir);
-  return 0;
-}
 
 /* Sample k of ds is record `first + k` of fx_cifar. */
 static void check_records(const pt_dataset *ds, int from, int count, uint32_t first) {
@@ -133,7 +121,7 @@ static void check_loaded(const char *d) {
 static void test_load_dir(void **state) {
   (void)state;
   char d[128];
-  snprintf(d, sizeof d, "%s/flat", dir);
+  snprintf(d, sizeof d, "%s/flat", tmpdir);
   assert_int_equal(mkdir(d, 0755), 0);
   write_cifar_dir(d);
   check_loaded(d);
@@ -142,7 +130,7 @@ static void test_load_dir(void **state) {
 static void test_load_batches_subdir(void **state) {
   (void)state;
   char d[128], sub[192];
-  snprintf(d, sizeof d, "%s/nested", dir);
+  snprintf(d, sizeof d, "%s/nested", tmpdir);
   snprintf(sub, sizeof sub, "%s/cifar-10-batches-bin", d);
   assert_int_equal(mkdir(d, 0755), 0);
   assert_int_equal(mkdir(sub, 0755), 0);
@@ -153,7 +141,7 @@ static void test_load_batches_subdir(void **state) {
 static void test_load_missing(void **state) {
   (void)state;
   char d[128];
-  snprintf(d, sizeof d, "%s/empty", dir);
+  snprintf(d, sizeof d, "%s/empty", tmpdir);
   assert_int_equal(mkdir(d, 0755), 0);
   pt_dataset ds;
   assert_int_equal(pt_dataset_load(&ds, PT_DS_CIFAR10, d, 1), PT_ERR_IO);
@@ -179,7 +167,7 @@ static void test_load_missing(void **state) {
 static void test_load_corrupt_batch(void **state) {
   (void)state;
   char d[128];
-  snprintf(d, sizeof d, "%s/corrupt", dir);
+  snprintf(d, sizeof d, "%s/corrupt", tmpdir);
   assert_int_equal(mkdir(d, 0755), 0);
   write_cifar_dir(d);
   fx_buf b = fx_cifar(2, 0);
@@ -205,5 +193,5 @@ int main(void) {
       cmocka_unit_test(test_load_missing),
       cmocka_unit_test(test_load_corrupt_batch),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }

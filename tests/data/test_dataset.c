@@ -4,28 +4,16 @@
  * Fashion-MNIST from Debian's dataset-fashion-mnist is loaded when installed.
  */
 #include "fixture.h"
+#include "../tmpdir.h"
 
 #include <sys/stat.h>
 
 #include "data/dataset.h"
 
-static char dir[64];
-
-static int setup(void **state) {
-  (void)state;
-  fx_mkdtemp(dir);
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  fx_rmtree(dir);
-  return 0;
-}
 
 /* A fresh subdirectory of the scratch dir. */
 static void subdir(char out[128], const char *name) {
-  snprintf(out, 128, "%s/%s", dir, name);
+  snprintf(out, 128, "%s/%s", tmpdir, name);
   assert_int_equal(mkdir(out, 0755), 0);
 }
 
@@ -218,5 +206,5 @@ int main(void) {
       cmocka_unit_test(test_bad_label_in_split),
       cmocka_unit_test(test_real_fashion_mnist),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }

@@ -3,22 +3,10 @@
  * file and what was expected.
  */
 #include "fixture.h"
+#include "../tmpdir.h"
 
 #include "data/dataset.h"
 
-static char dir[64];
-
-static int setup(void **state) {
-  (void)state;
-  fx_mkdtemp(dir);
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  fx_rmtree(dir);
-  return 0;
-}
 
 static void check_images(const pt_dataset *ds, uint32_t n, uint32_t h, uint32_t w) {
   assert_int_equal(ds->n, n);
@@ -56,10 +44,10 @@ static void test_read_raw_and_gz(void **state) {
   (void)state;
   fx_buf im = fx_idx_images(7, 28, 28), lb = fx_idx_labels(7, 10);
   char pim[512], pimz[512], plb[512], plbz[512];
-  fx_write_buf(dir, "raw-images", im, pim);
-  fx_write_gz(dir, "raw-images.gz", im, pimz);
-  fx_write_buf(dir, "raw-labels", lb, plb);
-  fx_write_gz(dir, "raw-labels.gz", lb, plbz);
+  fx_write_buf(tmpdir, "raw-images", im, pim);
+  fx_write_gz(tmpdir, "raw-images.gz", im, pimz);
+  fx_write_buf(tmpdir, "raw-labels", lb, plb);
+  fx_write_gz(tmpdir, "raw-labels.gz", lb, plbz);
   const char *ipaths[] = {pim, pimz}, *lpaths[] = {plb, plbz};
   for (int k = 0; k < 2; k++) {
     pt_dataset ds = {0};
@@ -221,7 +209,7 @@ static void test_read_errors_name_path(void **state) {
   char path[512];
   fx_buf im = fx_idx_images(4, 5, 5);
   im.n -= 1;
-  fx_write_gz(dir, "short-images.gz", im, path);
+  fx_write_gz(tmpdir, "short-images.gz", im, path);
   pt_dataset ds = {0};
   assert_int_equal(pt_idx_read_images(path, &ds), PT_ERR_FORMAT);
   assert_error_contains(path);
@@ -230,12 +218,12 @@ static void test_read_errors_name_path(void **state) {
 
   fx_buf lb = fx_idx_labels(4, 10);
   lb.p[8 + 2] = 200;
-  fx_write_gz(dir, "t10k-labels-idx1-ubyte.gz", lb, path);
+  fx_write_gz(tmpdir, "t10k-labels-idx1-ubyte.gz", lb, path);
   uint8_t *labels;
   assert_int_equal(pt_idx_read_labels(path, 4, 10, &labels), PT_ERR_FORMAT);
   assert_error_contains("t10k-labels-idx1-ubyte.gz: label at index 2 is 200, expected < 10");
 
-  snprintf(path, sizeof path, "%s/absent-idx3-ubyte", dir);
+  snprintf(path, sizeof path, "%s/absent-idx3-ubyte", tmpdir);
   assert_int_equal(pt_idx_read_images(path, &ds), PT_ERR_IO);
   assert_error_contains(path);
   fx_buf_free(&im);
@@ -251,7 +239,7 @@ static void test_read_corrupt_gz(void **state) {
   for (size_t at = z.n / 4; at < z.n - 8; at += z.n / 4) {
     z.p[at] ^= 0xa5;
     z.p[at + 1] ^= 0x3c;
-    fx_write(dir, "corrupt-images.gz", z.p, z.n, path);
+    fx_write(tmpdir, "corrupt-images.gz", z.p, z.n, path);
     pt_dataset ds = {0};
     pt_error_clear();
     assert_int_equal(pt_idx_read_images(path, &ds), PT_ERR_FORMAT);
@@ -263,13 +251,13 @@ static void test_read_corrupt_gz(void **state) {
   /* Truncated .gz: half, and all but the last byte. */
   size_t cuts[] = {z.n / 2, z.n - 1};
   for (int i = 0; i < 2; i++) {
-    fx_write(dir, "cut-images.gz", z.p, cuts[i], path);
+    fx_write(tmpdir, "cut-images.gz", z.p, cuts[i], path);
     pt_dataset ds = {0};
     assert_int_equal(pt_idx_read_images(path, &ds), PT_ERR_FORMAT);
     assert_error_contains(path);
     assert_null(ds.images);
   }
-  fx_write(dir, "cut-images.gz", z.p, z.n / 2, path);
+  fx_write(tmpdir, "cut-images.gz", z.p, z.n / 2, path);
   pt_dataset ds = {0};
   assert_int_equal(pt_idx_read_images(path, &ds), PT_ERR_FORMAT);
   assert_error_contains("truncated gzip");
@@ -293,5 +281,5 @@ int main(void) {
       cmocka_unit_test(test_read_errors_name_path),
       cmocka_unit_test(test_read_corrupt_gz),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }

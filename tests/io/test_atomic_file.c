@@ -15,7 +15,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,25 +27,10 @@
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 
-static char tmpdir[64];
+#include "../tmpdir.h"
 static char mnt[128];
 static int mounted;
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb; (void)flag; (void)ftw;
-  return remove(path);
-}
-
-static int setup(void **state) {
-  (void)state;
-  strcpy(tmpdir, "/tmp/pt_af_test.XXXXXX");
-  return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  return nftw(tmpdir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
 
 static void write_whole(const char *path, const void *buf, size_t len) {
   pt_atomic_file *h;
@@ -314,5 +298,5 @@ int main(void) {
       cmocka_unit_test_teardown(test_full_disk_tmpfs, unmount_tmpfs),
       cmocka_unit_test_teardown(test_full_disk_rlimit, restore_rlimit),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }

@@ -10,7 +10,6 @@
 #include <cmocka.h>
 
 #include <cjson/cJSON.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,23 +18,8 @@
 
 #include "io/metrics.h"
 
-static char tmpdir[64];
+#include "../tmpdir.h"
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb; (void)flag; (void)ftw;
-  return remove(path);
-}
-
-static int setup(void **state) {
-  (void)state;
-  strcpy(tmpdir, "/tmp/pt_metrics_test.XXXXXX");
-  return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  return nftw(tmpdir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
 
 /* Reads the file's lines; each must be valid JSON. Returns the count. */
 static int read_lines(const char *path, cJSON **out, int max, char raw[][512]) {
@@ -264,5 +248,5 @@ int main(void) {
       cmocka_unit_test(test_usage_errors),
       cmocka_unit_test(test_io_errors),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }

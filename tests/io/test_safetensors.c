@@ -13,7 +13,6 @@
 #include <cmocka.h>
 
 #include <dirent.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,23 +21,8 @@
 
 #include "io/safetensors.h"
 
-static char tmpdir[64];
+#include "../tmpdir.h"
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb; (void)flag; (void)ftw;
-  return remove(path);
-}
-
-static int setup(void **state) {
-  (void)state;
-  strcpy(tmpdir, "/tmp/pt_st_test.XXXXXX");
-  return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  return nftw(tmpdir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
 
 static void path_in_tmp(char *out, size_t cap, const char *name) {
   snprintf(out, cap, "%s/%s", tmpdir, name);
@@ -451,5 +435,5 @@ int main(void) {
       cmocka_unit_test(test_writer_errors),
       cmocka_unit_test(test_many_tensors),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }
