@@ -197,6 +197,30 @@ done:
   return st;
 }
 
+/* Reads the next entry header into *e and its cleaned relative path into
+ * rel: PT_OK with *e NULL at the end of the archive. An entry without a
+ * name, or whose path is absolute or climbs out with '..', refuses the
+ * whole archive. Both passes read entries through here, so the extracting
+ * pass stays safe on its own should the archive change after the scan. */
+static pt_status next_entry(struct archive *a, const char *archive_path, const char *dir,
+                            struct archive_entry **e, char rel[PATH_MAX]) {
+  int r = archive_read_next_header(a, e);
+  if (r == ARCHIVE_EOF) {
+    *e = NULL;
+    return PT_OK;
+  }
+  if (r < ARCHIVE_WARN) return pt_fail(PT_ERR_FORMAT, "%s: %s", archive_path, archive_error_string(a));
+  const char *name = archive_entry_pathname(*e);
+  if (!name)
+    return pt_fail(PT_ERR_FORMAT, "%s: entry without a usable name; archive refused", archive_path);
+  if (clean_entry_path(name, rel, PATH_MAX) != 0)
+    return pt_fail(PT_ERR_FORMAT,
+                   "%s: entry '%s' is absolute or contains '..' (would escape %s); archive "
+                   "refused, nothing extracted",
+                   archive_path, name, dir);
+  return PT_OK;
+}
+
 /* First pass: validate names, decide whether anything needs writing. */
 static pt_status scan(const char *archive_path, int dfd, const char *dir, int *need, int *nfiles) {
   struct archive *a = NULL;
@@ -207,25 +231,8 @@ static pt_status scan(const char *archive_path, int dfd, const char *dir, int *n
   *need = 0;
   *nfiles = 0;
   for (;;) {
-    int r = archive_read_next_header(a, &e);
-    if (r == ARCHIVE_EOF) break;
-    if (r < ARCHIVE_WARN) {
-      st = pt_fail(PT_ERR_FORMAT, "%s: %s", archive_path, archive_error_string(a));
-      break;
-    }
-    const char *name = archive_entry_pathname(e);
-    if (!name) {
-      st = pt_fail(PT_ERR_FORMAT, "%s: entry without a usable name; archive refused",
-                   archive_path);
-      break;
-    }
-    if (clean_entry_path(name, rel, sizeof rel) != 0) {
-      st = pt_fail(PT_ERR_FORMAT,
-                   "%s: entry '%s' is absolute or contains '..' (would escape %s); archive "
-                   "refused, nothing extracted",
-                   archive_path, name, dir);
-      break;
-    }
+    st = next_entry(a, archive_path, dir, &e, rel);
+    if (st != PT_OK || !e) break;
     if (rel[0] == 0) continue;
     struct stat sb;
     int have = fstatat(dfd, rel, &sb, AT_SYMLINK_NOFOLLOW) == 0;
@@ -257,20 +264,8 @@ static pt_status extract(const char *archive_path, int dfd, const char *dir, int
   struct archive_entry *e;
   *written = 0;
   for (;;) {
-    int r = archive_read_next_header(a, &e);
-    if (r == ARCHIVE_EOF) break;
-    if (r < ARCHIVE_WARN) {
-      st = pt_fail(PT_ERR_FORMAT, "%s: %s", archive_path, archive_error_string(a));
-      break;
-    }
-    const char *name = archive_entry_pathname(e);
-    /* The scan already refused these; checking again costs nothing and keeps
-     * this loop safe on its own should the archive change in between. */
-    if (!name || clean_entry_path(name, rel, sizeof rel) != 0) {
-      st = pt_fail(PT_ERR_FORMAT, "%s: entry '%s' is absolute or contains '..'; refused",
-                   archive_path, name ? name : "(null)");
-      break;
-    }
+    st = next_entry(a, archive_path, dir, &e, rel);
+    if (st != PT_OK || !e) break;
     if (rel[0] == 0) continue;
     if (is_regular(e)) {
       st = write_entry(a, dfd, dir, rel, archive_path);
@@ -284,7 +279,7 @@ static pt_status extract(const char *archive_path, int dfd, const char *dir, int
       close(fd);
     } else if (verbose) {
       fprintf(stderr, "  %s: skipping '%s' (not a regular file or directory)\n", archive_path,
-              name);
+              archive_entry_pathname(e));
     }
   }
   archive_read_free(a);
