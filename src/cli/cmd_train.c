@@ -89,8 +89,8 @@ int pt_cmd_train(int argc, char **argv) {
     return PT_USAGE_ERROR;
   }
   if (ddp && !pt_comm_mpi_available()) {
-    fprintf(stderr, "ptrain train: error: --parallel ddp needs MPI, and this ptrain was built without it: install "
-                    "Debian's libopenmpi-dev and openmpi-bin, then rebuild (make build)\n");
+    pt_comm_mpi_create(&c.comm, c.timeout_s); /* fails, saying what to install */
+    pt_cli_fail("train");
     return PT_USAGE_ERROR;
   }
   if (ddp && !pt_comm_mpi_launched()) {

@@ -31,9 +31,7 @@ static void on_grad_ready(void *ctx, int layer) {
   } else {
     pt_comm_progress(s->comm);
   }
-  const double t1 = pt_now();
-  s->comm_s += t1 - t0;
-  if (b >= 0) pt_trace_span("allreduce start", "comm", t0, t1);
+  if (b >= 0) pt_trace_span("allreduce start", "comm", t0, pt_now());
 }
 
 pt_status pt_grad_sync_init(pt_grad_sync *s, pt_model *m, pt_comm *c, double bucket_mb) {
@@ -86,7 +84,6 @@ pt_status pt_grad_sync_finish(pt_grad_sync *s) {
   s->comm->what = "the gradient allreduce";
   pt_status w = pt_comm_wait_all(s->comm);
   const double t1 = pt_now();
-  s->comm_s += t1 - t0;
   s->wait_s += t1 - t0;
   pt_trace_span("allreduce wait", "comm", t0, t1);
   return st != PT_OK ? st : w;

@@ -32,8 +32,7 @@ typedef struct {
   int bucket_of[PT_MAX_LAYERS]; /* bucket completed by layer i, or -1 */
   int active;                   /* this backward pass communicates */
   pt_status status;             /* the first failure to start a reduction */
-  double comm_s;                /* seconds in communication calls, summed */
-  double wait_s;                /* of which waiting after the backward pass (the rest overlaps it) */
+  double wait_s;                /* seconds waiting for the reductions after the backward pass */
 } pt_grad_sync;
 
 /* Plans the buckets of m's gradients and hooks m's backward pass. */

@@ -206,6 +206,15 @@ static void worker_free(worker_t *W) {
   if (W->metrics) pt_metrics_close(W->metrics);
 }
 
+/* This worker's shard of a split, with the run's seed and prefetch. */
+static void worker_loader_config(const worker_t *W, int batch, int augment, pt_loader_config *lc) {
+  pt_train_loader_config(&W->r->spec, batch, augment, lc);
+  lc->seed = W->cfg->seed;
+  lc->prefetch = W->cfg->prefetch;
+  lc->rank = W->rank;
+  lc->world = W->world;
+}
+
 static pt_status sum_bn_stats(void *ctx, double *buf, size_t n) {
   worker_t *W = ctx;
   W->comm->what = "the synchronised batch-norm statistics";
@@ -229,22 +238,14 @@ static pt_status setup_worker(worker_t *W) {
   PT_TRY(pt_optimizer_init(&W->opt, &r->opt, W->model->nparam_total));
 
   pt_loader_config lc;
-  pt_train_loader_config(s, r->batch, 1, &lc);
+  worker_loader_config(W, r->batch, 1, &lc);
   lc.shuffle = !c->no_shuffle;
-  lc.seed = c->seed;
-  lc.prefetch = c->prefetch;
-  lc.rank = W->rank;
-  lc.world = W->world;
   lc.drop_last = c->drop_last;
   PT_TRY(pt_loader_create(&W->train, W->train_ds, &lc));
   if (pt_loader_num_batches(W->train) == 0)
     return pt_fail(PT_ERR_ARG, "no training batch: %d samples per worker with --drop-last and batch %d",
                    pt_loader_num_samples(W->train), r->batch);
-  pt_train_loader_config(s, r->eval_batch, 0, &lc);
-  lc.seed = c->seed;
-  lc.prefetch = c->prefetch;
-  lc.rank = W->rank;
-  lc.world = W->world;
+  worker_loader_config(W, r->eval_batch, 0, &lc);
   lc.uneven = 1;
   PT_TRY(pt_loader_create(&W->test, W->test_ds, &lc));
   if (W->rank == 0) {
@@ -590,6 +591,7 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   if (cfg->accum_steps < 1) return pt_fail(PT_ERR_ARG, "--accum-steps %d: expected at least 1", cfg->accum_steps);
   if (!(cfg->timeout_s > 0)) return pt_fail(PT_ERR_ARG, "--timeout %g: expected seconds > 0", cfg->timeout_s);
   const int ddp = cfg->parallel && !strcmp(cfg->parallel, "ddp");
+  const int dp = cfg->parallel && !strcmp(cfg->parallel, "dp");
   /* Tracing starts first so the loader threads name their tracks. 2M events
    * (~64 MB) hold about 40,000 steps of a 10-layer model. */
   char trace_path[4200] = "";
@@ -604,7 +606,7 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
     }
     PT_TRY(pt_trace_start((size_t)2 << 20));
     char track[32] = "trainer";
-    if (cfg->parallel && !strcmp(cfg->parallel, "dp")) snprintf(track, sizeof track, "worker 0");
+    if (dp) snprintf(track, sizeof track, "worker 0");
     if (ddp && cfg->comm) snprintf(track, sizeof track, "rank %d", cfg->comm->rank);
     pt_trace_thread_name(track);
   }
@@ -615,7 +617,7 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   worker_t *W = NULL;
   int nlocal = 1;
   pt_status st = load_shared(cfg, &S);
-  if (st == PT_OK && cfg->parallel && !strcmp(cfg->parallel, "dp")) {
+  if (st == PT_OK && dp) {
     nlocal = S.r.world;
     st = pt_comm_local_group_create(&group, nlocal, cfg->timeout_s);
   } else if (st == PT_OK && !ddp) {
