@@ -12,6 +12,16 @@ void pt_comm_destroy(pt_comm *c) {
   if (c) c->ops->destroy(c);
 }
 
+pt_status pt_comm_check_peer(const pt_comm *c, const char *op, int peer, int tag) {
+  if (peer < 0 || peer >= c->size)
+    return pt_fail(PT_ERR_ARG, "rank %d: %s rank %d, but the communicator has ranks 0 to %d", c->rank, op, peer,
+                   c->size - 1);
+  if (tag < 0 || tag >= PT_COMM_TAG_LIMIT)
+    return pt_fail(PT_ERR_ARG, "rank %d: %s rank %d with tag %d: expected 0 to %d", c->rank, op, peer, tag,
+                   PT_COMM_TAG_LIMIT - 1);
+  return PT_OK;
+}
+
 pt_status pt_comm_poll_wait(pt_comm *c, int (*poll)(void *ctx), void *ctx) {
   const double t0 = pt_now();
   for (unsigned spins = 0;; spins++) {
@@ -59,6 +69,24 @@ static pt_status self_wait(pt_comm *c) {
 static void self_abort(pt_comm *c, const char *why) { (void)c, (void)why; }
 static void self_destroy(pt_comm *c) { free(c); }
 
+/* Sending to oneself would only make sense to a caller that lost track of
+ * the world's size, and a receive of it would have nothing to wait for. */
+static pt_status self_isend(pt_comm *c, const void *buf, size_t bytes, int dst, int tag) {
+  (void)c, (void)buf, (void)bytes, (void)tag;
+  return pt_fail(PT_ERR_STATE, "isend to rank %d: a world of one has no peer to send to", dst);
+}
+static pt_status self_recv(pt_comm *c, void *buf, size_t bytes, int src, int tag) {
+  (void)c, (void)buf, (void)bytes, (void)tag;
+  return pt_fail(PT_ERR_STATE, "recv from rank %d: a world of one has no peer to receive from", src);
+}
+static pt_status self_split(pt_comm *c, int color, int key, pt_comm **out) {
+  (void)key;
+  if (color < 0) return PT_OK;
+  PT_TRY(pt_comm_self_create(out));
+  (*out)->timeout_s = c->timeout_s;
+  return PT_OK;
+}
+
 static const pt_comm_ops self_ops = {
     .name = "self",
     .allreduce_f32 = self_nop_f32,
@@ -69,6 +97,10 @@ static const pt_comm_ops self_ops = {
     .wait_all = self_wait,
     .abort = self_abort,
     .destroy = self_destroy,
+    .isend = self_isend,
+    .recv = self_recv,
+    .wait_sends = self_wait,
+    .split = self_split,
 };
 
 pt_status pt_comm_self_create(pt_comm **out) {

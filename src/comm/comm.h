@@ -11,6 +11,10 @@
  * within the communicator's timeout fails with a message saying which
  * operation and which step, and pt_comm_abort takes the other ranks down,
  * so a dead or stuck worker ends the job instead of hanging it.
+ *
+ * Pipeline parallelism adds point-to-point messages between two ranks
+ * (activations forward, gradients back) and pt_comm_split, which carves a
+ * communicator into groups (the stages, or the replicas of one stage).
  */
 #ifndef PT_COMM_COMM_H
 #define PT_COMM_COMM_H
@@ -25,6 +29,13 @@ typedef struct pt_comm pt_comm;
 /* Asynchronous reductions are started one after another and finished
  * together by pt_comm_wait_all; this many may be in flight. */
 #define PT_COMM_MAX_PENDING 64
+
+/* A rank may have this many isends not yet completed by pt_comm_wait_sends,
+ * and (threads) this many messages waiting to be received. The bound is
+ * fixed so that sending allocates nothing while training. */
+#define PT_COMM_MAX_SENDS 4096
+/* Tags are 0 .. PT_COMM_TAG_LIMIT-1: what every MPI guarantees. */
+#define PT_COMM_TAG_LIMIT 32768
 
 typedef struct {
   const char *name;  /* "self", "threads", "mpi" */
@@ -41,6 +52,12 @@ typedef struct {
    * an error naming this rank and why. */
   void (*abort)(pt_comm *c, const char *why);
   void (*destroy)(pt_comm *c);
+  /* Point-to-point and split; see the wrappers below. Peers and tags are
+   * checked before these are called. */
+  pt_status (*isend)(pt_comm *c, const void *buf, size_t bytes, int dst, int tag);
+  pt_status (*recv)(pt_comm *c, void *buf, size_t bytes, int src, int tag);
+  pt_status (*wait_sends)(pt_comm *c);
+  pt_status (*split)(pt_comm *c, int color, int key, pt_comm **out);
 } pt_comm_ops;
 
 struct pt_comm {
@@ -73,16 +90,60 @@ static inline void pt_comm_progress(pt_comm *c) {
 static inline pt_status pt_comm_wait_all(pt_comm *c) {
   return c->size == 1 ? PT_OK : c->ops->wait_all(c);
 }
-static inline void pt_comm_abort(pt_comm *c, const char *why) {
-  if (c->size > 1) c->ops->abort(c, why);
-}
+/* Not skipped for a size of one: a communicator split off a larger one can
+ * have a single rank, and its abort must still end the whole job. */
+static inline void pt_comm_abort(pt_comm *c, const char *why) { c->ops->abort(c, why); }
 void pt_comm_destroy(pt_comm *c);
+
+/* PT_ERR_ARG naming op when peer is not a rank of c or tag is outside
+ * 0 .. PT_COMM_TAG_LIMIT-1. */
+pt_status pt_comm_check_peer(const pt_comm *c, const char *op, int peer, int tag);
+
+/* Starts sending bytes of buf to rank dst with tag. It never waits for the
+ * receiver, so buf may be read any time later (threads copy straight from
+ * it at the receive) and must stay untouched until pt_comm_wait_sends
+ * returns. Fails (PT_ERR_STATE) rather than waits
+ * when PT_COMM_MAX_SENDS messages are already outstanding. A world of one
+ * (pt_comm_self_create) has no peer and refuses. */
+static inline pt_status pt_comm_isend(pt_comm *c, const void *buf, size_t bytes, int dst, int tag) {
+  PT_TRY(pt_comm_check_peer(c, "isend to", dst, tag));
+  return c->ops->isend(c, buf, bytes, dst, tag);
+}
+/* Receives the message with tag from src into buf, which must be exactly
+ * as long as the message: a different size fails (PT_ERR_STATE, naming
+ * both sizes) and the message is consumed. Messages with the same (src,
+ * tag) arrive in the order they were sent; different tags may be received
+ * in any order. Waits at most timeout_s, then fails with PT_ERR_COMM
+ * naming src, c->what and c->step; a pt_comm_abort elsewhere fails it at
+ * once with the abort's message. */
+static inline pt_status pt_comm_recv(pt_comm *c, void *buf, size_t bytes, int src, int tag) {
+  PT_TRY(pt_comm_check_peer(c, "recv from", src, tag));
+  return c->ops->recv(c, buf, bytes, src, tag);
+}
+/* Waits until every isend of this rank on c has completed, so its buffers
+ * may be reused; bounded by timeout_s and failed by an abort like recv.
+ * After a failure the job is ending: the threads communicator withdraws
+ * the messages not yet received (their buffers may then be freed), MPI
+ * keeps them until MPI_Abort. */
+static inline pt_status pt_comm_wait_sends(pt_comm *c) { return c->ops->wait_sends(c); }
+/* As MPI_Comm_split, and like it called by every rank of c: ranks with the
+ * same color >= 0 form a new communicator, ranked by key (ties by rank in
+ * c); a negative color joins none and gets *out == NULL. *out inherits
+ * timeout_s, its local_rank/local_size count its ranks on this machine, and
+ * the caller destroys it (pt_comm_destroy) before c. pt_comm_abort on it
+ * still ends the whole job. */
+static inline pt_status pt_comm_split(pt_comm *c, int color, int key, pt_comm **out) {
+  *out = NULL;
+  return c->ops->split(c, color, key, out);
+}
 
 /* A world of one: every collective is a no-op. */
 pt_status pt_comm_self_create(pt_comm **out);
 
 /* --parallel dp: n workers that are threads of this process. The group
- * owns the shared state; pt_comm_local_get gives worker r its view. */
+ * owns the shared state; pt_comm_local_get gives worker r its view.
+ * Communicators split from it share its failure mark, so an abort on any
+ * of them stops every worker; destroy them before the group. */
 typedef struct pt_comm_local_group pt_comm_local_group;
 pt_status pt_comm_local_group_create(pt_comm_local_group **out, int n, double timeout_s);
 pt_comm *pt_comm_local_get(pt_comm_local_group *g, int rank);

@@ -4,6 +4,7 @@
  * polls with a deadline, so a rank that died or hangs ends the job with a
  * message instead of hanging it.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,10 @@ typedef struct {
   int npending;
   MPI_Request req[PT_COMM_MAX_PENDING];
   int err;  /* an MPI error code from the last poll, or MPI_SUCCESS */
+  /* isends not yet completed, with where they went for messages */
+  int nsends;
+  MPI_Request sreq[PT_COMM_MAX_SENDS];
+  int sdst[PT_COMM_MAX_SENDS], stag[PT_COMM_MAX_SENDS];
 } mpi_comm;
 
 static int we_initialized;
@@ -123,16 +128,183 @@ static void mpi_progress(pt_comm *c) {
   if (mc->npending) MPI_Testall(mc->npending, mc->req, &done, MPI_STATUSES_IGNORE);
 }
 
+/* Named by world rank, which is what mpirun's own messages use, even when
+ * c was split off it. */
 static void mpi_abort(pt_comm *c, const char *why) {
-  fprintf(stderr, "ptrain: rank %d of %d failed (%s); stopping every rank\n", c->rank, c->size, why);
+  (void)c;
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  fprintf(stderr, "ptrain: rank %d of %d failed (%s); stopping every rank\n", rank, size, why);
   fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+/* mc->comm is always ours (a dup of MPI_COMM_WORLD or a split), never
+ * MPI_COMM_WORLD itself. Sends still in flight finish on their own. */
 static void mpi_destroy(pt_comm *c) {
   mpi_comm *mc = (mpi_comm *)c;
+  for (int i = 0; i < mc->nsends; i++) MPI_Request_free(&mc->sreq[i]);
   MPI_Comm_free(&mc->comm);
   free(mc);
+}
+
+/* Drops the sends that have completed, keeping the rest in order. */
+static void reap_sends(mpi_comm *mc) {
+  int k = 0;
+  for (int i = 0; i < mc->nsends; i++) {
+    int done = 0;
+    if (MPI_Test(&mc->sreq[i], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) continue;
+    mc->sreq[k] = mc->sreq[i];
+    mc->sdst[k] = mc->sdst[i];
+    mc->stag[k] = mc->stag[i];
+    k++;
+  }
+  mc->nsends = k;
+}
+
+static pt_status mpi_isend(pt_comm *c, const void *buf, size_t bytes, int dst, int tag) {
+  mpi_comm *mc = (mpi_comm *)c;
+  if (bytes > INT_MAX)
+    return pt_fail(PT_ERR_ARG, "rank %d: a message of %zu bytes to rank %d exceeds MPI's count (at most %d)", c->rank,
+                   bytes, dst, INT_MAX);
+  if (mc->nsends == PT_COMM_MAX_SENDS) reap_sends(mc);
+  if (mc->nsends == PT_COMM_MAX_SENDS)
+    return pt_fail(PT_ERR_STATE,
+                   "rank %d: isend to rank %d for %s at step %lld: %d sends are already in flight (pt_comm_wait_sends "
+                   "completes them)",
+                   c->rank, dst, c->what ? c->what : "a message", (long long)c->step, PT_COMM_MAX_SENDS);
+  int rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, dst, tag, mc->comm, &mc->sreq[mc->nsends]);
+  if (rc != MPI_SUCCESS) return mpi_error(mc, rc);
+  mc->sdst[mc->nsends] = dst;
+  mc->stag[mc->nsends] = tag;
+  mc->nsends++;
+  return PT_OK;
+}
+
+static int poll_sends(void *ctx) {
+  mpi_comm *mc = ctx;
+  int done = 0;
+  int rc = MPI_Testall(mc->nsends, mc->sreq, &done, MPI_STATUSES_IGNORE);
+  if (rc != MPI_SUCCESS) {
+    mc->err = rc;
+    return 1;
+  }
+  return done;
+}
+
+static pt_status mpi_wait_sends(pt_comm *c) {
+  mpi_comm *mc = (mpi_comm *)c;
+  if (!mc->nsends) return PT_OK;
+  mc->err = MPI_SUCCESS;
+  if (pt_comm_poll_wait(c, poll_sends, mc) != PT_OK) {
+    reap_sends(mc);
+    if (mc->nsends)
+      return pt_fail(PT_ERR_COMM,
+                     "rank %d: rank %d did not receive the message (tag %d) for %s at step %lld within %g s "
+                     "(--timeout)",
+                     c->rank, mc->sdst[0], mc->stag[0], c->what ? c->what : "a send", (long long)c->step,
+                     c->timeout_s);
+  }
+  const int err = mc->err;
+  mc->nsends = 0;
+  return err == MPI_SUCCESS ? PT_OK : mpi_error(mc, err);
+}
+
+typedef struct {
+  mpi_comm *mc;
+  int src, tag;
+  MPI_Message msg;
+  MPI_Status status;
+  MPI_Request req;
+  int err;
+} recv_ctx;
+
+static int poll_probe(void *ctx) {
+  recv_ctx *r = ctx;
+  int found = 0;
+  int rc = MPI_Improbe(r->src, r->tag, r->mc->comm, &found, &r->msg, &r->status);
+  if (rc != MPI_SUCCESS) {
+    r->err = rc;
+    return 1;
+  }
+  return found;
+}
+
+static int poll_request(void *ctx) {
+  recv_ctx *r = ctx;
+  int done = 0;
+  int rc = MPI_Test(&r->req, &done, MPI_STATUS_IGNORE);
+  if (rc != MPI_SUCCESS) {
+    r->err = rc;
+    return 1;
+  }
+  return done;
+}
+
+/* A matched probe first, then the receive: the probe tells the message's
+ * size, so a mismatch names both sizes however large the message is, and a
+ * message that never comes leaves no receive posted. */
+static pt_status mpi_recv(pt_comm *c, void *buf, size_t bytes, int src, int tag) {
+  mpi_comm *mc = (mpi_comm *)c;
+  const char *w = c->what ? c->what : "a receive";
+  if (bytes > INT_MAX)
+    return pt_fail(PT_ERR_ARG, "rank %d: a message of %zu bytes from rank %d exceeds MPI's count (at most %d)",
+                   c->rank, bytes, src, INT_MAX);
+  recv_ctx r = {.mc = mc, .src = src, .tag = tag, .err = MPI_SUCCESS};
+  if (pt_comm_poll_wait(c, poll_probe, &r) != PT_OK)
+    return pt_fail(PT_ERR_COMM, "rank %d: no message from rank %d (tag %d) for %s at step %lld within %g s (--timeout)",
+                   c->rank, src, tag, w, (long long)c->step, c->timeout_s);
+  if (r.err != MPI_SUCCESS) return mpi_error(mc, r.err);
+  int count = 0;
+  MPI_Get_count(&r.status, MPI_BYTE, &count);
+  /* A message of the wrong size is still received, into a scratch buffer
+   * when it would not fit, so that its sender's wait_sends completes. */
+  void *into = buf, *scratch = NULL;
+  if ((size_t)count > bytes && (scratch = malloc((size_t)count))) into = scratch;
+  int rc = MPI_Imrecv(into, into == scratch ? count : (int)bytes, MPI_BYTE, &r.msg, &r.req);
+  if (rc != MPI_SUCCESS) {
+    free(scratch);
+    return mpi_error(mc, rc);
+  }
+  pt_status st = pt_comm_poll_wait(c, poll_request, &r);
+  if (st != PT_OK) {
+    /* The buffer may still be written; the job is ending. */
+    MPI_Cancel(&r.req);
+    MPI_Request_free(&r.req);
+    free(scratch);
+    return pt_fail(PT_ERR_COMM,
+                   "rank %d: the message from rank %d (tag %d) for %s at step %lld did not finish arriving within %g "
+                   "s (--timeout)",
+                   c->rank, src, tag, w, (long long)c->step, c->timeout_s);
+  }
+  free(scratch);
+  if ((size_t)count != bytes)
+    return pt_fail(PT_ERR_STATE, "rank %d: the message from rank %d (tag %d) for %s at step %lld has %d bytes, but %zu were expected",
+                   c->rank, src, tag, w, (long long)c->step, count, bytes);
+  return r.err == MPI_SUCCESS ? PT_OK : mpi_error(mc, r.err);
+}
+
+static pt_status wrap(MPI_Comm comm, double timeout_s, pt_comm **out);
+
+/* MPI_Comm_split waits without a deadline, so the ranks first meet in a
+ * non-blocking barrier that can time out: once it completes, every rank is
+ * about to split and the split cannot hang on a missing one. */
+static pt_status mpi_split(pt_comm *c, int color, int key, pt_comm **out) {
+  mpi_comm *mc = (mpi_comm *)c;
+  recv_ctx r = {.mc = mc, .err = MPI_SUCCESS};
+  int rc = MPI_Ibarrier(mc->comm, &r.req);
+  if (rc != MPI_SUCCESS) return mpi_error(mc, rc);
+  const char *was = c->what;
+  if (!was) c->what = "a communicator split";
+  pt_status st = pt_comm_poll_wait(c, poll_request, &r);
+  if (st == PT_OK && r.err != MPI_SUCCESS) st = mpi_error(mc, r.err);
+  MPI_Comm sub = MPI_COMM_NULL;
+  if (st == PT_OK && (rc = MPI_Comm_split(mc->comm, color < 0 ? MPI_UNDEFINED : color, key, &sub)) != MPI_SUCCESS)
+    st = mpi_error(mc, rc);
+  c->what = was;
+  if (st != PT_OK || sub == MPI_COMM_NULL) return st;
+  return wrap(sub, c->timeout_s, out);
 }
 
 static const pt_comm_ops mpi_ops = {
@@ -146,7 +318,34 @@ static const pt_comm_ops mpi_ops = {
     .wait_all = mpi_wait_all,
     .abort = mpi_abort,
     .destroy = mpi_destroy,
+    .isend = mpi_isend,
+    .recv = mpi_recv,
+    .wait_sends = mpi_wait_sends,
+    .split = mpi_split,
 };
+
+/* Takes comm over (it is freed on failure too). */
+static pt_status wrap(MPI_Comm comm, double timeout_s, pt_comm **out) {
+  mpi_comm *mc = calloc(1, sizeof *mc);
+  if (!mc) {
+    MPI_Comm_free(&comm);
+    return pt_fail(PT_ERR_NOMEM, "out of memory creating a communicator");
+  }
+  mc->comm = comm;
+  /* Errors come back as codes, so they reach the user as messages. */
+  MPI_Comm_set_errhandler(mc->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(mc->comm, &mc->base.rank);
+  MPI_Comm_size(mc->comm, &mc->base.size);
+  MPI_Comm node;
+  MPI_Comm_split_type(mc->comm, MPI_COMM_TYPE_SHARED, mc->base.rank, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &mc->base.local_rank);
+  MPI_Comm_size(node, &mc->base.local_size);
+  MPI_Comm_free(&node);
+  mc->base.ops = &mpi_ops;
+  mc->base.timeout_s = timeout_s;
+  *out = &mc->base;
+  return PT_OK;
+}
 
 pt_status pt_comm_mpi_create(pt_comm **out, double timeout_s) {
   const long launched = launcher_world();
@@ -159,29 +358,19 @@ pt_status pt_comm_mpi_create(pt_comm **out, double timeout_s) {
       return pt_fail(PT_ERR_COMM, "MPI_Init failed");
     we_initialized = 1;
   }
-  mpi_comm *mc = calloc(1, sizeof *mc);
-  if (!mc) return pt_fail(PT_ERR_NOMEM, "out of memory creating a communicator");
-  MPI_Comm_dup(MPI_COMM_WORLD, &mc->comm);
-  /* Errors come back as codes, so they reach the user as messages. */
-  MPI_Comm_set_errhandler(mc->comm, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(mc->comm, &mc->base.rank);
-  MPI_Comm_size(mc->comm, &mc->base.size);
-  MPI_Comm node;
-  MPI_Comm_split_type(mc->comm, MPI_COMM_TYPE_SHARED, mc->base.rank, MPI_INFO_NULL, &node);
-  MPI_Comm_rank(node, &mc->base.local_rank);
-  MPI_Comm_size(node, &mc->base.local_size);
-  MPI_Comm_free(&node);
-  mc->base.ops = &mpi_ops;
-  mc->base.timeout_s = timeout_s;
-  if (launched > 1 && mc->base.size != launched) {
-    int size = mc->base.size;
-    mpi_destroy(&mc->base);
+  MPI_Comm world;
+  MPI_Comm_dup(MPI_COMM_WORLD, &world);
+  pt_comm *c;
+  PT_TRY(wrap(world, timeout_s, &c));
+  if (launched > 1 && c->size != launched) {
+    int size = c->size;
+    mpi_destroy(c);
     return pt_fail(PT_ERR_COMM,
                    "the launcher started %ld processes but MPI sees a world of %d: under Slurm, start the ranks "
                    "with 'srun --mpi=pmix' (srun --mpi=list shows what this cluster has)",
                    launched, size);
   }
-  *out = &mc->base;
+  *out = c;
   return PT_OK;
 }
 
