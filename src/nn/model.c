@@ -108,31 +108,48 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
 static size_t out_size(const pt_layer *L) { return (size_t)L->out_c * L->out_h * L->out_w; }
 
 static pt_status alloc_activations(pt_model *m, size_t ws_max) {
-  size_t B = (size_t)m->max_batch;
+  const size_t B = (size_t)m->max_batch, S = (size_t)m->nslots;
   m->max_act = (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w;
+  m->slot_bytes = 0;
   for (int i = 0; i < m->nlayers; i++) {
     pt_layer *L = &m->layers[i];
     size_t o = out_size(L);
     if (o > m->max_act) m->max_act = o;
-    if (L->fused) {
-      L->y = m->layers[i - 1].y;
-      continue;
+    if (L->fused) continue; /* y is the conv's, set by pt_model_use_slot */
+    if (L->spec.kind != PT_L_FLATTEN) {
+      if (!(L->y_mem = pt_alloc_aligned(sizeof(float) * S * B * o))) return PT_ERR_NOMEM;
+      m->slot_bytes += sizeof(float) * B * o;
     }
-    if (L->spec.kind != PT_L_FLATTEN && !(L->y = pt_alloc_aligned(sizeof(float) * B * o))) return PT_ERR_NOMEM;
-    if (L->spec.kind == PT_L_MAXPOOL2D && !(L->argmax = pt_alloc_aligned(sizeof(int32_t) * B * o)))
-      return PT_ERR_NOMEM;
-    if (L->spec.kind == PT_L_DROPOUT && !(L->mask = pt_alloc_aligned(sizeof(float) * B * o)))
-      return PT_ERR_NOMEM;
-    if (L->spec.kind == PT_L_BATCHNORM2D &&
-        (!(L->save_mean = pt_alloc_aligned(sizeof(float) * L->out_c)) ||
-         !(L->save_invstd = pt_alloc_aligned(sizeof(float) * L->out_c)) ||
-         !(L->bn_sums = pt_alloc_aligned(sizeof(double) * (2 * (size_t)L->out_c + 1)))))
-      return PT_ERR_NOMEM;
+    if (L->spec.kind == PT_L_MAXPOOL2D) {
+      if (!(L->argmax_mem = pt_alloc_aligned(sizeof(int32_t) * S * B * o))) return PT_ERR_NOMEM;
+      m->slot_bytes += sizeof(int32_t) * B * o;
+    }
+    if (L->spec.kind == PT_L_DROPOUT) {
+      if (!(L->mask_mem = pt_alloc_aligned(sizeof(float) * S * B * o))) return PT_ERR_NOMEM;
+      m->slot_bytes += sizeof(float) * B * o;
+    }
+    if (L->spec.kind == PT_L_BATCHNORM2D) {
+      /* (nslots, 2, out_c): mean and 1/std of each slot's batch */
+      if (!(L->save_mem = pt_alloc_aligned(sizeof(float) * S * 2 * L->out_c)) ||
+          !(L->bn_sums = pt_alloc_aligned(sizeof(double) * (2 * (size_t)L->out_c + 1))))
+        return PT_ERR_NOMEM;
+      m->slot_bytes += sizeof(float) * 2 * L->out_c;
+    }
   }
   for (int k = 0; k < 2; k++)
     if (!(m->dbuf[k] = pt_alloc_aligned(sizeof(float) * B * m->max_act))) return PT_ERR_NOMEM;
   if (!(m->ws = pt_alloc_aligned(sizeof(float) * (ws_max ? ws_max : 1)))) return PT_ERR_NOMEM;
-  if (!(m->dlogits = pt_alloc_aligned(sizeof(float) * B * m->num_classes))) return PT_ERR_NOMEM;
+  const size_t classes = m->num_classes > 0 ? (size_t)m->num_classes : 1;
+  /* every slot's rows: a forward-only pass may use the slots as one batch */
+  if (!(m->dlogits = pt_alloc_aligned(sizeof(float) * S * B * classes))) return PT_ERR_NOMEM;
+  m->work_bytes = sizeof(float) * (2 * B * m->max_act + (ws_max ? ws_max : 1) + S * B * classes);
+  pt_model_use_slot(m, 0);
+  if (m->whole) { /* views into the whole model's arrays */
+    m->param = m->whole->param + m->param_offset;
+    m->grad = m->whole->grad + m->param_offset;
+    m->buffer = m->whole->buffer + m->buffer_offset;
+    return PT_OK;
+  }
   if (!(m->param = pt_alloc_aligned(sizeof(float) * m->nparam_total)) ||
       !(m->grad = pt_alloc_aligned(sizeof(float) * m->nparam_total)) ||
       !(m->buffer = pt_alloc_aligned(sizeof(float) * (m->nbuffer_total ? m->nbuffer_total : 1))))
@@ -140,10 +157,30 @@ static pt_status alloc_activations(pt_model *m, size_t ws_max) {
   return PT_OK;
 }
 
+void pt_model_use_slot(pt_model *m, int s) {
+  const size_t B = (size_t)m->max_batch;
+  for (int i = 0; i < m->nlayers; i++) {
+    pt_layer *L = &m->layers[i];
+    const size_t at = (size_t)s * B * out_size(L);
+    if (L->fused) {
+      L->y = m->layers[i - 1].y;
+      continue;
+    }
+    L->y = L->y_mem ? L->y_mem + at : NULL;
+    L->argmax = L->argmax_mem ? L->argmax_mem + at : NULL;
+    L->mask = L->mask_mem ? L->mask_mem + at : NULL;
+    if (L->save_mem) {
+      L->save_mean = L->save_mem + (size_t)s * 2 * L->out_c;
+      L->save_invstd = L->save_mean + L->out_c;
+    }
+  }
+}
+
 /* Walks the spec: shapes, parameter and buffer tables, conv+ReLU fusion.
  * Allocates nothing, so sizes can be asked of a model too big to build. */
 static pt_status infer_model(pt_model *m, const pt_model_spec *spec, int max_batch, size_t *ws_max) {
   m->spec = *spec;
+  m->nslots = 1;
   m->nlayers = spec->nlayers;
   m->max_batch = max_batch;
   m->training = 1;
@@ -163,13 +200,17 @@ static pt_status infer_model(pt_model *m, const pt_model_spec *spec, int max_bat
     h = L->out_h;
     w = L->out_w;
   }
-  if (h != 1 || w != 1)
+  if (m->whole && m->layer_base + m->nlayers < m->whole->nlayers) {
+    m->num_classes = 0; /* a stage before the last: no loss here */
+  } else if (h != 1 || w != 1) {
     return pt_fail(PT_ERR_FORMAT, "%s: the last layer's output is %dx%dx%d; a classifier must end flat "
                    "(add 'flatten' and a 'linear' layer)", spec->name, c, h, w);
-  if (c < 2)
+  } else if (c < 2) {
     return pt_fail(PT_ERR_FORMAT, "%s: the model has %d output%s; a classifier needs at least 2", spec->name, c,
                    c == 1 ? "" : "s");
-  m->num_classes = c;
+  } else {
+    m->num_classes = c;
+  }
   /* conv + ReLU run as one op: the ReLU is applied while the conv's output
    * is written and its mask while the conv's gradient is read, saving two
    * passes over the largest activations. */
@@ -218,20 +259,21 @@ void pt_model_destroy(pt_model *m) {
   if (!m) return;
   for (int i = 0; i < m->nlayers; i++) {
     pt_layer *L = &m->layers[i];
-    if (!L->fused) free(L->y);
-    free(L->argmax);
-    free(L->mask);
-    free(L->save_mean);
-    free(L->save_invstd);
+    free(L->y_mem);
+    free(L->argmax_mem);
+    free(L->mask_mem);
+    free(L->save_mem);
     free(L->bn_sums);
   }
   free(m->dbuf[0]);
   free(m->dbuf[1]);
   free(m->ws);
   free(m->dlogits);
-  free(m->param);
-  free(m->grad);
-  free(m->buffer);
+  if (!m->whole) {
+    free(m->param);
+    free(m->grad);
+    free(m->buffer);
+  }
   free(m);
 }
 
@@ -318,6 +360,13 @@ static void bn_backward_synced(pt_model *m, pt_layer *L, const pt_bn_geom *g, in
   pt_batchnorm_backward_dx(g, n, hw, x, P(m, L->w), L->save_mean, L->save_invstd, dy, sums, L->bn_count, dx);
 }
 
+/* A stage counts its batch-norm batches in the whole model, whose counts
+ * the checkpoint saves. */
+static void count_batch(pt_model *m, const pt_layer *L) {
+  pt_layer *owner = m->whole ? &m->whole->layers[m->layer_base + L->index] : (pt_layer *)L;
+  owner->num_batches_tracked++;
+}
+
 static void layer_forward(pt_model *m, pt_layer *L, const float *x, int n) {
   const size_t o = out_size(L);
   const int hw = L->in_h * L->in_w;
@@ -328,12 +377,12 @@ static void layer_forward(pt_model *m, pt_layer *L, const float *x, int n) {
       pt_bn_geom g = {L->in_c, L->spec.eps, L->spec.momentum};
       if (m->training && m->sum_stats) {
         bn_forward_synced(m, L, &g, n, hw, x);
-        L->num_batches_tracked++;
+        count_batch(m, L);
       } else if (m->training) {
         pt_batchnorm_forward_train(&g, n, hw, x, P(m, L->w), P(m, L->b), Bf(m, L->rmean), Bf(m, L->rvar),
                                    L->save_mean, L->save_invstd, L->y, L->bn_sums);
         L->bn_count = (double)n * hw;
-        L->num_batches_tracked++;
+        count_batch(m, L);
       } else {
         pt_batchnorm_forward_eval(&g, n, hw, x, P(m, L->w), P(m, L->b), Bf(m, L->rmean), Bf(m, L->rvar), L->y);
       }
@@ -346,7 +395,8 @@ static void layer_forward(pt_model *m, pt_layer *L, const float *x, int n) {
     case PT_L_RELU: pt_relu_forward((size_t)n * o, x, L->y); break;
     case PT_L_DROPOUT:
       if (m->training && L->spec.p > 0.0f)
-        pt_dropout_forward((size_t)n * o, L->spec.p, m->dropout_key, m->step, (uint32_t)L->index, x, L->y, L->mask);
+        pt_dropout_forward((size_t)n * o, L->spec.p, m->dropout_key, m->step, (uint32_t)(m->layer_base + L->index), x,
+                           L->y, L->mask);
       else
         memcpy(L->y, x, sizeof(float) * (size_t)n * o);
       break;
@@ -420,16 +470,16 @@ static void layer_backward(pt_model *m, pt_layer *L, const float *x, const float
   }
 }
 
-void pt_model_backward(pt_model *m, const float *x, int n) {
-  const float *dy = m->dlogits;
+const float *pt_model_backward_from(pt_model *m, const float *x, const float *dy, int n, int want_dx) {
   int which = 0;
   for (int i = m->nlayers - 1; i >= 0; i--) {
     pt_layer *L = &m->layers[i];
     if (L->spec.kind == PT_L_FLATTEN || L->fused) continue;
-    /* The first layer with parameters needs no input gradient: nothing
-     * below it learns, so skip that work entirely. */
-    int needs_dx = 0;
-    for (int j = i - 1; j >= 0; j--)
+    /* The first layer with parameters needs no input gradient unless the
+     * caller wants it (a pipeline stage sends it to the stage before):
+     * nothing below it learns, so skip that work entirely. */
+    int needs_dx = want_dx;
+    for (int j = i - 1; j >= 0 && !needs_dx; j--)
       if (m->layers[j].w >= 0) needs_dx = 1;
     float *dx = needs_dx ? m->dbuf[which] : NULL;
     const int timing = m->profile || pt_trace_enabled();
@@ -441,10 +491,62 @@ void pt_model_backward(pt_model *m, const float *x, int n) {
       pt_trace_span(L->label, "backward", t0, t1);
     }
     if (m->grad_ready && (L->w >= 0 || L->b >= 0)) m->grad_ready(m->grad_ready_ctx, i);
-    if (!dx) break;
+    if (!dx) return NULL;
     dy = dx;
     which ^= 1;
   }
+  return want_dx ? dy : NULL; /* flatten only: the gradient passes through */
+}
+
+void pt_model_backward(pt_model *m, const float *x, int n) { pt_model_backward_from(m, x, m->dlogits, n, 0); }
+
+size_t pt_model_boundary_floats(const pt_model *m, int i) {
+  if (i == 0) return (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w;
+  const pt_layer *L = &m->layers[i - 1];
+  return out_size(L);
+}
+
+pt_status pt_model_create_stage(pt_model **out, pt_model *whole, int lo, int hi, int max_batch, int nslots) {
+  *out = NULL;
+  if (lo < 0 || hi > whole->nlayers || lo >= hi)
+    return pt_fail(PT_ERR_ARG, "stage layers %d..%d: expected a non-empty range within the %d layers of %s", lo,
+                   hi - 1, whole->nlayers, whole->spec.name);
+  if (max_batch < 1 || nslots < 1)
+    return pt_fail(PT_ERR_ARG, "stage of %s: batch %d, slots %d: expected at least 1", whole->spec.name, max_batch,
+                   nslots);
+  pt_model_spec sub = whole->spec;
+  const pt_layer *first = &whole->layers[lo];
+  sub.in_c = first->in_c;
+  sub.in_h = first->in_h;
+  sub.in_w = first->in_w;
+  sub.nlayers = hi - lo;
+  memmove(sub.layers, whole->spec.layers + lo, sizeof(pt_layer_spec) * (size_t)(hi - lo));
+  pt_model *m = pt_calloc(1, sizeof *m);
+  if (!m) return PT_ERR_NOMEM;
+  m->whole = whole;
+  m->layer_base = lo;
+  /* The stage's tensors are a contiguous run of the whole's: layers keep
+   * state_dict order, so they start where the first layer's start. */
+  int p0 = 0, b0 = 0;
+  for (int i = 0; i < lo; i++) {
+    p0 += (whole->layers[i].w >= 0) + (whole->layers[i].b >= 0);
+    b0 += (whole->layers[i].rmean >= 0) + (whole->layers[i].rvar >= 0);
+  }
+  m->param_offset = p0 < whole->nparams ? whole->params[p0].offset : whole->nparam_total;
+  m->buffer_offset = b0 < whole->nbuffers ? whole->buffers[b0].offset : whole->nbuffer_total;
+  size_t ws_max;
+  pt_status st = infer_model(m, &sub, max_batch, &ws_max);
+  m->nslots = nslots;
+  /* A conv and its ReLU split over two stages are not fused; the whole
+   * model, which only holds parameters, is unaffected. */
+  if (st == PT_OK) st = alloc_activations(m, ws_max);
+  if (st != PT_OK) {
+    pt_model_destroy(m);
+    return st;
+  }
+  m->dropout_key = whole->dropout_key;
+  *out = m;
+  return PT_OK;
 }
 
 double pt_layer_flops(const pt_layer *L) {

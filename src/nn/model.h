@@ -33,17 +33,21 @@ typedef struct {
   int rmean, rvar;          /* batch-norm buffer indices, -1 if none */
   int64_t num_batches_tracked;
   int fused;                /* a ReLU folded into the conv before it: y is a view of the conv's */
-  float *y;                 /* (max_batch, out_c, out_h, out_w) output */
+  float *y;                 /* (max_batch, out_c, out_h, out_w) output of the current slot */
   int32_t *argmax;          /* max-pool: (max_batch, out) */
   float *mask;              /* dropout: (max_batch, out) */
   float *save_mean, *save_invstd; /* batch-norm: (out_c) */
+  /* The allocations the pointers above point into: nslots slots of
+   * max_batch samples each (of out_c channels for the batch-norm saves). */
+  float *y_mem, *mask_mem, *save_mem;
+  int32_t *argmax_mem;
   double *bn_sums;          /* batch-norm: (2 * out_c + 1) per-channel sums */
   double bn_count;          /* batch-norm: samples x pixels the statistics came from */
   double fwd_ms, bwd_ms;    /* profiler accumulators */
   char label[PT_NAME_LEN + 24]; /* "conv2d conv1", for profiles and traces */
 } pt_layer;
 
-typedef struct {
+typedef struct pt_model {
   pt_model_spec spec;
   int nlayers;
   pt_layer layers[PT_MAX_LAYERS];
@@ -65,6 +69,19 @@ typedef struct {
   float *ws;        /* im2col workspace, largest conv */
   float *dlogits;   /* (max_batch, num_classes) */
   size_t max_act;   /* floats per sample of the largest activation */
+
+  /* A pipeline stage is layers [layer_base, layer_base + nlayers) of a
+   * whole model; its parameters, gradients and buffers are views into the
+   * whole's arrays at param_offset and buffer_offset, so the optimizer,
+   * checkpoints and evaluation see one model. NULL whole: a model of its own. */
+  struct pt_model *whole;
+  int layer_base;
+  size_t param_offset, buffer_offset;
+  /* Activation slots: micro-batches whose activations are alive at once
+   * (1 except in a pipeline stage); pt_model_use_slot picks the current one. */
+  int nslots;
+  size_t slot_bytes;  /* activations of one slot of max_batch samples */
+  size_t work_bytes;  /* gradient ping-pong, workspace, loss gradient */
 
   int training;     /* dropout and batch statistics on */
   uint64_t dropout_key;
@@ -98,6 +115,20 @@ const float *pt_model_forward(pt_model *m, const float *x, int n);
 double pt_model_loss(pt_model *m, const int32_t *y, int n, float scale);
 /* Accumulates parameter gradients of the last forward/loss into m->grad. */
 void pt_model_backward(pt_model *m, const float *x, int n);
+
+/* A pipeline stage: layers [lo, hi) of whole, taking that layer's input and
+ * producing its output (the loss only when hi is the last layer), with
+ * nslots activation slots of max_batch samples. Parameters, gradients and
+ * buffers are whole's memory; dropout masks are whole's (same layer ids). */
+pt_status pt_model_create_stage(pt_model **out, pt_model *whole, int lo, int hi, int max_batch, int nslots);
+/* Makes slot s (0 <= s < nslots) the one forward writes and backward reads. */
+void pt_model_use_slot(pt_model *m, int s);
+/* Backward from dy (n, output) instead of the loss's gradient; returns the
+ * gradient of the model's input (n, input) when want_dx, in memory the
+ * model owns until the next backward, or NULL. */
+const float *pt_model_backward_from(pt_model *m, const float *x, const float *dy, int n, int want_dx);
+/* Floats per sample of the input of layer i (of the output when i == nlayers). */
+size_t pt_model_boundary_floats(const pt_model *m, int i);
 
 /* Forward FLOPs per sample (2 per multiply-add) of conv and linear layers. */
 double pt_model_flops(const pt_model *m);

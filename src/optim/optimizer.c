@@ -83,10 +83,13 @@ typedef struct {
   float *param;
   const float *grad;
   float lr;
+  size_t base; /* the range stepped starts here */
 } step_job;
 
 static void step_block(void *ctx, size_t lo, size_t hi) {
   step_job *j = ctx;
+  lo += j->base;
+  hi += j->base;
   pt_optimizer *o = j->o;
   const size_t n = hi - lo;
   float *p = j->param + lo, *s0 = o->state[0] ? o->state[0] + lo : NULL, *s1 = o->state[1] ? o->state[1] + lo : NULL;
@@ -100,7 +103,11 @@ static void step_block(void *ctx, size_t lo, size_t hi) {
 }
 
 void pt_optimizer_step(pt_optimizer *o, float *param, const float *grad, float lr) {
+  pt_optimizer_step_range(o, param, grad, lr, 0, o->n);
+}
+
+void pt_optimizer_step_range(pt_optimizer *o, float *param, const float *grad, float lr, size_t lo, size_t hi) {
   o->step++;
-  step_job j = {o, param, grad, lr};
-  pt_parallel_for(o->n, 1 << 15, step_block, &j);
+  step_job j = {o, param, grad, lr, lo};
+  pt_parallel_for(hi - lo, 1 << 15, step_block, &j);
 }

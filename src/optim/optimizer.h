@@ -47,6 +47,9 @@ pt_status pt_optimizer_init(pt_optimizer *o, const pt_opt_config *cfg, size_t n)
 void pt_optimizer_free(pt_optimizer *o);
 /* One step at learning rate lr (the schedule's current value). */
 void pt_optimizer_step(pt_optimizer *o, float *param, const float *grad, float lr);
+/* The same step for elements [lo, hi) only (a pipeline stage updates the
+ * parameters it holds); param and grad are the whole arrays. */
+void pt_optimizer_step_range(pt_optimizer *o, float *param, const float *grad, float lr, size_t lo, size_t hi);
 
 /* Per-epoch learning-rate schedules, stepped once per epoch as the tutorials do. */
 typedef enum { PT_SCHED_NONE, PT_SCHED_STEP, PT_SCHED_COSINE } pt_sched_kind;

@@ -24,7 +24,10 @@ double pt_train_micro_step(pt_model *m, const float *x, const int32_t *y, int n,
 
 void pt_train_update(pt_model *m, pt_optimizer *opt, float lr, pt_phase_times *ph) {
   const double tc = ph ? pt_now() : 0.0;
-  pt_optimizer_step(opt, m->param, m->grad, lr);
+  /* A pipeline stage's arrays are a slice of the whole model's, which the
+   * optimizer's state covers. */
+  pt_optimizer_step_range(opt, m->param - m->param_offset, m->grad - m->param_offset, lr, m->param_offset,
+                          m->param_offset + m->nparam_total);
   if (ph) {
     const double td = pt_now();
     pt_trace_span("optimizer", "optimizer", tc, td);
