@@ -48,10 +48,18 @@ int pt_cmd_train(int argc, char **argv) {
       {"--no-prefetch", ARG_FLAG, &no_prefetch, 0, 0, NULL, NULL, "prepare batches on the training thread"},
       {"--profile", ARG_FLAG, &c.profile, 0, 0, NULL, NULL, "print time per layer and per phase at the end"},
       {"--trace", ARG_STR, &c.trace_path, 0, 0, NULL, "FILE", "write a Chrome trace (Perfetto, chrome://tracing)"},
-      {"--parallel", ARG_CHOICE, &c.parallel, 0, 0, "none|dp|ddp", "HOW",
-       "none; dp: workers are threads of this process; ddp: one process per rank (mpirun, srun)"},
+      {"--parallel", ARG_CHOICE, &c.parallel, 0, 0, "none|dp|ddp|model|pipeline", "HOW",
+       "none; dp: workers are threads of this process; ddp: one process per rank (mpirun, srun); model: "
+       "layers split over --devices (or ranks); pipeline: the same with micro-batches"},
       {"--workers", ARG_INT, &c.workers, 1, 1024, NULL, "N", "dp: replicas, one thread each (default 2)"},
-      {"--devices", ARG_STR, &c.devices, 0, 0, NULL, "LIST", "dp: devices, one worker each: cpu:0,cpu:1,..."},
+      {"--devices", ARG_STR, &c.devices, 0, 0, NULL, "LIST",
+       "dp: one worker per device; model, pipeline: one stage per device (default cpu:0,cpu:1)"},
+      {"--split", ARG_STR, &c.split, 0, 0, NULL, "LAYERS",
+       "model, pipeline: first layers of stages 2.. by name or index (default: balance FLOPs)"},
+      {"--micro-batches", ARG_INT, &c.micro_batches, 1, 16000, NULL, "M", "pipeline: micro-batches per batch (default 4)"},
+      {"--schedule", ARG_CHOICE, &c.schedule, 0, 0, "gpipe|1f1b", "NAME", "pipeline: gpipe or 1f1b (default 1f1b)"},
+      {"--stages", ARG_INT, &c.stages, 1, 1024, NULL, "S",
+       "model, pipeline under mpirun: ranks per replica (default: all ranks)"},
       {"--bucket-mb", ARG_FLOAT, &bucket_mb, 0.001, 1e6, NULL, "MB", "gradient bucket size (default 25)"},
       {"--accum-steps", ARG_INT, &c.accum_steps, 1, 1 << 20, NULL, "K", "micro-batches per optimizer step (default 1)"},
       {"--drop-last", ARG_FLAG, &c.drop_last, 0, 0, NULL, NULL, "drop the shard tail and the last incomplete batch"},
@@ -64,7 +72,7 @@ int pt_cmd_train(int argc, char **argv) {
   if (rc) return rc;
   if (help) {
     pt_args_print_help("ptrain train [options]",
-                       "Train a model on one CPU device, or data-parallel on several (--parallel).\nUnset options take the preset's defaults\n"
+                       "Train a model on one CPU device, or in parallel on several (--parallel).\nUnset options take the preset's defaults\n"
                        "(ptrain models NAME shows them).",
                        flags, n);
     return 0;
@@ -82,12 +90,17 @@ int pt_cmd_train(int argc, char **argv) {
   c.timeout_s = timeout_s;
   c.progress = isatty(fileno(stderr));
   const int ddp = c.parallel && !strcmp(c.parallel, "ddp");
-  if (!ddp && pt_comm_mpi_launched()) {
+  const int staged = c.parallel && (!strcmp(c.parallel, "model") || !strcmp(c.parallel, "pipeline"));
+  if (!ddp && !staged && pt_comm_mpi_launched()) {
     fprintf(stderr,
             "ptrain train: error: started by a launcher (mpirun or srun) as one of several processes, but without "
-            "--parallel ddp every process would train alone and write the same files; add --parallel ddp\n");
+            "--parallel ddp (or model, pipeline) every process would train alone and write the same files; add "
+            "--parallel ddp\n");
     return PT_USAGE_ERROR;
   }
+  /* Stages as MPI ranks when a launcher started several processes. */
+  if (staged && pt_comm_mpi_launched() && pt_comm_mpi_create(&c.comm, c.timeout_s) != PT_OK)
+    return pt_cli_fail("train");
   if (ddp && !pt_comm_mpi_available()) {
     pt_comm_mpi_create(&c.comm, c.timeout_s); /* fails, saying what to install */
     pt_cli_fail("train");

@@ -26,6 +26,7 @@
 #include "train/evaluate.h"
 #include "train/grad_sync.h"
 #include "train/profile.h"
+#include "train/stages.h"
 #include "train/step.h"
 #include "util/philox.h"
 #include "util/timer.h"
@@ -98,6 +99,49 @@ static float torch_default_lr(pt_opt_kind k) {
   return 0.01f;
 }
 
+/* --parallel model and pipeline: stages are the --devices of this process
+ * (threads), or the ranks of an MPI launch, stages * replicas of them. */
+static pt_status plan_stages(const pt_train_config *c, pt_train_plan *r, int pipeline, int *local) {
+  r->staged = 1;
+  r->micro = 1;
+  r->pipe_kind = PT_PIPE_GPIPE;
+  if (pipeline) {
+    r->micro = c->micro_batches > 0 ? c->micro_batches : 4;
+    r->pipe_kind = PT_PIPE_1F1B;
+    if (c->schedule) PT_TRY(pt_pipe_schedule_parse(c->schedule, &r->pipe_kind));
+  } else if (c->micro_batches > 1 || c->schedule) {
+    return pt_fail(PT_ERR_ARG, "--micro-batches and --schedule are for --parallel pipeline; --parallel model "
+                               "runs each batch whole");
+  }
+  if (c->workers > 0) return pt_fail(PT_ERR_ARG, "--workers is for --parallel dp; stages are --devices");
+  if (c->accum_steps > 1)
+    return pt_fail(PT_ERR_ARG, "--accum-steps with --parallel %s: micro-batches already accumulate gradients "
+                               "(--micro-batches)", pipeline ? "pipeline" : "model");
+  if (c->sync_bn) return pt_fail(PT_ERR_ARG, "--sync-bn is for data parallelism (dp, ddp), not model stages");
+  if (c->comm) { /* MPI: one stage per rank */
+    if (c->devices)
+      return pt_fail(PT_ERR_ARG, "--devices names this process's devices; under mpirun or srun every rank is a "
+                                 "stage (--stages S makes replicas of S stages)");
+    r->world = c->comm->size;
+    r->stages = c->stages > 0 ? c->stages : r->world;
+    if (r->world % r->stages)
+      return pt_fail(PT_ERR_ARG, "--stages %d: the %d ranks cannot form whole replicas of %d stages", r->stages,
+                     r->world, r->stages);
+    r->replicas = r->world / r->stages;
+    *local = c->comm->local_size;
+  } else {
+    int n;
+    PT_TRY(parse_devices(c->devices ? c->devices : "cpu:0,cpu:1", &n));
+    if (c->stages > 0 && c->stages != n)
+      return pt_fail(PT_ERR_ARG, "--stages %d but --devices names %d devices", c->stages, n);
+    r->world = r->stages = *local = n;
+    r->replicas = 1;
+  }
+  if (r->micro > r->batch)
+    return pt_fail(PT_ERR_ARG, "--micro-batches %d is more than the batch size %d", r->micro, r->batch);
+  return PT_OK;
+}
+
 pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   memset(r, 0, sizeof *r);
   PT_TRY(pt_train_load_spec(c->model, c->model_file, &r->spec));
@@ -142,16 +186,21 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
                                  "one process per rank (mpirun -np N)");
     r->world = c->comm->size;
     local = c->comm->local_size;
+  } else if (!strcmp(par, "model") || !strcmp(par, "pipeline")) {
+    PT_TRY(plan_stages(c, r, !strcmp(par, "pipeline"), &local));
   } else if (strcmp(par, "none")) {
-    return pt_fail(PT_ERR_ARG, "--parallel %s: expected none, dp or ddp", par);
+    return pt_fail(PT_ERR_ARG, "--parallel %s: expected none, dp, ddp, model or pipeline", par);
   } else if (c->workers > 1 || c->devices) {
-    return pt_fail(PT_ERR_ARG, "--workers and --devices need --parallel dp");
+    return pt_fail(PT_ERR_ARG, "--workers and --devices need --parallel dp, model or pipeline");
   }
+  if (!r->staged && (c->stages || c->micro_batches || c->schedule || c->split))
+    return pt_fail(PT_ERR_ARG, "--stages, --micro-batches, --schedule and --split are for --parallel model or pipeline");
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (cores < 1) cores = 1;
   r->threads = c->threads > 0 ? c->threads : (int)(cores / local > 0 ? cores / local : 1);
   r->accum = c->accum_steps > 0 ? c->accum_steps : 1;
   if (c->bucket_mb <= 0) return pt_fail(PT_ERR_ARG, "--bucket-mb %g: expected a positive size", c->bucket_mb);
+  if (!r->staged) r->replicas = r->world;
   if (c->no_dropout)
     for (int i = 0; i < r->spec.nlayers; i++)
       if (r->spec.layers[i].kind == PT_L_DROPOUT) r->spec.layers[i].p = 0.0f;
@@ -185,10 +234,14 @@ typedef struct {
   const pt_train_config *cfg;
   const pt_train_plan *r;
   const pt_dataset *train_ds, *test_ds;
-  pt_comm *comm;
-  int rank, world;
+  pt_comm *comm;           /* every worker */
+  int rank;
+  int data_rank, world;    /* this worker's shard of the data, of world (replicas) */
   pt_loader *train, *test;
-  pt_model *model;
+  pt_model *whole;         /* all parameters, gradients and buffers */
+  pt_model *model;         /* what this worker runs: whole, or its stage of it */
+  int staged;
+  pt_stages stages;
   pt_optimizer opt;
   pt_grad_sync sync;
   pt_metrics *metrics;
@@ -201,7 +254,8 @@ typedef struct {
 static void worker_free(worker_t *W) {
   pt_loader_destroy(W->train);
   pt_loader_destroy(W->test);
-  pt_model_destroy(W->model);
+  if (W->staged) pt_stages_free(&W->stages);
+  pt_model_destroy(W->whole);
   pt_optimizer_free(&W->opt);
   if (W->metrics) pt_metrics_close(W->metrics);
 }
@@ -211,7 +265,7 @@ static void worker_loader_config(const worker_t *W, int batch, int augment, pt_l
   pt_train_loader_config(&W->r->spec, batch, augment, lc);
   lc->seed = W->cfg->seed;
   lc->prefetch = W->cfg->prefetch;
-  lc->rank = W->rank;
+  lc->rank = W->data_rank;
   lc->world = W->world;
 }
 
@@ -227,15 +281,25 @@ static pt_status setup_worker(worker_t *W) {
   if (pt_ops_set_threads(r->threads))
     return pt_fail(PT_ERR_STATE, "cannot start %d threads (--threads)", r->threads);
   const pt_model_spec *s = &r->spec;
-  PT_TRY(pt_model_create(&W->model, s, r->batch > r->eval_batch ? r->batch : r->eval_batch));
-  if (W->model->num_classes < W->train_ds->num_classes)
-    return pt_fail(PT_ERR_ARG, "model %s has %d outputs but %s has %d classes", s->name, W->model->num_classes,
+  /* Stages keep activations in their own models; the whole model then
+   * only holds the parameters, with activations for one sample. */
+  PT_TRY(pt_model_create(&W->whole, s, r->staged ? 1 : r->batch > r->eval_batch ? r->batch : r->eval_batch));
+  W->model = W->whole;
+  if (W->whole->num_classes < W->train_ds->num_classes)
+    return pt_fail(PT_ERR_ARG, "model %s has %d outputs but %s has %d classes", s->name, W->whole->num_classes,
                    pt_dataset_kind_name(r->dataset), W->train_ds->num_classes);
-  pt_model_init(W->model, c->seed);
+  pt_model_init(W->whole, c->seed);
   /* Each replica sees other samples, so it draws its own dropout masks. */
-  if (W->rank > 0)
-    W->model->dropout_key = pt_rng_key(c->seed + (uint64_t)W->rank * 0x9E3779B97F4A7C15ull, PT_RNG_DROPOUT);
-  PT_TRY(pt_optimizer_init(&W->opt, &r->opt, W->model->nparam_total));
+  if (W->data_rank > 0)
+    W->whole->dropout_key = pt_rng_key(c->seed + (uint64_t)W->data_rank * 0x9E3779B97F4A7C15ull, PT_RNG_DROPOUT);
+  PT_TRY(pt_optimizer_init(&W->opt, &r->opt, W->whole->nparam_total));
+  pt_comm *grad_comm = W->comm;
+  if (r->staged) {
+    PT_TRY(pt_stages_init(&W->stages, W->whole, W->comm, r->stages, c->split, r->pipe_kind, r->micro, r->batch));
+    W->staged = 1;
+    W->model = W->stages.st.m;
+    grad_comm = W->stages.peers;
+  }
 
   pt_loader_config lc;
   worker_loader_config(W, r->batch, 1, &lc);
@@ -256,12 +320,12 @@ static pt_status setup_worker(worker_t *W) {
     W->model->sum_stats = sum_bn_stats;
     W->model->sum_stats_ctx = W;
   }
-  return pt_grad_sync_init(&W->sync, W->model, W->comm, c->bucket_mb);
+  return pt_grad_sync_init(&W->sync, W->model, grad_comm, c->bucket_mb);
 }
 
 static void print_header(const worker_t *W) {
   const pt_train_plan *r = W->r;
-  const pt_model *m = W->model;
+  const pt_model *m = W->whole;
   FILE *out = W->out;
   fprintf(out, "ptrain %s: %s (%zu parameters, %.1f MFLOP/image forward), %s from %s (%d train, %d test)\n",
           PT_VERSION, m->spec.name, m->nparam_total, pt_model_flops(m) / 1e6, pt_dataset_kind_name(r->dataset),
@@ -273,7 +337,17 @@ static void print_header(const worker_t *W) {
   if (r->sched == PT_SCHED_STEP) fprintf(out, " gamma %g", r->gamma);
   fprintf(out, ", batch %d, %d thread%s, seed %llu\n", r->batch, r->threads, r->threads == 1 ? "" : "s",
           (unsigned long long)W->cfg->seed);
-  if (W->world > 1 || r->accum > 1) {
+  if (r->staged) {
+    const int mpi = !strcmp(W->comm->ops->name, "mpi");
+    fprintf(out, "%s parallel: %d stages (%s)", r->micro > 1 ? "pipeline" : "model", r->stages,
+            mpi ? "MPI ranks" : "threads of this process");
+    if (r->replicas > 1) fprintf(out, " x %d data-parallel replicas", r->replicas);
+    if (r->micro > 1)
+      fprintf(out, ", %d micro-batches of %d, schedule %s", r->micro, W->stages.st.mb,
+              pt_pipe_schedule_name(r->pipe_kind));
+    fprintf(out, "\n");
+    pt_stages_print_plan(out, &W->stages, W->whole);
+  } else if (W->world > 1 || r->accum > 1) {
     const char *how = W->comm->ops->name;
     fprintf(out, "data parallel: %d %s (%s), batch %d per worker", W->world,
             strcmp(how, "mpi") ? "workers" : "ranks", strcmp(how, "mpi") ? "threads of this process" : "MPI",
@@ -322,7 +396,7 @@ static pt_status report_epoch(worker_t *W, int epoch, int64_t step, double train
  * the world size, so a position counted in samples carries over. */
 static pt_status resume_position(worker_t *W, pt_train_position *pos) {
   const pt_train_config *c = W->cfg;
-  PT_TRY(pt_checkpoint_resume(c->checkpoint_dir, W->model, &W->opt, pos));
+  PT_TRY(pt_checkpoint_resume(c->checkpoint_dir, W->whole, &W->opt, pos));
   if (pos->seed != c->seed)
     return pt_fail(PT_ERR_ARG, "%s: the run being resumed used seed %llu; resume with --seed %llu",
                    c->checkpoint_dir, (unsigned long long)pos->seed, (unsigned long long)pos->seed);
@@ -350,7 +424,7 @@ static pt_status resume_position(worker_t *W, pt_train_position *pos) {
 
 /* Rank 0's weights and batch-norm statistics everywhere, as DDP starts. */
 static pt_status sync_initial_state(worker_t *W) {
-  pt_model *m = W->model;
+  pt_model *m = W->whole;
   W->comm->what = "the broadcast of rank 0's initial parameters";
   PT_TRY(pt_comm_bcast(W->comm, m->param, m->nparam_total * sizeof(float), 0));
   if (m->nbuffer_total) PT_TRY(pt_comm_bcast(W->comm, m->buffer, m->nbuffer_total * sizeof(float), 0));
@@ -360,20 +434,49 @@ static pt_status sync_initial_state(worker_t *W) {
 static pt_status evaluate_all(worker_t *W, pt_eval_sums *ev) {
   pt_model *m = W->model;
   /* Batch-norm running statistics come from rank 0, as DDP's buffer
-   * broadcast makes them; each rank's own would differ by its shard. */
+   * broadcast makes them; each rank's own would differ by its shard. A
+   * stage takes them from the same stage of replica 0. */
+  pt_comm *bn_comm = W->staged ? W->stages.peers : W->comm;
   if (m->nbuffer_total) {
-    W->comm->what = "the broadcast of rank 0's batch-norm statistics";
-    PT_TRY(pt_comm_bcast(W->comm, m->buffer, m->nbuffer_total * sizeof(float), 0));
+    bn_comm->what = "the broadcast of rank 0's batch-norm statistics";
+    PT_TRY(pt_comm_bcast(bn_comm, m->buffer, m->nbuffer_total * sizeof(float), 0));
   }
-  m->profile = 0; /* the profile is of training steps */
-  PT_TRY(pt_evaluate(m, W->test, ev));
-  m->profile = W->cfg->profile;
+  if (W->staged) {
+    PT_TRY(pt_stages_evaluate(&W->stages, W->test, ev));
+  } else {
+    m->profile = 0; /* the profile is of training steps */
+    PT_TRY(pt_evaluate(m, W->test, ev));
+    m->profile = W->cfg->profile;
+  }
   double sums[3] = {ev->loss_sum, (double)ev->correct, (double)ev->count};
   W->comm->what = "the evaluation sums";
   PT_TRY(pt_comm_allreduce_f64(W->comm, sums, 3));
   ev->loss_sum = sums[0];
   ev->correct = (int64_t)sums[1];
   ev->count = (int64_t)sums[2];
+  return PT_OK;
+}
+
+/* A batch through this worker's pipeline stage. Only the last stage knows
+ * the loss; the others add nothing to the sums every worker adds up. */
+static pt_status staged_micro_step(worker_t *W, const pt_batch *batch, uint64_t dropout_step, float scale,
+                                   double *stats, pt_phase_times *ph, int64_t step) {
+  pt_pipe_stage *P = &W->stages.st;
+  const double f0 = P->forward_s, b0 = P->backward_s, w0 = P->wait_s;
+  P->comm->step = step;
+  pt_model_zero_grad(W->model);
+  double loss_sum;
+  PT_TRY(pt_pipe_train(P, batch->x, batch->y, batch->n, dropout_step, scale, &loss_sum));
+  if (W->stages.stage == W->stages.stages - 1) {
+    stats[0] += loss_sum;
+    stats[1] += batch->n;
+  }
+  if (ph) {
+    ph->forward_s += P->forward_s - f0;
+    ph->backward_s += P->backward_s - b0;
+    ph->comm_s += P->wait_s - w0; /* waiting for the other stages, the bubble included */
+    ph->images += batch->n;
+  }
   return PT_OK;
 }
 
@@ -388,7 +491,7 @@ static pt_status train_loop(worker_t *W) {
   pos.batch_size = r->batch;
   pos.world = W->world;
   if (c->resume) PT_TRY(resume_position(W, &pos));
-  else if (c->init_from) PT_TRY(pt_checkpoint_load_weights(c->init_from, m));
+  else if (c->init_from) PT_TRY(pt_checkpoint_load_weights(c->init_from, W->whole));
   PT_TRY(sync_initial_state(W));
   if (pos.next_epoch >= c->epochs && W->out && !c->quiet)
     fprintf(W->out, "nothing to train: the checkpoint has %d epoch%s; ask for more with --epochs\n", pos.next_epoch,
@@ -439,8 +542,13 @@ static pt_status train_loop(worker_t *W) {
         }
         W->sync.active = j == k - 1 && W->world > 1;
         const uint64_t dropout_step = (uint64_t)pos.step * (uint64_t)K + (uint64_t)j;
-        const double loss = pt_train_micro_step(m, batch.x, batch.y, batch.n, dropout_step, j == 0,
-                                                1.0f / (float)(W->world * k), timing ? &ph : NULL);
+        const float scale = 1.0f / (float)(W->world * k);
+        if (W->staged) {
+          PT_TRY(staged_micro_step(W, &batch, dropout_step, scale, stats, timing ? &ph : NULL, pos.step));
+          continue;
+        }
+        const double loss = pt_train_micro_step(m, batch.x, batch.y, batch.n, dropout_step, j == 0, scale,
+                                                timing ? &ph : NULL);
         stats[0] += loss * batch.n;
         stats[1] += batch.n;
       }
@@ -448,6 +556,9 @@ static pt_status train_loop(worker_t *W) {
       comm->step = pos.step;
       comm->what = "the loss allreduce";
       PT_TRY(pt_comm_iallreduce_f64(comm, stats, 2));
+      /* The gradients of stages travel on another communicator, whose wait
+       * does not finish this one. */
+      if (W->staged) PT_TRY(pt_comm_wait_all(comm));
       PT_TRY(pt_grad_sync_finish(&W->sync));
       /* Every worker sees the same sums, so all stop together here. */
       if (!isfinite(stats[0]))
@@ -481,9 +592,10 @@ static pt_status train_loop(worker_t *W) {
     double ips = train_s > 0 ? fresh / train_s : 0.0;
     double train_loss = samples ? loss_sum / (double)samples : NAN;
     if (W->out) PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &ev, ips, prior_seconds + train_s, lr, b < nb));
+    if (c->save_model && W->staged) PT_TRY(pt_stages_gather(&W->stages, W->whole, &W->opt));
     if (c->save_model && W->rank == 0) {
       const double tk = pt_now();
-      PT_TRY(pt_checkpoint_save(c->checkpoint_dir, m, &W->opt, &pos, r->spec_text));
+      PT_TRY(pt_checkpoint_save(c->checkpoint_dir, W->whole, &W->opt, &pos, r->spec_text));
       pt_trace_span("checkpoint", "io", tk, pt_now());
     }
     res->epochs_done = epoch + 1;
@@ -492,7 +604,8 @@ static pt_status train_loop(worker_t *W) {
     res->test_acc = ev.count ? (double)ev.correct / ev.count : NAN;
     if (stopped || b < nb) break;
   }
-  if (c->profile && W->out) pt_profile_print(W->out, m, &ph);
+  if (W->staged) PT_TRY(pt_stages_report(c->quiet ? NULL : W->out, &W->stages, W->whole, c->profile));
+  if (c->profile && W->out) pt_profile_print(W->out, W->staged ? W->whole : m, &ph);
   res->steps = pos.step;
   res->seconds = pt_now() - t_run;
   res->images_per_s = train_seconds_total > 0 ? samples_total / train_seconds_total : 0.0;
@@ -511,7 +624,7 @@ static pt_status run_worker(worker_t *W) {
 static void *dp_worker_main(void *arg) {
   worker_t *W = arg;
   char name[32];
-  snprintf(name, sizeof name, "worker %d", W->rank);
+  snprintf(name, sizeof name, "%s %d", W->r->staged ? "stage" : "worker", W->rank);
   pt_trace_thread_name(name);
   W->status = run_worker(W);
   if (W->status != PT_OK) {
@@ -539,7 +652,7 @@ static pt_status load_shared(const pt_train_config *c, shared_t *S) {
                    S->train_ds.w);
   /* Each worker evaluates 1/world of the test split, so its share of the
    * evaluation batch is enough; results do not depend on the cut. */
-  r->eval_batch = eval_batch_for(s, r->batch, (r->test_batch + r->world - 1) / r->world);
+  r->eval_batch = eval_batch_for(s, r->batch, (r->test_batch + r->replicas - 1) / r->replicas);
   return PT_OK;
 }
 
@@ -552,7 +665,8 @@ static pt_status run_workers(const pt_train_config *c, shared_t *S, FILE *out, w
     W[i].comm = group ? pt_comm_local_get(group, i) : comm;
     W[i].comm->timeout_s = c->timeout_s;
     W[i].rank = W[i].comm->rank;
-    W[i].world = S->r.world;
+    W[i].world = S->r.replicas;
+    W[i].data_rank = S->r.staged ? W[i].rank / S->r.stages : W[i].rank;
     W[i].out = W[i].rank == 0 ? out : NULL;
   }
   pthread_t tids[1024];
@@ -590,8 +704,10 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   if (cfg->epochs < 1) return pt_fail(PT_ERR_ARG, "--epochs %d: expected at least 1", cfg->epochs);
   if (cfg->accum_steps < 1) return pt_fail(PT_ERR_ARG, "--accum-steps %d: expected at least 1", cfg->accum_steps);
   if (!(cfg->timeout_s > 0)) return pt_fail(PT_ERR_ARG, "--timeout %g: expected seconds > 0", cfg->timeout_s);
-  const int ddp = cfg->parallel && !strcmp(cfg->parallel, "ddp");
-  const int dp = cfg->parallel && !strcmp(cfg->parallel, "dp");
+  const int staged = cfg->parallel && (!strcmp(cfg->parallel, "model") || !strcmp(cfg->parallel, "pipeline"));
+  /* MPI ranks, or workers that are threads of this process */
+  const int ddp = cfg->comm && (staged || (cfg->parallel && !strcmp(cfg->parallel, "ddp")));
+  const int dp = !ddp && (staged || (cfg->parallel && !strcmp(cfg->parallel, "dp")));
   /* Tracing starts first so the loader threads name their tracks. 2M events
    * (~64 MB) hold about 40,000 steps of a 10-layer model. */
   char trace_path[4200] = "";
@@ -606,7 +722,7 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
     }
     PT_TRY(pt_trace_start((size_t)2 << 20));
     char track[32] = "trainer";
-    if (dp) snprintf(track, sizeof track, "worker 0");
+    if (dp) snprintf(track, sizeof track, staged ? "stage 0" : "worker 0");
     if (ddp && cfg->comm) snprintf(track, sizeof track, "rank %d", cfg->comm->rank);
     pt_trace_thread_name(track);
   }

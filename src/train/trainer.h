@@ -13,6 +13,7 @@
 #include "data/loader.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
+#include "pipe/schedule.h"
 
 #define PT_UNSET_INT (-1)
 #define PT_UNSET_STR NULL
@@ -57,7 +58,12 @@ typedef struct {
   int drop_last;              /* drop the shard tail and the last incomplete batch */
   int sync_bn;                /* batch-norm statistics over all workers' batches */
   double timeout_s;           /* a collective waits this long for the other workers */
-  pt_comm *comm;              /* ddp: the MPI world, made by the caller */
+  pt_comm *comm;              /* ddp, and stages as MPI ranks: the MPI world, made by the caller */
+  /* Model and pipeline parallelism (--parallel model|pipeline). */
+  int stages;                 /* MPI ranks: stages per replica (0: all ranks) */
+  int micro_batches;          /* pipeline: micro-batches per batch (0: 4) */
+  const char *schedule;       /* pipeline: "gpipe" or "1f1b" (NULL: 1f1b) */
+  const char *split;          /* layer names or indices starting stages 1.. (NULL: balance FLOPs) */
 } pt_train_config;
 
 void pt_train_config_defaults(pt_train_config *c);
@@ -84,6 +90,10 @@ typedef struct {
   int threads;              /* per worker */
   int world;                /* workers in all (dp: threads, ddp: ranks) */
   int accum;
+  int staged;               /* model or pipeline parallel */
+  int stages, replicas;     /* world = stages * replicas */
+  int micro;                /* micro-batches per batch */
+  pt_pipe_schedule pipe_kind;
 } pt_train_plan;
 
 pt_status pt_train_plan_make(const pt_train_config *cfg, pt_train_plan *plan);

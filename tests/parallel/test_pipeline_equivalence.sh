@@ -1,0 +1,120 @@
+# --parallel model and pipeline: after K steps the parameters equal one
+# device's within 1e-5 relative (shuffling and dropout off), for model
+# parallelism and both pipeline schedules at M = 1, 2, 4; over threads
+# (cpu:N devices) and over MPI ranks, also as 2 stages x 2 replicas.
+# Batch norm normalises each micro-batch alone (as GPipe does), so a
+# pipeline of M micro-batches equals one device running the same M pieces
+# with gradient accumulation, and differs from one device on the whole
+# batch. 1F1B holds fewer micro-batches than GPipe at M = 8.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/mpi.sh"
+need_fmnist
+common=(--model fmnist-mlp --no-shuffle --no-dropout --max-steps 4 --threads 1 --save-model --quiet
+        --optimizer adam --batch-size 128)
+
+"$PTRAIN" train "${common[@]}" --checkpoint-dir "$TMP/one" >/dev/null
+"$PTRAIN" train "${common[@]}" --parallel model --devices cpu:0,cpu:1 --checkpoint-dir "$TMP/model" >/dev/null
+check_close "fmnist-mlp, model parallel on cpu:0,cpu:1 = one device" "$TMP/one" "$TMP/model"
+for sched in gpipe 1f1b; do
+  for m in 1 2 4; do
+    "$PTRAIN" train "${common[@]}" --parallel pipeline --micro-batches $m --schedule $sched \
+      --checkpoint-dir "$TMP/$sched-$m" >/dev/null
+    check_close "fmnist-mlp, pipeline $sched, $m micro-batches = one device" "$TMP/one" "$TMP/$sched-$m"
+  done
+done
+# Both schedules sum the micro-batches' gradients in the same order.
+cmp -s "$TMP/gpipe-4/model.safetensors" "$TMP/1f1b-4/model.safetensors" ||
+  fail "gpipe and 1f1b at 4 micro-batches are not bit-identical"
+pass "gpipe and 1f1b give the same bits"
+
+# Three stages of a CNN, at boundaries given by name, with a short last batch
+# (100 = 34 + 34 + 32) and the stage table in the log.
+cnn=(--model mnist-cnn --no-shuffle --no-dropout --max-steps 3 --save-model --optimizer sgd --threads 1
+     --batch-size 100 --log-interval 1000)
+"$PTRAIN" train "${cnn[@]}" --quiet --checkpoint-dir "$TMP/cnn1" >/dev/null
+"$PTRAIN" train "${cnn[@]}" --parallel pipeline --devices cpu:0,cpu:1,cpu:2 --split conv2,fc1 --micro-batches 3 \
+  --checkpoint-dir "$TMP/cnn3" >"$TMP/cnn3.log"
+check_close "mnist-cnn, 3 stages split at conv2 and fc1, 3 micro-batches = one device" "$TMP/cnn1" "$TMP/cnn3"
+grep -q "stage 1: layers 2-6 (conv2d conv2 .. flatten)" "$TMP/cnn3.log" || fail "no stage plan: $(cat "$TMP/cnn3.log")"
+grep -Eq "^bubble: .* ideal 40.0% for equal stages" "$TMP/cnn3.log" || fail "no bubble line: $(cat "$TMP/cnn3.log")"
+pass "the log shows the stages and the bubble against (p-1)/(m+p-1)"
+
+# Batch norm.
+bn=(--model-file docs/examples/small-cnn.txt --no-shuffle --no-dropout --max-steps 3 --threads 1 --save-model --quiet)
+"$PTRAIN" train "${bn[@]}" --batch-size 64 --checkpoint-dir "$TMP/bn1" >/dev/null
+"$PTRAIN" train "${bn[@]}" --batch-size 64 --parallel model --checkpoint-dir "$TMP/bn-model" >/dev/null
+check_close "batch norm, model parallel = one device (the batch stays whole)" "$TMP/bn1" "$TMP/bn-model"
+"$PTRAIN" train "${bn[@]}" --batch-size 16 --accum-steps 4 --checkpoint-dir "$TMP/bn-accum" >/dev/null
+"$PTRAIN" train "${bn[@]}" --batch-size 64 --parallel pipeline --micro-batches 4 --checkpoint-dir "$TMP/bn-pipe" >/dev/null
+check_close "batch norm, pipeline of 4 micro-batches = one device accumulating 4 x 16" "$TMP/bn-accum" "$TMP/bn-pipe"
+if "$ST_CLOSE" "$TMP/bn1/model.safetensors" "$TMP/bn-pipe/model.safetensors" 1e-5 >/dev/null 2>&1; then
+  fail "batch norm: the pipeline matched one device on the whole batch, so micro-batch statistics were not used"
+fi
+pass "batch norm: the pipeline differs from one device on the whole batch of 64, as it must"
+
+# Peak activation memory: 1F1B keeps at most 2 micro-batches on stage 0 of 2, GPipe all 8.
+for sched in gpipe 1f1b; do
+  "$PTRAIN" train --model mnist-cnn --max-steps 2 --threads 1 --batch-size 64 --parallel pipeline --micro-batches 8 \
+    --schedule $sched --log-interval 1000 >"$TMP/mem-$sched.log" || fail "$sched run: $(cat "$TMP/mem-$sched.log")"
+done
+g=$(awk '$1 == "0" && /MiB/ {print $(NF-3)}' "$TMP/mem-gpipe.log")
+o=$(awk '$1 == "0" && /MiB/ {print $(NF-3)}' "$TMP/mem-1f1b.log")
+grep -q "(8 micro-batches)" "$TMP/mem-gpipe.log" && grep -q "(2 micro-batches)" "$TMP/mem-1f1b.log" ||
+  fail "micro-batches alive: $(grep MiB "$TMP/mem-gpipe.log" "$TMP/mem-1f1b.log")"
+awk -v g="$g" -v o="$o" 'BEGIN { exit !(o > 0 && o * 3 < g) }' ||
+  fail "stage 0's peak activations: 1f1b $o MiB, gpipe $g MiB"
+pass "stage 0's peak activations at 8 micro-batches: 1f1b $o MiB, gpipe $g MiB"
+
+# The trace draws one track per stage, with a span per micro-batch pass.
+"$PTRAIN" train --model fmnist-mlp --max-steps 3 --threads 1 --parallel pipeline --micro-batches 4 --quiet \
+  --trace "$TMP/pipe.json" >/dev/null || fail "trace run"
+python3 - "$TMP/pipe.json" <<'PY' || fail "pipeline trace"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["tid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e.get("name") == "thread_name"}
+for stage in ("stage 0", "stage 1"):
+    tid = [t for t, n in names.items() if n == stage]
+    assert tid, f"no track {stage}: {sorted(names.values())}"
+    spans = {e["name"] for e in ev if e.get("tid") == tid[0] and e.get("ph") == "X"}
+    for want in ("F0", "F3", "B0", "B3"):
+        assert want in spans, f"{stage} has no span {want}"
+PY
+pass "--trace: a track per stage with F and B spans per micro-batch"
+
+# Resume: 2 steps, then 2 more from the checkpoint, equals 4 straight.
+"$PTRAIN" train "${common[@]}" --parallel pipeline --max-steps 2 --checkpoint-dir "$TMP/res" >/dev/null
+"$PTRAIN" train "${common[@]}" --parallel pipeline --resume --checkpoint-dir "$TMP/res" >/dev/null
+cmp -s "$TMP/res/model.safetensors" "$TMP/1f1b-4/model.safetensors" || fail "a resumed pipeline run differs"
+pass "pipeline: stopped at step 2 and resumed = 4 steps straight, bit for bit"
+
+# Mistakes are refused with a message that names them.
+expect_usage() {
+  local want=$1
+  shift
+  "$PTRAIN" train --model fmnist-mlp --max-steps 1 "$@" >"$TMP/err.out" 2>&1 && fail "accepted: $*"
+  grep -q -- "$want" "$TMP/err.out" || fail "$*: no '$want' in: $(cat "$TMP/err.out")"
+}
+expect_usage "are for --parallel pipeline" --parallel model --micro-batches 4
+expect_usage "micro-batches already accumulate" --parallel pipeline --accum-steps 2
+expect_usage "no layer of that name" --parallel model --split fc1
+expect_usage "only 'flatten'" --parallel model --split 1
+expect_usage "more than the batch size" --parallel pipeline --micro-batches 101
+expect_usage "are for --parallel model or pipeline" --micro-batches 4
+expect_usage "has no CUDA backend" --parallel model --devices cuda:0,cuda:1
+pass "mistakes in the flags are refused with a message naming them"
+
+# MPI ranks as stages.
+need_mpi
+"$PTRAIN" train "${common[@]}" --batch-size 64 --checkpoint-dir "$TMP/one64" >/dev/null
+timeout 300 mpirun -np 2 "$PTRAIN" train "${common[@]}" --parallel pipeline --micro-batches 4 \
+  --checkpoint-dir "$TMP/mpi2" >/dev/null || fail "mpirun -np 2 pipeline"
+check_close "MPI: 2 ranks as pipeline stages = one device" "$TMP/one" "$TMP/mpi2"
+cmp -s "$TMP/mpi2/model.safetensors" "$TMP/1f1b-4/model.safetensors" || fail "ranks and threads differ"
+pass "MPI stages and thread stages give the same bits"
+timeout 300 mpirun -np 4 "$PTRAIN" train "${common[@]}" --batch-size 32 --parallel pipeline --stages 2 \
+  --micro-batches 2 --checkpoint-dir "$TMP/mpi4" >/dev/null || fail "mpirun -np 4 pipeline"
+check_close "MPI: 2 stages x 2 replicas at batch 32 = one device at 64" "$TMP/one64" "$TMP/mpi4"
+timeout 300 mpirun -np 3 "$PTRAIN" train --model fmnist-mlp --max-steps 1 --parallel pipeline --stages 2 \
+  >"$TMP/mpi3.out" 2>&1 && fail "3 ranks as replicas of 2 stages were accepted"
+grep -q "cannot form whole replicas of 2 stages" "$TMP/mpi3.out" || fail "3 ranks: $(cat "$TMP/mpi3.out")"
+pass "3 ranks for 2 stages are refused with a message"
