@@ -1,7 +1,8 @@
 # A rank that dies mid-epoch (SIGKILL) ends the whole ddp job within
 # --timeout, non-zero, with a message naming the lost rank; nothing hangs;
 # the last checkpoint is intact and --resume continues from it. A rank that
-# hangs (SIGSTOP) makes the others give up after --timeout with a message.
+# hangs (SIGSTOP) makes the others give up after --timeout with a message;
+# so does a pipeline stage.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 need_fmnist
@@ -17,7 +18,7 @@ before=$(sha256sum "$TMP/ck/model.safetensors" "$TMP/ck/state.safetensors")
 # for the job: sets rc, elapsed (seconds from the signal) and victim; the
 # output is in $TMP/NAME.out and .err.
 signal_rank1() {
-  timeout 120 mpirun -np 2 "$PTRAIN" train "${run[@]}" --parallel ddp --resume --timeout "$3" \
+  timeout 120 mpirun -np 2 "$PTRAIN" train "${run[@]}" "${mode[@]}" --resume --timeout "$3" \
     >"$TMP/$2.out" 2>"$TMP/$2.err" &
   local job=$! t0
   wait_for "step [0-9]+ batch" "$TMP/$2.err" 60 || fail "the job made no progress: $(cat "$TMP/$2.err")"
@@ -29,6 +30,7 @@ signal_rank1() {
   elapsed=$(($(date +%s) - t0))
 }
 
+mode=(--parallel ddp)
 # The job: 2 ranks, resuming (from a 1-process checkpoint: the world grows).
 signal_rank1 KILL job 20
 [[ $rc != 0 ]] || fail "the job exited 0 after rank 1 was killed"
@@ -55,3 +57,16 @@ kill -KILL "$victim" 2>/dev/null || true
 grep -q "rank 0: no answer from the other ranks for [0-9]* s in the gradient allreduce" "$TMP/stuck.err" ||
   fail "no timeout message: $(cat "$TMP/stuck.err")"
 pass "rank 1 stopped: rank 0 gave up after --timeout 3 (job ended in $elapsed s, exit $rc)"
+
+# Pipeline stages: stage 1 stops answering, and stage 0 gives up after
+# --timeout, naming the stage and the message it waited for (or, if the
+# stop came between the stage's last message and the loss allreduce, the
+# collective).
+mode=(--parallel pipeline --micro-batches 4)
+signal_rank1 STOP stage 3
+kill -KILL "$victim" 2>/dev/null || true
+[[ $rc != 0 && $rc != 124 ]] || fail "a stuck stage: exit $rc"
+grep -Eq "no message from rank 1 .* for the (gradients|activations) .* at step|no answer from the other ranks" \
+  "$TMP/stage.err" ||
+  fail "no timeout message from the pipeline: $(cat "$TMP/stage.err")"
+pass "pipeline stage 1 stopped: stage 0 gave up after --timeout 3 (job ended in $elapsed s, exit $rc)"
