@@ -25,7 +25,7 @@ int pt_cmd_info(int argc, char **argv) {
   printf("backends built in:\n  CPU: yes\n  CUDA: no (this build is CPU-only)\n  NCCL: no\n");
   char mpi[256];
   if (pt_comm_mpi_version(mpi, sizeof mpi))
-    printf("  MPI: %s (--parallel ddp available)\n", mpi);
+    printf("  MPI: %s (--parallel ddp available; model and pipeline stages as ranks)\n", mpi);
   else
     printf("  MPI: no (--parallel ddp needs Debian's libopenmpi-dev at build time)\n");
   printf("datasets:\n");
