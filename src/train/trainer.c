@@ -295,8 +295,8 @@ static pt_status setup_worker(worker_t *W) {
   PT_TRY(pt_optimizer_init(&W->opt, &r->opt, W->whole->nparam_total));
   pt_comm *grad_comm = W->comm;
   if (r->staged) {
+    W->staged = 1; /* what a failing init made is freed with the worker */
     PT_TRY(pt_stages_init(&W->stages, W->whole, W->comm, r->stages, c->split, r->pipe_kind, r->micro, r->batch));
-    W->staged = 1;
     W->model = W->stages.st.m;
     grad_comm = W->stages.peers;
   }
