@@ -66,6 +66,7 @@ const char *pt_status_name(pt_status code) {
     case PT_ERR_CHECKSUM: return "checksum mismatch";
     case PT_ERR_STATE: return "invalid state";
     case PT_ERR_COMM: return "communication error";
+    case PT_ERR_DEVICE: return "device error";
   }
   return "unknown error";
 }

@@ -12,6 +12,11 @@
 
 #include <stddef.h>
 
+/* C linkage for the CUDA sources, which nvcc compiles as C++. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
   PT_OK = 0,
   PT_ERR_ARG,     /* a caller passed a value out of range */
@@ -22,6 +27,7 @@ typedef enum {
   PT_ERR_CHECKSUM,
   PT_ERR_STATE,   /* an operation out of order, or an internal invariant broke */
   PT_ERR_COMM,    /* a peer was lost or a collective failed */
+  PT_ERR_DEVICE,  /* an accelerator or its driver failed or is missing */
 } pt_status;
 
 /* Sets the thread's message (printf-style) and returns code, so call sites read
@@ -51,5 +57,9 @@ void *pt_malloc(size_t bytes);   /* NULL + message on failure */
 void *pt_calloc(size_t n, size_t size);
 /* 64-byte aligned, zeroed; free with pt_free_aligned (== free). */
 void *pt_alloc_aligned(size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
