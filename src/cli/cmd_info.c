@@ -7,10 +7,44 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "comm/comm.h"
+#include "cuda/device.h"
 #include "data/dataset.h"
 #include "ops/cpu/ops.h"
 
 char *openblas_get_config(void);
+
+static void print_cuda_devices(void) {
+  int n = 0;
+  char why[256];
+  if (pt_cuda_device_count(&n, why, sizeof why) != PT_OK || n == 0) {
+    printf("  cuda: none (%s)\n", n == 0 ? why : pt_error_message());
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    pt_cuda_device d;
+    if (pt_cuda_device_info(i, &d) != PT_OK) {
+      printf("  cuda:%d: unusable (%s)\n", i, pt_error_message());
+      continue;
+    }
+    printf("  cuda:%d: %s, %.1f GiB, compute capability %d.%d, %d SMs\n", i, d.name,
+           (double)d.total_memory / (1024.0 * 1024.0 * 1024.0), d.cc_major, d.cc_minor,
+           d.multiprocessors);
+  }
+}
+
+static void print_cuda_backends(void) {
+  pt_cuda_versions v;
+  if (!pt_cuda_built() || pt_cuda_version_info(&v) != PT_OK) {
+    printf("  CUDA: no (this build is CPU-only: rebuild with the CUDA toolkit, nvcc on PATH or in /usr/local/cuda)\n");
+    printf("  cuBLAS: no\n  cuDNN: no\n  NCCL: no\n");
+    return;
+  }
+  printf("  CUDA: yes (runtime %s, %s%s)\n", v.runtime, v.driver[0] ? "driver supports " : "",
+         v.driver[0] ? v.driver : "no NVIDIA driver installed");
+  printf("  cuBLAS: %s%s%s\n", v.cublas[0] ? "yes (" : "no", v.cublas, v.cublas[0] ? ")" : "");
+  printf("  cuDNN: %s%s%s\n", v.cudnn[0] ? "yes (" : "no", v.cudnn, v.cudnn[0] ? ")" : "");
+  printf("  NCCL: %s%s%s\n", v.nccl[0] ? "yes (" : "no", v.nccl, v.nccl[0] ? ")" : "");
+}
 
 int pt_cmd_info(int argc, char **argv) {
   int help;
@@ -22,7 +56,9 @@ int pt_cmd_info(int argc, char **argv) {
   }
   printf("ptrain %s\n", PT_VERSION);
   printf("devices:\n  cpu: %ld cores online, BLAS %s\n", sysconf(_SC_NPROCESSORS_ONLN), openblas_get_config());
-  printf("backends built in:\n  CPU: yes\n  CUDA: no (this build is CPU-only)\n  NCCL: no\n");
+  print_cuda_devices();
+  printf("backends built in:\n  CPU: yes\n");
+  print_cuda_backends();
   char mpi[256];
   if (pt_comm_mpi_version(mpi, sizeof mpi))
     printf("  MPI: %s (--parallel ddp available; model and pipeline stages as ranks)\n", mpi);
