@@ -1,0 +1,16 @@
+# ptrain info names the CUDA state either way: built in or not, a GPU or the
+# reason there is none.
+source "$(dirname "$0")/lib.sh"
+
+"$PTRAIN" info >"$TMP/info" || fail "ptrain info exited non-zero"
+grep -Eq "^  CUDA: (yes \(runtime [0-9]+\.[0-9]+, |no \(this build is CPU-only: )" "$TMP/info" ||
+  fail "no CUDA line: $(cat "$TMP/info")"
+for lib in cuBLAS cuDNN NCCL; do
+  grep -Eq "^  $lib: (yes \([0-9.]+\)|no)$" "$TMP/info" || fail "no $lib line: $(cat "$TMP/info")"
+done
+grep -Eq "^  cuda(:[0-9]+: .*compute capability [0-9]+\.[0-9]+, [0-9]+ SMs| \(none\)|: none \(.+\))$" "$TMP/info" ||
+  fail "no cuda device line: $(cat "$TMP/info")"
+if grep -q "^  CUDA: no" "$TMP/info"; then
+  grep -q "^  cuda: none (built without CUDA" "$TMP/info" || fail "CPU-only build lists a GPU"
+fi
+pass "ptrain info names the CUDA state"
