@@ -33,6 +33,9 @@ static void explain(cudaError_t e, char *why, size_t why_size) {
              driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
   else if (e == cudaErrorNoDevice && visible)
     snprintf(why, why_size, "no CUDA device visible (CUDA_VISIBLE_DEVICES=\"%s\")", visible);
+  else if (e == cudaErrorMemoryAllocation)
+    snprintf(why, why_size, "the CUDA driver could not map its memory (under AddressSanitizer, "
+                            "ASAN_OPTIONS=protect_shadow_gap=0 lets it)");
   else if (e == cudaErrorNoDevice || e == cudaSuccess)
     snprintf(why, why_size, "no CUDA device found");
   else
