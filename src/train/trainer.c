@@ -66,7 +66,9 @@ static pt_status parse_devices(const char *list, int *count) {
     dev[len] = 0;
     char *end;
     if (!strncmp(dev, "cuda", 4))
-      return pt_fail(PT_ERR_ARG, "--devices %s: this ptrain has no CUDA backend; use cpu:0,cpu:1,...", dev);
+      return pt_fail(PT_ERR_ARG,
+                     "--devices %s: training on CUDA devices is not built yet (ptrain info lists the GPUs); "
+                     "use cpu:0,cpu:1,...", dev);
     if (strncmp(dev, "cpu:", 4) || !dev[4])
       return pt_fail(PT_ERR_ARG, "--devices: '%s' is not a device; expected cpu:N", dev);
     long k = strtol(dev + 4, &end, 10);
