@@ -99,48 +99,8 @@ echo "CPU: $cpu_model, $(nproc) cores; $ROUNDS rounds of $WARMUP warm-up + $STEP
 echo "results: $RESULTS"
 echo
 
-# The idle percentage of all CPUs over the next second.
-idle_pct() {
-  local a b
-  read -r -a a < <(grep '^cpu ' /proc/stat)
-  sleep 1
-  read -r -a b < <(grep '^cpu ' /proc/stat)
-  local i total=0 idle
-  for i in 1 2 3 4 5 6 7 8; do total=$((total + b[i] - a[i])); done
-  idle=$((b[4] - a[4] + b[5] - a[5]))
-  echo $((total > 0 ? 100 * idle / total : 100))
-}
+source bench/lib.sh
 
-# Waits for the machine to go quiet; prints the idle percentage last seen.
-wait_idle() {
-  local p waited=0
-  [[ $IDLE_MIN -le 0 ]] && { echo -1; return; }
-  p=$(idle_pct)
-  while ((p < IDLE_MIN && waited < IDLE_WAIT)); do
-    sleep 4
-    waited=$((waited + 5))
-    p=$(idle_pct)
-  done
-  ((p < IDLE_MIN)) && echo "cpu.sh: warning: machine only ${p}% idle after ${IDLE_WAIT} s of waiting; measuring anyway" >&2
-  echo "$p"
-}
-
-# Busy jiffies of all CPUs since boot.
-busy_jiffies() {
-  local a i busy=0
-  read -r -a a < <(grep '^cpu ' /proc/stat)
-  for i in 1 2 3 6 7 8; do busy=$((busy + a[i])); done
-  echo "$busy"
-}
-
-# CPU seconds used by this shell's finished children (bash's `times`; read in
-# this shell, not in a $(...) subshell, whose children would be its own).
-children_cpu() {
-  times >"$TMP/times"
-  tail -n 1 "$TMP/times" | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); s += p[1] * 60 + p[2] } printf "%.3f", s }' >"$TMP/cpu"
-}
-
-CLK_TCK=$(getconf CLK_TCK)
 failures=0
 # run ROUND LABEL COMMAND...: runs one benchmark and appends its JSON line.
 # A run during which other processes used more than OTHER_MAX of a core (on
@@ -150,11 +110,11 @@ failures=0
 OTHER_MAX=${OTHER_MAX:-0.10}
 RETRIES=${RETRIES:-3}
 run() {
-  local round=$1 label=$2 idle out attempt b0 c0 w0 b1 c1 w1 other contended kept
+  local round=$1 label=$2 idle out attempt b0 c0 w0 other contended kept
   shift 2
   for ((attempt = 1; ; attempt++)); do
-    idle=$(wait_idle)
-    children_cpu; c0=$(<"$TMP/cpu"); b0=$(busy_jiffies); w0=$(date +%s.%N)
+    mark_start
+    idle=$idle_seen
     if ! out=$("$@" 2>"$TMP/stderr"); then
       echo "cpu.sh: round $round: $label failed: $*" >&2
       sed 's/^/  /' "$TMP/stderr" >&2
@@ -163,10 +123,7 @@ run() {
       failures=$((failures + 1))
       return 0
     fi
-    w1=$(date +%s.%N); b1=$(busy_jiffies); children_cpu; c1=$(<"$TMP/cpu")
-    # Cores' worth of CPU that something other than this run used meanwhile.
-    other=$(awk -v b="$((b1 - b0))" -v hz="$CLK_TCK" -v c0="$c0" -v c1="$c1" -v w0="$w0" -v w1="$w1" \
-      'BEGIN { o = (b / hz - (c1 - c0)) / (w1 - w0); printf "%.3f", o < 0 ? 0 : o }')
+    mark_end # other: cores' worth of CPU that something else used meanwhile
     contended=$(awk -v o="$other" -v m="$OTHER_MAX" 'BEGIN { print (o > m) ? "true" : "false" }')
     kept=false
     [[ $contended == true && $attempt -gt $RETRIES ]] && kept=true

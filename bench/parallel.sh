@@ -41,7 +41,7 @@ configs=(
   "ddp2x1 b32|mpi|--threads 1 --batch-size 32 --parallel ddp"
 )
 
-seconds_of() { sed -n 's/.*"seconds":\([0-9.e+-]*\).*/\1/p' "$1" | tail -n 1; }
+source bench/lib.sh
 
 run() { # launcher steps metrics flags...
   local launch=$1 steps=$2 metrics=$3

@@ -41,7 +41,7 @@ for m in 2 4 8; do
 done
 configs+=("mpi 1f1b 4|mpi|--parallel pipeline --threads 1 --micro-batches 4")
 
-seconds_of() { sed -n 's/.*"seconds":\([0-9.e+-]*\).*/\1/p' "$1" | tail -n 1; }
+source bench/lib.sh
 
 run() { # launcher steps metrics log flags...
   local launch=$1 steps=$2 metrics=$3 log=$4

@@ -99,44 +99,10 @@ now() { date +%s.%N; }
 IDLE_MIN=${IDLE_MIN:-90}
 IDLE_WAIT=${IDLE_WAIT:-120}
 OTHER_MAX=${OTHER_MAX:-0.10}
-CLK_TCK=$(getconf CLK_TCK)
-idle_pct() {
-  local a b i total=0
-  read -r -a a < <(grep '^cpu ' /proc/stat)
-  sleep 1
-  read -r -a b < <(grep '^cpu ' /proc/stat)
-  for i in 1 2 3 4 5 6 7 8; do total=$((total + b[i] - a[i])); done
-  echo $((total > 0 ? 100 * (b[4] - a[4] + b[5] - a[5]) / total : 100))
-}
-wait_idle() {
-  local p waited=0
-  ((IDLE_MIN > 0)) || return 0
-  p=$(idle_pct)
-  while ((p < IDLE_MIN && waited < IDLE_WAIT)); do
-    sleep 4
-    waited=$((waited + 5))
-    p=$(idle_pct)
-  done
-  ((p >= IDLE_MIN)) || echo "time_to_acc.sh: warning: machine only ${p}% idle; measuring anyway" >&2
-}
-busy_jiffies() {
-  local a i busy=0
-  read -r -a a < <(grep '^cpu ' /proc/stat)
-  for i in 1 2 3 6 7 8; do busy=$((busy + a[i])); done
-  echo "$busy"
-}
-# Sets cpu_now to this shell's finished children's CPU seconds (in this shell).
-children_cpu() {
-  times >"$TMP/times"
-  cpu_now=$(tail -n 1 "$TMP/times" | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); s += p[1] * 60 + p[2] } printf "%.3f", s }')
-}
-mark_start() { wait_idle; children_cpu; c0=$cpu_now; b0=$(busy_jiffies); w0=$(now); }
-# Sets other to the cores' worth of CPU others used since mark_start.
-mark_end() {
-  local w1 b1
-  w1=$(now); b1=$(busy_jiffies); children_cpu
-  other=$(awk -v b="$((b1 - b0))" -v hz="$CLK_TCK" -v c0="$c0" -v c1="$cpu_now" -v w0="$w0" -v w1="$w1" \
-    'BEGIN { o = (b / hz - (c1 - c0)) / (w1 - w0); printf "%.3f", o < 0 ? 0 : o }')
+source bench/lib.sh
+# Warns when other processes used more than OTHER_MAX cores during a run.
+warn_if_disturbed() {
+  mark_end
   if awk -v o="$other" -v m="$OTHER_MAX" 'BEGIN { exit !(o > m) }'; then
     echo "time_to_acc.sh: warning: other processes used $other cores during this run; its time is not clean" >&2
   fi
@@ -191,7 +157,7 @@ ptrain_run() {
     wait "$ptrain_pid" 2>/dev/null || true
   fi
   ptrain_pid=
-  mark_end
+  warn_if_disturbed
   # ptrain's own training seconds (evaluation excluded) up to the hit, from the
   # per-epoch "seconds" of the metrics lines so far.
   local evals train_s
@@ -218,7 +184,7 @@ torch_run() {
   out=$("$py" bench/pytorch_bench.py --model "$MODEL" --threads "$t" --seed "$seed" --target-accuracy "$TARGET" \
     --eval-interval "$iv" --max-epochs "$EPOCHS" || true)
   t1=$(now)
-  mark_end
+  warn_if_disturbed
   gran="every $iv steps"
   [[ $iv == 0 ]] && gran="per epoch"
   jq -c --argjson wall "$(awk -v a="$t1" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')" --arg gran "$gran" \
