@@ -506,6 +506,22 @@ size_t pt_model_boundary_floats(const pt_model *m, int i) {
   return out_size(L);
 }
 
+void pt_model_layer_tensors(const pt_model *m, int lo, int hi, int buffers, size_t *off, size_t *len) {
+  /* Layers register their tensors in state_dict order, so layers [lo, hi)
+   * own the run that starts after the tensors of the layers before lo. */
+  int first = 0, count = 0;
+  for (int i = 0; i < hi; i++) {
+    const pt_layer *L = &m->layers[i];
+    const int k = buffers ? (L->rmean >= 0) + (L->rvar >= 0) : (L->w >= 0) + (L->b >= 0);
+    if (i < lo) first += k;
+    else count += k;
+  }
+  const pt_tensor_info *tab = buffers ? m->buffers : m->params;
+  const int ntab = buffers ? m->nbuffers : m->nparams;
+  *off = first < ntab ? tab[first].offset : buffers ? m->nbuffer_total : m->nparam_total;
+  *len = count ? tab[first + count - 1].offset + tab[first + count - 1].numel - *off : 0;
+}
+
 pt_status pt_model_create_stage(pt_model **out, pt_model *whole, int lo, int hi, int max_batch, int nslots) {
   *out = NULL;
   if (lo < 0 || hi > whole->nlayers || lo >= hi)
@@ -525,15 +541,9 @@ pt_status pt_model_create_stage(pt_model **out, pt_model *whole, int lo, int hi,
   if (!m) return PT_ERR_NOMEM;
   m->whole = whole;
   m->layer_base = lo;
-  /* The stage's tensors are a contiguous run of the whole's: layers keep
-   * state_dict order, so they start where the first layer's start. */
-  int p0 = 0, b0 = 0;
-  for (int i = 0; i < lo; i++) {
-    p0 += (whole->layers[i].w >= 0) + (whole->layers[i].b >= 0);
-    b0 += (whole->layers[i].rmean >= 0) + (whole->layers[i].rvar >= 0);
-  }
-  m->param_offset = p0 < whole->nparams ? whole->params[p0].offset : whole->nparam_total;
-  m->buffer_offset = b0 < whole->nbuffers ? whole->buffers[b0].offset : whole->nbuffer_total;
+  size_t len;
+  pt_model_layer_tensors(whole, lo, hi, 0, &m->param_offset, &len);
+  pt_model_layer_tensors(whole, lo, hi, 1, &m->buffer_offset, &len);
   size_t ws_max;
   pt_status st = infer_model(m, &sub, max_batch, &ws_max);
   m->nslots = nslots;

@@ -121,6 +121,9 @@ void pt_model_backward(pt_model *m, const float *x, int n);
  * nslots activation slots of max_batch samples. Parameters, gradients and
  * buffers are whole's memory; dropout masks are whole's (same layer ids). */
 pt_status pt_model_create_stage(pt_model **out, pt_model *whole, int lo, int hi, int max_batch, int nslots);
+/* The elements of the flat parameter (buffers 0) or batch-norm buffer
+ * (buffers 1) array that layers [lo, hi) own: [*off, *off + *len). */
+void pt_model_layer_tensors(const pt_model *m, int lo, int hi, int buffers, size_t *off, size_t *len);
 /* Makes slot s (0 <= s < nslots) the one forward writes and backward reads. */
 void pt_model_use_slot(pt_model *m, int s);
 /* Backward from dy (n, output) instead of the loss's gradient; returns the

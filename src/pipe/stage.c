@@ -79,16 +79,20 @@ static int rows_of(int n, int chunk, int k) {
   return r < chunk ? (r > 0 ? r : 0) : chunk;
 }
 
+/* Where a slot's input from the stage before is received. */
+static float *received(pt_pipe_stage *P, int slot) { return P->xin + (size_t)slot * P->mb * P->in_floats; }
+
+/* Micro-batch k's input: the first stage's piece of x, or what was received. */
 static const float *slot_input(pt_pipe_stage *P, const float *x, int k, int slot, int chunk) {
-  if (P->stage == 0) return x + (size_t)k * chunk * P->in_floats;
-  return P->xin + (size_t)slot * P->mb * P->in_floats;
+  return P->stage == 0 ? x + (size_t)k * chunk * P->in_floats : received(P, slot);
 }
 
 static pt_status run_forward(pt_pipe_stage *P, const float *x, int k, int chunk, int rows, uint64_t dropout_step) {
   const int slot = k % P->nslots;
   pt_model *m = P->m;
-  float *in = P->stage > 0 ? P->xin + (size_t)slot * P->mb * P->in_floats : NULL;
-  if (in) PT_TRY(recv_from(P, in, (size_t)rows * P->in_floats, P->stage - 1, TAG_ACT(k), "the activations from the stage before", &P->wait_s));
+  if (P->stage > 0)
+    PT_TRY(recv_from(P, received(P, slot), (size_t)rows * P->in_floats, P->stage - 1, TAG_ACT(k),
+                     "the activations from the stage before", &P->wait_s));
   const double t0 = pt_now();
   pt_model_use_slot(m, slot);
   m->step = dropout_step * (uint64_t)P->M + (uint64_t)k;

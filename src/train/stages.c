@@ -1,6 +1,5 @@
 #include "train/stages.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "pipe/partition.h"
@@ -60,22 +59,6 @@ pt_status pt_stages_evaluate(pt_stages *S, pt_loader *test, pt_eval_sums *ev) {
   return st;
 }
 
-/* The whole model's tensors that layers [lo, hi) own: [*off, *off + *len). */
-static void tensor_range(const pt_model *whole, int lo, int hi, int buffers, size_t *off, size_t *len) {
-  int first = 0, count = 0;
-  for (int i = 0; i < hi; i++) {
-    const pt_layer *L = &whole->layers[i];
-    int k = buffers ? (L->rmean >= 0) + (L->rvar >= 0) : (L->w >= 0) + (L->b >= 0);
-    if (i < lo) first += k;
-    else count += k;
-  }
-  const pt_tensor_info *tab = buffers ? whole->buffers : whole->params;
-  const int ntab = buffers ? whole->nbuffers : whole->nparams;
-  const size_t total = buffers ? whole->nbuffer_total : whole->nparam_total;
-  *off = first < ntab ? tab[first].offset : total;
-  *len = count ? tab[first + count - 1].offset + tab[first + count - 1].numel - *off : 0;
-}
-
 pt_status pt_stages_gather(pt_stages *S, pt_model *whole, pt_optimizer *opt) {
   pt_comm *c = S->pipe;
   int64_t nbt[PT_MAX_LAYERS];
@@ -84,8 +67,8 @@ pt_status pt_stages_gather(pt_stages *S, pt_model *whole, pt_optimizer *opt) {
   for (int s = 0; s < S->stages; s++) {
     const int lo = S->bounds[s], hi = S->bounds[s + 1];
     size_t off, len, boff, blen;
-    tensor_range(whole, lo, hi, 0, &off, &len);
-    tensor_range(whole, lo, hi, 1, &boff, &blen);
+    pt_model_layer_tensors(whole, lo, hi, 0, &off, &len);
+    pt_model_layer_tensors(whole, lo, hi, 1, &boff, &blen);
     if (len) {
       PT_TRY(pt_comm_bcast(c, whole->param + off, len * sizeof(float), s));
       for (int k = 0; k < opt->nstate; k++) PT_TRY(pt_comm_bcast(c, opt->state[k] + off, len * sizeof(float), s));
@@ -105,7 +88,7 @@ void pt_stages_print_plan(FILE *out, const pt_stages *S, const pt_model *whole) 
   }
 }
 
-enum { R_BUSY, R_WAIT, R_FWD, R_BWD, R_PEAK, R_LIVE, R_SLOTBYTES, R_BATCHES, R_N };
+enum { R_BUSY, R_WAIT, R_FWD, R_BWD, R_PEAK, R_LIVE, R_BATCHES, R_N };
 
 pt_status pt_stages_report(FILE *out, pt_stages *S, pt_model *whole, int layer_times) {
   const pt_pipe_stage *P = &S->st;
@@ -121,7 +104,6 @@ pt_status pt_stages_report(FILE *out, pt_stages *S, pt_model *whole, int layer_t
   row[R_BWD] = P->backward_s;
   row[R_PEAK] = (double)pt_pipe_peak_activation_bytes(P);
   row[R_LIVE] = P->live_max;
-  row[R_SLOTBYTES] = (double)P->m->slot_bytes;
   row[R_BATCHES] = (double)P->batches;
   for (int i = 0; i < P->m->nlayers; i++) {
     lt[2 * (S->bounds[S->stage] + i)] = P->m->layers[i].fwd_ms;

@@ -242,8 +242,7 @@ typedef struct {
   pt_loader *train, *test;
   pt_model *whole;         /* all parameters, gradients and buffers */
   pt_model *model;         /* what this worker runs: whole, or its stage of it */
-  int staged;
-  pt_stages stages;
+  pt_stages stages;        /* model and pipeline parallelism (r->staged) */
   pt_optimizer opt;
   pt_grad_sync sync;
   pt_metrics *metrics;
@@ -256,7 +255,7 @@ typedef struct {
 static void worker_free(worker_t *W) {
   pt_loader_destroy(W->train);
   pt_loader_destroy(W->test);
-  if (W->staged) pt_stages_free(&W->stages);
+  pt_stages_free(&W->stages); /* zeroed, or made by pt_stages_init */
   pt_model_destroy(W->whole);
   pt_optimizer_free(&W->opt);
   if (W->metrics) pt_metrics_close(W->metrics);
@@ -297,7 +296,6 @@ static pt_status setup_worker(worker_t *W) {
   PT_TRY(pt_optimizer_init(&W->opt, &r->opt, W->whole->nparam_total));
   pt_comm *grad_comm = W->comm;
   if (r->staged) {
-    W->staged = 1; /* what a failing init made is freed with the worker */
     PT_TRY(pt_stages_init(&W->stages, W->whole, W->comm, r->stages, c->split, r->pipe_kind, r->micro, r->batch));
     W->model = W->stages.st.m;
     grad_comm = W->stages.peers;
@@ -438,12 +436,12 @@ static pt_status evaluate_all(worker_t *W, pt_eval_sums *ev) {
   /* Batch-norm running statistics come from rank 0, as DDP's buffer
    * broadcast makes them; each rank's own would differ by its shard. A
    * stage takes them from the same stage of replica 0. */
-  pt_comm *bn_comm = W->staged ? W->stages.peers : W->comm;
+  pt_comm *bn_comm = W->r->staged ? W->stages.peers : W->comm;
   if (m->nbuffer_total) {
     bn_comm->what = "the broadcast of rank 0's batch-norm statistics";
     PT_TRY(pt_comm_bcast(bn_comm, m->buffer, m->nbuffer_total * sizeof(float), 0));
   }
-  if (W->staged) {
+  if (W->r->staged) {
     PT_TRY(pt_stages_evaluate(&W->stages, W->test, ev));
   } else {
     m->profile = 0; /* the profile is of training steps */
@@ -545,7 +543,7 @@ static pt_status train_loop(worker_t *W) {
         W->sync.active = j == k - 1 && W->world > 1;
         const uint64_t dropout_step = (uint64_t)pos.step * (uint64_t)K + (uint64_t)j;
         const float scale = 1.0f / (float)(W->world * k);
-        if (W->staged) {
+        if (W->r->staged) {
           PT_TRY(staged_micro_step(W, &batch, dropout_step, scale, stats, timing ? &ph : NULL, pos.step));
           continue;
         }
@@ -560,7 +558,7 @@ static pt_status train_loop(worker_t *W) {
       PT_TRY(pt_comm_iallreduce_f64(comm, stats, 2));
       /* The gradients of stages travel on another communicator, whose wait
        * does not finish this one. */
-      if (W->staged) PT_TRY(pt_comm_wait_all(comm));
+      if (W->r->staged) PT_TRY(pt_comm_wait_all(comm));
       PT_TRY(pt_grad_sync_finish(&W->sync));
       /* Every worker sees the same sums, so all stop together here. */
       if (!isfinite(stats[0]))
@@ -594,7 +592,7 @@ static pt_status train_loop(worker_t *W) {
     double ips = train_s > 0 ? fresh / train_s : 0.0;
     double train_loss = samples ? loss_sum / (double)samples : NAN;
     if (W->out) PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &ev, ips, prior_seconds + train_s, lr, b < nb));
-    if (c->save_model && W->staged) PT_TRY(pt_stages_gather(&W->stages, W->whole, &W->opt));
+    if (c->save_model && W->r->staged) PT_TRY(pt_stages_gather(&W->stages, W->whole, &W->opt));
     if (c->save_model && W->rank == 0) {
       const double tk = pt_now();
       PT_TRY(pt_checkpoint_save(c->checkpoint_dir, W->whole, &W->opt, &pos, r->spec_text));
@@ -606,8 +604,8 @@ static pt_status train_loop(worker_t *W) {
     res->test_acc = ev.count ? (double)ev.correct / ev.count : NAN;
     if (stopped || b < nb) break;
   }
-  if (W->staged) PT_TRY(pt_stages_report(c->quiet ? NULL : W->out, &W->stages, W->whole, c->profile));
-  if (c->profile && W->out) pt_profile_print(W->out, W->staged ? W->whole : m, &ph);
+  if (W->r->staged) PT_TRY(pt_stages_report(c->quiet ? NULL : W->out, &W->stages, W->whole, c->profile));
+  if (c->profile && W->out) pt_profile_print(W->out, W->r->staged ? W->whole : m, &ph);
   res->steps = pos.step;
   res->seconds = pt_now() - t_run;
   res->images_per_s = train_seconds_total > 0 ? samples_total / train_seconds_total : 0.0;
