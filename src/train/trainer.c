@@ -556,10 +556,11 @@ static pt_status train_loop(worker_t *W) {
       comm->step = pos.step;
       comm->what = "the loss allreduce";
       PT_TRY(pt_comm_iallreduce_f64(comm, stats, 2));
-      /* The gradients of stages travel on another communicator, whose wait
-       * does not finish this one. */
-      if (W->r->staged) PT_TRY(pt_comm_wait_all(comm));
       PT_TRY(pt_grad_sync_finish(&W->sync));
+      /* The loss sums travel on the world communicator. Finishing the
+       * gradients finished them too when the gradients share it; a stage's
+       * gradients travel among its replicas only. Nothing pending: no-op. */
+      PT_TRY(pt_comm_wait_all(comm));
       /* Every worker sees the same sums, so all stop together here. */
       if (!isfinite(stats[0]))
         return pt_fail(PT_ERR_STATE, "loss became %g at epoch %d, step %lld: lower the learning rate (now %g)",
