@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "cuda/device.h"
+#include "ops/backend.h"
 
 static const char built_without[] =
     "built without CUDA; install the CUDA toolkit and rebuild";
@@ -29,4 +30,9 @@ pt_status pt_cuda_selftest(int device) {
 pt_status pt_cuda_version_info(pt_cuda_versions *out) {
   (void)out;
   return pt_fail(PT_ERR_DEVICE, "%s", built_without);
+}
+
+const pt_backend *pt_backend_cuda(void) {
+  pt_fail(PT_ERR_DEVICE, "--device cuda: %s", built_without);
+  return NULL;
 }

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "ops/cpu/ops.h"
-#include "optim/updates.h"
+#include "ops/cpu/updates.h"
 
 static const char *names[] = {"sgd", "adam", "adamw", "adadelta"};
 

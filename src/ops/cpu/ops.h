@@ -14,6 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus /* the CUDA sources include this for the geometry types */
+extern "C" {
+#endif
+
 /* Threads the ops called from this thread use: a pool per calling thread,
  * so data-parallel workers (threads themselves) each have their own; the
  * BLAS runs single-threaded inside it. Returns non-zero if the pool cannot
@@ -129,5 +133,9 @@ void pt_batchnorm_backward_eval(const pt_bn_geom *g, int n, int hw, const float 
                                 const float *gamma, const float *running_mean,
                                 const float *running_var, const float *dy, float *dgamma,
                                 float *dbeta, float *dx);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

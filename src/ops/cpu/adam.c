@@ -4,7 +4,7 @@
  * denom = sqrt(v) / sqrt(1 - beta2^t) + eps; p -= lr / (1 - beta1^t) * m / denom. */
 #include <math.h>
 
-#include "optim/updates.h"
+#include "ops/cpu/updates.h"
 
 void pt_adam_update(const pt_opt_config *c, size_t n, float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
                     int64_t step, float lr) {

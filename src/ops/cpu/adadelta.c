@@ -3,7 +3,7 @@
  * acc_delta is updated after the step is formed. */
 #include <math.h>
 
-#include "optim/updates.h"
+#include "ops/cpu/updates.h"
 
 void pt_adadelta_update(const pt_opt_config *c, size_t n, float *restrict p, const float *restrict g, float *restrict sq, float *restrict acc,
                         float lr) {

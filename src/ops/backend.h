@@ -1,0 +1,126 @@
+/* Backends: where a model's memory lives and which kernels run its ops.
+ *
+ * The model, the optimizer and the trainer call every op through a
+ * pt_backend, so one code path trains on the CPU or on a GPU. The CPU
+ * backend is the reference (src/ops/cpu); the CUDA backend (src/ops/cuda)
+ * mirrors it signature for signature, on device pointers, and is tested
+ * against it op by op.
+ *
+ * Every pointer an op takes is the backend's memory (device memory for
+ * CUDA), allocated with its alloc. Ops are queued in order on the calling
+ * thread's stream (CUDA) or run at once (CPU): nothing waits for the
+ * device except download and sync. A kernel fault on the device surfaces at
+ * the next sync or download, as a status with a message.
+ *
+ * Losses and counts are written to backend memory rather than returned, so
+ * a GPU step needs no round trip to the host; callers download them when
+ * they need the number (the trainer: at the log interval).
+ *
+ * Threads: backends are per calling thread, as the CPU thread pool is. A
+ * data-parallel worker thread calls pt_backend_bind once, which selects its
+ * GPU and creates its stream and library handles.
+ */
+#ifndef PT_OPS_BACKEND_H
+#define PT_OPS_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/cpu/ops.h"
+#include "ops/cpu/updates.h"
+#include "util/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { PT_BACKEND_CPU = 0, PT_BACKEND_CUDA = 1 } pt_backend_kind;
+
+typedef struct pt_backend {
+  pt_backend_kind kind;
+  const char *name; /* "cpu", "cuda" */
+
+  /* ---- memory ---- */
+  /* Zeroed, 64-byte aligned (256 on CUDA); NULL with a message on failure. */
+  void *(*alloc)(size_t bytes);
+  void (*free)(void *p);
+  void (*zero)(void *p, size_t bytes);
+  void (*copy)(void *dst, const void *src, size_t bytes);           /* within the backend */
+  void (*upload)(void *dst, const void *host_src, size_t bytes);    /* host -> backend, ordered with the ops */
+  pt_status (*download)(void *host_dst, const void *src, size_t bytes); /* backend -> host; waits */
+  /* Waits for everything queued on this thread; reports a device fault. */
+  pt_status (*sync)(void);
+  /* See pt_backend_bind / pt_backend_unbind. */
+  pt_status (*bind)(int device);
+  void (*unbind)(void);
+
+  /* ---- ops: as in ops/cpu/ops.h, on backend memory ---- */
+  size_t (*conv_workspace)(const pt_conv_geom *g, int nthreads);
+  void (*conv2d_forward)(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
+                         float *ws);
+  void (*conv2d_backward)(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
+                          const float *dy, float *dw, float *db, float *dx, float *ws);
+  void (*linear_forward)(int n, int in, int out, const float *x, const float *w, const float *b, float *y);
+  void (*linear_backward)(int n, int in, int out, const float *x, const float *w, const float *dy, float *dw,
+                          float *db, float *dx);
+  void (*maxpool_forward)(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *x, float *y,
+                          int32_t *argmax);
+  void (*maxpool_backward)(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *dy,
+                           const int32_t *argmax, float *dx);
+  void (*relu_forward)(size_t n, const float *x, float *y);
+  void (*relu_backward)(size_t n, const float *y, const float *dy, float *dx);
+  void (*dropout_forward)(size_t n, float p, uint64_t key, uint64_t step, uint32_t layer, const float *x,
+                          float *y, float *mask);
+  void (*dropout_backward)(size_t n, const float *mask, const float *dy, float *dx);
+  void (*log_softmax_forward)(int n, int k, const float *x, float *y);
+  void (*log_softmax_backward)(int n, int k, const float *y, const float *dy, float *dx);
+  /* *loss (one double, backend memory) = the batch's mean loss, as the CPU's
+   * pt_nll_loss / pt_cross_entropy_loss return it; dlp may be NULL. */
+  void (*nll_loss)(int n, int k, const float *lp, const int32_t *y, float *dlp, float scale, double *loss);
+  void (*cross_entropy_loss)(int n, int k, const float *z, const int32_t *y, float *dz, float scale,
+                             double *loss);
+  /* *count (one int64, backend memory) += rows whose argmax is the label. */
+  void (*count_correct)(int n, int k, const float *scores, const int32_t *y, int64_t *count);
+  /* acc[0] += *loss * n, acc[1] += n (doubles, backend memory): the running
+   * sums an epoch's mean loss comes from, kept on the device. */
+  void (*accumulate_loss)(const double *loss, int n, double *acc);
+  /* Batch norm; scratch is 2*c doubles of backend memory. */
+  void (*batchnorm_forward_train)(const pt_bn_geom *g, int n, int hw, const float *x, const float *gamma,
+                                  const float *beta, float *running_mean, float *running_var, float *save_mean,
+                                  float *save_invstd, float *y, double *scratch);
+  void (*batchnorm_forward_eval)(const pt_bn_geom *g, int n, int hw, const float *x, const float *gamma,
+                                 const float *beta, const float *running_mean, const float *running_var, float *y);
+  void (*batchnorm_backward_train)(const pt_bn_geom *g, int n, int hw, const float *x, const float *gamma,
+                                   const float *save_mean, const float *save_invstd, const float *dy,
+                                   float *dgamma, float *dbeta, float *dx, double *scratch);
+  void (*batchnorm_backward_eval)(const pt_bn_geom *g, int n, int hw, const float *x, const float *gamma,
+                                  const float *running_mean, const float *running_var, const float *dy,
+                                  float *dgamma, float *dbeta, float *dx);
+
+  /* ---- optimizer updates: as in ops/cpu/updates.h ---- */
+  void (*sgd_update)(const pt_opt_config *c, size_t n, float *p, const float *g, float *buf, int first, float lr);
+  void (*adam_update)(const pt_opt_config *c, size_t n, float *p, const float *g, float *m, float *v,
+                      int64_t step, float lr);
+  void (*adadelta_update)(const pt_opt_config *c, size_t n, float *p, const float *g, float *sq, float *acc,
+                          float lr);
+  /* x *= a over n floats (gradient averaging after a sum). */
+  void (*scale)(size_t n, float a, float *x);
+} pt_backend;
+
+/* The CPU backend; always present. */
+const pt_backend *pt_backend_cpu(void);
+/* The CUDA backend, or NULL with a message (built without CUDA). */
+const pt_backend *pt_backend_cuda(void);
+
+/* Makes this thread run its ops on device (the CUDA ordinal; ignored for
+ * the CPU): selects the GPU, creates the thread's stream and cuBLAS/cuDNN
+ * handles. Fails with a message naming the device when it cannot. */
+pt_status pt_backend_bind(const pt_backend *be, int device);
+/* Frees this thread's stream and handles (before the thread ends). */
+void pt_backend_unbind(const pt_backend *be);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

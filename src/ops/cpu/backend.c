@@ -1,0 +1,131 @@
+/* The CPU backend: host memory and the reference kernels of this folder.
+ *
+ * Most entries are the kernels themselves. The wrappers below adapt the
+ * few whose CPU form returns a value (losses, counts) to the backend's
+ * write-to-memory form, and run the optimizers' element-wise updates in
+ * blocks on the thread pool: each element's arithmetic is the same whatever
+ * the split, so results do not depend on the thread count.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/backend.h"
+#include "util/error.h"
+
+static void *cpu_alloc(size_t bytes) { return pt_alloc_aligned(bytes ? bytes : 1); }
+static void cpu_free(void *p) { free(p); }
+static void cpu_zero(void *p, size_t bytes) {
+  if (bytes) memset(p, 0, bytes);
+}
+static void cpu_copy(void *dst, const void *src, size_t bytes) {
+  if (bytes && dst != src) memmove(dst, src, bytes);
+}
+static pt_status cpu_download(void *dst, const void *src, size_t bytes) {
+  cpu_copy(dst, src, bytes);
+  return PT_OK;
+}
+static pt_status cpu_sync(void) { return PT_OK; }
+static pt_status cpu_bind(int device) {
+  (void)device;
+  return PT_OK;
+}
+static void cpu_unbind(void) {}
+
+static void cpu_nll(int n, int k, const float *lp, const int32_t *y, float *dlp, float scale, double *loss) {
+  *loss = pt_nll_loss(n, k, lp, y, dlp, scale);
+}
+static void cpu_ce(int n, int k, const float *z, const int32_t *y, float *dz, float scale, double *loss) {
+  *loss = pt_cross_entropy_loss(n, k, z, y, dz, scale);
+}
+static void cpu_count(int n, int k, const float *scores, const int32_t *y, int64_t *count) {
+  *count += pt_count_correct(n, k, scores, y);
+}
+static void cpu_accumulate_loss(const double *loss, int n, double *acc) {
+  acc[0] += *loss * n;
+  acc[1] += n;
+}
+
+/* ---- optimizer updates in blocks on the pool ---- */
+typedef struct {
+  const pt_opt_config *c;
+  float *p, *s0, *s1;
+  const float *g;
+  int first;
+  int64_t step;
+  float lr;
+} update_job;
+
+#define UPDATE_CHUNK ((size_t)1 << 15)
+
+static void sgd_block(void *ctx, size_t lo, size_t hi) {
+  const update_job *j = ctx;
+  pt_sgd_update(j->c, hi - lo, j->p + lo, j->g + lo, j->s0 ? j->s0 + lo : NULL, j->first, j->lr);
+}
+static void adam_block(void *ctx, size_t lo, size_t hi) {
+  const update_job *j = ctx;
+  pt_adam_update(j->c, hi - lo, j->p + lo, j->g + lo, j->s0 + lo, j->s1 + lo, j->step, j->lr);
+}
+static void adadelta_block(void *ctx, size_t lo, size_t hi) {
+  const update_job *j = ctx;
+  pt_adadelta_update(j->c, hi - lo, j->p + lo, j->g + lo, j->s0 + lo, j->s1 + lo, j->lr);
+}
+static void cpu_sgd(const pt_opt_config *c, size_t n, float *p, const float *g, float *buf, int first, float lr) {
+  update_job j = {.c = c, .p = p, .g = g, .s0 = buf, .first = first, .lr = lr};
+  pt_parallel_for(n, UPDATE_CHUNK, sgd_block, &j);
+}
+static void cpu_adam(const pt_opt_config *c, size_t n, float *p, const float *g, float *m, float *v, int64_t step,
+                     float lr) {
+  update_job j = {.c = c, .p = p, .g = g, .s0 = m, .s1 = v, .step = step, .lr = lr};
+  pt_parallel_for(n, UPDATE_CHUNK, adam_block, &j);
+}
+static void cpu_adadelta(const pt_opt_config *c, size_t n, float *p, const float *g, float *sq, float *acc, float lr) {
+  update_job j = {.c = c, .p = p, .g = g, .s0 = sq, .s1 = acc, .lr = lr};
+  pt_parallel_for(n, UPDATE_CHUNK, adadelta_block, &j);
+}
+static void cpu_scale(size_t n, float a, float *x) {
+  for (size_t i = 0; i < n; i++) x[i] *= a;
+}
+
+static const pt_backend cpu_backend = {
+    .kind = PT_BACKEND_CPU,
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .zero = cpu_zero,
+    .copy = cpu_copy,
+    .upload = cpu_copy,
+    .download = cpu_download,
+    .sync = cpu_sync,
+    .bind = cpu_bind,
+    .unbind = cpu_unbind,
+    .conv_workspace = pt_conv_workspace,
+    .conv2d_forward = pt_conv2d_forward,
+    .conv2d_backward = pt_conv2d_backward,
+    .linear_forward = pt_linear_forward,
+    .linear_backward = pt_linear_backward,
+    .maxpool_forward = pt_maxpool_forward,
+    .maxpool_backward = pt_maxpool_backward,
+    .relu_forward = pt_relu_forward,
+    .relu_backward = pt_relu_backward,
+    .dropout_forward = pt_dropout_forward,
+    .dropout_backward = pt_dropout_backward,
+    .log_softmax_forward = pt_log_softmax_forward,
+    .log_softmax_backward = pt_log_softmax_backward,
+    .nll_loss = cpu_nll,
+    .cross_entropy_loss = cpu_ce,
+    .count_correct = cpu_count,
+    .accumulate_loss = cpu_accumulate_loss,
+    .batchnorm_forward_train = pt_batchnorm_forward_train,
+    .batchnorm_forward_eval = pt_batchnorm_forward_eval,
+    .batchnorm_backward_train = pt_batchnorm_backward_train,
+    .batchnorm_backward_eval = pt_batchnorm_backward_eval,
+    .sgd_update = cpu_sgd,
+    .adam_update = cpu_adam,
+    .adadelta_update = cpu_adadelta,
+    .scale = cpu_scale,
+};
+
+const pt_backend *pt_backend_cpu(void) { return &cpu_backend; }
+
+pt_status pt_backend_bind(const pt_backend *be, int device) { return be->bind(device); }
+void pt_backend_unbind(const pt_backend *be) { be->unbind(); }
