@@ -11,11 +11,6 @@
 #ifdef __cplusplus /* the CUDA sources include this through ops/backend.h */
 #define restrict __restrict__
 extern "C" {
-#ifdef __cplusplus
-}
-#undef restrict
-#endif
-
 #endif
 
 /* buf (n) may be NULL without momentum; first: buf is not yet initialised. */
