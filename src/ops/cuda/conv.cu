@@ -1,0 +1,669 @@
+/* conv2d on the GPU, with the semantics of src/ops/cpu/conv.c: NCHW fp32,
+ * cross-correlation, optional bias and fused ReLU; backward accumulates dw
+ * and db and overwrites dx.
+ *
+ * Two implementations, chosen by the environment variable PT_CUDA_CONV:
+ *   cudnn  cuDNN's convolutions, deterministic algorithms only (the default
+ *          when the build has cuDNN and the thread has a cuDNN handle);
+ *   gemm   im2col + cuBLAS SGEMM with this file's own kernels.
+ * Which is faster depends on the layer and the GPU, and has not yet been
+ * measured; the variable lets a benchmark compare them (docs/gpu.md). A
+ * geometry for which cuDNN offers no deterministic fp32 algorithm runs on
+ * the gemm path, whatever the variable says.
+ *
+ * gemm path. The batch goes in chunks of up to chunk_of(g) samples, unrolled
+ * side by side into col (c*kh*kw, cn*oh*ow) of the caller's workspace, so
+ * one wide GEMM per chunk covers all its samples (a per-sample GEMM of a
+ * small layer is mostly edges). Forward writes (oc, cn*oh*ow) into the
+ * workspace, and an epilogue moves it to NCHW with the bias and the ReLU.
+ * Backward gathers the chunk's dy into that same (oc, cn*oh*ow) layout, masked
+ * by y > 0 under a fused ReLU; dw += dy col^T with beta = 1; dcol = w^T dy
+ * overwrites col; col2im is a gather, each input pixel summing its own
+ * contributions, so no atomics are needed. db is one block per channel
+ * with a fixed reduction tree. Every sum runs in an order fixed by the
+ * shapes, so results repeat bit for bit on a given GPU.
+ *
+ * cuBLAS is column-major; a row-major (r, c) matrix with leading dimension
+ * ld is the column-major (c, r) matrix with the same ld, so each row-major
+ * product C = A B is asked as C^T = B^T A^T, the operands swapped. The
+ * thread's handle is in CUBLAS_DEFAULT_MATH (context.cu), and the cuDNN
+ * descriptors ask for CUDNN_FMA_MATH: no TF32, so results match the CPU
+ * to fp32 rounding rather than TF32's 1e-3.
+ */
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#ifdef PT_HAVE_CUDNN
+#include <cudnn.h>
+#endif
+
+#include "ops/cuda/check.h"
+#include "ops/cuda/context.h"
+#include "ops/cuda/ops.h"
+
+namespace {
+
+const int kThreads = 256;
+
+unsigned blocks_for(size_t total) {
+  size_t b = (total + kThreads - 1) / kThreads;
+  return (unsigned)(b < ((size_t)1 << 20) ? b : ((size_t)1 << 20));
+}
+
+#define GRID_STRIDE(i, total) \
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (total); i += (size_t)gridDim.x * blockDim.x)
+
+/* ---- chunking of the gemm path ---- */
+
+/* 64 MiB of unrolled input and GEMM output per chunk: wide enough that the
+ * GEMMs fill an H100 for every layer of the presets, small beside its
+ * memory. At most 1024 samples, so a small layer does not claim the whole
+ * budget for batches it will never see. */
+const size_t kChunkBudgetFloats = (size_t)16 << 20;
+const size_t kChunkMaxSamples = 1024;
+
+struct dims {
+  int ckk, ohw;   /* GEMM inner size c*kh*kw; output pixels per channel */
+  size_t xs, ys;  /* floats per sample of x and y */
+};
+
+dims dims_of(const pt_conv_geom *g) {
+  dims d;
+  d.ckk = g->c * g->kh * g->kw;
+  d.ohw = g->oh * g->ow;
+  d.xs = (size_t)g->c * g->h * g->w;
+  d.ys = (size_t)g->oc * d.ohw;
+  return d;
+}
+
+int chunk_of(const pt_conv_geom *g) {
+  const size_t per = ((size_t)g->c * g->kh * g->kw + (size_t)g->oc) * g->oh * g->ow;
+  size_t c = per ? kChunkBudgetFloats / per : kChunkMaxSamples;
+  if (c < 1) c = 1;
+  if (c > kChunkMaxSamples) c = kChunkMaxSamples;
+  return (int)c;
+}
+
+/* Workspace layout, in floats: col (ckk, chunk*ohw), rounded up to 256
+ * bytes so the GEMM operand after it stays aligned, then out
+ * (oc, chunk*ohw). */
+size_t col_floats(const pt_conv_geom *g) {
+  const size_t f = (size_t)g->c * g->kh * g->kw * g->oh * g->ow * (size_t)chunk_of(g);
+  return (f + 63) & ~(size_t)63;
+}
+
+/* ---- kernels ---- */
+
+/* col (ckk, L) for the chunk's samples x (cn, c, h, w), L = cn*ohw: row
+ * r = (ci*kh + ky)*kw + kx, column i*ohw + oy*ow + ox holds
+ * x[i, ci, oy*stride - pad + ky, ox*stride - pad + kx], zero outside.
+ * Threads run along a row, so the writes are coalesced. */
+__global__ void im2col_kernel(size_t total, int L, int ohw, int ow, int c, int h, int w, int kh, int kw,
+                              int stride, int pad, const float *__restrict__ x, float *__restrict__ col) {
+  GRID_STRIDE(idx, total) {
+    const size_t r = idx / (size_t)L;
+    const int q = (int)(idx - r * (size_t)L);
+    const int i = q / ohw, p = q - i * ohw;
+    const int oy = p / ow, ox = p - oy * ow;
+    const int kx = (int)(r % (size_t)kw), t = (int)(r / (size_t)kw);
+    const int ky = t % kh, ci = t / kh;
+    const int iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
+    float v = 0.0f;
+    if (iy >= 0 && iy < h && ix >= 0 && ix < w) v = x[((size_t)i * c + ci) * h * w + (size_t)iy * w + ix];
+    col[idx] = v;
+  }
+}
+
+/* dx (cn, c, h, w) of the chunk = fold of dcol (ckk, L): each pixel sums the
+ * columns that read it, in (ky, kx) order, as the CPU's col2im adds them.
+ * Overwrites dx. */
+__global__ void col2im_kernel(size_t total, int L, int ohw, int oh, int ow, int c, int h, int w, int kh, int kw,
+                              int stride, int pad, const float *__restrict__ dcol, float *__restrict__ dx) {
+  const size_t hw = (size_t)h * w, xs = (size_t)c * hw;
+  GRID_STRIDE(idx, total) {
+    const size_t i = idx / xs;
+    const size_t rem = idx - i * xs;
+    const int ci = (int)(rem / hw), pix = (int)(rem - (size_t)ci * hw);
+    const int iy = pix / w, ix = pix - iy * w;
+    const float *base = dcol + i * (size_t)ohw;
+    float acc = 0.0f;
+    for (int ky = 0; ky < kh; ky++) {
+      const int ty = iy + pad - ky; /* oy * stride for the output row that reads (iy) at ky */
+      if (ty < 0) break;            /* ty only falls as ky grows */
+      const int oy = ty / stride;
+      if (oy * stride != ty || oy >= oh) continue;
+      for (int kx = 0; kx < kw; kx++) {
+        const int tx = ix + pad - kx;
+        if (tx < 0) break;
+        const int ox = tx / stride;
+        if (ox * stride != tx || ox >= ow) continue;
+        acc += base[((size_t)(ci * kh + ky) * kw + kx) * (size_t)L + (size_t)oy * ow + ox];
+      }
+    }
+    dx[idx] = acc;
+  }
+}
+
+/* y (cn, oc, ohw) of the chunk = out (oc, L) moved to NCHW, + bias, then the
+ * fused ReLU. Without a bias 0.0f is added, as the CPU does. */
+__global__ void forward_epilogue_kernel(size_t total, int L, int ohw, size_t ys, const float *__restrict__ out,
+                                        const float *__restrict__ b, int relu, float *__restrict__ y) {
+  GRID_STRIDE(idx, total) {
+    const size_t i = idx / ys;
+    const size_t rem = idx - i * ys;
+    const int o = (int)(rem / (size_t)ohw), p = (int)(rem - (size_t)o * ohw);
+    float v = out[(size_t)o * L + i * (size_t)ohw + p] + (b ? b[o] : 0.0f);
+    if (relu) v = v > 0.0f ? v : 0.0f;
+    y[idx] = v;
+  }
+}
+
+/* dyt (oc, L) = the chunk's dy (cn, oc, ohw) in GEMM layout, zero where the
+ * fused ReLU's output y was not positive. */
+__global__ void gather_dy_kernel(size_t total, int L, int ohw, size_t ys, const float *__restrict__ y,
+                                 const float *__restrict__ dy, int relu, float *__restrict__ dyt) {
+  GRID_STRIDE(idx, total) {
+    const size_t i = idx / ys;
+    const size_t rem = idx - i * ys;
+    const int o = (int)(rem / (size_t)ohw), p = (int)(rem - (size_t)o * ohw);
+    dyt[(size_t)o * L + i * (size_t)ohw + p] = relu && !(y[idx] > 0.0f) ? 0.0f : dy[idx];
+  }
+}
+
+/* db (oc) += sum over (n, ohw) of dy, masked under a fused ReLU: one block
+ * per channel, each thread a fixed stride of the channel's elements, then a
+ * tree in shared memory. The order depends on n and the shape only. */
+const int kSumThreads = 256;
+__global__ void bias_grad_kernel(int n, int ohw, size_t ys, const float *__restrict__ y,
+                                 const float *__restrict__ dy, int relu, float *__restrict__ db) {
+  __shared__ float part[kSumThreads];
+  const int o = blockIdx.x;
+  const size_t count = (size_t)n * ohw;
+  float acc = 0.0f;
+  for (size_t j = threadIdx.x; j < count; j += kSumThreads) {
+    const size_t s = j / (size_t)ohw;
+    const size_t at = s * ys + (size_t)o * ohw + (j - s * (size_t)ohw);
+    const float v = dy[at];
+    acc += relu && !(y[at] > 0.0f) ? 0.0f : v;
+  }
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int half = kSumThreads / 2; half > 0; half >>= 1) {
+    if ((int)threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) db[o] += part[0];
+}
+
+#ifdef PT_HAVE_CUDNN
+/* y (n, oc, ohw) = max(0, y + b) in place, after cuDNN's convolution. */
+__global__ void bias_act_kernel(size_t total, int ohw, int oc, const float *__restrict__ b, int relu,
+                                float *__restrict__ y) {
+  GRID_STRIDE(idx, total) {
+    const int o = (int)((idx / (size_t)ohw) % (size_t)oc);
+    float v = y[idx] + (b ? b[o] : 0.0f);
+    if (relu) v = v > 0.0f ? v : 0.0f;
+    y[idx] = v;
+  }
+}
+
+/* out (total) = dy masked by y > 0, for cuDNN, which takes the gradient
+ * before the ReLU. */
+__global__ void mask_dy_kernel(size_t total, const float *__restrict__ y, const float *__restrict__ dy,
+                               float *__restrict__ out) {
+  GRID_STRIDE(idx, total) out[idx] = y[idx] > 0.0f ? dy[idx] : 0.0f;
+}
+#endif
+
+void launch_bias_grad(const pt_conv_geom *g, int n, const float *y, const float *dy, float *db, cudaStream_t st) {
+  const dims d = dims_of(g);
+  if (d.ohw == 0) return;
+  bias_grad_kernel<<<(unsigned)g->oc, kSumThreads, 0, st>>>(n, d.ohw, d.ys, y, dy, g->relu, db);
+  PT_CUDA_CHECK_LAUNCH("conv2d_backward: bias gradient");
+}
+
+/* ---- the gemm path ---- */
+
+cublasHandle_t blas_or_note(const char *what) {
+  cublasHandle_t h = (cublasHandle_t)pt_cuda_cublas();
+  if (!h) pt_cuda_note_error(what, "no cuBLAS handle: this thread is not bound to a GPU");
+  return h;
+}
+
+/* cuBLAS takes int sizes: one sample's unrolled input must fit. */
+bool gemm_fits(const pt_conv_geom *g, const char *what) {
+  const size_t ckk = (size_t)g->c * g->kh * g->kw, ohw = (size_t)g->oh * g->ow;
+  if (ckk * ohw * (size_t)chunk_of(g) <= INT_MAX && (size_t)g->oc * ohw * (size_t)chunk_of(g) <= INT_MAX)
+    return true;
+  pt_cuda_note_error(what, "convolution too large for the im2col path (over 2^31 unrolled elements)");
+  return false;
+}
+
+void gemm_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
+                  float *ws) {
+  cublasHandle_t h = blas_or_note("conv2d_forward");
+  if (!h || !gemm_fits(g, "conv2d_forward")) return;
+  cudaStream_t st = (cudaStream_t)pt_cuda_current_stream();
+  const dims d = dims_of(g);
+  const int chunk = chunk_of(g);
+  float *col = ws;                  /* (ckk, cn*ohw) */
+  float *out = ws + col_floats(g);  /* (oc, cn*ohw) */
+  const float one = 1.0f, zero = 0.0f;
+  for (int s0 = 0; s0 < n; s0 += chunk) {
+    const int cn = n - s0 < chunk ? n - s0 : chunk;
+    const int L = cn * d.ohw;
+    const size_t ncol = (size_t)d.ckk * L;
+    im2col_kernel<<<blocks_for(ncol), kThreads, 0, st>>>(ncol, L, d.ohw, g->ow, g->c, g->h, g->w, g->kh, g->kw,
+                                                          g->stride, g->pad, x + (size_t)s0 * d.xs, col);
+    PT_CUDA_CHECK_LAUNCH("conv2d_forward: im2col");
+    /* out (oc, L) = w (oc, ckk) col (ckk, L); column-major: out^T (L, oc) =
+     * col^T (L, ckk) w^T (ckk, oc), each the array's own memory (op N). */
+    PT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, L, g->oc, d.ckk, &one, col, L, w, d.ckk, &zero, out, L),
+                    "conv2d_forward: sgemm");
+    const size_t ny = (size_t)cn * d.ys;
+    forward_epilogue_kernel<<<blocks_for(ny), kThreads, 0, st>>>(ny, L, d.ohw, d.ys, out, b, g->relu,
+                                                                  y + (size_t)s0 * d.ys);
+    PT_CUDA_CHECK_LAUNCH("conv2d_forward: bias and activation");
+  }
+}
+
+/* dw += and dx = over the batch; either may be NULL (the cuDNN path hands
+ * over only what it could not do). db is not done here. */
+void gemm_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y, const float *dy,
+                   float *dw, float *dx, float *ws) {
+  if (!dw && !dx) return;
+  cublasHandle_t h = blas_or_note("conv2d_backward");
+  if (!h || !gemm_fits(g, "conv2d_backward")) return;
+  cudaStream_t st = (cudaStream_t)pt_cuda_current_stream();
+  const dims d = dims_of(g);
+  const int chunk = chunk_of(g);
+  float *col = ws;                  /* (ckk, cn*ohw): the unrolled x, then dcol */
+  float *dyt = ws + col_floats(g);  /* (oc, cn*ohw) */
+  const float one = 1.0f, zero = 0.0f;
+  for (int s0 = 0; s0 < n; s0 += chunk) {
+    const int cn = n - s0 < chunk ? n - s0 : chunk;
+    const int L = cn * d.ohw;
+    const size_t ny = (size_t)cn * d.ys, ncol = (size_t)d.ckk * L;
+    gather_dy_kernel<<<blocks_for(ny), kThreads, 0, st>>>(ny, L, d.ohw, d.ys, y + (size_t)s0 * d.ys,
+                                                           dy + (size_t)s0 * d.ys, g->relu, dyt);
+    PT_CUDA_CHECK_LAUNCH("conv2d_backward: gather dy");
+    if (dw) {
+      im2col_kernel<<<blocks_for(ncol), kThreads, 0, st>>>(ncol, L, d.ohw, g->ow, g->c, g->h, g->w, g->kh, g->kw,
+                                                            g->stride, g->pad, x + (size_t)s0 * d.xs, col);
+      PT_CUDA_CHECK_LAUNCH("conv2d_backward: im2col");
+      /* dw (oc, ckk) += dyt (oc, L) col^T (L, ckk); column-major: dw^T (ckk,
+       * oc) += col (ckk, L) dyt^T (L, oc). col's memory is col^T (L, ckk),
+       * hence op T with ld L; dyt's is dyt^T (L, oc), op N. */
+      PT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, d.ckk, g->oc, L, &one, col, L, dyt, L, &one, dw,
+                                  d.ckk),
+                      "conv2d_backward: dw sgemm");
+    }
+    if (dx) {
+      /* dcol (ckk, L) = w^T (ckk, oc) dyt (oc, L); column-major: dcol^T (L,
+       * ckk) = dyt^T (L, oc) w (oc, ckk). dyt's memory is dyt^T (op N, ld
+       * L); w's is w^T (ckk, oc), hence op T with ld ckk. Overwrites col,
+       * which the dw GEMM before it on the stream has finished reading. */
+      PT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, L, d.ckk, g->oc, &one, dyt, L, w, d.ckk, &zero, col,
+                                  L),
+                      "conv2d_backward: dcol sgemm");
+      const size_t nx = (size_t)cn * d.xs;
+      col2im_kernel<<<blocks_for(nx), kThreads, 0, st>>>(nx, L, d.ohw, g->oh, g->ow, g->c, g->h, g->w, g->kh,
+                                                          g->kw, g->stride, g->pad, col, dx + (size_t)s0 * d.xs);
+      PT_CUDA_CHECK_LAUNCH("conv2d_backward: col2im");
+    }
+  }
+}
+
+/* ---- the choice between cuDNN and the gemm path ---- */
+
+enum conv_mode { MODE_DEFAULT, MODE_CUDNN, MODE_GEMM, MODE_BAD };
+
+/* Read once per process: the choice must not change under a running model. */
+conv_mode mode_from_env() {
+  static const conv_mode mode = [] {
+    const char *v = getenv("PT_CUDA_CONV");
+    if (!v || !*v) return MODE_DEFAULT;
+    if (!strcmp(v, "cudnn")) return MODE_CUDNN;
+    if (!strcmp(v, "gemm")) return MODE_GEMM;
+    return MODE_BAD;
+  }();
+  return mode;
+}
+
+/* The cuDNN handle to use, or NULL for the gemm path. A misspelt or
+ * unsatisfiable PT_CUDA_CONV is reported (at the next sync) rather than
+ * quietly measuring something else. */
+void *cudnn_choice(const char *what) {
+  const conv_mode mode = mode_from_env();
+  if (mode == MODE_BAD) pt_cuda_note_error(what, "PT_CUDA_CONV must be \"cudnn\" or \"gemm\"");
+  if (mode == MODE_GEMM) return nullptr;
+#ifdef PT_HAVE_CUDNN
+  void *h = pt_cuda_cudnn();
+  if (!h && mode == MODE_CUDNN) pt_cuda_note_error(what, "PT_CUDA_CONV=cudnn, but this thread has no cuDNN handle");
+  return h;
+#else
+  if (mode == MODE_CUDNN) pt_cuda_note_error(what, "PT_CUDA_CONV=cudnn, but this build has no cuDNN");
+  return nullptr;
+#endif
+}
+
+#ifdef PT_HAVE_CUDNN
+/* ---- the cuDNN path ----
+ *
+ * Descriptors and algorithm choices are cached per thread (each thread has
+ * its own handle and stream) and per geometry and batch size, since cuDNN's
+ * tensor descriptors include n. Algorithms come from cuDNN's heuristics
+ * (cudnnGet*_v7), not from timing them (cudnnFind*): a timed choice could
+ * differ from run to run and with it the result's rounding. Of the
+ * heuristics' list, fastest first, the first entry that is deterministic, in
+ * plain FMA math and within kAlgoWorkspaceLimit is taken; none means the
+ * gemm path for that direction. The workspace is one buffer per thread,
+ * grown when a new geometry needs more (after the stream drains, so no
+ * queued kernel still uses the old one); once every geometry has run, no
+ * call allocates. */
+
+const int kPlans = 16;
+const size_t kAlgoWorkspaceLimit = (size_t)256 << 20;
+
+struct conv_plan {
+  bool used;
+  int key[9]; /* c, h, w, oc, kh, kw, stride, pad, n */
+  unsigned long long stamp;
+  cudnnTensorDescriptor_t xd, yd;
+  cudnnFilterDescriptor_t wd;
+  cudnnConvolutionDescriptor_t cd;
+  bool fwd_ok, data_ok, filter_ok;
+  cudnnConvolutionFwdAlgo_t fwd;
+  cudnnConvolutionBwdDataAlgo_t data;
+  cudnnConvolutionBwdFilterAlgo_t filter;
+  size_t fwd_ws, data_ws, filter_ws; /* bytes */
+};
+
+void destroy_plan(conv_plan *p) {
+  if (p->cd) (void)cudnnDestroyConvolutionDescriptor(p->cd);
+  if (p->wd) (void)cudnnDestroyFilterDescriptor(p->wd);
+  if (p->yd) (void)cudnnDestroyTensorDescriptor(p->yd);
+  if (p->xd) (void)cudnnDestroyTensorDescriptor(p->xd);
+  memset(p, 0, sizeof *p);
+}
+
+struct conv_cache {
+  cudnnHandle_t handle = nullptr;
+  int device = -1;
+  unsigned long long clock = 0;
+  conv_plan plans[kPlans] = {};
+  void *ws = nullptr; /* device memory of device */
+  size_t ws_bytes = 0;
+
+  /* Drops everything: on thread exit, or when the thread's handle changes
+   * (a rebind, possibly to another GPU). The device is drained first: the
+   * old stream may still be running kernels that use ws. */
+  void release() {
+    for (int i = 0; i < kPlans; i++)
+      if (plans[i].used) destroy_plan(&plans[i]);
+    if (ws) {
+      int cur = -1;
+      (void)cudaGetDevice(&cur);
+      if (cur != device) (void)cudaSetDevice(device);
+      (void)cudaDeviceSynchronize();
+      (void)cudaFree(ws);
+      if (cur != device && cur >= 0) (void)cudaSetDevice(cur);
+      (void)cudaGetLastError(); /* at process exit the runtime may already be gone */
+    }
+    ws = nullptr;
+    ws_bytes = 0;
+    handle = nullptr;
+    device = -1;
+  }
+  ~conv_cache() { release(); }
+};
+
+thread_local conv_cache t_cache;
+
+/* Makes t_cache.ws at least bytes long; false (after clearing the error) if
+ * the memory is not there, and the caller falls back to the gemm path,
+ * whose workspace the caller of the op already holds. */
+bool grow_workspace(size_t bytes, cudaStream_t st) {
+  conv_cache &c = t_cache;
+  if (bytes <= c.ws_bytes) return true;
+  const size_t mib = (size_t)1 << 20;
+  bytes = (bytes + mib - 1) / mib * mib;
+  if (c.ws) {
+    PT_CUDA_CHECK(cudaStreamSynchronize(st), "conv2d: waiting to grow the cuDNN workspace");
+    (void)cudaFree(c.ws);
+    c.ws = nullptr;
+    c.ws_bytes = 0;
+  }
+  if (cudaMalloc(&c.ws, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    c.ws = nullptr;
+    return false;
+  }
+  c.ws_bytes = bytes;
+  return true;
+}
+
+template <typename Perf, typename Algo, typename WsFn>
+bool pick_algo(const Perf *perf, int count, WsFn ws_of, Algo *algo, size_t *ws) {
+  for (int i = 0; i < count; i++) {
+    const Perf &p = perf[i];
+    if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) continue;
+    /* The descriptor stays in FMA math whatever the entry says; an entry
+     * that needs tensor cores would not run under it. */
+    if (p.mathType != CUDNN_FMA_MATH && p.mathType != CUDNN_DEFAULT_MATH) continue;
+    size_t bytes = 0;
+    if (ws_of(p.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > kAlgoWorkspaceLimit) continue;
+    *algo = p.algo;
+    *ws = bytes;
+    return true;
+  }
+  return false;
+}
+
+/* Fills p for (g, n): descriptors, then an algorithm per direction. A
+ * geometry cuDNN cannot describe gets a plan with no direction usable. */
+void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
+  const int oc = g->oc, oh = g->oh, ow = g->ow;
+  if (cudnnCreateTensorDescriptor(&p->xd) != CUDNN_STATUS_SUCCESS ||
+      cudnnCreateTensorDescriptor(&p->yd) != CUDNN_STATUS_SUCCESS ||
+      cudnnCreateFilterDescriptor(&p->wd) != CUDNN_STATUS_SUCCESS ||
+      cudnnCreateConvolutionDescriptor(&p->cd) != CUDNN_STATUS_SUCCESS)
+    return;
+  if (cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, g->c, g->h, g->w) !=
+          CUDNN_STATUS_SUCCESS ||
+      cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, oc, oh, ow) !=
+          CUDNN_STATUS_SUCCESS ||
+      cudnnSetFilter4dDescriptor(p->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, oc, g->c, g->kh, g->kw) !=
+          CUDNN_STATUS_SUCCESS ||
+      /* cross-correlation, as PyTorch and the CPU's im2col */
+      cudnnSetConvolution2dDescriptor(p->cd, g->pad, g->pad, g->stride, g->stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                      CUDNN_DATA_FLOAT) != CUDNN_STATUS_SUCCESS ||
+      cudnnSetConvolutionMathType(p->cd, CUDNN_FMA_MATH) != CUDNN_STATUS_SUCCESS)
+    return;
+  int dn = 0, dc = 0, dh = 0, dw = 0;
+  if (cudnnGetConvolution2dForwardOutputDim(p->cd, p->xd, p->wd, &dn, &dc, &dh, &dw) != CUDNN_STATUS_SUCCESS ||
+      dn != n || dc != oc || dh != oh || dw != ow)
+    return;
+
+  int got = 0;
+  cudnnConvolutionFwdAlgoPerf_t fperf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  if (cudnnGetConvolutionForwardAlgorithm_v7(h, p->xd, p->wd, p->cd, p->yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
+                                             fperf) == CUDNN_STATUS_SUCCESS)
+    p->fwd_ok = pick_algo(
+        fperf, got,
+        [&](cudnnConvolutionFwdAlgo_t a, size_t *b) {
+          return cudnnGetConvolutionForwardWorkspaceSize(h, p->xd, p->wd, p->cd, p->yd, a, b);
+        },
+        &p->fwd, &p->fwd_ws);
+
+  got = 0;
+  cudnnConvolutionBwdDataAlgoPerf_t dperf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  if (cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->wd, p->yd, p->cd, p->xd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                  &got, dperf) == CUDNN_STATUS_SUCCESS)
+    p->data_ok = pick_algo(
+        dperf, got,
+        [&](cudnnConvolutionBwdDataAlgo_t a, size_t *b) {
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->wd, p->yd, p->cd, p->xd, a, b);
+        },
+        &p->data, &p->data_ws);
+
+  got = 0;
+  cudnnConvolutionBwdFilterAlgoPerf_t wperf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->xd, p->yd, p->cd, p->wd,
+                                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
+                                                    wperf) == CUDNN_STATUS_SUCCESS)
+    p->filter_ok = pick_algo(
+        wperf, got,
+        [&](cudnnConvolutionBwdFilterAlgo_t a, size_t *b) {
+          return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p->xd, p->yd, p->cd, p->wd, a, b);
+        },
+        &p->filter, &p->filter_ws);
+}
+
+/* The plan for (g, n) on this thread's handle, built at first use; the
+ * least recently used plan makes room when all slots are taken. */
+conv_plan *find_plan(cudnnHandle_t h, const pt_conv_geom *g, int n) {
+  conv_cache &c = t_cache;
+  const int device = pt_cuda_current_device();
+  if (c.handle != h || c.device != device) {
+    c.release();
+    c.handle = h;
+    c.device = device;
+  }
+  const int key[9] = {g->c, g->h, g->w, g->oc, g->kh, g->kw, g->stride, g->pad, n};
+  conv_plan *victim = &c.plans[0];
+  for (int i = 0; i < kPlans; i++) {
+    conv_plan *p = &c.plans[i];
+    if (p->used && !memcmp(p->key, key, sizeof key)) {
+      p->stamp = ++c.clock;
+      return p;
+    }
+    if (victim->used && (!p->used || p->stamp < victim->stamp)) victim = p;
+  }
+  if (victim->used) destroy_plan(victim);
+  build_plan(h, g, n, victim);
+  victim->used = true;
+  memcpy(victim->key, key, sizeof key);
+  victim->stamp = ++c.clock;
+  return victim;
+}
+
+/* A status that says this algorithm cannot run here (as opposed to a
+ * failure while running): the direction moves to the gemm path for good. */
+bool unsupported(cudnnStatus_t s) { return s >= CUDNN_STATUS_NOT_SUPPORTED && s < CUDNN_STATUS_INTERNAL_ERROR; }
+
+size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+/* True when done; false leaves y untouched for the gemm path. */
+bool cudnn_forward(cudnnHandle_t h, const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
+                   float *y) {
+  conv_plan *p = find_plan(h, g, n);
+  cudaStream_t st = (cudaStream_t)pt_cuda_current_stream();
+  if (!p->fwd_ok || !grow_workspace(p->fwd_ws, st)) return false;
+  const float one = 1.0f, zero = 0.0f;
+  cudnnStatus_t s = cudnnConvolutionForward(h, &one, p->xd, x, p->wd, w, p->cd, p->fwd, t_cache.ws, p->fwd_ws, &zero,
+                                            p->yd, y);
+  if (unsupported(s)) {
+    p->fwd_ok = false;
+    return false;
+  }
+  if (s != CUDNN_STATUS_SUCCESS) {
+    pt_cuda_note_error("conv2d_forward: cudnnConvolutionForward", cudnnGetErrorString(s));
+    return true;
+  }
+  if (b || g->relu) {
+    const size_t total = (size_t)n * g->oc * g->oh * g->ow;
+    bias_act_kernel<<<blocks_for(total), kThreads, 0, st>>>(total, g->oh * g->ow, g->oc, b, g->relu, y);
+    PT_CUDA_CHECK_LAUNCH("conv2d_forward: bias and activation");
+  }
+  return true;
+}
+
+/* Does what of dw += and dx = it can, clearing *dw and *dx for each one
+ * done; the gemm path does the rest. */
+void cudnn_backward(cudnnHandle_t h, const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
+                    const float *dy, float **dw, float **dx) {
+  conv_plan *p = find_plan(h, g, n);
+  const bool do_w = *dw && p->filter_ok, do_x = *dx && p->data_ok;
+  if (!do_w && !do_x) return;
+  cudaStream_t st = (cudaStream_t)pt_cuda_current_stream();
+  /* ws: the algorithms' workspace (one at a time), then dy masked by the
+   * ReLU (n, oc, oh, ow) */
+  size_t algo = 0;
+  if (do_w && p->filter_ws > algo) algo = p->filter_ws;
+  if (do_x && p->data_ws > algo) algo = p->data_ws;
+  const size_t ny = (size_t)n * g->oc * g->oh * g->ow;
+  const size_t masked_at = align256(algo);
+  if (!grow_workspace(masked_at + (g->relu ? ny * sizeof(float) : 0), st)) return;
+  const float *d = dy;
+  if (g->relu) {
+    float *m = (float *)((char *)t_cache.ws + masked_at);
+    mask_dy_kernel<<<blocks_for(ny), kThreads, 0, st>>>(ny, y, dy, m);
+    PT_CUDA_CHECK_LAUNCH("conv2d_backward: ReLU mask");
+    d = m;
+  }
+  const float one = 1.0f, zero = 0.0f;
+  if (do_w) {
+    /* beta = 1: dw accumulates */
+    cudnnStatus_t s = cudnnConvolutionBackwardFilter(h, &one, p->xd, x, p->yd, d, p->cd, p->filter, t_cache.ws,
+                                                     p->filter_ws, &one, p->wd, *dw);
+    if (unsupported(s)) {
+      p->filter_ok = false;
+    } else {
+      if (s != CUDNN_STATUS_SUCCESS)
+        pt_cuda_note_error("conv2d_backward: cudnnConvolutionBackwardFilter", cudnnGetErrorString(s));
+      *dw = nullptr;
+    }
+  }
+  if (do_x) {
+    cudnnStatus_t s = cudnnConvolutionBackwardData(h, &one, p->wd, w, p->yd, d, p->cd, p->data, t_cache.ws,
+                                                   p->data_ws, &zero, p->xd, *dx);
+    if (unsupported(s)) {
+      p->data_ok = false;
+    } else {
+      if (s != CUDNN_STATUS_SUCCESS)
+        pt_cuda_note_error("conv2d_backward: cudnnConvolutionBackwardData", cudnnGetErrorString(s));
+      *dx = nullptr;
+    }
+  }
+}
+#endif /* PT_HAVE_CUDNN */
+
+} // namespace
+
+/* Floats of the gemm path's workspace for a chunk; the same for any batch
+ * size and thread count (the GPU runs one thread's op at a time). The cuDNN
+ * path keeps its own workspace, but a geometry may fall back to this one. */
+extern "C" size_t pt_cuda_conv_workspace(const pt_conv_geom *g, int nthreads) {
+  (void)nthreads;
+  return col_floats(g) + (size_t)g->oc * g->oh * g->ow * (size_t)chunk_of(g);
+}
+
+extern "C" void pt_cuda_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
+                                       float *y, float *ws) {
+  if (n <= 0) return;
+  void *h = cudnn_choice("conv2d_forward");
+#ifdef PT_HAVE_CUDNN
+  if (h && cudnn_forward((cudnnHandle_t)h, g, n, x, w, b, y)) return;
+#else
+  (void)h;
+#endif
+  gemm_forward(g, n, x, w, b, y, ws);
+}
+
+extern "C" void pt_cuda_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
+                                        const float *dy, float *dw, float *db, float *dx, float *ws) {
+  if (n <= 0) return;
+  void *h = cudnn_choice("conv2d_backward");
+#ifdef PT_HAVE_CUDNN
+  if (h) cudnn_backward((cudnnHandle_t)h, g, n, x, w, y, dy, &dw, &dx);
+#else
+  (void)h;
+#endif
+  gemm_backward(g, n, x, w, y, dy, dw, dx, ws);
+  if (db) launch_bias_grad(g, n, y, dy, db, (cudaStream_t)pt_cuda_current_stream());
+}
