@@ -162,6 +162,13 @@ pt_status pt_comm_mpi_create(pt_comm **out, double timeout_s);
 /* MPI_Finalize, once, at the end of the program (after every communicator is gone). */
 void pt_comm_mpi_finalize(void);
 
+/* Collectives on device memory (a GPU backend's) over host, whose ranks
+ * it shares: each copies the buffer to a host buffer of max_bytes, runs on
+ * host and copies back. The fallback where NCCL cannot run (several ranks
+ * on one GPU, or no NCCL); host outlives it. */
+struct pt_backend;
+pt_status pt_comm_staging_create(pt_comm **out, pt_comm *host, const struct pt_backend *be, size_t max_bytes);
+
 /* Waits on a condition polled by poll(ctx) until it returns non-zero or
  * c's timeout passes. It polls without pause (yielding the core between
  * polls) for a second, since MPI progresses only while it is called, then

@@ -33,6 +33,6 @@ pt_status pt_cuda_version_info(pt_cuda_versions *out) {
 }
 
 const pt_backend *pt_backend_cuda(void) {
-  pt_fail(PT_ERR_DEVICE, "--device cuda: %s", built_without);
+  pt_fail(PT_ERR_DEVICE, "%s", built_without);
   return NULL;
 }

@@ -62,7 +62,7 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
       int64_t ws[4] = {s->out, L->in_c, s->kernel, s->kernel}, bs[1] = {s->out};
       L->w = add_param(m, s->name, "weight", 4, ws);
       if (s->bias) L->b = add_param(m, s->name, "bias", 1, bs);
-      size_t need = pt_conv_workspace(&g, pt_ops_get_threads());
+      size_t need = (m->be ? m->be : pt_backend_cpu())->conv_workspace(&g, pt_ops_get_threads());
       if (need > *ws_max) *ws_max = need;
       break;
     }
@@ -107,6 +107,9 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
 
 static size_t out_size(const pt_layer *L) { return (size_t)L->out_c * L->out_h * L->out_w; }
 
+/* Backend memory, zeroed; NULL (and the backend's message) when it fails. */
+static void *balloc(const pt_model *m, size_t bytes) { return m->be->alloc(bytes ? bytes : 1); }
+
 static pt_status alloc_activations(pt_model *m, size_t ws_max) {
   const size_t B = (size_t)m->max_batch, S = (size_t)m->nslots;
   m->max_act = (size_t)m->spec.in_c * m->spec.in_h * m->spec.in_w;
@@ -117,43 +120,54 @@ static pt_status alloc_activations(pt_model *m, size_t ws_max) {
     if (o > m->max_act) m->max_act = o;
     if (L->fused) continue; /* y is the conv's, set by pt_model_use_slot */
     if (L->spec.kind != PT_L_FLATTEN) {
-      if (!(L->y_mem = pt_alloc_aligned(sizeof(float) * S * B * o))) return PT_ERR_NOMEM;
+      if (!(L->y_mem = balloc(m, sizeof(float) * S * B * o))) return PT_ERR_NOMEM;
       m->slot_bytes += sizeof(float) * B * o;
     }
     if (L->spec.kind == PT_L_MAXPOOL2D) {
-      if (!(L->argmax_mem = pt_alloc_aligned(sizeof(int32_t) * S * B * o))) return PT_ERR_NOMEM;
+      if (!(L->argmax_mem = balloc(m, sizeof(int32_t) * S * B * o))) return PT_ERR_NOMEM;
       m->slot_bytes += sizeof(int32_t) * B * o;
     }
     if (L->spec.kind == PT_L_DROPOUT) {
-      if (!(L->mask_mem = pt_alloc_aligned(sizeof(float) * S * B * o))) return PT_ERR_NOMEM;
+      if (!(L->mask_mem = balloc(m, sizeof(float) * S * B * o))) return PT_ERR_NOMEM;
       m->slot_bytes += sizeof(float) * B * o;
     }
     if (L->spec.kind == PT_L_BATCHNORM2D) {
       /* (nslots, 2, out_c): mean and 1/std of each slot's batch */
-      if (!(L->save_mem = pt_alloc_aligned(sizeof(float) * S * 2 * L->out_c)) ||
-          !(L->bn_sums = pt_alloc_aligned(sizeof(double) * (2 * (size_t)L->out_c + 1))))
+      if (!(L->save_mem = balloc(m, sizeof(float) * S * 2 * L->out_c)) ||
+          !(L->bn_sums = balloc(m, sizeof(double) * (2 * (size_t)L->out_c + 1))))
         return PT_ERR_NOMEM;
       m->slot_bytes += sizeof(float) * 2 * L->out_c;
     }
   }
   for (int k = 0; k < 2; k++)
-    if (!(m->dbuf[k] = pt_alloc_aligned(sizeof(float) * B * m->max_act))) return PT_ERR_NOMEM;
-  if (!(m->ws = pt_alloc_aligned(sizeof(float) * (ws_max ? ws_max : 1)))) return PT_ERR_NOMEM;
+    if (!(m->dbuf[k] = balloc(m, sizeof(float) * B * m->max_act))) return PT_ERR_NOMEM;
+  if (!(m->ws = balloc(m, sizeof(float) * (ws_max ? ws_max : 1)))) return PT_ERR_NOMEM;
   const size_t classes = m->num_classes > 0 ? (size_t)m->num_classes : 1;
   /* every slot's rows: a forward-only pass may use the slots as one batch */
-  if (!(m->dlogits = pt_alloc_aligned(sizeof(float) * S * B * classes))) return PT_ERR_NOMEM;
+  if (!(m->dlogits = balloc(m, sizeof(float) * S * B * classes))) return PT_ERR_NOMEM;
   m->work_bytes = sizeof(float) * (2 * B * m->max_act + (ws_max ? ws_max : 1) + S * B * classes);
   pt_model_use_slot(m, 0);
   if (m->whole) { /* views into the whole model's arrays */
     m->param = m->whole->param + m->param_offset;
     m->grad = m->whole->grad + m->param_offset;
     m->buffer = m->whole->buffer + m->buffer_offset;
+    m->hparam = m->whole->hparam + m->param_offset;
+    m->hbuffer = m->whole->hbuffer + m->buffer_offset;
+    m->loss_val = m->whole->loss_val;
     return PT_OK;
   }
-  if (!(m->param = pt_alloc_aligned(sizeof(float) * m->nparam_total)) ||
-      !(m->grad = pt_alloc_aligned(sizeof(float) * m->nparam_total)) ||
-      !(m->buffer = pt_alloc_aligned(sizeof(float) * (m->nbuffer_total ? m->nbuffer_total : 1))))
+  if (!(m->param = balloc(m, sizeof(float) * m->nparam_total)) ||
+      !(m->grad = balloc(m, sizeof(float) * m->nparam_total)) ||
+      !(m->buffer = balloc(m, sizeof(float) * (m->nbuffer_total ? m->nbuffer_total : 1))) ||
+      !(m->loss_val = balloc(m, sizeof(double))))
     return PT_ERR_NOMEM;
+  if (m->be->kind == PT_BACKEND_CPU) { /* the host copy is the memory itself */
+    m->hparam = m->param;
+    m->hbuffer = m->buffer;
+  } else if (!(m->hparam = pt_alloc_aligned(sizeof(float) * (m->nparam_total ? m->nparam_total : 1))) ||
+             !(m->hbuffer = pt_alloc_aligned(sizeof(float) * (m->nbuffer_total ? m->nbuffer_total : 1)))) {
+    return PT_ERR_NOMEM;
+  }
   return PT_OK;
 }
 
@@ -223,10 +237,15 @@ static pt_status infer_model(pt_model *m, const pt_model_spec *spec, int max_bat
 }
 
 pt_status pt_model_create(pt_model **out, const pt_model_spec *spec, int max_batch) {
+  return pt_model_create_on(out, spec, max_batch, pt_backend_cpu());
+}
+
+pt_status pt_model_create_on(pt_model **out, const pt_model_spec *spec, int max_batch, const pt_backend *be) {
   *out = NULL;
   if (max_batch < 1) return pt_fail(PT_ERR_ARG, "batch size %d: expected at least 1", max_batch);
   pt_model *m = pt_calloc(1, sizeof *m);
   if (!m) return PT_ERR_NOMEM;
+  m->be = be;
   size_t ws_max;
   pt_status st = infer_model(m, spec, max_batch, &ws_max);
   if (st == PT_OK) st = alloc_activations(m, ws_max);
@@ -257,24 +276,42 @@ pt_status pt_model_summarize(const pt_model_spec *spec, pt_model_summary *out) {
 
 void pt_model_destroy(pt_model *m) {
   if (!m) return;
-  for (int i = 0; i < m->nlayers; i++) {
-    pt_layer *L = &m->layers[i];
-    free(L->y_mem);
-    free(L->argmax_mem);
-    free(L->mask_mem);
-    free(L->save_mem);
-    free(L->bn_sums);
-  }
-  free(m->dbuf[0]);
-  free(m->dbuf[1]);
-  free(m->ws);
-  free(m->dlogits);
-  if (!m->whole) {
-    free(m->param);
-    free(m->grad);
-    free(m->buffer);
+  if (m->be) {
+    void (*bfree)(void *) = m->be->free;
+    for (int i = 0; i < m->nlayers; i++) {
+      pt_layer *L = &m->layers[i];
+      bfree(L->y_mem);
+      bfree(L->argmax_mem);
+      bfree(L->mask_mem);
+      bfree(L->save_mem);
+      bfree(L->bn_sums);
+    }
+    bfree(m->dbuf[0]);
+    bfree(m->dbuf[1]);
+    bfree(m->ws);
+    bfree(m->dlogits);
+    if (!m->whole) {
+      bfree(m->param);
+      bfree(m->grad);
+      bfree(m->buffer);
+      bfree(m->loss_val);
+      if (m->hparam != m->param) free(m->hparam);
+      if (m->hbuffer != m->buffer) free(m->hbuffer);
+    }
   }
   free(m);
+}
+
+pt_status pt_model_to_host(pt_model *m) {
+  if (m->hparam == m->param && m->hbuffer == m->buffer) return PT_OK;
+  PT_TRY(m->be->download(m->hparam, m->param, sizeof(float) * m->nparam_total));
+  return m->be->download(m->hbuffer, m->buffer, sizeof(float) * m->nbuffer_total);
+}
+
+void pt_model_from_host(pt_model *m) {
+  if (m->hparam == m->param && m->hbuffer == m->buffer) return;
+  m->be->upload(m->param, m->hparam, sizeof(float) * m->nparam_total);
+  m->be->upload(m->buffer, m->hbuffer, sizeof(float) * m->nbuffer_total);
 }
 
 void pt_model_init(pt_model *m, uint64_t seed) {
@@ -286,10 +323,10 @@ void pt_model_init(pt_model *m, uint64_t seed) {
     if (L->w < 0) continue;
     pt_tensor_info *w = &m->params[L->w];
     if (L->spec.kind == PT_L_BATCHNORM2D) {
-      for (size_t k = 0; k < w->numel; k++) m->param[w->offset + k] = 1.0f;
-      memset(m->param + m->params[L->b].offset, 0, sizeof(float) * m->params[L->b].numel);
-      memset(m->buffer + m->buffers[L->rmean].offset, 0, sizeof(float) * m->buffers[L->rmean].numel);
-      for (size_t k = 0; k < m->buffers[L->rvar].numel; k++) m->buffer[m->buffers[L->rvar].offset + k] = 1.0f;
+      for (size_t k = 0; k < w->numel; k++) m->hparam[w->offset + k] = 1.0f;
+      memset(m->hparam + m->params[L->b].offset, 0, sizeof(float) * m->params[L->b].numel);
+      memset(m->hbuffer + m->buffers[L->rmean].offset, 0, sizeof(float) * m->buffers[L->rmean].numel);
+      for (size_t k = 0; k < m->buffers[L->rvar].numel; k++) m->hbuffer[m->buffers[L->rvar].offset + k] = 1.0f;
       continue;
     }
     /* kaiming_uniform_(a=sqrt(5)) reduces to U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and
@@ -298,16 +335,17 @@ void pt_model_init(pt_model *m, uint64_t seed) {
     float bound = 1.0f / sqrtf((float)fan_in);
     pt_rng r;
     pt_rng_init(&r, key, (uint64_t)L->w);
-    for (size_t k = 0; k < w->numel; k++) m->param[w->offset + k] = (2.0f * pt_rng_uniform(&r) - 1.0f) * bound;
+    for (size_t k = 0; k < w->numel; k++) m->hparam[w->offset + k] = (2.0f * pt_rng_uniform(&r) - 1.0f) * bound;
     if (L->b >= 0) {
       pt_tensor_info *b = &m->params[L->b];
       pt_rng_init(&r, key, (uint64_t)L->b);
-      for (size_t k = 0; k < b->numel; k++) m->param[b->offset + k] = (2.0f * pt_rng_uniform(&r) - 1.0f) * bound;
+      for (size_t k = 0; k < b->numel; k++) m->hparam[b->offset + k] = (2.0f * pt_rng_uniform(&r) - 1.0f) * bound;
     }
   }
+  pt_model_from_host(m);
 }
 
-void pt_model_zero_grad(pt_model *m) { memset(m->grad, 0, sizeof(float) * m->nparam_total); }
+void pt_model_zero_grad(pt_model *m) { m->be->zero(m->grad, sizeof(float) * m->nparam_total); }
 
 static float *P(pt_model *m, int idx) { return idx < 0 ? NULL : m->param + m->params[idx].offset; }
 static float *G(pt_model *m, int idx) { return idx < 0 ? NULL : m->grad + m->params[idx].offset; }
@@ -371,36 +409,36 @@ static void layer_forward(pt_model *m, pt_layer *L, const float *x, int n) {
   const size_t o = out_size(L);
   const int hw = L->in_h * L->in_w;
   switch (L->spec.kind) {
-    case PT_L_CONV2D: pt_conv2d_forward(&L->conv, n, x, P(m, L->w), P(m, L->b), L->y, m->ws); break;
-    case PT_L_LINEAR: pt_linear_forward(n, L->in_c, L->out_c, x, P(m, L->w), P(m, L->b), L->y); break;
+    case PT_L_CONV2D: m->be->conv2d_forward(&L->conv, n, x, P(m, L->w), P(m, L->b), L->y, m->ws); break;
+    case PT_L_LINEAR: m->be->linear_forward(n, L->in_c, L->out_c, x, P(m, L->w), P(m, L->b), L->y); break;
     case PT_L_BATCHNORM2D: {
       pt_bn_geom g = {L->in_c, L->spec.eps, L->spec.momentum};
       if (m->training && m->sum_stats) {
         bn_forward_synced(m, L, &g, n, hw, x);
         count_batch(m, L);
       } else if (m->training) {
-        pt_batchnorm_forward_train(&g, n, hw, x, P(m, L->w), P(m, L->b), Bf(m, L->rmean), Bf(m, L->rvar),
+        m->be->batchnorm_forward_train(&g, n, hw, x, P(m, L->w), P(m, L->b), Bf(m, L->rmean), Bf(m, L->rvar),
                                    L->save_mean, L->save_invstd, L->y, L->bn_sums);
         L->bn_count = (double)n * hw;
         count_batch(m, L);
       } else {
-        pt_batchnorm_forward_eval(&g, n, hw, x, P(m, L->w), P(m, L->b), Bf(m, L->rmean), Bf(m, L->rvar), L->y);
+        m->be->batchnorm_forward_eval(&g, n, hw, x, P(m, L->w), P(m, L->b), Bf(m, L->rmean), Bf(m, L->rvar), L->y);
       }
       break;
     }
     case PT_L_MAXPOOL2D:
-      pt_maxpool_forward(n, L->in_c, L->in_h, L->in_w, L->spec.kernel, L->spec.stride, L->out_h, L->out_w, x,
+      m->be->maxpool_forward(n, L->in_c, L->in_h, L->in_w, L->spec.kernel, L->spec.stride, L->out_h, L->out_w, x,
                          L->y, L->argmax);
       break;
-    case PT_L_RELU: pt_relu_forward((size_t)n * o, x, L->y); break;
+    case PT_L_RELU: m->be->relu_forward((size_t)n * o, x, L->y); break;
     case PT_L_DROPOUT:
       if (m->training && L->spec.p > 0.0f)
-        pt_dropout_forward((size_t)n * o, L->spec.p, m->dropout_key, m->step, (uint32_t)(m->layer_base + L->index), x,
+        m->be->dropout_forward((size_t)n * o, L->spec.p, m->dropout_key, m->step, (uint32_t)(m->layer_base + L->index), x,
                            L->y, L->mask);
       else
-        memcpy(L->y, x, sizeof(float) * (size_t)n * o);
+        m->be->copy(L->y, x, sizeof(float) * (size_t)n * o);
       break;
-    case PT_L_LOGSOFTMAX: pt_log_softmax_forward(n, L->in_c, x, L->y); break;
+    case PT_L_LOGSOFTMAX: m->be->log_softmax_forward(n, L->in_c, x, L->y); break;
     case PT_L_FLATTEN: break;
   }
 }
@@ -411,9 +449,13 @@ const float *pt_model_forward(pt_model *m, const float *x, int n) {
     pt_layer *L = &m->layers[i];
     if (L->spec.kind == PT_L_FLATTEN || L->fused) continue; /* views: same memory */
     const int timing = m->profile || pt_trace_enabled();
+    /* A GPU only queues the layer: its time is known after a sync, which
+     * profiling and tracing pay for and a plain run does not. */
+    if (timing && m->be->kind != PT_BACKEND_CPU) m->be->sync();
     double t0 = timing ? pt_now() : 0.0;
     layer_forward(m, L, cur, n);
     if (timing) {
+      if (m->be->kind != PT_BACKEND_CPU) m->be->sync();
       double t1 = pt_now();
       if (m->profile) L->fwd_ms += 1e3 * (t1 - t0);
       pt_trace_span(L->label, "forward", t0, t1);
@@ -423,10 +465,20 @@ const float *pt_model_forward(pt_model *m, const float *x, int n) {
   return cur;
 }
 
-double pt_model_loss(pt_model *m, const int32_t *y, int n, float scale) {
+void pt_model_loss_queue(pt_model *m, const int32_t *y, int n, float scale) {
   const float *out = layer_input(m, m->nlayers, NULL);
-  if (m->spec.loss == PT_LOSS_NLL) return pt_nll_loss(n, m->num_classes, out, y, m->dlogits, scale);
-  return pt_cross_entropy_loss(n, m->num_classes, out, y, m->dlogits, scale);
+  if (m->spec.loss == PT_LOSS_NLL) m->be->nll_loss(n, m->num_classes, out, y, m->dlogits, scale, m->loss_val);
+  else m->be->cross_entropy_loss(n, m->num_classes, out, y, m->dlogits, scale, m->loss_val);
+}
+
+double pt_model_loss(pt_model *m, const int32_t *y, int n, float scale) {
+  pt_model_loss_queue(m, y, n, scale);
+  double loss = NAN;
+  const double *at = m->loss_val;
+  /* A device fault leaves NAN, which every caller already treats as a
+   * failed step; the fault itself is reported at the next sync. */
+  if (m->be->download(&loss, at, sizeof loss) != PT_OK) return NAN;
+  return loss;
 }
 
 /* dy -> dx for one layer; dx NULL when no one needs it. */
@@ -435,36 +487,36 @@ static void layer_backward(pt_model *m, pt_layer *L, const float *x, const float
   const int hw = L->in_h * L->in_w;
   switch (L->spec.kind) {
     case PT_L_CONV2D:
-      pt_conv2d_backward(&L->conv, n, x, P(m, L->w), L->y, dy, G(m, L->w), G(m, L->b), dx, m->ws);
+      m->be->conv2d_backward(&L->conv, n, x, P(m, L->w), L->y, dy, G(m, L->w), G(m, L->b), dx, m->ws);
       break;
-    case PT_L_LINEAR: pt_linear_backward(n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx); break;
+    case PT_L_LINEAR: m->be->linear_backward(n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx); break;
     case PT_L_BATCHNORM2D: {
       pt_bn_geom g = {L->in_c, L->spec.eps, L->spec.momentum};
       if (m->training && m->sum_stats)
         bn_backward_synced(m, L, &g, n, hw, x, dy, dx);
       else if (m->training)
-        pt_batchnorm_backward_train(&g, n, hw, x, P(m, L->w), L->save_mean, L->save_invstd, dy, G(m, L->w),
+        m->be->batchnorm_backward_train(&g, n, hw, x, P(m, L->w), L->save_mean, L->save_invstd, dy, G(m, L->w),
                                     G(m, L->b), dx, L->bn_sums);
       else
-        pt_batchnorm_backward_eval(&g, n, hw, x, P(m, L->w), Bf(m, L->rmean), Bf(m, L->rvar), dy, G(m, L->w),
+        m->be->batchnorm_backward_eval(&g, n, hw, x, P(m, L->w), Bf(m, L->rmean), Bf(m, L->rvar), dy, G(m, L->w),
                                    G(m, L->b), dx);
       break;
     }
     case PT_L_MAXPOOL2D:
       if (dx)
-        pt_maxpool_backward(n, L->in_c, L->in_h, L->in_w, L->spec.kernel, L->spec.stride, L->out_h, L->out_w, dy,
+        m->be->maxpool_backward(n, L->in_c, L->in_h, L->in_w, L->spec.kernel, L->spec.stride, L->out_h, L->out_w, dy,
                             L->argmax, dx);
       break;
     case PT_L_RELU:
-      if (dx) pt_relu_backward((size_t)n * o, L->y, dy, dx);
+      if (dx) m->be->relu_backward((size_t)n * o, L->y, dy, dx);
       break;
     case PT_L_DROPOUT:
       if (!dx) break;
-      if (m->training && L->spec.p > 0.0f) pt_dropout_backward((size_t)n * o, L->mask, dy, dx);
-      else memcpy(dx, dy, sizeof(float) * (size_t)n * o);
+      if (m->training && L->spec.p > 0.0f) m->be->dropout_backward((size_t)n * o, L->mask, dy, dx);
+      else m->be->copy(dx, dy, sizeof(float) * (size_t)n * o);
       break;
     case PT_L_LOGSOFTMAX:
-      if (dx) pt_log_softmax_backward(n, L->in_c, L->y, dy, dx);
+      if (dx) m->be->log_softmax_backward(n, L->in_c, L->y, dy, dx);
       break;
     case PT_L_FLATTEN: break;
   }
@@ -483,9 +535,11 @@ const float *pt_model_backward_from(pt_model *m, const float *x, const float *dy
       if (m->layers[j].w >= 0) needs_dx = 1;
     float *dx = needs_dx ? m->dbuf[which] : NULL;
     const int timing = m->profile || pt_trace_enabled();
+    if (timing && m->be->kind != PT_BACKEND_CPU) m->be->sync();
     double t0 = timing ? pt_now() : 0.0;
     layer_backward(m, L, layer_input(m, i, x), dy, dx, n);
     if (timing) {
+      if (m->be->kind != PT_BACKEND_CPU) m->be->sync();
       double t1 = pt_now();
       if (m->profile) L->bwd_ms += 1e3 * (t1 - t0);
       pt_trace_span(L->label, "backward", t0, t1);
@@ -540,6 +594,7 @@ pt_status pt_model_create_stage(pt_model **out, pt_model *whole, int lo, int hi,
   pt_model *m = pt_calloc(1, sizeof *m);
   if (!m) return PT_ERR_NOMEM;
   m->whole = whole;
+  m->be = whole->be;
   m->layer_base = lo;
   size_t len;
   pt_model_layer_tensors(whole, lo, hi, 0, &m->param_offset, &len);
@@ -575,13 +630,13 @@ double pt_model_flops(const pt_model *m) {
 const pt_tensor_info *pt_model_find(const pt_model *m, const char *name, const float **data, int *is_buffer) {
   for (int i = 0; i < m->nparams; i++)
     if (!strcmp(m->params[i].name, name)) {
-      if (data) *data = m->param + m->params[i].offset;
+      if (data) *data = m->hparam + m->params[i].offset;
       if (is_buffer) *is_buffer = 0;
       return &m->params[i];
     }
   for (int i = 0; i < m->nbuffers; i++)
     if (!strcmp(m->buffers[i].name, name)) {
-      if (data) *data = m->buffer + m->buffers[i].offset;
+      if (data) *data = m->hbuffer + m->buffers[i].offset;
       if (is_buffer) *is_buffer = 1;
       return &m->buffers[i];
     }

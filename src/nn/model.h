@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "nn/spec.h"
-#include "ops/cpu/ops.h"
+#include "ops/backend.h"
 
 typedef struct {
   char name[PT_NAME_LEN + 24]; /* "conv1.weight" */
@@ -49,6 +49,9 @@ typedef struct {
 
 typedef struct pt_model {
   pt_model_spec spec;
+  /* Where every array below lives and which kernels run the layers: the
+   * CPU, or a GPU (then every float * here is device memory). */
+  const pt_backend *be;
   int nlayers;
   pt_layer layers[PT_MAX_LAYERS];
   int max_batch;
@@ -64,6 +67,11 @@ typedef struct pt_model {
   pt_tensor_info buffers[2 * PT_MAX_LAYERS];
   size_t nbuffer_total;
   float *buffer; /* (nbuffer_total) */
+  /* Host copies of param and buffer for initialisation and checkpoints:
+   * the arrays themselves on the CPU, separate on a GPU, where
+   * pt_model_to_host / pt_model_from_host move them. */
+  float *hparam, *hbuffer;
+  double *loss_val; /* (1) the last loss, backend memory; a stage shares the whole's */
 
   float *dbuf[2];   /* (max_batch, max activation) ping-pong gradients */
   float *ws;        /* im2col workspace, largest conv */
@@ -104,15 +112,24 @@ typedef struct pt_model {
 /* Builds the model for batches of at most max_batch; checks shapes layer by
  * layer and names the first layer whose input does not fit. */
 pt_status pt_model_create(pt_model **out, const pt_model_spec *spec, int max_batch);
+/* The same on a backend (the calling thread must be bound to it). */
+pt_status pt_model_create_on(pt_model **out, const pt_model_spec *spec, int max_batch, const pt_backend *be);
 void pt_model_destroy(pt_model *m);
+/* hparam/hbuffer <- param/buffer (waits for the device); nothing on the CPU. */
+pt_status pt_model_to_host(pt_model *m);
+/* param/buffer <- hparam/hbuffer (queued); nothing on the CPU. */
+void pt_model_from_host(pt_model *m);
 /* PyTorch's default initialisation (Conv2d/Linear: U(-1/sqrt(fan_in), +) for
  * weight and bias; batch-norm: weight 1, bias 0, mean 0, var 1), from Philox. */
-void pt_model_init(pt_model *m, uint64_t seed);
+void pt_model_init(pt_model *m, uint64_t seed); /* drawn into hparam, then uploaded */
 void pt_model_zero_grad(pt_model *m);
 /* x (n, in_c, in_h, in_w) -> returns (n, num_classes), owned by the model. */
 const float *pt_model_forward(pt_model *m, const float *x, int n);
-/* Loss of the last forward against y; fills dlogits with d(loss)/d(output) * scale. */
+/* Loss of the last forward against y; fills dlogits with d(loss)/d(output) * scale.
+ * On a GPU this waits for the device; pt_model_loss_queue does not, leaving
+ * the loss in loss_val (the whole model's, for a stage). */
 double pt_model_loss(pt_model *m, const int32_t *y, int n, float scale);
+void pt_model_loss_queue(pt_model *m, const int32_t *y, int n, float scale);
 /* Accumulates parameter gradients of the last forward/loss into m->grad. */
 void pt_model_backward(pt_model *m, const float *x, int n);
 

@@ -105,6 +105,13 @@ typedef struct pt_backend {
                           float lr);
   /* x *= a over n floats (gradient averaging after a sum). */
   void (*scale)(size_t n, float a, float *x);
+
+  /* ---- data: a batch made on the device from a dataset kept there;
+   * NULL on the CPU, where the loader makes batches. See
+   * pt_cuda_make_batch in ops/cuda/ops.h. ---- */
+  void (*make_batch)(const uint8_t *images, const uint8_t *labels, int c, int h, int w, const int32_t *index, int n,
+                     const float mean[3], const float std[3], int crop_pad, int hflip, uint64_t augment_key,
+                     int epoch, float *x, int32_t *y);
 } pt_backend;
 
 /* The CPU backend; always present. */

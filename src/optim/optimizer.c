@@ -4,8 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/cpu/ops.h"
-#include "ops/cpu/updates.h"
+#include "ops/backend.h"
 
 static const char *names[] = {"sgd", "adam", "adamw", "adadelta"};
 
@@ -42,10 +41,15 @@ pt_status pt_opt_config_check(const pt_opt_config *c) {
 }
 
 pt_status pt_optimizer_init(pt_optimizer *o, const pt_opt_config *cfg, size_t n) {
+  return pt_optimizer_init_on(o, cfg, n, pt_backend_cpu());
+}
+
+pt_status pt_optimizer_init_on(pt_optimizer *o, const pt_opt_config *cfg, size_t n, const pt_backend *be) {
   memset(o, 0, sizeof *o);
   PT_TRY(pt_opt_config_check(cfg));
   o->cfg = *cfg;
   o->n = n;
+  o->be = be;
   switch (cfg->kind) {
     case PT_OPT_SGD:
       o->nstate = cfg->momentum > 0.0f ? 1 : 0;
@@ -63,51 +67,56 @@ pt_status pt_optimizer_init(pt_optimizer *o, const pt_opt_config *cfg, size_t n)
       o->state_name[1] = "acc_delta";
       break;
   }
-  for (int i = 0; i < o->nstate; i++)
-    if (!(o->state[i] = pt_alloc_aligned(sizeof(float) * n))) {
+  for (int i = 0; i < o->nstate; i++) {
+    if (!(o->state[i] = be->alloc(sizeof(float) * (n ? n : 1)))) {
       pt_optimizer_free(o);
       return PT_ERR_NOMEM;
     }
+    /* On the CPU the host copy is the state itself. */
+    o->hstate[i] = be->kind == PT_BACKEND_CPU ? o->state[i] : pt_alloc_aligned(sizeof(float) * (n ? n : 1));
+    if (!o->hstate[i]) {
+      pt_optimizer_free(o);
+      return PT_ERR_NOMEM;
+    }
+  }
   return PT_OK;
 }
 
 void pt_optimizer_free(pt_optimizer *o) {
-  for (int i = 0; i < 2; i++) free(o->state[i]);
+  for (int i = 0; i < 2; i++) {
+    if (o->hstate[i] != o->state[i]) free(o->hstate[i]);
+    if (o->state[i]) o->be->free(o->state[i]);
+  }
   memset(o, 0, sizeof *o);
 }
 
-/* The update is element-wise, so blocks of the flat arrays run on the ops'
- * thread pool; each element's arithmetic is the same whatever the split. */
-typedef struct {
-  pt_optimizer *o;
-  float *param;
-  const float *grad;
-  float lr;
-  size_t base; /* the range stepped starts here */
-} step_job;
+pt_status pt_optimizer_to_host(pt_optimizer *o) {
+  for (int i = 0; i < o->nstate; i++)
+    if (o->hstate[i] != o->state[i]) PT_TRY(o->be->download(o->hstate[i], o->state[i], sizeof(float) * o->n));
+  return PT_OK;
+}
 
-static void step_block(void *ctx, size_t lo, size_t hi) {
-  step_job *j = ctx;
-  lo += j->base;
-  hi += j->base;
-  pt_optimizer *o = j->o;
-  const size_t n = hi - lo;
-  float *p = j->param + lo, *s0 = o->state[0] ? o->state[0] + lo : NULL, *s1 = o->state[1] ? o->state[1] + lo : NULL;
-  const float *g = j->grad + lo;
-  switch (o->cfg.kind) {
-    case PT_OPT_SGD: pt_sgd_update(&o->cfg, n, p, g, s0, o->step == 1, j->lr); break;
-    case PT_OPT_ADAM:
-    case PT_OPT_ADAMW: pt_adam_update(&o->cfg, n, p, g, s0, s1, o->step, j->lr); break;
-    case PT_OPT_ADADELTA: pt_adadelta_update(&o->cfg, n, p, g, s0, s1, j->lr); break;
-  }
+void pt_optimizer_from_host(pt_optimizer *o) {
+  for (int i = 0; i < o->nstate; i++)
+    if (o->hstate[i] != o->state[i]) o->be->upload(o->state[i], o->hstate[i], sizeof(float) * o->n);
 }
 
 void pt_optimizer_step(pt_optimizer *o, float *param, const float *grad, float lr) {
   pt_optimizer_step_range(o, param, grad, lr, 0, o->n);
 }
 
+/* The backend runs the element-wise rule over the range (the CPU in blocks
+ * on its thread pool; each element's arithmetic is the same whatever the
+ * split). */
 void pt_optimizer_step_range(pt_optimizer *o, float *param, const float *grad, float lr, size_t lo, size_t hi) {
   o->step++;
-  step_job j = {o, param, grad, lr, lo};
-  pt_parallel_for(hi - lo, 1 << 15, step_block, &j);
+  const size_t n = hi - lo;
+  float *p = param + lo, *s0 = o->state[0] ? o->state[0] + lo : NULL, *s1 = o->state[1] ? o->state[1] + lo : NULL;
+  const float *g = grad + lo;
+  switch (o->cfg.kind) {
+    case PT_OPT_SGD: o->be->sgd_update(&o->cfg, n, p, g, s0, o->step == 1, lr); break;
+    case PT_OPT_ADAM:
+    case PT_OPT_ADAMW: o->be->adam_update(&o->cfg, n, p, g, s0, s1, o->step, lr); break;
+    case PT_OPT_ADADELTA: o->be->adadelta_update(&o->cfg, n, p, g, s0, s1, lr); break;
+  }
 }

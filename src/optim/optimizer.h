@@ -27,11 +27,15 @@ typedef struct {
   float rho;                 /* Adadelta */
 } pt_opt_config;
 
+struct pt_backend;
+
 typedef struct {
   pt_opt_config cfg;
+  const struct pt_backend *be; /* where the state lives and the update runs */
   size_t n;
   int nstate;          /* state arrays in use (0..2) */
-  float *state[2];     /* (n) each */
+  float *state[2];     /* (n) each, backend memory */
+  float *hstate[2];    /* host copies for checkpoints: state itself on the CPU */
   const char *state_name[2];
   int64_t step;        /* steps taken */
 } pt_optimizer;
@@ -44,6 +48,11 @@ void pt_opt_config_defaults(pt_opt_config *c, pt_opt_kind kind);
 pt_status pt_opt_config_check(const pt_opt_config *c);
 
 pt_status pt_optimizer_init(pt_optimizer *o, const pt_opt_config *cfg, size_t n);
+/* The same with the state on a backend (the calling thread bound to it). */
+pt_status pt_optimizer_init_on(pt_optimizer *o, const pt_opt_config *cfg, size_t n, const struct pt_backend *be);
+/* hstate <- state (waits for the device) / state <- hstate; nothing on the CPU. */
+pt_status pt_optimizer_to_host(pt_optimizer *o);
+void pt_optimizer_from_host(pt_optimizer *o);
 void pt_optimizer_free(pt_optimizer *o);
 /* One step at learning rate lr (the schedule's current value). */
 void pt_optimizer_step(pt_optimizer *o, float *param, const float *grad, float lr);

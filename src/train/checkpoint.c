@@ -66,9 +66,9 @@ static pt_status write_model(const char *path, const pt_model *m, const char *sp
   /* num_batches_tracked is an int64 scalar per batch-norm layer in PyTorch's state_dict */
   int64_t nbt[PT_MAX_LAYERS];
   for (int i = 0; i < m->nparams && st == PT_OK; i++)
-    st = add_tensor(w, m->params[i].name, &m->params[i], m->param + m->params[i].offset);
+    st = add_tensor(w, m->params[i].name, &m->params[i], m->hparam + m->params[i].offset);
   for (int i = 0; i < m->nbuffers && st == PT_OK; i++)
-    st = add_tensor(w, m->buffers[i].name, &m->buffers[i], m->buffer + m->buffers[i].offset);
+    st = add_tensor(w, m->buffers[i].name, &m->buffers[i], m->hbuffer + m->buffers[i].offset);
   for (int i = 0; i < m->nlayers && st == PT_OK; i++) {
     const pt_layer *L = &m->layers[i];
     if (L->spec.kind != PT_L_BATCHNORM2D) continue;
@@ -94,7 +94,7 @@ static pt_status write_state(const char *path, const pt_model *m, const pt_optim
   for (int k = 0; k < opt->nstate && st == PT_OK; k++)
     for (int i = 0; i < m->nparams && st == PT_OK; i++) {
       snprintf(name, sizeof name, "optimizer.%s.%s", m->params[i].name, opt->state_name[k]);
-      st = add_tensor(w, name, &m->params[i], opt->state[k] + m->params[i].offset);
+      st = add_tensor(w, name, &m->params[i], opt->hstate[k] + m->params[i].offset);
     }
   const pt_opt_config *c = &opt->cfg;
   if (st == PT_OK) st = pt_st_writer_meta(w, "ptrain.state_version", META_FMT_VERSION);
@@ -146,9 +146,9 @@ static pt_status load_into(const pt_st_file *f, const char *path, const char *pr
 }
 
 static pt_status load_weights_from(const pt_st_file *f, const char *path, pt_model *m) {
-  for (int i = 0; i < m->nparams; i++) PT_TRY(load_into(f, path, "", &m->params[i], m->param + m->params[i].offset));
+  for (int i = 0; i < m->nparams; i++) PT_TRY(load_into(f, path, "", &m->params[i], m->hparam + m->params[i].offset));
   for (int i = 0; i < m->nbuffers; i++)
-    PT_TRY(load_into(f, path, "", &m->buffers[i], m->buffer + m->buffers[i].offset));
+    PT_TRY(load_into(f, path, "", &m->buffers[i], m->hbuffer + m->buffers[i].offset));
   for (int i = 0; i < m->nlayers; i++) {
     pt_layer *L = &m->layers[i];
     if (L->spec.kind != PT_L_BATCHNORM2D) continue;
@@ -174,6 +174,7 @@ pt_status pt_checkpoint_load_weights(const char *path, pt_model *m) {
   PT_TRY(pt_st_read(path, &f));
   pt_status st = load_weights_from(&f, path, m);
   pt_st_free(&f);
+  if (st == PT_OK) pt_model_from_host(m); /* a GPU model's own copy */
   return st;
 }
 
@@ -236,7 +237,7 @@ static pt_status load_state(const pt_st_file *f, const char *path, pt_model *m, 
       pt_tensor_info t = m->params[i];
       snprintf(t.name, sizeof t.name, "%s.%s", m->params[i].name, opt->state_name[k]);
       snprintf(prefix, sizeof prefix, "optimizer.");
-      PT_TRY(load_into(f, path, prefix, &t, opt->state[k] + m->params[i].offset));
+      PT_TRY(load_into(f, path, prefix, &t, opt->hstate[k] + m->params[i].offset));
     }
   return PT_OK;
 }
@@ -250,6 +251,7 @@ pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, 
   PT_TRY(pt_st_read(path, &f));
   pt_status st = load_state(&f, path, m, opt, pos);
   pt_st_free(&f);
+  if (st == PT_OK) pt_optimizer_from_host(opt);
   return st;
 }
 

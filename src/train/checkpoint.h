@@ -32,6 +32,9 @@ typedef struct {
  * run fails before training rather than at its first checkpoint. */
 pt_status pt_checkpoint_prepare_dir(const char *dir);
 
+/* Writes the host copies (hparam, hbuffer, hstate): on a GPU, call
+ * pt_model_to_host and pt_optimizer_to_host first. Loading fills them and
+ * uploads. */
 pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimizer *opt,
                              const pt_train_position *pos, const char *spec_text);
 /* Loads weights (and batch-norm buffers) by name from any safetensors file
