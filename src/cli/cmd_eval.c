@@ -63,7 +63,10 @@ int pt_cmd_eval(int argc, char **argv) {
   lc.prefetch = 1;
   if (st == PT_OK) st = pt_loader_create(&l, &ds, &lc);
   pt_eval_sums ev;
-  if (st == PT_OK) st = pt_evaluate(m, l, &ev);
+  pt_device_data dd = {0};
+  if (st == PT_OK) st = pt_device_data_init(&dd, m->be, &ds, &lc, batch);
+  if (st == PT_OK) st = pt_evaluate(m, l, &dd, &ev);
+  pt_device_data_free(&dd);
   if (st == PT_OK)
     printf("%s on %s test: loss %.4f, accuracy %.4f (%lld/%lld)\n", spec.name, pt_dataset_kind_name(kind),
            ev.loss_sum / (double)ev.count, (double)ev.correct / (double)ev.count, (long long)ev.correct,

@@ -1,19 +1,33 @@
 #include "train/evaluate.h"
 
-pt_status pt_evaluate(pt_model *m, pt_loader *loader, pt_eval_sums *s) {
+pt_status pt_evaluate(pt_model *m, pt_loader *loader, pt_device_data *dd, pt_eval_sums *s) {
   s->loss_sum = 0.0;
   s->correct = s->count = 0;
   int was_training = m->training;
   m->training = 0;
-  pt_status st = pt_loader_start_epoch(loader, 0, 0);
+  double sums[2];
+  int64_t correct;
+  /* Sums kept by a training run stopped by an error must not leak in. */
+  pt_status st = pt_device_data_take_sums(dd, sums, &correct);
+  if (st == PT_OK) st = pt_loader_start_epoch(loader, 0, 0);
   while (st == PT_OK) {
     pt_batch b;
     st = pt_loader_next(loader, &b);
     if (st != PT_OK || b.n == 0) break;
-    const float *out = pt_model_forward(m, b.x, b.n);
-    s->loss_sum += pt_model_loss(m, b.y, b.n, 1.0f) * b.n;
-    s->correct += pt_count_correct(b.n, m->num_classes, out, b.y);
-    s->count += b.n;
+    const float *x;
+    const int32_t *y;
+    pt_device_data_batch(dd, &b, 0, &x, &y);
+    /* Loss and count stay where the model runs; one read at the end. */
+    const float *out = pt_model_forward(m, x, b.n);
+    pt_model_loss_queue(m, y, b.n, 1.0f);
+    m->be->accumulate_loss(m->loss_val, b.n, dd->sums);
+    m->be->count_correct(b.n, m->num_classes, out, y, dd->correct);
+  }
+  if (st == PT_OK) st = pt_device_data_take_sums(dd, sums, &correct);
+  if (st == PT_OK) {
+    s->loss_sum = sums[0];
+    s->correct = correct;
+    s->count = (int64_t)sums[1];
   }
   m->training = was_training;
   return st;

@@ -6,12 +6,15 @@
 
 #include "data/loader.h"
 #include "nn/model.h"
+#include "train/device_data.h"
 
 typedef struct {
   double loss_sum;  /* sum over samples */
   int64_t correct, count;
 } pt_eval_sums;
 
-pt_status pt_evaluate(pt_model *m, pt_loader *loader, pt_eval_sums *sums);
+/* Batches come through dd (the loader's own on the CPU); its sums are used
+ * and left cleared. */
+pt_status pt_evaluate(pt_model *m, pt_loader *loader, pt_device_data *dd, pt_eval_sums *sums);
 
 #endif

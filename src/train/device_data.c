@@ -1,0 +1,73 @@
+#include "train/device_data.h"
+
+#include <string.h>
+
+#include "util/philox.h"
+
+pt_status pt_device_data_init(pt_device_data *d, const pt_backend *be, const pt_dataset *ds,
+                              const pt_loader_config *lc, int max_batch) {
+  memset(d, 0, sizeof *d);
+  d->be = be;
+  if (!(d->sums = be->alloc(2 * sizeof(double))) || !(d->correct = be->alloc(sizeof(int64_t)))) {
+    pt_device_data_free(d);
+    return PT_ERR_NOMEM;
+  }
+  if (be->kind == PT_BACKEND_CPU) return PT_OK;
+  if (!be->make_batch) return pt_fail(PT_ERR_STATE, "the %s backend cannot make batches on the device", be->name);
+  d->c = ds->c;
+  d->h = ds->h;
+  d->w = ds->w;
+  d->max_batch = max_batch;
+  memcpy(d->mean, lc->mean, sizeof d->mean);
+  memcpy(d->std, lc->std, sizeof d->std);
+  d->crop_pad = lc->crop_pad;
+  d->hflip = lc->hflip;
+  d->augment_key = pt_rng_key(lc->seed, PT_RNG_AUGMENT);
+  const size_t img = (size_t)ds->c * ds->h * ds->w;
+  if (!(d->images = be->alloc(img * (size_t)ds->n)) || !(d->labels = be->alloc((size_t)ds->n)) ||
+      !(d->index = be->alloc(sizeof(int32_t) * (size_t)max_batch)) ||
+      !(d->x = be->alloc(sizeof(float) * img * (size_t)max_batch)) ||
+      !(d->y = be->alloc(sizeof(int32_t) * (size_t)max_batch))) {
+    pt_device_data_free(d);
+    return pt_wrap(PT_ERR_NOMEM, "keeping the dataset (%d images) in %s memory", ds->n, be->name);
+  }
+  be->upload(d->images, ds->images, img * (size_t)ds->n);
+  be->upload(d->labels, ds->labels, (size_t)ds->n);
+  return be->sync();
+}
+
+void pt_device_data_free(pt_device_data *d) {
+  if (d->be) {
+    d->be->free(d->sums);
+    d->be->free(d->correct);
+  }
+  if (d->be && d->be->kind != PT_BACKEND_CPU) {
+    d->be->free(d->images);
+    d->be->free(d->labels);
+    d->be->free(d->index);
+    d->be->free(d->x);
+    d->be->free(d->y);
+  }
+  memset(d, 0, sizeof *d);
+}
+
+void pt_device_data_batch(pt_device_data *d, const pt_batch *b, int epoch, const float **x, const int32_t **y) {
+  if (d->be->kind == PT_BACKEND_CPU) {
+    *x = b->x;
+    *y = b->y;
+    return;
+  }
+  d->be->upload(d->index, b->index, sizeof(int32_t) * (size_t)b->n);
+  d->be->make_batch(d->images, d->labels, d->c, d->h, d->w, d->index, b->n, d->mean, d->std, d->crop_pad, d->hflip,
+                    d->augment_key, epoch, d->x, d->y);
+  *x = d->x;
+  *y = d->y;
+}
+
+pt_status pt_device_data_take_sums(pt_device_data *d, double sums[2], int64_t *correct) {
+  PT_TRY(d->be->download(sums, d->sums, 2 * sizeof(double)));
+  PT_TRY(d->be->download(correct, d->correct, sizeof(int64_t)));
+  d->be->zero(d->sums, 2 * sizeof(double));
+  d->be->zero(d->correct, sizeof(int64_t));
+  return PT_OK;
+}
