@@ -38,7 +38,7 @@ typedef struct pt_comm pt_comm;
 #define PT_COMM_TAG_LIMIT 32768
 
 typedef struct {
-  const char *name;  /* "self", "threads", "mpi" */
+  const char *name;  /* "self", "threads", "mpi", "nccl" */
   pt_status (*allreduce_f32)(pt_comm *c, float *buf, size_t n);
   pt_status (*allreduce_f64)(pt_comm *c, double *buf, size_t n);
   pt_status (*bcast)(pt_comm *c, void *buf, size_t bytes, int root);
@@ -168,6 +168,50 @@ void pt_comm_mpi_finalize(void);
  * on one GPU, or no NCCL); host outlives it. */
 struct pt_backend;
 pt_status pt_comm_staging_create(pt_comm **out, pt_comm *host, const struct pt_backend *be, size_t max_bytes);
+
+/* GPUs: NCCL. Buffers are device pointers on the communicator's GPU, and
+ * a thread uses its communicator only after pt_cuda_bind(its device)
+ * (src/ops/cuda/context.h). Reductions are queued on the GPU behind the
+ * thread's stream and wait_all orders the thread's stream after them, so
+ * neither waits on the host; allreduce and bcast do wait, bounded by
+ * timeout_s. isend, recv and split are refused (PT_ERR_STATE): pipeline
+ * stages talk over the MPI or threads communicator. Device numbers are
+ * CUDA's, within CUDA_VISIBLE_DEVICES. Builds without NCCL have these
+ * functions too; they fail saying "built without NCCL". */
+int pt_comm_nccl_available(void);
+/* "NCCL 2.28.9", of the library loaded; returns 0 without NCCL. */
+int pt_comm_nccl_version(char *buf, size_t len);
+/* --parallel dp on GPUs: worker r of n (a thread) on GPU devices[r], all
+ * distinct. As with the threads group, the group owns the communicators:
+ * pt_comm_destroy on one does nothing, and an abort on any stops all. */
+typedef struct pt_comm_nccl_group pt_comm_nccl_group;
+pt_status pt_comm_nccl_group_create(pt_comm_nccl_group **out, int n, const int *devices, double timeout_s);
+pt_comm *pt_comm_nccl_get(pt_comm_nccl_group *g, int rank);
+void pt_comm_nccl_group_destroy(pt_comm_nccl_group *g);
+/* --parallel ddp on GPUs: called by every rank of mpi (pt_comm_mpi_create)
+ * with its GPU; rank r of the result is rank r of mpi, which must outlive
+ * it (pt_comm_abort on the result aborts NCCL, then mpi). When two ranks
+ * would share a GPU, which NCCL refuses, every rank gets PT_OK, *out NULL,
+ * *shared_gpu 1 and, in why (may be NULL), which ranks and GPU: the caller
+ * falls back to mpi with host copies and warns. */
+pt_status pt_comm_nccl_create(pt_comm **out, pt_comm *mpi, int device, double timeout_s, int *shared_gpu, char *why,
+                              size_t why_size);
+/* Waits on the host for the calling thread's stream, as long as timeout_s
+ * at most and failing with NCCL's error if a collective on it failed: use
+ * it where the host must wait for a stream that holds NCCL work, since a
+ * plain synchronisation would wait forever for a dead peer. Returns PT_OK
+ * at once for communicators that are not NCCL's. */
+pt_status pt_comm_nccl_sync(pt_comm *c);
+
+/* This process's rank on its machine from the launcher's environment
+ * (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK, MPICH's MPI_LOCALRANKID, Slurm's
+ * SLURM_LOCALID in a job step), or -1: for choosing a GPU before MPI is
+ * up. Once it is, comm->local_rank says the same, counted by MPI. */
+int pt_comm_env_local_rank(void);
+/* The GPU for a local rank: local_rank % ngpus, ngpus being the CUDA
+ * devices visible (so CUDA_VISIBLE_DEVICES applies); -1 when either is
+ * negative or ngpus is 0. */
+int pt_comm_local_gpu(int local_rank, int ngpus);
 
 /* Waits on a condition polled by poll(ctx) until it returns non-zero or
  * c's timeout passes. It polls without pause (yielding the core between
