@@ -36,3 +36,13 @@ const pt_backend *pt_backend_cuda(void) {
   pt_fail(PT_ERR_DEVICE, "%s", built_without);
   return NULL;
 }
+
+pt_status pt_cuda_device_pci_bus_id(int device, char *buf, size_t size) {
+  if (buf && size) buf[0] = '\0';
+  return pt_fail(PT_ERR_DEVICE, "cuda:%d: %s", device, built_without);
+}
+
+pt_status pt_cuda_device_uuid(int device, unsigned char uuid[16]) {
+  (void)uuid;
+  return pt_fail(PT_ERR_DEVICE, "cuda:%d: %s", device, built_without);
+}

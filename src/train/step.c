@@ -5,13 +5,21 @@
 #include "util/timer.h"
 #include "util/trace.h"
 
-double pt_train_micro_step(pt_model *m, const float *x, const int32_t *y, int n, uint64_t dropout_step, int first,
-                           float loss_scale, pt_phase_times *ph) {
+/* loss_acc NULL: the loss is read back and returned; else it is added to
+ * loss_acc where the model runs, and NAN returned. */
+static double micro_step(pt_model *m, const float *x, const int32_t *y, int n, uint64_t dropout_step, int first,
+                         float loss_scale, pt_phase_times *ph, double *loss_acc) {
   const double ta = ph ? pt_now() : 0.0;
   m->step = dropout_step;
   if (first) pt_model_zero_grad(m);
   pt_model_forward(m, x, n);
-  const double loss = pt_model_loss(m, y, n, loss_scale);
+  double loss = NAN;
+  if (loss_acc) {
+    pt_model_loss_queue(m, y, n, loss_scale);
+    m->be->accumulate_loss(m->loss_val, n, loss_acc);
+  } else {
+    loss = pt_model_loss(m, y, n, loss_scale);
+  }
   const double tb = ph ? pt_now() : 0.0;
   pt_model_backward(m, x, n);
   if (ph) {
@@ -20,6 +28,16 @@ double pt_train_micro_step(pt_model *m, const float *x, const int32_t *y, int n,
     ph->images += n;
   }
   return loss;
+}
+
+double pt_train_micro_step(pt_model *m, const float *x, const int32_t *y, int n, uint64_t dropout_step, int first,
+                           float loss_scale, pt_phase_times *ph) {
+  return micro_step(m, x, y, n, dropout_step, first, loss_scale, ph, NULL);
+}
+
+void pt_train_micro_step_queued(pt_model *m, const float *x, const int32_t *y, int n, uint64_t dropout_step,
+                                int first, float loss_scale, pt_phase_times *ph, double *loss_acc) {
+  micro_step(m, x, y, n, dropout_step, first, loss_scale, ph, loss_acc);
 }
 
 void pt_train_update(pt_model *m, pt_optimizer *opt, float lr, pt_phase_times *ph) {

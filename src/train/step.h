@@ -16,6 +16,11 @@
  * into it and the images counted. Returns the mean loss of the batch. */
 double pt_train_micro_step(pt_model *m, const float *x, const int32_t *y, int n, uint64_t dropout_step, int first,
                            float loss_scale, pt_phase_times *ph);
+/* The same without reading the loss back: it is added to loss_acc (two
+ * doubles of the model's backend memory: loss * samples, samples), so a GPU
+ * step never waits for the device. */
+void pt_train_micro_step_queued(pt_model *m, const float *x, const int32_t *y, int n, uint64_t dropout_step,
+                                int first, float loss_scale, pt_phase_times *ph, double *loss_acc);
 /* The optimizer update at lr; with ph, timed into it and counted as a step. */
 void pt_train_update(pt_model *m, pt_optimizer *opt, float lr, pt_phase_times *ph);
 

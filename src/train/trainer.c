@@ -22,6 +22,7 @@
 #include "io/progress.h"
 #include "nn/presets.h"
 #include "comm/comm.h"
+#include "cuda/device.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/grad_sync.h"
@@ -51,36 +52,56 @@ void pt_train_config_defaults(pt_train_config *c) {
   c->timeout_s = 300.0;
 }
 
-/* "cpu:0,cpu:1,..." -> the number of devices; each named once. */
-static pt_status parse_devices(const char *list, int *count) {
+/* One device name: "cpu", "cpu:N", "cuda" (= cuda:0) or "cuda:N". */
+static pt_status parse_device(const char *dev, const char *flag, pt_backend_kind *kind, int *index) {
+  const char *num;
+  if (!strncmp(dev, "cuda", 4)) {
+    *kind = PT_BACKEND_CUDA;
+    num = dev + 4;
+  } else if (!strncmp(dev, "cpu", 3)) {
+    *kind = PT_BACKEND_CPU;
+    num = dev + 3;
+  } else {
+    return pt_fail(PT_ERR_ARG, "%s: '%s' is not a device; expected cpu, cpu:N, cuda or cuda:N", flag, dev);
+  }
+  *index = 0;
+  if (!*num) return PT_OK;
+  char *end;
+  long k = *num == ':' && num[1] ? strtol(num + 1, &end, 10) : -1;
+  if (k < 0 || *end || k >= PT_MAX_DEVICES)
+    return pt_fail(PT_ERR_ARG, "%s: '%s': expected %s:N with N from 0 to %d", flag, dev,
+                   *kind == PT_BACKEND_CUDA ? "cuda" : "cpu", PT_MAX_DEVICES - 1);
+  *index = (int)k;
+  return PT_OK;
+}
+
+/* "cpu:0,cpu:1,..." or "cuda:0,cuda:1,..." -> the number of devices and,
+ * into r, their kind and indices; each named once, all of one kind. */
+static pt_status parse_devices(const char *list, int *count, pt_train_plan *r) {
   int n = 0;
-  unsigned char seen[1024] = {0};
+  unsigned char seen[PT_MAX_DEVICES] = {0};
   const char *p = list;
   while (*p) {
     const char *e = strchr(p, ',');
     size_t len = e ? (size_t)(e - p) : strlen(p);
     char dev[64];
     if (len == 0 || len >= sizeof dev)
-      return pt_fail(PT_ERR_ARG, "--devices '%s': expected a list like cpu:0,cpu:1", list);
+      return pt_fail(PT_ERR_ARG, "--devices '%s': expected a list like cpu:0,cpu:1 or cuda:0,cuda:1", list);
     memcpy(dev, p, len);
     dev[len] = 0;
-    char *end;
-    if (!strncmp(dev, "cuda", 4))
-      return pt_fail(PT_ERR_ARG,
-                     "--devices %s: training on CUDA devices is not built yet (ptrain info lists the GPUs); "
-                     "use cpu:0,cpu:1,...", dev);
-    if (strncmp(dev, "cpu:", 4) || !dev[4])
-      return pt_fail(PT_ERR_ARG, "--devices: '%s' is not a device; expected cpu:N", dev);
-    long k = strtol(dev + 4, &end, 10);
-    if (*end || k < 0 || k >= (long)sizeof seen)
-      return pt_fail(PT_ERR_ARG, "--devices: '%s': expected cpu:N with N from 0 to %zu", dev, sizeof seen - 1);
+    pt_backend_kind kind;
+    int k;
+    PT_TRY(parse_device(dev, "--devices", &kind, &k));
+    if (n > 0 && kind != r->backend)
+      return pt_fail(PT_ERR_ARG, "--devices '%s': mixes CPU and CUDA devices; name devices of one kind", list);
     if (seen[k]) return pt_fail(PT_ERR_ARG, "--devices: %s is named twice", dev);
     seen[k] = 1;
-    n++;
+    r->backend = kind;
+    r->devices[n++] = k;
     p += len + (e ? 1 : 0);
     if (e && !*p) return pt_fail(PT_ERR_ARG, "--devices '%s': a trailing comma", list);
   }
-  if (n == 0) return pt_fail(PT_ERR_ARG, "--devices: empty list; expected cpu:0,cpu:1,...");
+  if (n == 0) return pt_fail(PT_ERR_ARG, "--devices: empty list; expected cpu:0,cpu:1,... or cuda:0,cuda:1,...");
   *count = n;
   return PT_OK;
 }
@@ -133,7 +154,11 @@ static pt_status plan_stages(const pt_train_config *c, pt_train_plan *r, int pip
     *local = c->comm->local_size;
   } else {
     int n;
-    PT_TRY(parse_devices(c->devices ? c->devices : "cpu:0,cpu:1", &n));
+    PT_TRY(parse_devices(c->devices ? c->devices : "cpu:0,cpu:1", &n, r));
+    if (r->backend != PT_BACKEND_CPU)
+      return pt_fail(PT_ERR_ARG, "--parallel %s on CUDA devices is not built yet: stages run on virtual CPU "
+                                 "devices (cpu:0,cpu:1) or MPI ranks; --parallel dp and ddp run on GPUs",
+                     pipeline ? "pipeline" : "model");
     if (c->stages > 0 && c->stages != n)
       return pt_fail(PT_ERR_ARG, "--stages %d but --devices names %d devices", c->stages, n);
     r->world = r->stages = *local = n;
@@ -176,7 +201,7 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   if (!strcmp(par, "dp")) {
     int n = c->workers > 0 ? c->workers : 2;
     if (c->devices) {
-      PT_TRY(parse_devices(c->devices, &n));
+      PT_TRY(parse_devices(c->devices, &n, r));
       if (c->workers > 0 && c->workers != n)
         return pt_fail(PT_ERR_ARG, "--workers %d but --devices names %d devices", c->workers, n);
     }
@@ -195,6 +220,29 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   } else if (c->workers > 1 || c->devices) {
     return pt_fail(PT_ERR_ARG, "--workers and --devices need --parallel dp, model or pipeline");
   }
+  if (c->device) {
+    if (c->devices)
+      return pt_fail(PT_ERR_ARG, "--device names the one device of a run or rank; --devices lists a dp run's "
+                                 "devices: give one of them");
+    int k;
+    PT_TRY(parse_device(c->device, "--device", &r->backend, &k));
+    if (r->staged && r->backend != PT_BACKEND_CPU)
+      return pt_fail(PT_ERR_ARG, "--device %s with --parallel %s: stages on CUDA devices are not built yet", c->device,
+                     par);
+    if (!strcmp(par, "dp")) {
+      if (r->backend != PT_BACKEND_CPU)
+        return pt_fail(PT_ERR_ARG, "--device %s with --parallel dp: list the GPUs with --devices cuda:0,cuda:1,...",
+                       c->device);
+    } else {
+      r->devices[0] = k;
+      /* Under ddp every rank takes the GPU its local rank points to
+       * (setup_worker); an explicit index pins every rank to that one. */
+      r->device_pinned = strchr(c->device, ':') != NULL;
+    }
+  }
+  if (r->backend != PT_BACKEND_CPU && c->sync_bn)
+    return pt_fail(PT_ERR_ARG, "--sync-bn on CUDA devices is not built yet; leave it out (each GPU then normalises "
+                               "with its own batch's statistics, as DDP without SyncBatchNorm)");
   if (!r->staged && (c->stages || c->micro_batches || c->schedule || c->split))
     return pt_fail(PT_ERR_ARG, "--stages, --micro-batches, --schedule and --split are for --parallel model or pipeline");
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -236,7 +284,12 @@ typedef struct {
   const pt_train_config *cfg;
   const pt_train_plan *r;
   const pt_dataset *train_ds, *test_ds;
-  pt_comm *comm;           /* every worker */
+  pt_comm *comm;           /* every worker: host memory (loss and evaluation sums) */
+  pt_comm *dcomm;          /* the model's memory (gradients, weights): comm itself on the CPU */
+  pt_comm *dcomm_own;      /* dcomm when this worker made it (host staging) */
+  const pt_backend *be;    /* where this worker trains */
+  int device;              /* its CUDA ordinal */
+  pt_device_data train_dd, test_dd; /* batches in the backend's memory */
   int rank;
   int data_rank, world;    /* this worker's shard of the data, of world (replicas) */
   pt_loader *train, *test;
@@ -252,13 +305,22 @@ typedef struct {
   char error[1024];       /* a dp worker's failure, for the main thread */
 } worker_t;
 
+/* Called after the trace is written (its events point at layer labels),
+ * on the main thread: device memory is freed by pointer from any thread. */
 static void worker_free(worker_t *W) {
   pt_loader_destroy(W->train);
   pt_loader_destroy(W->test);
+  W->train = W->test = NULL;
   pt_stages_free(&W->stages); /* zeroed, or made by pt_stages_init */
+  pt_device_data_free(&W->train_dd);
+  pt_device_data_free(&W->test_dd);
   pt_model_destroy(W->whole);
+  W->whole = W->model = NULL;
   pt_optimizer_free(&W->opt);
+  pt_comm_destroy(W->dcomm_own);
+  W->dcomm_own = NULL;
   if (W->metrics) pt_metrics_close(W->metrics);
+  W->metrics = NULL;
 }
 
 /* This worker's shard of a split, with the run's seed and prefetch. */
@@ -276,15 +338,39 @@ static pt_status sum_bn_stats(void *ctx, double *buf, size_t n) {
   return pt_comm_allreduce_f64(W->comm, buf, n);
 }
 
+/* The communicator for a GPU worker's device memory. Host staging over the
+ * host communicator always works; it is what runs until NCCL is wired in
+ * here, and the fallback when it cannot run. */
+static pt_status make_device_comm(worker_t *W) {
+  const pt_model *m = W->whole;
+  /* The largest buffer a collective moves: all parameters (the initial
+   * broadcast, or one bucket), the batch-norm statistics, a few sums. */
+  const size_t floats = m->nparam_total > m->nbuffer_total ? m->nparam_total : m->nbuffer_total;
+  const size_t bytes = sizeof(float) * floats + 64;
+  if (W->out && !W->cfg->quiet)
+    fprintf(W->out, "warning: gradients between GPUs go through host memory (no NCCL communicator): correct but "
+                    "slower\n");
+  PT_TRY(pt_comm_staging_create(&W->dcomm_own, W->comm, W->be, bytes));
+  W->dcomm = W->dcomm_own;
+  return PT_OK;
+}
+
 static pt_status setup_worker(worker_t *W) {
   const pt_train_config *c = W->cfg;
   const pt_train_plan *r = W->r;
   if (pt_ops_set_threads(r->threads))
     return pt_fail(PT_ERR_STATE, "cannot start %d threads (--threads)", r->threads);
   const pt_model_spec *s = &r->spec;
+  const pt_backend *be = r->backend == PT_BACKEND_CPU ? pt_backend_cpu() : pt_backend_cuda();
+  if (!be) return pt_wrap(PT_ERR_DEVICE, "--device cuda");
+  PT_TRY(pt_backend_bind(be, W->device));
+  W->be = be;
+  W->dcomm = W->comm;
   /* Stages keep activations in their own models; the whole model then
    * only holds the parameters, with activations for one sample. */
-  PT_TRY(pt_model_create(&W->whole, s, r->staged ? 1 : r->batch > r->eval_batch ? r->batch : r->eval_batch));
+  const int max_batch = r->staged ? 1 : r->batch > r->eval_batch ? r->batch : r->eval_batch;
+  PT_TRY(pt_model_create_on(&W->whole, s, max_batch, be));
+  if (be->kind != PT_BACKEND_CPU && W->world > 1) PT_TRY(make_device_comm(W));
   W->model = W->whole;
   if (W->whole->num_classes < W->train_ds->num_classes)
     return pt_fail(PT_ERR_ARG, "model %s has %d outputs but %s has %d classes", s->name, W->whole->num_classes,
@@ -293,8 +379,8 @@ static pt_status setup_worker(worker_t *W) {
   /* Each replica sees other samples, so it draws its own dropout masks. */
   if (W->data_rank > 0)
     W->whole->dropout_key = pt_rng_key(c->seed + (uint64_t)W->data_rank * 0x9E3779B97F4A7C15ull, PT_RNG_DROPOUT);
-  PT_TRY(pt_optimizer_init(&W->opt, &r->opt, W->whole->nparam_total));
-  pt_comm *grad_comm = W->comm;
+  PT_TRY(pt_optimizer_init_on(&W->opt, &r->opt, W->whole->nparam_total, be));
+  pt_comm *grad_comm = W->dcomm;
   if (r->staged) {
     PT_TRY(pt_stages_init(&W->stages, W->whole, W->comm, r->stages, c->split, r->pipe_kind, r->micro, r->batch));
     W->model = W->stages.st.m;
@@ -306,12 +392,14 @@ static pt_status setup_worker(worker_t *W) {
   lc.shuffle = !c->no_shuffle;
   lc.drop_last = c->drop_last;
   PT_TRY(pt_loader_create(&W->train, W->train_ds, &lc));
+  PT_TRY(pt_device_data_init(&W->train_dd, be, W->train_ds, &lc, r->batch));
   if (pt_loader_num_batches(W->train) == 0)
     return pt_fail(PT_ERR_ARG, "no training batch: %d samples per worker with --drop-last and batch %d",
                    pt_loader_num_samples(W->train), r->batch);
   worker_loader_config(W, r->eval_batch, 0, &lc);
   lc.uneven = 1;
   PT_TRY(pt_loader_create(&W->test, W->test_ds, &lc));
+  PT_TRY(pt_device_data_init(&W->test_dd, be, W->test_ds, &lc, r->eval_batch));
   if (W->rank == 0) {
     if (c->metrics_path) PT_TRY(pt_metrics_open(c->metrics_path, 1, &W->metrics));
     if (c->save_model) PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
@@ -425,9 +513,9 @@ static pt_status resume_position(worker_t *W, pt_train_position *pos) {
 /* Rank 0's weights and batch-norm statistics everywhere, as DDP starts. */
 static pt_status sync_initial_state(worker_t *W) {
   pt_model *m = W->whole;
-  W->comm->what = "the broadcast of rank 0's initial parameters";
-  PT_TRY(pt_comm_bcast(W->comm, m->param, m->nparam_total * sizeof(float), 0));
-  if (m->nbuffer_total) PT_TRY(pt_comm_bcast(W->comm, m->buffer, m->nbuffer_total * sizeof(float), 0));
+  W->dcomm->what = "the broadcast of rank 0's initial parameters";
+  PT_TRY(pt_comm_bcast(W->dcomm, m->param, m->nparam_total * sizeof(float), 0));
+  if (m->nbuffer_total) PT_TRY(pt_comm_bcast(W->dcomm, m->buffer, m->nbuffer_total * sizeof(float), 0));
   return PT_OK;
 }
 
@@ -436,7 +524,7 @@ static pt_status evaluate_all(worker_t *W, pt_eval_sums *ev) {
   /* Batch-norm running statistics come from rank 0, as DDP's buffer
    * broadcast makes them; each rank's own would differ by its shard. A
    * stage takes them from the same stage of replica 0. */
-  pt_comm *bn_comm = W->r->staged ? W->stages.peers : W->comm;
+  pt_comm *bn_comm = W->r->staged ? W->stages.peers : W->dcomm;
   if (m->nbuffer_total) {
     bn_comm->what = "the broadcast of rank 0's batch-norm statistics";
     PT_TRY(pt_comm_bcast(bn_comm, m->buffer, m->nbuffer_total * sizeof(float), 0));
@@ -445,7 +533,7 @@ static pt_status evaluate_all(worker_t *W, pt_eval_sums *ev) {
     PT_TRY(pt_stages_evaluate(&W->stages, W->test, ev));
   } else {
     m->profile = 0; /* the profile is of training steps */
-    PT_TRY(pt_evaluate(m, W->test, ev));
+    PT_TRY(pt_evaluate(m, W->test, &W->test_dd, ev));
     m->profile = W->cfg->profile;
   }
   double sums[3] = {ev->loss_sum, (double)ev->correct, (double)ev->count};
@@ -480,6 +568,26 @@ static pt_status staged_micro_step(worker_t *W, const pt_batch *batch, uint64_t 
   return PT_OK;
 }
 
+/* A GPU worker's losses since the last read: summed over every worker,
+ * added to the epoch's sums, and checked. A loss that went bad is caught
+ * here rather than at its step, so up to a log interval of updates ran
+ * with it; the run stops all the same, naming the step it was seen at. */
+static pt_status flush_device_loss(worker_t *W, int epoch, int64_t step, float lr, double *loss_sum,
+                                   int64_t *samples) {
+  double sums[2];
+  int64_t unused;
+  PT_TRY(pt_device_data_take_sums(&W->train_dd, sums, &unused));
+  W->comm->what = "the loss allreduce";
+  W->comm->step = step;
+  PT_TRY(pt_comm_allreduce_f64(W->comm, sums, 2));
+  if (!isfinite(sums[0]))
+    return pt_fail(PT_ERR_STATE, "loss became %g at epoch %d, by step %lld: lower the learning rate (now %g)",
+                   sums[0] / sums[1], epoch + 1, (long long)step, lr);
+  *loss_sum += sums[0];
+  *samples += (int64_t)sums[1];
+  return PT_OK;
+}
+
 static pt_status train_loop(worker_t *W) {
   const pt_train_config *c = W->cfg;
   const pt_train_plan *r = W->r;
@@ -503,6 +611,10 @@ static pt_status train_loop(worker_t *W) {
   pt_profile_reset(m, &ph);
   m->profile = c->profile;
   const int timing = c->profile || pt_trace_enabled();
+  /* On a GPU the loss stays on the device and is read every log interval,
+   * so a step never waits for the device; the CPU reads it every step. */
+  const int on_device = W->be->kind != PT_BACKEND_CPU;
+  const int flush_every = c->log_interval > 0 ? c->log_interval : 10;
   int64_t samples_total = 0;
   double train_seconds_total = 0.0;
   for (int epoch = pos.next_epoch; epoch < c->epochs; epoch++) {
@@ -519,6 +631,7 @@ static pt_status train_loop(worker_t *W) {
     m->training = 1;
     const double t0 = pt_now();
     int stopped = 0;
+    int64_t queued = 0; /* global samples whose loss is still on the device */
     while (b < nb) {
       if (c->max_steps && pos.step >= c->max_steps) {
         stopped = 1;
@@ -547,15 +660,25 @@ static pt_status train_loop(worker_t *W) {
           PT_TRY(staged_micro_step(W, &batch, dropout_step, scale, stats, timing ? &ph : NULL, pos.step));
           continue;
         }
-        const double loss = pt_train_micro_step(m, batch.x, batch.y, batch.n, dropout_step, j == 0, scale,
+        const float *x;
+        const int32_t *y;
+        pt_device_data_batch(&W->train_dd, &batch, epoch, &x, &y);
+        if (on_device) {
+          pt_train_micro_step_queued(m, x, y, batch.n, dropout_step, j == 0, scale, timing ? &ph : NULL,
+                                     W->train_dd.sums);
+          /* Every worker's shard has as many samples (the sampler pads). */
+          queued += (int64_t)batch.n * W->world;
+          continue;
+        }
+        const double loss = pt_train_micro_step(m, x, y, batch.n, dropout_step, j == 0, scale,
                                                 timing ? &ph : NULL);
         stats[0] += loss * batch.n;
         stats[1] += batch.n;
       }
       if (m->sync_status != PT_OK) return m->sync_status;
-      comm->step = pos.step;
+      comm->step = W->dcomm->step = pos.step;
       comm->what = "the loss allreduce";
-      PT_TRY(pt_comm_iallreduce_f64(comm, stats, 2));
+      if (!on_device) PT_TRY(pt_comm_iallreduce_f64(comm, stats, 2));
       PT_TRY(pt_grad_sync_finish(&W->sync));
       /* The loss sums travel on the world communicator. Finishing the
        * gradients finished them too when the gradients share it; a stage's
@@ -574,9 +697,16 @@ static pt_status train_loop(worker_t *W) {
       loss_sum += stats[0];
       samples += (int64_t)stats[1];
       fresh += (int64_t)stats[1];
+      if (on_device) {
+        fresh += queued;
+        if (pos.step % flush_every == 0 || b >= nb || (c->max_steps && pos.step >= c->max_steps))
+          PT_TRY(flush_device_loss(W, epoch, pos.step, lr, &loss_sum, &samples));
+        queued = 0;
+      }
       double dt = pt_now() - t0;
       pt_progress_update(&prog, b, pos.step, loss_sum / (double)samples, dt > 0 ? fresh / dt : 0.0);
     }
+    if (on_device) PT_TRY(flush_device_loss(W, epoch, pos.step, lr, &loss_sum, &samples));
     pt_progress_finish(&prog);
     const double train_s = pt_now() - t0;
     samples_total += fresh;
@@ -596,6 +726,8 @@ static pt_status train_loop(worker_t *W) {
     if (c->save_model && W->r->staged) PT_TRY(pt_stages_gather(&W->stages, W->whole, &W->opt));
     if (c->save_model && W->rank == 0) {
       const double tk = pt_now();
+      PT_TRY(pt_model_to_host(W->whole));
+      PT_TRY(pt_optimizer_to_host(&W->opt));
       PT_TRY(pt_checkpoint_save(c->checkpoint_dir, W->whole, &W->opt, &pos, r->spec_text));
       pt_trace_span("checkpoint", "io", tk, pt_now());
     }
@@ -633,6 +765,7 @@ static void *dp_worker_main(void *arg) {
     pt_comm_abort(W->comm, W->error);
   }
   pt_ops_set_threads(1);
+  if (W->be) pt_backend_unbind(W->be); /* the thread's stream and handles */
   return NULL;
 }
 
@@ -669,6 +802,16 @@ static pt_status run_workers(const pt_train_config *c, shared_t *S, FILE *out, w
     W[i].world = S->r.replicas;
     W[i].data_rank = S->r.staged ? W[i].rank / S->r.stages : W[i].rank;
     W[i].out = W[i].rank == 0 ? out : NULL;
+    W[i].device = group ? S->r.devices[i] : S->r.devices[0];
+  }
+  if (!group && S->r.backend == PT_BACKEND_CUDA && comm->size > 1 && !S->r.device_pinned) {
+    /* ddp: a rank's GPU follows its local rank (Open MPI's or Slurm's),
+     * among the GPUs CUDA_VISIBLE_DEVICES leaves visible. */
+    int ngpus = 0;
+    char why[256] = "";
+    PT_TRY(pt_cuda_device_count(&ngpus, why, sizeof why));
+    if (ngpus < 1) return pt_fail(PT_ERR_DEVICE, "--device cuda: rank %d sees no GPU: %s", comm->rank, why);
+    W[0].device = comm->local_rank % ngpus;
   }
   pthread_t tids[1024];
   int started = 0;
@@ -761,7 +904,9 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
     if (ts == PT_OK && !cfg->quiet && rank0)
       fprintf(out, "trace written to %s (open in Perfetto or chrome://tracing)\n", trace_path);
   }
+  const pt_backend *main_be = W ? W[0].be : NULL; /* bound on this thread by worker 0 */
   for (int i = 0; W && i < nlocal; i++) worker_free(&W[i]);
+  if (main_be) pt_backend_unbind(main_be);
   free(W);
   pt_comm_local_group_destroy(group);
   pt_comm_destroy(self);

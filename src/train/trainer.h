@@ -16,6 +16,8 @@
 #include "pipe/schedule.h"
 
 #define PT_UNSET_INT (-1)
+/* Devices one process can name (--devices cpu:N / cuda:N, N below this). */
+#define PT_MAX_DEVICES 1024
 #define PT_UNSET_STR NULL
 /* Floats use NAN for "unset". */
 
@@ -52,7 +54,8 @@ typedef struct {
   /* Data parallel. batch_size is per worker, as in PyTorch's DDP. */
   const char *parallel;       /* NULL or "none", "dp", "ddp" */
   int workers;                /* dp: replicas, one thread each (0: from devices, else 2) */
-  const char *devices;        /* dp: "cpu:0,cpu:1,..." (sets workers) */
+  const char *devices;        /* dp: "cpu:0,cpu:1,..." or "cuda:0,cuda:1,..." (sets workers) */
+  const char *device;         /* "cpu", "cuda", "cuda:N": where a single run or each ddp rank trains */
   double bucket_mb;           /* gradient bucket size (default 25) */
   int accum_steps;            /* micro-batches per optimizer step (default 1) */
   int drop_last;              /* drop the shard tail and the last incomplete batch */
@@ -94,6 +97,9 @@ typedef struct {
   int stages, replicas;     /* world = stages * replicas */
   int micro;                /* micro-batches per batch */
   pt_pipe_schedule pipe_kind;
+  pt_backend_kind backend;  /* where every worker trains */
+  int devices[PT_MAX_DEVICES]; /* the device of worker i (dp), or of this run/rank ([0]) */
+  int device_pinned;        /* ddp: --device cuda:N pins every rank to N (else: local rank) */
 } pt_train_plan;
 
 pt_status pt_train_plan_make(const pt_train_config *cfg, pt_train_plan *plan);

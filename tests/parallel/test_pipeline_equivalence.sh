@@ -100,7 +100,7 @@ expect_usage "no layer of that name" --parallel model --split fc1
 expect_usage "only 'flatten'" --parallel model --split 1
 expect_usage "more than the batch size" --parallel pipeline --micro-batches 101
 expect_usage "are for --parallel model or pipeline" --micro-batches 4
-expect_usage "training on CUDA devices is not built yet" --parallel model --devices cuda:0,cuda:1
+expect_usage "--parallel model on CUDA devices is not built yet" --parallel model --devices cuda:0,cuda:1
 pass "mistakes in the flags are refused with a message naming them"
 
 # MPI ranks as stages.

@@ -1,0 +1,34 @@
+# --device and --devices: names are checked, CPU and CUDA are not mixed, what
+# GPUs cannot do yet is refused by name, and a machine without a usable GPU
+# says why instead of failing obscurely. The GPU run itself is compared with
+# the CPU by tests/cuda/test_train_gpu.sh where a GPU is present.
+source "$(dirname "$0")/lib.sh"
+need_fmnist
+
+T=("$PTRAIN" train --model fmnist-mlp --max-steps 2 --quiet)
+expect_exit 1 "'gpu' is not a device; expected cpu, cpu:N, cuda or cuda:N" -- "${T[@]}" --device gpu
+expect_exit 1 "'cuda:x': expected cuda:N" -- "${T[@]}" --device cuda:x
+expect_exit 1 "'cuda:' : expected|'cuda:': expected cuda:N" -- "${T[@]}" --device cuda:
+expect_exit 1 "mixes CPU and CUDA devices" -- "${T[@]}" --parallel dp --devices cuda:0,cpu:1
+expect_exit 1 "cuda:0 is named twice" -- "${T[@]}" --parallel dp --devices cuda:0,cuda:0
+expect_exit 1 "list the GPUs with --devices cuda:0,cuda:1" -- "${T[@]}" --parallel dp --device cuda
+expect_exit 1 "--device names the one device" -- "${T[@]}" --device cuda --parallel dp --devices cuda:0,cuda:1
+expect_exit 1 "--sync-bn on CUDA devices is not built yet" -- "${T[@]}" --device cuda --sync-bn
+expect_exit 1 "stages on CUDA devices are not built yet" -- "${T[@]}" --device cuda --parallel model
+expect_exit 1 "--parallel pipeline on CUDA devices is not built yet" -- "${T[@]}" --parallel pipeline \
+  --devices cuda:0,cuda:1
+
+# --device cpu is the default, bit for bit.
+"${T[@]}" --metrics "$TMP/a.jsonl" >/dev/null
+"${T[@]}" --metrics "$TMP/b.jsonl" --device cpu:0 >/dev/null
+cmp -s <(grep -o '"train_loss":[^,]*' "$TMP/a.jsonl") <(grep -o '"train_loss":[^,]*' "$TMP/b.jsonl") ||
+  fail "--device cpu:0 trains differently from the default"
+pass "--device cpu:0 is the default"
+
+# Without a usable GPU, --device cuda fails with the reason (no driver, no
+# device, or a CPU-only build), before any training.
+if ! "$PTRAIN" info | grep -Eq "^  cuda:[0-9]+: "; then
+  expect_exit 1 "--device cuda: .*(no NVIDIA driver|no CUDA-capable|built without CUDA|CUDA_VISIBLE_DEVICES|driver)" \
+    -- "${T[@]}" --device cuda
+  expect_exit 1 "--device cuda: " -- "${T[@]}" --parallel dp --devices cuda:0,cuda:1
+fi
