@@ -146,3 +146,23 @@ done:
   (void)cudaSetDevice(previous);
   return st;
 }
+
+extern "C" pt_status pt_cuda_device_pci_bus_id(int device, char *buf, size_t size) {
+  if (!buf || size < 13)
+    return pt_fail(PT_ERR_ARG, "pt_cuda_device_pci_bus_id: expected a buffer of 13 bytes or more");
+  buf[0] = '\0';
+  PT_TRY(check_index(device));
+  cudaError_t e = cudaDeviceGetPCIBusId(buf, size > 64 ? 64 : (int)size, device);
+  if (e != cudaSuccess) return device_fail(e, device, "reading its PCI bus id");
+  return PT_OK;
+}
+
+extern "C" pt_status pt_cuda_device_uuid(int device, unsigned char uuid[16]) {
+  if (!uuid) return pt_fail(PT_ERR_ARG, "pt_cuda_device_uuid: uuid is NULL");
+  PT_TRY(check_index(device));
+  cudaDeviceProp p;
+  cudaError_t e = cudaGetDeviceProperties(&p, device);
+  if (e != cudaSuccess) return device_fail(e, device, "reading its UUID");
+  memcpy(uuid, p.uuid.bytes, 16);
+  return PT_OK;
+}

@@ -56,6 +56,15 @@ pt_status pt_cuda_selftest(int device);
 /* Never fails for a missing driver; only for a built-without-CUDA build. */
 pt_status pt_cuda_version_info(pt_cuda_versions *out);
 
+/* The device's PCI address as "0000:3B:00.0" (domain:bus:device.function),
+ * which names the same GPU to NVML and nvidia-smi whatever
+ * CUDA_VISIBLE_DEVICES renumbered; size must be 13 or more. */
+pt_status pt_cuda_device_pci_bus_id(int device, char *buf, size_t size);
+/* The GPU's 16-byte UUID (nvidia-smi shows it as GPU-xxxxxxxx-...): equal
+ * for two ordinals, in one process or two, exactly when they are the same
+ * physical GPU (or MIG instance). */
+pt_status pt_cuda_device_uuid(int device, unsigned char uuid[16]);
+
 #ifdef __cplusplus
 }
 #endif
