@@ -1,5 +1,7 @@
 #include "io/progress.h"
 
+#include <stdio.h>
+
 #include "util/timer.h"
 
 void pt_progress_start(pt_progress *p, FILE *out, int tty, int log_interval, int epoch, int epochs, int total) {
@@ -11,7 +13,10 @@ void pt_progress_start(pt_progress *p, FILE *out, int tty, int log_interval, int
   p->total = total;
   p->t0 = pt_now();
   p->last_draw = 0.0;
+  p->extra[0] = 0;
 }
+
+void pt_progress_set_extra(pt_progress *p, const char *text) { snprintf(p->extra, sizeof p->extra, "%s", text); }
 
 static void fmt_time(char *buf, size_t n, double s) {
   int t = (int)(s + 0.5);
@@ -36,12 +41,13 @@ void pt_progress_update(pt_progress *p, int done, int64_t step, double loss, dou
     int fill = p->total ? (int)((int64_t)WIDTH * done / p->total) : WIDTH;
     for (int i = 0; i < WIDTH; i++) bar[i] = i < fill ? '#' : '.';
     bar[WIDTH] = 0;
-    fprintf(p->out, "\r\033[Kepoch %d/%d [%s] %d/%d loss %.4f %.0f img/s %s<%s", p->epoch, p->epochs, bar, done,
-            p->total, loss, images_per_s, el, et);
+    fprintf(p->out, "\r\033[Kepoch %d/%d [%s] %d/%d loss %.4f %.0f img/s %s<%s%s%s", p->epoch, p->epochs, bar,
+            done, p->total, loss, images_per_s, el, et, p->extra[0] ? " " : "", p->extra);
     fflush(p->out);
   } else if (done % p->log_interval == 0 || done == p->total) {
-    fprintf(p->out, "epoch %d/%d step %lld batch %d/%d (%.0f%%) loss %.6f %.0f img/s\n", p->epoch, p->epochs,
-            (long long)step, done, p->total, p->total ? 100.0 * done / p->total : 100.0, loss, images_per_s);
+    fprintf(p->out, "epoch %d/%d step %lld batch %d/%d (%.0f%%) loss %.6f %.0f img/s%s%s\n", p->epoch, p->epochs,
+            (long long)step, done, p->total, p->total ? 100.0 * done / p->total : 100.0, loss, images_per_s,
+            p->extra[0] ? " " : "", p->extra);
     fflush(p->out);
   }
 }

@@ -14,11 +14,14 @@ typedef struct {
   int log_interval; /* plain mode: steps between lines */
   int epoch, epochs, total;
   double t0, last_draw;
+  char extra[160];  /* appended to every line when set (GPU utilisation and memory) */
 } pt_progress;
 
 void pt_progress_start(pt_progress *p, FILE *out, int tty, int log_interval, int epoch, int epochs, int total);
 /* done: batches finished this epoch; samples: images so far this epoch. */
 void pt_progress_update(pt_progress *p, int done, int64_t step, double loss, double images_per_s);
 void pt_progress_finish(pt_progress *p);
+/* Text shown at the end of the following lines ("" for none). */
+void pt_progress_set_extra(pt_progress *p, const char *text);
 
 #endif

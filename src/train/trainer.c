@@ -25,6 +25,7 @@
 #include "cuda/device.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/gpu_watch.h"
 #include "train/grad_sync.h"
 #include "train/profile.h"
 #include "train/stages.h"
@@ -290,6 +291,7 @@ typedef struct {
   const pt_backend *be;    /* where this worker trains */
   int device;              /* its CUDA ordinal */
   pt_device_data train_dd, test_dd; /* batches in the backend's memory */
+  pt_gpu_watch watch;      /* rank 0 on GPUs: utilisation and memory of this process's GPUs */
   int rank;
   int data_rank, world;    /* this worker's shard of the data, of world (replicas) */
   pt_loader *train, *test;
@@ -319,6 +321,7 @@ static void worker_free(worker_t *W) {
   pt_optimizer_free(&W->opt);
   pt_comm_destroy(W->dcomm_own);
   W->dcomm_own = NULL;
+  pt_gpu_watch_close(&W->watch);
   if (W->metrics) pt_metrics_close(W->metrics);
   W->metrics = NULL;
 }
@@ -362,7 +365,7 @@ static pt_status setup_worker(worker_t *W) {
     return pt_fail(PT_ERR_STATE, "cannot start %d threads (--threads)", r->threads);
   const pt_model_spec *s = &r->spec;
   const pt_backend *be = r->backend == PT_BACKEND_CPU ? pt_backend_cpu() : pt_backend_cuda();
-  if (!be) return pt_wrap(PT_ERR_DEVICE, "--device cuda");
+  if (!be) return pt_wrap(PT_ERR_DEVICE, "training on cuda:%d", W->device);
   PT_TRY(pt_backend_bind(be, W->device));
   W->be = be;
   W->dcomm = W->comm;
@@ -474,6 +477,7 @@ static pt_status report_epoch(worker_t *W, int epoch, int64_t step, double train
   snprintf(lrs, sizeof lrs, "%.7g", lr);
   pt_metrics_num(mt, "lr", strtod(lrs, NULL));
   if (W->world > 1) pt_metrics_int(mt, "workers", W->world);
+  pt_gpu_watch_metrics(&W->watch, mt);
   if (partial) pt_metrics_bool(mt, "partial", 1);
   return pt_metrics_end(mt);
 }
@@ -615,6 +619,13 @@ static pt_status train_loop(worker_t *W) {
    * so a step never waits for the device; the CPU reads it every step. */
   const int on_device = W->be->kind != PT_BACKEND_CPU;
   const int flush_every = c->log_interval > 0 ? c->log_interval : 10;
+  if (on_device && W->out) {
+    /* dp: every GPU of this process; otherwise this worker's one. */
+    const int dp_gpus = W->world > 1 && !strcmp(W->comm->ops->name, "threads");
+    PT_TRY(pt_gpu_watch_open(&W->watch, dp_gpus ? r->devices : &W->device, dp_gpus ? W->world : 1,
+                             c->quiet ? NULL : W->out));
+  }
+  char gpu_line[160];
   int64_t samples_total = 0;
   double train_seconds_total = 0.0;
   for (int epoch = pos.next_epoch; epoch < c->epochs; epoch++) {
@@ -704,6 +715,10 @@ static pt_status train_loop(worker_t *W) {
         queued = 0;
       }
       double dt = pt_now() - t0;
+      if (W->watch.nv) {
+        pt_gpu_watch_line(&W->watch, gpu_line, sizeof gpu_line);
+        pt_progress_set_extra(&prog, gpu_line);
+      }
       pt_progress_update(&prog, b, pos.step, loss_sum / (double)samples, dt > 0 ? fresh / dt : 0.0);
     }
     if (on_device) PT_TRY(flush_device_loss(W, epoch, pos.step, lr, &loss_sum, &samples));
@@ -739,6 +754,7 @@ static pt_status train_loop(worker_t *W) {
   }
   if (W->r->staged) PT_TRY(pt_stages_report(c->quiet ? NULL : W->out, &W->stages, W->whole, c->profile));
   if (c->profile && W->out) pt_profile_print(W->out, W->r->staged ? W->whole : m, &ph);
+  if (!c->quiet) pt_gpu_watch_summary(&W->watch, W->out);
   res->steps = pos.step;
   res->seconds = pt_now() - t_run;
   res->images_per_s = train_seconds_total > 0 ? samples_total / train_seconds_total : 0.0;

@@ -28,7 +28,7 @@ pass "--device cpu:0 is the default"
 # Without a usable GPU, --device cuda fails with the reason (no driver, no
 # device, or a CPU-only build), before any training.
 if ! "$PTRAIN" info | grep -Eq "^  cuda:[0-9]+: "; then
-  expect_exit 1 "--device cuda: .*(no NVIDIA driver|no CUDA-capable|built without CUDA|CUDA_VISIBLE_DEVICES|driver)" \
+  expect_exit 1 "training on cuda:0: .*(no NVIDIA driver|no CUDA-capable|built without CUDA|CUDA_VISIBLE_DEVICES|driver)" \
     -- "${T[@]}" --device cuda
-  expect_exit 1 "--device cuda: " -- "${T[@]}" --parallel dp --devices cuda:0,cuda:1
+  expect_exit 1 "training on cuda:[01]: " -- "${T[@]}" --parallel dp --devices cuda:0,cuda:1
 fi
