@@ -1,0 +1,147 @@
+/* The CUDA backend: device memory on the calling thread's GPU and the
+ * kernels of this folder, everything queued on the thread's stream
+ * (context.h) in the order the caller issues it. Memory operations report
+ * through the same first-error capture as the kernels, so a failure shows
+ * at the next sync or download.
+ */
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cuda_runtime.h>
+
+#include "cuda/device.h"
+#include "ops/backend.h"
+#include "ops/cuda/check.h"
+#include "ops/cuda/context.h"
+#include "ops/cuda/ops.h"
+
+namespace {
+
+cudaStream_t stream() { return (cudaStream_t)pt_cuda_current_stream(); }
+
+int device_for_message() {
+  const int d = pt_cuda_current_device();
+  if (d >= 0) return d;
+  int cur = -1;
+  if (cudaGetDevice(&cur) != cudaSuccess) {
+    (void)cudaGetLastError();
+    cur = -1;
+  }
+  return cur;
+}
+
+/* Zeroed like the CPU's allocations: the zeroing is queued on the stream,
+ * so any op the caller queues next sees zeros. cudaMalloc aligns to 256. */
+void *cuda_alloc(size_t bytes) {
+  void *p = nullptr;
+  const size_t size = bytes ? bytes : 1; /* NULL must mean failure */
+  const cudaError_t e = cudaMalloc(&p, size);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError(); /* an out-of-memory is not the next launch's fault */
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) (void)cudaGetLastError();
+    pt_fail(e == cudaErrorMemoryAllocation ? PT_ERR_NOMEM : PT_ERR_DEVICE,
+            "cuda:%d: cannot allocate %zu bytes (%.1f MiB; %.1f of %.1f MiB free): %s", device_for_message(), bytes,
+            (double)bytes / 1048576.0, (double)free_b / 1048576.0, (double)total_b / 1048576.0,
+            cudaGetErrorString(e));
+    return nullptr;
+  }
+  PT_CUDA_CHECK(cudaMemsetAsync(p, 0, size, stream()), "alloc: zeroing");
+  return p;
+}
+
+/* cudaFree waits for the device; frees happen at teardown, not in a step. */
+void cuda_free(void *p) {
+  if (p) PT_CUDA_CHECK(cudaFree(p), "free");
+}
+
+void cuda_zero(void *p, size_t bytes) {
+  if (bytes) PT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream()), "zero");
+}
+
+void cuda_copy(void *dst, const void *src, size_t bytes) {
+  if (bytes && dst != src)
+    PT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), "copy");
+}
+
+/* The backend's contract is the CPU's: the host buffer may be reused as
+ * soon as upload returns. From pageable memory cudaMemcpyAsync returns
+ * only once the driver has staged the data, which keeps that promise; from
+ * page-locked or managed memory the copy runs truly asynchronously, so the
+ * stream is waited on. */
+void cuda_upload(void *dst, const void *host_src, size_t bytes) {
+  if (!bytes) return;
+  PT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream()), "upload");
+  cudaPointerAttributes attr;
+  if (cudaPointerGetAttributes(&attr, host_src) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  if (attr.type == cudaMemoryTypeHost || attr.type == cudaMemoryTypeManaged)
+    PT_CUDA_CHECK(cudaStreamSynchronize(stream()), "upload: waiting for the copy");
+}
+
+pt_status cuda_download(void *host_dst, const void *src, size_t bytes) {
+  if (bytes) PT_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream()), "download");
+  return pt_cuda_sync();
+}
+
+/* Filled by name (C++17 has no designated initialisers), once, on first
+ * use: C++ makes that initialisation thread-safe. */
+pt_backend make_table() {
+  pt_backend b = {};
+  b.kind = PT_BACKEND_CUDA;
+  b.name = "cuda";
+  b.alloc = cuda_alloc;
+  b.free = cuda_free;
+  b.zero = cuda_zero;
+  b.copy = cuda_copy;
+  b.upload = cuda_upload;
+  b.download = cuda_download;
+  b.sync = pt_cuda_sync;
+  b.bind = pt_cuda_bind;
+  b.unbind = pt_cuda_unbind;
+  b.conv_workspace = pt_cuda_conv_workspace;
+  b.conv2d_forward = pt_cuda_conv2d_forward;
+  b.conv2d_backward = pt_cuda_conv2d_backward;
+  b.linear_forward = pt_cuda_linear_forward;
+  b.linear_backward = pt_cuda_linear_backward;
+  b.maxpool_forward = pt_cuda_maxpool_forward;
+  b.maxpool_backward = pt_cuda_maxpool_backward;
+  b.relu_forward = pt_cuda_relu_forward;
+  b.relu_backward = pt_cuda_relu_backward;
+  b.dropout_forward = pt_cuda_dropout_forward;
+  b.dropout_backward = pt_cuda_dropout_backward;
+  b.log_softmax_forward = pt_cuda_log_softmax_forward;
+  b.log_softmax_backward = pt_cuda_log_softmax_backward;
+  b.nll_loss = pt_cuda_nll_loss;
+  b.cross_entropy_loss = pt_cuda_cross_entropy_loss;
+  b.count_correct = pt_cuda_count_correct;
+  b.accumulate_loss = pt_cuda_accumulate_loss;
+  b.batchnorm_forward_train = pt_cuda_batchnorm_forward_train;
+  b.batchnorm_forward_eval = pt_cuda_batchnorm_forward_eval;
+  b.batchnorm_backward_train = pt_cuda_batchnorm_backward_train;
+  b.batchnorm_backward_eval = pt_cuda_batchnorm_backward_eval;
+  b.sgd_update = pt_cuda_sgd_update;
+  b.adam_update = pt_cuda_adam_update;
+  b.adadelta_update = pt_cuda_adadelta_update;
+  b.scale = pt_cuda_scale;
+  b.make_batch = pt_cuda_make_batch;
+  return b;
+}
+
+} // namespace
+
+/* NULL, with the reason, where no GPU can be used: the caller (the
+ * trainer, a test) decides whether that is an error. */
+extern "C" const pt_backend *pt_backend_cuda(void) {
+  int n = 0;
+  char why[256];
+  if (pt_cuda_device_count(&n, why, sizeof why) != PT_OK) return nullptr;
+  if (n == 0) {
+    pt_fail(PT_ERR_DEVICE, "--device cuda: %s", why);
+    return nullptr;
+  }
+  static const pt_backend table = make_table();
+  return &table;
+}
