@@ -1,0 +1,802 @@
+/* Every CUDA op against the CPU op it mirrors, on the same inputs.
+ *
+ * One table of (op, shape) rows drives the test, as in
+ * tests/ops/test_gradcheck.c. Each row makes its inputs on the host from a
+ * fixed seed, then runs forward and backward through pt_backend_cpu() and
+ * through pt_backend_cuda() alike (alloc, upload, run, download), and the
+ * two sets of downloads must agree:
+ *  - floating-point outputs within a relative error of 1e-4, where the
+ *    relative error of an output array is
+ *        max_i |cuda_i - cpu_i| / max(max_i |cpu_i|, 1e-30),
+ *    the largest difference against the array's largest magnitude (a small
+ *    entry of a wide-ranging array, such as a gradient, may carry the
+ *    rounding of its large neighbours); NaN must meet NaN;
+ *  - what is exact by construction, exactly: dropout masks and outputs,
+ *    max-pool argmax, ReLU, scaling, correct-counts, and a batch made on
+ *    the device (crops, flips, normalisation, labels) against the loader's.
+ * Parameter gradients and optimizer state start non-zero, so accumulation
+ * is checked too; input gradients start as garbage, so overwriting is.
+ *
+ * Where no GPU is usable the CPU side of every row still runs, the no-GPU
+ * behaviour is checked (pt_backend_cuda() is NULL with the reason), and the
+ * test exits 77, which ctest reports as skipped.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "cuda/device.h"
+#include "data/loader.h"
+#include "ops/backend.h"
+#include "ops/cuda/context.h"
+#include "util/philox.h"
+
+#ifdef PT_HAVE_CUDA
+/* context.cu; declared in ops/cuda/check.h, which needs the CUDA headers. */
+void pt_cuda_note_error(const char *what, const char *msg);
+#endif
+
+#define TOL 1e-4
+#define TINY 1e-30
+
+typedef enum {
+  OP_CONV, OP_LINEAR, OP_MAXPOOL, OP_RELU, OP_DROPOUT, OP_LOGSOFTMAX, OP_NLL, OP_XENT, OP_COUNT, OP_BN_TRAIN,
+  OP_BN_EVAL, OP_SGD, OP_ADAM, OP_ADAMW, OP_ADADELTA, OP_SCALE, OP_BATCH
+} op_t;
+
+enum {
+  F_BIAS = 1 << 0,      /* conv, linear: with a bias */
+  F_RELU = 1 << 1,      /* conv: the fused ReLU */
+  F_NO_DX = 1 << 2,     /* backward without an input gradient (a first layer) */
+  F_TIES = 1 << 3,      /* inputs on a coarse grid, so maxima tie */
+  F_NAN = 1 << 4,       /* count: rows with NaN */
+  F_NO_GRAD = 1 << 5,   /* losses: dlp / dz NULL */
+  F_INPLACE = 1 << 6,   /* log-softmax: y over x */
+  F_NESTEROV = 1 << 7,  /* sgd */
+  F_WD = 1 << 8,        /* optimizers: weight decay */
+  F_DAMP = 1 << 9,      /* sgd: dampening */
+  F_CROP = 1 << 10,     /* batch: random crop after padding by pad */
+  F_FLIP = 1 << 11,     /* batch: random horizontal flip */
+};
+
+/* Shapes: n, c, h, w is the input (n, c, h, w); for row ops (log-softmax,
+ * losses, count) n rows of k = c; for element-wise ops and optimizers
+ * n * c * h * w elements. a: dropout p, loss scale, sgd momentum, scale
+ * factor. */
+typedef struct {
+  const char *label;
+  op_t op;
+  int n, c, h, w;
+  int oc, k, s, pad; /* conv: out channels, kernel, stride, padding; linear: out = oc; pool: k, s; dropout: layer = oc */
+  float a;
+  int flags;
+} ocase;
+
+static const ocase cases[] = {
+    {"conv 3x3 + bias", OP_CONV, 2, 3, 7, 7, 4, 3, 1, 0, 0, F_BIAS},
+    {"conv 5x5 pad 2, no bias", OP_CONV, 2, 2, 6, 6, 3, 5, 1, 2, 0, 0},
+    {"conv 3x3 stride 2 pad 1 + bias", OP_CONV, 2, 3, 7, 8, 2, 3, 2, 1, 0, F_BIAS},
+    {"conv 1x1 + bias", OP_CONV, 3, 4, 5, 5, 3, 1, 1, 0, 0, F_BIAS},
+    {"conv 3x3 pad 1 + bias + fused relu", OP_CONV, 2, 3, 6, 6, 4, 3, 1, 1, 0, F_BIAS | F_RELU},
+    {"conv 3x3 stride 3 pad 2, no bias, fused relu", OP_CONV, 1, 2, 8, 8, 2, 3, 3, 2, 0, F_RELU},
+    {"conv first layer 1->32 3x3 on 28x28 + relu, no dx", OP_CONV, 8, 1, 28, 28, 32, 3, 1, 0, 0,
+     F_BIAS | F_RELU | F_NO_DX},
+    {"conv 32->64 3x3 on 26x26 + bias + relu", OP_CONV, 4, 32, 26, 26, 64, 3, 1, 0, 0, F_BIAS | F_RELU},
+    {"linear 7->5 + bias", OP_LINEAR, 3, 7, 1, 1, 5, 0, 0, 0, 0, F_BIAS},
+    {"linear 9216->128 + bias", OP_LINEAR, 16, 9216, 1, 1, 128, 0, 0, 0, 0, F_BIAS},
+    {"linear 128->10, no bias, no dx", OP_LINEAR, 33, 128, 1, 1, 10, 0, 0, 0, 0, F_NO_DX},
+    {"maxpool 2", OP_MAXPOOL, 2, 3, 6, 6, 0, 2, 2, 0, 0, 0},
+    {"maxpool 3 stride 2 (overlapping)", OP_MAXPOOL, 2, 2, 7, 7, 0, 3, 2, 0, 0, 0},
+    {"maxpool 2 on odd 7x5 (edges dropped)", OP_MAXPOOL, 2, 2, 7, 5, 0, 2, 2, 0, 0, 0},
+    {"maxpool 2 with ties", OP_MAXPOOL, 4, 8, 24, 24, 0, 2, 2, 0, 0, F_TIES},
+    {"maxpool 3 stride 2 with ties", OP_MAXPOOL, 2, 4, 13, 13, 0, 3, 2, 0, 0, F_TIES},
+    {"relu", OP_RELU, 2, 3, 4, 4, 0, 0, 0, 0, 0, 0},
+    {"relu, odd size", OP_RELU, 1, 1, 1, 100003, 0, 0, 0, 0, 0, 0},
+    {"dropout 0.5, odd size", OP_DROPOUT, 1, 1, 1, 100003, 2, 0, 0, 0, 0.5f, 0},
+    {"dropout 0.1, 13 elements", OP_DROPOUT, 1, 1, 1, 13, 0, 0, 0, 0, 0.1f, 0},
+    {"dropout 0.25, layer 7", OP_DROPOUT, 64, 128, 1, 1, 7, 0, 0, 0, 0.25f, 0},
+    {"dropout 0 (identity)", OP_DROPOUT, 2, 50, 1, 1, 1, 0, 0, 0, 0.0f, 0},
+    {"log-softmax 4x10", OP_LOGSOFTMAX, 4, 10, 1, 1, 0, 0, 0, 0, 0, 0},
+    {"log-softmax 130x10 in place", OP_LOGSOFTMAX, 130, 10, 1, 1, 0, 0, 0, 0, 0, F_INPLACE},
+    {"log-softmax 3x1000 (rows wider than a warp)", OP_LOGSOFTMAX, 3, 1000, 1, 1, 0, 0, 0, 0, 0, 0},
+    {"nll 5x10", OP_NLL, 5, 10, 1, 1, 0, 0, 0, 0, 1.0f, 0},
+    {"nll 64x10 scale 0.5", OP_NLL, 64, 10, 1, 1, 0, 0, 0, 0, 0.5f, 0},
+    {"nll 300x47, no gradient", OP_NLL, 300, 47, 1, 1, 0, 0, 0, 0, 1.0f, F_NO_GRAD},
+    {"cross-entropy 5x10", OP_XENT, 5, 10, 1, 1, 0, 0, 0, 0, 1.0f, 0},
+    {"cross-entropy 64x10 scale 0.25", OP_XENT, 64, 10, 1, 1, 0, 0, 0, 0, 0.25f, 0},
+    {"cross-entropy 2000x10", OP_XENT, 2000, 10, 1, 1, 0, 0, 0, 0, 1.0f, 0},
+    {"cross-entropy 7x100, no gradient", OP_XENT, 7, 100, 1, 1, 0, 0, 0, 0, 1.0f, F_NO_GRAD},
+    {"count_correct 64x10 with ties and NaN", OP_COUNT, 64, 10, 1, 1, 0, 0, 0, 0, 0, F_TIES | F_NAN},
+    {"count_correct 1000x100", OP_COUNT, 1000, 100, 1, 1, 0, 0, 0, 0, 0, 0},
+    {"count_correct 300x3 with ties", OP_COUNT, 300, 3, 1, 1, 0, 0, 0, 0, 0, F_TIES},
+    {"batchnorm train 3x4x3x3", OP_BN_TRAIN, 3, 4, 3, 3, 0, 0, 0, 0, 0, 0},
+    {"batchnorm train 8x3x16x16", OP_BN_TRAIN, 8, 3, 16, 16, 0, 0, 0, 0, 0, 0},
+    {"batchnorm train 32x6x1x1 (hw = 1)", OP_BN_TRAIN, 32, 6, 1, 1, 0, 0, 0, 0, 0, 0},
+    {"batchnorm train 2x5x33x35, no dx", OP_BN_TRAIN, 2, 5, 33, 35, 0, 0, 0, 0, 0, F_NO_DX},
+    {"batchnorm eval 3x4x3x3", OP_BN_EVAL, 3, 4, 3, 3, 0, 0, 0, 0, 0, 0},
+    {"batchnorm eval 8x3x16x16, no dx", OP_BN_EVAL, 8, 3, 16, 16, 0, 0, 0, 0, 0, F_NO_DX},
+    {"sgd", OP_SGD, 1, 1, 1, 1000, 0, 0, 0, 0, 0.0f, 0},
+    {"sgd weight decay", OP_SGD, 1, 1, 1, 1000, 0, 0, 0, 0, 0.0f, F_WD},
+    {"sgd momentum 0.9", OP_SGD, 1, 1, 1, 70001, 0, 0, 0, 0, 0.9f, 0},
+    {"sgd momentum 0.9 nesterov", OP_SGD, 1, 1, 1, 1000, 0, 0, 0, 0, 0.9f, F_NESTEROV},
+    {"sgd momentum 0.5 dampening weight decay", OP_SGD, 1, 1, 1, 1000, 0, 0, 0, 0, 0.5f, F_DAMP | F_WD},
+    {"adam", OP_ADAM, 1, 1, 1, 70001, 0, 0, 0, 0, 0, 0},
+    {"adam weight decay", OP_ADAM, 1, 1, 1, 1000, 0, 0, 0, 0, 0, F_WD},
+    {"adamw", OP_ADAMW, 1, 1, 1, 1000, 0, 0, 0, 0, 0, F_WD},
+    {"adadelta", OP_ADADELTA, 1, 1, 1, 1000, 0, 0, 0, 0, 0, 0},
+    {"adadelta weight decay", OP_ADADELTA, 1, 1, 1, 70001, 0, 0, 0, 0, 0, F_WD},
+    {"scale", OP_SCALE, 1, 1, 1, 100003, 0, 0, 0, 0, 1.0f / 3.0f, 0},
+    {"make_batch 1x28x28", OP_BATCH, 40, 1, 28, 28, 0, 0, 0, 0, 0, 0},
+    {"make_batch 3x32x32 crop 4 + flip", OP_BATCH, 40, 3, 32, 32, 0, 0, 0, 4, 0, F_CROP | F_FLIP},
+    {"make_batch 1x28x28 crop 2", OP_BATCH, 40, 1, 28, 28, 0, 0, 0, 2, 0, F_CROP},
+    {"make_batch 3x9x7 flip", OP_BATCH, 40, 3, 9, 7, 0, 0, 0, 0, 0, F_FLIP},
+    {"make_batch 1x5x5 crop 7 (windows outside the image)", OP_BATCH, 40, 1, 5, 5, 0, 0, 0, 7, 0, F_CROP | F_FLIP},
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+/* ---- one run of a row on one backend ---- */
+
+typedef enum { T_F32, T_F64, T_I32, T_I64 } dtype;
+
+typedef struct {
+  const char *name;
+  dtype t;
+  int exact;
+  size_t count;
+  void *host;
+} result;
+
+#define MAX_DEV 48
+#define MAX_RES 16
+
+typedef struct {
+  const pt_backend *be;
+  void *dev[MAX_DEV];
+  int ndev;
+  result res[MAX_RES];
+  int nres;
+} run_t;
+
+static size_t dsize(dtype t) { return t == T_F32 || t == T_I32 ? 4 : 8; }
+
+/* Backend memory holding a copy of host (bytes), or zeros when host is NULL. */
+static void *put(run_t *r, const void *host, size_t bytes) {
+  assert_true(r->ndev < MAX_DEV);
+  void *d = r->be->alloc(bytes ? bytes : 4);
+  if (!d) fail_msg("%s: alloc of %zu bytes: %s", r->be->name, bytes, pt_error_message());
+  if (host && bytes) r->be->upload(d, host, bytes);
+  r->dev[r->ndev++] = d;
+  return d;
+}
+
+static void take(run_t *r, const char *name, dtype t, int exact, const void *dev, size_t count) {
+  assert_true(r->nres < MAX_RES);
+  void *h = malloc(count * dsize(t) + 1);
+  assert_non_null(h);
+  const pt_status st = r->be->download(h, dev, count * dsize(t));
+  if (st != PT_OK) fail_msg("%s: download of %s: %s", r->be->name, name, pt_error_message());
+  r->res[r->nres++] = (result){name, t, exact, count, h};
+}
+
+static void release(run_t *r) {
+  for (int i = 0; i < r->ndev; i++) r->be->free(r->dev[i]);
+  for (int i = 0; i < r->nres; i++) free(r->res[i].host);
+  r->ndev = r->nres = 0;
+}
+
+/* Inputs: a pure function of (stream, index), identical for both backends. */
+static float *rnd(size_t n, uint64_t stream, float lo, float hi) {
+  float *a = malloc((n ? n : 1) * sizeof *a);
+  assert_non_null(a);
+  pt_rng g;
+  pt_rng_init(&g, 0x7e57, stream);
+  for (size_t i = 0; i < n; i++) a[i] = lo + (hi - lo) * pt_rng_uniform(&g);
+  return a;
+}
+
+static float *constant(size_t n, float v) {
+  float *a = malloc((n ? n : 1) * sizeof *a);
+  assert_non_null(a);
+  for (size_t i = 0; i < n; i++) a[i] = v;
+  return a;
+}
+
+static int32_t *labels(int n, int k, uint64_t stream) {
+  int32_t *y = malloc((size_t)(n ? n : 1) * sizeof *y);
+  assert_non_null(y);
+  pt_rng g;
+  pt_rng_init(&g, 0x7e57, stream);
+  for (int i = 0; i < n; i++) y[i] = (int32_t)pt_rng_below(&g, (uint32_t)k);
+  return y;
+}
+
+static void quantize(float *a, size_t n) {
+  for (size_t i = 0; i < n; i++) a[i] = floorf(a[i] * 4.0f) / 4.0f;
+}
+
+#define FREE_ALL(...)                                        \
+  do {                                                       \
+    void *fa_[] = {__VA_ARGS__};                             \
+    for (size_t i_ = 0; i_ < sizeof fa_ / sizeof fa_[0]; i_++) free(fa_[i_]); \
+  } while (0)
+
+static void run_conv(run_t *r, const ocase *tc) {
+  const pt_backend *be = r->be;
+  pt_conv_geom g = {tc->c, tc->h, tc->w, tc->oc, tc->k, tc->k, tc->s, tc->pad, 0, 0, (tc->flags & F_RELU) != 0};
+  assert_true(pt_conv_init(&g));
+  const size_t nx = (size_t)tc->n * tc->c * tc->h * tc->w, nw = (size_t)tc->oc * tc->c * tc->k * tc->k;
+  const size_t ny = (size_t)tc->n * tc->oc * g.oh * g.ow;
+  float *x = rnd(nx, 1, -1, 1), *w = rnd(nw, 2, -0.5f, 0.5f), *b = rnd((size_t)tc->oc, 3, -0.5f, 0.5f);
+  float *dy = rnd(ny, 4, -1, 1), *dw0 = rnd(nw, 5, -0.1f, 0.1f), *db0 = rnd((size_t)tc->oc, 6, -0.1f, 0.1f);
+  float *junk = constant(nx, 7.0f);
+  const int bias = (tc->flags & F_BIAS) != 0;
+  const size_t wsf = be->conv_workspace(&g, pt_ops_get_threads());
+  float *X = put(r, x, nx * 4), *W = put(r, w, nw * 4), *B = bias ? put(r, b, (size_t)tc->oc * 4) : NULL;
+  float *Y = put(r, NULL, ny * 4), *WS = put(r, NULL, (wsf ? wsf : 1) * 4);
+  be->conv2d_forward(&g, tc->n, X, W, B, Y, WS);
+  take(r, "y", T_F32, 0, Y, ny);
+  float *DY = put(r, dy, ny * 4), *DW = put(r, dw0, nw * 4), *DB = bias ? put(r, db0, (size_t)tc->oc * 4) : NULL;
+  float *DX = tc->flags & F_NO_DX ? NULL : put(r, junk, nx * 4);
+  be->conv2d_backward(&g, tc->n, X, W, Y, DY, DW, DB, DX, WS);
+  take(r, "dw", T_F32, 0, DW, nw);
+  if (DB) take(r, "db", T_F32, 0, DB, (size_t)tc->oc);
+  if (DX) take(r, "dx", T_F32, 0, DX, nx);
+  FREE_ALL(x, w, b, dy, dw0, db0, junk);
+}
+
+static void run_linear(run_t *r, const ocase *tc) {
+  const pt_backend *be = r->be;
+  const int n = tc->n, in = tc->c, out = tc->oc;
+  const size_t nx = (size_t)n * in, nw = (size_t)out * in, ny = (size_t)n * out;
+  float *x = rnd(nx, 1, -1, 1), *w = rnd(nw, 2, -0.1f, 0.1f), *b = rnd((size_t)out, 3, -0.5f, 0.5f);
+  float *dy = rnd(ny, 4, -1, 1), *dw0 = rnd(nw, 5, -0.1f, 0.1f), *db0 = rnd((size_t)out, 6, -0.1f, 0.1f);
+  float *junk = constant(nx, 7.0f);
+  const int bias = (tc->flags & F_BIAS) != 0;
+  float *X = put(r, x, nx * 4), *W = put(r, w, nw * 4), *B = bias ? put(r, b, (size_t)out * 4) : NULL;
+  float *Y = put(r, NULL, ny * 4);
+  be->linear_forward(n, in, out, X, W, B, Y);
+  take(r, "y", T_F32, 0, Y, ny);
+  float *DY = put(r, dy, ny * 4), *DW = put(r, dw0, nw * 4), *DB = bias ? put(r, db0, (size_t)out * 4) : NULL;
+  float *DX = tc->flags & F_NO_DX ? NULL : put(r, junk, nx * 4);
+  be->linear_backward(n, in, out, X, W, DY, DW, DB, DX);
+  take(r, "dw", T_F32, 0, DW, nw);
+  if (DB) take(r, "db", T_F32, 0, DB, (size_t)out);
+  if (DX) take(r, "dx", T_F32, 0, DX, nx);
+  FREE_ALL(x, w, b, dy, dw0, db0, junk);
+}
+
+static void run_maxpool(run_t *r, const ocase *tc) {
+  const pt_backend *be = r->be;
+  const int oh = (tc->h - tc->k) / tc->s + 1, ow = (tc->w - tc->k) / tc->s + 1;
+  const size_t nx = (size_t)tc->n * tc->c * tc->h * tc->w, ny = (size_t)tc->n * tc->c * oh * ow;
+  float *x = rnd(nx, 1, -1, 1), *dy = rnd(ny, 2, -1, 1), *junk = constant(nx, 7.0f);
+  if (tc->flags & F_TIES) quantize(x, nx);
+  float *X = put(r, x, nx * 4), *Y = put(r, NULL, ny * 4);
+  int32_t *A = put(r, NULL, ny * 4);
+  be->maxpool_forward(tc->n, tc->c, tc->h, tc->w, tc->k, tc->s, oh, ow, X, Y, A);
+  take(r, "y", T_F32, 1, Y, ny);
+  take(r, "argmax", T_I32, 1, A, ny);
+  float *DY = put(r, dy, ny * 4), *DX = put(r, junk, nx * 4);
+  be->maxpool_backward(tc->n, tc->c, tc->h, tc->w, tc->k, tc->s, oh, ow, DY, A, DX);
+  take(r, "dx", T_F32, 0, DX, nx);
+  FREE_ALL(x, dy, junk);
+}
+
+static void run_relu(run_t *r, const ocase *tc) {
+  const pt_backend *be = r->be;
+  const size_t n = (size_t)tc->n * tc->c * tc->h * tc->w;
+  float *x = rnd(n, 1, -1, 1), *dy = rnd(n, 2, -1, 1), *junk = constant(n, 7.0f);
+  for (size_t i = 0; i < n; i += 5) x[i] = i % 10 ? 0.0f : -0.0f; /* the boundary, both signs */
+  float *X = put(r, x, n * 4), *Y = put(r, junk, n * 4);
+  be->relu_forward(n, X, Y);
+  take(r, "y", T_F32, 1, Y, n);
+  float *DY = put(r, dy, n * 4), *DX = put(r, junk, n * 4);
+  be->relu_backward(n, Y, DY, DX);
+  take(r, "dx", T_F32, 1, DX, n);
+  FREE_ALL(x, dy, junk);
+}
+
+static void run_dropout(run_t *r, const ocase *tc) {
+  const pt_backend *be = r->be;
+  const size_t n = (size_t)tc->n * tc->c * tc->h * tc->w;
+  float *x = rnd(n, 1, -1, 1), *dy = rnd(n, 2, -1, 1), *junk = constant(n, 7.0f);
+  float *X = put(r, x, n * 4), *Y = put(r, junk, n * 4), *M = put(r, junk, n * 4);
+  be->dropout_forward(n, tc->a, 0x0123456789abcdefull, 7 + (uint64_t)n, (uint32_t)tc->oc, X, Y, M);
+  take(r, "y", T_F32, 1, Y, n);
+  take(r, "mask", T_F32, 1, M, n);
+  float *DY = put(r, dy, n * 4), *DX = put(r, junk, n * 4);
+  be->dropout_backward(n, M, DY, DX);
+  take(r, "dx", T_F32, 1, DX, n);
+  FREE_ALL(x, dy, junk);
+}
+
+static void run_log_softmax(run_t *r, const ocase *tc) {
+  const pt_backend *be = r->be;
+  const size_t n = (size_t)tc->n * tc->c;
+  float *x = rnd(n, 1, -5, 5), *dy = rnd(n, 2, -1, 1), *junk = constant(n, 7.0f);
+  float *X = put(r, x, n * 4), *Y = tc->flags & F_INPLACE ? X : put(r, junk, n * 4);
+  be->log_softmax_forward(tc->n, tc->c, X, Y);
+  take(r, "y", T_F32, 0, Y, n);
+  float *DY = put(r, dy, n * 4), *DX = put(r, junk, n * 4);
+  be->log_softmax_backward(tc->n, tc->c, Y, DY, DX);
+  take(r, "dx", T_F32, 0, DX, n);
+  FREE_ALL(x, dy, junk);
+}
+
+/* nll and cross-entropy, then accumulate_loss of the result. */
+static void run_loss(run_t *r, const ocase *tc) {
+  const pt_backend *be = r->be;
+  const size_t n = (size_t)tc->n * tc->c;
+  float *x = rnd(n, 1, -4, 4), *junk = constant(n, 7.0f);
+  int32_t *y = labels(tc->n, tc->c, 2);
+  if (tc->op == OP_NLL) pt_log_softmax_forward(tc->n, tc->c, x, x); /* valid log-probabilities */
+  const double acc0[2] = {1.5, 3.0};
+  float *X = put(r, x, n * 4), *G = tc->flags & F_NO_GRAD ? NULL : put(r, junk, n * 4);
+  int32_t *Yl = put(r, y, (size_t)tc->n * 4);
+  double *L = put(r, NULL, 8), *ACC = put(r, acc0, sizeof acc0);
+  if (tc->op == OP_NLL) be->nll_loss(tc->n, tc->c, X, Yl, G, tc->a, L);
+  else be->cross_entropy_loss(tc->n, tc->c, X, Yl, G, tc->a, L);
+  be->accumulate_loss(L, tc->n, ACC);
+  take(r, "loss", T_F64, 0, L, 1);
+  take(r, "acc", T_F64, 0, ACC, 2);
+  if (G) take(r, "grad", T_F32, 0, G, n);
+  FREE_ALL(x, junk, y);
+}
+
+static void run_count(run_t *r, const ocase *tc) {
+  const pt_backend *be = r->be;
+  const int n = tc->n, k = tc->c;
+  float *s = rnd((size_t)n * k, 1, -1, 1);
+  int32_t *y = labels(n, k, 2);
+  if (tc->flags & F_TIES) quantize(s, (size_t)n * k);
+  if (tc->flags & F_NAN) {
+    s[0] = NAN;                       /* row 0: NaN first, the CPU's scan keeps index 0 */
+    s[(size_t)k + 1] = NAN;           /* row 1: NaN inside is never the maximum */
+    for (int j = 0; j < k; j++) s[(size_t)2 * k + j] = NAN; /* row 2: all NaN */
+    y[0] = 0;
+    y[2] = 0;
+  }
+  /* Half the rows labelled with their argmax (first maximum, NaN never
+   * chosen unless first), so the count is neither 0 nor n. */
+  for (int i = 1; i < n; i += 2) {
+    const float *row = s + (size_t)i * k;
+    int best = 0;
+    for (int j = 1; j < k; j++)
+      if (row[j] > row[best]) best = j;
+    y[i] = best;
+  }
+  const int64_t c0 = 5;
+  float *S = put(r, s, (size_t)n * k * 4);
+  int32_t *Y = put(r, y, (size_t)n * 4);
+  int64_t *C = put(r, &c0, sizeof c0);
+  be->count_correct(n, k, S, Y, C);
+  be->count_correct(n, k, S, Y, C); /* accumulates */
+  take(r, "count", T_I64, 1, C, 1);
+  FREE_ALL(s, y);
+}
+
+static void run_batchnorm(run_t *r, const ocase *tc) {
+  const pt_backend *be = r->be;
+  const int c = tc->c, hw = tc->h * tc->w;
+  const size_t nx = (size_t)tc->n * c * hw;
+  const pt_bn_geom g = {c, 1e-5f, 0.1f};
+  /* An offset far from zero, as a layer's pre-activations often have. */
+  float *x = rnd(nx, 1, 2, 4), *dy = rnd(nx, 2, -1, 1), *junk = constant(nx, 7.0f);
+  float *gamma = rnd((size_t)c, 3, 0.5f, 1.5f), *beta = rnd((size_t)c, 4, -0.5f, 0.5f);
+  float *rm = rnd((size_t)c, 5, -0.3f, 0.3f), *rv = rnd((size_t)c, 6, 0.5f, 1.5f);
+  float *dg0 = rnd((size_t)c, 7, -0.1f, 0.1f), *db0 = rnd((size_t)c, 8, -0.1f, 0.1f);
+  float *X = put(r, x, nx * 4), *GA = put(r, gamma, (size_t)c * 4), *BE = put(r, beta, (size_t)c * 4);
+  float *RM = put(r, rm, (size_t)c * 4), *RV = put(r, rv, (size_t)c * 4), *Y = put(r, junk, nx * 4);
+  float *DY = put(r, dy, nx * 4), *DG = put(r, dg0, (size_t)c * 4), *DB = put(r, db0, (size_t)c * 4);
+  float *DX = tc->flags & F_NO_DX ? NULL : put(r, junk, nx * 4);
+  if (tc->op == OP_BN_TRAIN) {
+    float *SM = put(r, NULL, (size_t)c * 4), *SI = put(r, NULL, (size_t)c * 4);
+    double *SCR = put(r, NULL, (size_t)2 * c * 8);
+    be->batchnorm_forward_train(&g, tc->n, hw, X, GA, BE, RM, RV, SM, SI, Y, SCR);
+    take(r, "y", T_F32, 0, Y, nx);
+    take(r, "running_mean", T_F32, 0, RM, (size_t)c);
+    take(r, "running_var", T_F32, 0, RV, (size_t)c);
+    take(r, "save_mean", T_F32, 0, SM, (size_t)c);
+    take(r, "save_invstd", T_F32, 0, SI, (size_t)c);
+    be->batchnorm_backward_train(&g, tc->n, hw, X, GA, SM, SI, DY, DG, DB, DX, SCR);
+    take(r, "scratch (sum dy, sum dy*xhat)", T_F64, 0, SCR, (size_t)2 * c);
+  } else {
+    be->batchnorm_forward_eval(&g, tc->n, hw, X, GA, BE, RM, RV, Y);
+    take(r, "y", T_F32, 0, Y, nx);
+    be->batchnorm_backward_eval(&g, tc->n, hw, X, GA, RM, RV, DY, DG, DB, DX);
+  }
+  take(r, "dgamma", T_F32, 0, DG, (size_t)c);
+  take(r, "dbeta", T_F32, 0, DB, (size_t)c);
+  if (DX) take(r, "dx", T_F32, 0, DX, nx);
+  FREE_ALL(x, dy, junk, gamma, beta, rm, rv, dg0, db0);
+}
+
+/* Three steps with fresh gradients and a decaying learning rate, from
+ * non-zero state, so every term of each update rule is exercised. */
+static void run_optimizer(run_t *r, const ocase *tc) {
+  const pt_backend *be = r->be;
+  const size_t n = (size_t)tc->n * tc->c * tc->h * tc->w;
+  pt_opt_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.beta1 = 0.9f;
+  cfg.beta2 = 0.999f;
+  cfg.rho = 0.9f;
+  cfg.eps = tc->op == OP_ADADELTA ? 1e-6f : 1e-8f;
+  float lr = 0.05f;
+  switch (tc->op) {
+    case OP_SGD:
+      cfg.kind = PT_OPT_SGD;
+      cfg.momentum = tc->a;
+      cfg.dampening = tc->flags & F_DAMP ? 0.1f : 0.0f;
+      cfg.nesterov = (tc->flags & F_NESTEROV) != 0;
+      cfg.weight_decay = tc->flags & F_WD ? 1e-2f : 0.0f;
+      break;
+    case OP_ADAM:
+    case OP_ADAMW:
+      cfg.kind = tc->op == OP_ADAM ? PT_OPT_ADAM : PT_OPT_ADAMW;
+      cfg.weight_decay = tc->flags & F_WD ? 1e-2f : 0.0f;
+      lr = 1e-3f;
+      break;
+    default:
+      cfg.kind = PT_OPT_ADADELTA;
+      cfg.weight_decay = tc->flags & F_WD ? 0.1f : 0.0f;
+      lr = 1.0f;
+  }
+  cfg.lr = lr;
+  /* State 0: momentum or Adam's first moment (any sign), Adadelta's
+   * square average (not negative); state 1 is a square average. */
+  float *p = rnd(n, 1, -1, 1), *s1 = rnd(n, 3, 0.0f, 1e-4f);
+  float *s0 = tc->op == OP_ADADELTA ? rnd(n, 2, 0.0f, 0.01f) : rnd(n, 2, -0.01f, 0.01f);
+  float *P = put(r, p, n * 4);
+  float *S0 = tc->op == OP_SGD && cfg.momentum == 0.0f ? NULL : put(r, s0, n * 4);
+  float *S1 = tc->op == OP_SGD ? NULL : put(r, s1, n * 4);
+  float *G = put(r, NULL, n * 4);
+  for (int t = 0; t < 3; t++) {
+    float *g = rnd(n, 10 + (uint64_t)t, -1, 1);
+    be->upload(G, g, n * 4);
+    free(g);
+    const float lr_t = lr * (1.0f - 0.2f * (float)t);
+    switch (tc->op) {
+      case OP_SGD: be->sgd_update(&cfg, n, P, G, S0, t == 0, lr_t); break;
+      case OP_ADAM:
+      case OP_ADAMW: be->adam_update(&cfg, n, P, G, S0, S1, t + 1, lr_t); break;
+      default: be->adadelta_update(&cfg, n, P, G, S0, S1, lr_t);
+    }
+  }
+  take(r, "param", T_F32, 0, P, n);
+  if (S0) take(r, "state 0", T_F32, 0, S0, n);
+  if (S1) take(r, "state 1", T_F32, 0, S1, n);
+  FREE_ALL(p, s0, s1);
+}
+
+static void run_scale(run_t *r, const ocase *tc) {
+  const size_t n = (size_t)tc->n * tc->c * tc->h * tc->w;
+  float *x = rnd(n, 1, -3, 3);
+  float *X = put(r, x, n * 4);
+  r->be->scale(n, tc->a, X);
+  take(r, "x", T_F32, 1, X, n);
+  free(x);
+}
+
+/* The reference is the loader's batch (the CPU backend has no make_batch:
+ * on the CPU the loader makes batches); the device makes the same batch
+ * from the dataset bytes and the loader's indices. Batches 0 (full) and
+ * 2 (the short last one) of epoch 3. */
+static void run_batch(run_t *r, const ocase *tc) {
+  const pt_backend *be = r->be;
+  pt_dataset ds = {.n = tc->n, .c = tc->c, .h = tc->h, .w = tc->w, .num_classes = 10};
+  const size_t chw = (size_t)ds.c * ds.h * ds.w;
+  ds.images = malloc(chw * (size_t)ds.n);
+  ds.labels = malloc((size_t)ds.n);
+  assert_non_null(ds.images);
+  assert_non_null(ds.labels);
+  pt_rng g;
+  pt_rng_init(&g, 0x7e57, 99);
+  for (size_t i = 0; i < chw * (size_t)ds.n; i++) ds.images[i] = (uint8_t)pt_rng_below(&g, 256);
+  for (int i = 0; i < ds.n; i++) ds.labels[i] = (uint8_t)pt_rng_below(&g, 10);
+  pt_loader_config cfg = {.batch_size = 16, .shuffle = 1, .seed = 31, .world = 1,
+                          .mean = {0.4914f, 0.4822f, 0.4465f}, .std = {0.2470f, 0.2435f, 0.2616f},
+                          .crop_pad = tc->flags & F_CROP ? tc->pad : 0, .hflip = (tc->flags & F_FLIP) != 0};
+  const int epoch = 3;
+  pt_loader *l;
+  assert_int_equal(pt_loader_create(&l, &ds, &cfg), PT_OK);
+  assert_int_equal(pt_loader_num_batches(l), 3);
+  assert_int_equal(pt_loader_start_epoch(l, epoch, 0), PT_OK);
+  uint8_t *IM = NULL, *LB = NULL;
+  if (be->make_batch) {
+    IM = put(r, ds.images, chw * (size_t)ds.n);
+    LB = put(r, ds.labels, (size_t)ds.n);
+  }
+  for (int b = 0; b < 3; b++) {
+    pt_batch bt;
+    assert_int_equal(pt_loader_next(l, &bt), PT_OK);
+    if (b == 1) continue;
+    float *X;
+    int32_t *Y;
+    if (be->make_batch) {
+      int32_t *IDX = put(r, bt.index, (size_t)bt.n * 4);
+      X = put(r, NULL, (size_t)bt.n * chw * 4);
+      Y = put(r, NULL, (size_t)bt.n * 4);
+      be->make_batch(IM, LB, ds.c, ds.h, ds.w, IDX, bt.n, cfg.mean, cfg.std, cfg.crop_pad, cfg.hflip,
+                     pt_rng_key(cfg.seed, PT_RNG_AUGMENT), epoch, X, Y);
+    } else {
+      X = put(r, bt.x, (size_t)bt.n * chw * 4);
+      Y = put(r, bt.y, (size_t)bt.n * 4);
+    }
+    take(r, b == 0 ? "x (batch 0)" : "x (batch 2)", T_F32, 1, X, (size_t)bt.n * chw);
+    take(r, b == 0 ? "y (batch 0)" : "y (batch 2)", T_I32, 1, Y, (size_t)bt.n);
+  }
+  pt_loader_destroy(l);
+  FREE_ALL(ds.images, ds.labels);
+}
+
+static void run_case(const pt_backend *be, const ocase *tc, run_t *r) {
+  memset(r, 0, sizeof *r);
+  r->be = be;
+  switch (tc->op) {
+    case OP_CONV: run_conv(r, tc); break;
+    case OP_LINEAR: run_linear(r, tc); break;
+    case OP_MAXPOOL: run_maxpool(r, tc); break;
+    case OP_RELU: run_relu(r, tc); break;
+    case OP_DROPOUT: run_dropout(r, tc); break;
+    case OP_LOGSOFTMAX: run_log_softmax(r, tc); break;
+    case OP_NLL:
+    case OP_XENT: run_loss(r, tc); break;
+    case OP_COUNT: run_count(r, tc); break;
+    case OP_BN_TRAIN:
+    case OP_BN_EVAL: run_batchnorm(r, tc); break;
+    case OP_SGD:
+    case OP_ADAM:
+    case OP_ADAMW:
+    case OP_ADADELTA: run_optimizer(r, tc); break;
+    case OP_SCALE: run_scale(r, tc); break;
+    case OP_BATCH: run_batch(r, tc); break;
+  }
+  const pt_status st = be->sync();
+  if (st != PT_OK) fail_msg("%s: %s: %s", tc->label, be->name, pt_error_message());
+}
+
+static double value(const result *res, size_t i) {
+  switch (res->t) {
+    case T_F32: return ((const float *)res->host)[i];
+    case T_F64: return ((const double *)res->host)[i];
+    case T_I32: return ((const int32_t *)res->host)[i];
+    default: return (double)((const int64_t *)res->host)[i];
+  }
+}
+
+/* ---- the tests ---- */
+
+/* CPU side alone: every row runs and gives finite numbers (NaN only where
+ * the row puts it in). */
+static void test_cpu_side(void **state) {
+  const ocase *tc = *state;
+  run_t r;
+  run_case(pt_backend_cpu(), tc, &r);
+  assert_true(r.nres > 0);
+  for (int i = 0; i < r.nres; i++)
+    for (size_t j = 0; j < r.res[i].count; j++)
+      if (!isfinite(value(&r.res[i], j)) && !(tc->flags & F_NAN))
+        fail_msg("%s: %s[%zu] = %g", tc->label, r.res[i].name, j, value(&r.res[i], j));
+  release(&r);
+}
+
+static void test_without_cuda(void **s) {
+  (void)s;
+  assert_null(pt_backend_cuda());
+  assert_non_null(strstr(pt_error_message(), "built without CUDA"));
+}
+
+/* The rest needs the CUDA context (ops/cuda/context.cu): CUDA builds only. */
+#ifdef PT_HAVE_CUDA
+static void test_cuda_matches_cpu(void **state) {
+  const ocase *tc = *state;
+  const pt_backend *cuda = pt_backend_cuda();
+  assert_non_null(cuda);
+  run_t a, b;
+  run_case(pt_backend_cpu(), tc, &a);
+  run_case(cuda, tc, &b);
+  assert_int_equal(a.nres, b.nres);
+  double worst = 0.0;
+  const char *worst_name = "";
+  for (int i = 0; i < a.nres; i++) {
+    const result *ra = &a.res[i], *rb = &b.res[i];
+    assert_string_equal(ra->name, rb->name);
+    assert_int_equal(ra->count, rb->count);
+    if (ra->exact) {
+      if (memcmp(ra->host, rb->host, ra->count * dsize(ra->t))) {
+        size_t j = 0;
+        while (j < ra->count && !memcmp((const char *)ra->host + j * dsize(ra->t),
+                                        (const char *)rb->host + j * dsize(ra->t), dsize(ra->t)))
+          j++;
+        fail_msg("%s: %s[%zu]: cpu %.9g, cuda %.9g (must be equal)", tc->label, ra->name, j, value(ra, j),
+                 value(rb, j));
+      }
+      continue;
+    }
+    double maxref = 0.0, maxdiff = 0.0;
+    size_t at = 0;
+    for (size_t j = 0; j < ra->count; j++) {
+      const double u = value(ra, j), v = value(rb, j);
+      if (isnan(u) || isnan(v)) {
+        if (isnan(u) != isnan(v)) fail_msg("%s: %s[%zu]: cpu %g, cuda %g", tc->label, ra->name, j, u, v);
+        continue;
+      }
+      if (fabs(u) > maxref) maxref = fabs(u);
+      if (fabs(u - v) > maxdiff) {
+        maxdiff = fabs(u - v);
+        at = j;
+      }
+    }
+    const double rel = maxdiff / (maxref > TINY ? maxref : TINY);
+    if (rel > TOL)
+      fail_msg("%s: %s: relative error %.3g > %g (element %zu: cpu %.9g, cuda %.9g; max |cpu| %.3g)", tc->label,
+               ra->name, rel, TOL, at, value(ra, at), value(rb, at), maxref);
+    if (rel >= worst) {
+      worst = rel;
+      worst_name = ra->name;
+    }
+  }
+  print_message("    %-52s worst relative error %.2g (%s)\n", tc->label, worst, worst_name);
+  release(&a);
+  release(&b);
+}
+
+/* A CUDA build without a usable GPU: no backend, and the reason why. */
+static void test_no_gpu(void **s) {
+  (void)s;
+  int n = -1;
+  char why[256];
+  assert_int_equal(pt_cuda_device_count(&n, why, sizeof why), PT_OK);
+  assert_int_equal(n, 0);
+  pt_error_clear();
+  assert_null(pt_backend_cuda());
+  assert_non_null(strstr(pt_error_message(), why));
+  /* Binding fails with a message naming the device, and nothing is bound. */
+  assert_int_equal(pt_cuda_bind(0), PT_ERR_DEVICE);
+  assert_non_null(strstr(pt_error_message(), "cuda:0"));
+  assert_int_equal(pt_cuda_current_device(), -1);
+  assert_null(pt_cuda_current_stream());
+  assert_null(pt_cuda_cublas());
+  assert_null(pt_cuda_cudnn());
+  pt_cuda_unbind(); /* harmless when not bound */
+  /* Error capture needs no device: the first error is kept, reported as
+   * PT_ERR_DEVICE, and cleared by a sync. */
+  assert_int_equal(pt_cuda_last_error(), PT_OK);
+  pt_cuda_note_error("first op", "it failed");
+  pt_cuda_note_error("second op", "so did this");
+  assert_int_equal(pt_cuda_last_error(), PT_ERR_DEVICE);
+  assert_non_null(strstr(pt_error_message(), "first op: it failed"));
+  assert_null(strstr(pt_error_message(), "second op"));
+  assert_int_equal(pt_cuda_sync(), PT_ERR_DEVICE);
+  assert_non_null(strstr(pt_error_message(), "first op: it failed"));
+  assert_int_equal(pt_cuda_last_error(), PT_OK);
+}
+
+/* On a GPU: the context's binding, error capture and allocation failure. */
+static void test_context(void **s) {
+  (void)s;
+  int n = 0;
+  assert_int_equal(pt_cuda_device_count(&n, NULL, 0), PT_OK);
+  const pt_backend *be = pt_backend_cuda();
+  assert_non_null(be);
+  assert_int_equal(pt_backend_bind(be, 0), PT_OK);
+  void *stream = pt_cuda_current_stream();
+  assert_int_equal(pt_cuda_current_device(), 0);
+  assert_non_null(stream);
+  assert_non_null(pt_cuda_cublas());
+#ifdef PT_HAVE_CUDNN
+  assert_non_null(pt_cuda_cudnn());
+#endif
+  /* Binding the bound device again keeps its stream. */
+  assert_int_equal(pt_backend_bind(be, 0), PT_OK);
+  assert_ptr_equal(pt_cuda_current_stream(), stream);
+  assert_int_equal(pt_cuda_bind(n), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "no such device"));
+  assert_int_equal(pt_cuda_current_device(), 0);
+
+  assert_int_equal(pt_cuda_last_error(), PT_OK);
+  pt_cuda_note_error("an op", "a failure");
+  pt_cuda_note_error("a later op", "its consequence");
+  assert_int_equal(pt_cuda_last_error(), PT_ERR_DEVICE);
+  assert_non_null(strstr(pt_error_message(), "cuda:0: an op: a failure"));
+  assert_int_equal(be->sync(), PT_ERR_DEVICE);
+  assert_non_null(strstr(pt_error_message(), "cuda:0: an op: a failure"));
+  assert_int_equal(be->sync(), PT_OK);
+
+  /* An impossible allocation names its size and the device, and leaves
+   * the context usable. */
+  pt_error_clear();
+  assert_null(be->alloc((size_t)1 << 50));
+  assert_non_null(strstr(pt_error_message(), "cuda:0"));
+  assert_non_null(strstr(pt_error_message(), "1125899906842624 bytes"));
+  assert_int_equal(be->sync(), PT_OK);
+  float host[5] = {1, 2, 3, 4, 5}, back[5];
+  float *d = be->alloc(sizeof host);
+  assert_non_null(d);
+  be->download(back, d, sizeof back);
+  for (int i = 0; i < 5; i++) assert_true(back[i] == 0.0f); /* alloc zeroes */
+  be->upload(d, host, sizeof host);
+  be->scale(5, 2.0f, d);
+  assert_int_equal(be->download(back, d, sizeof back), PT_OK);
+  for (int i = 0; i < 5; i++) assert_true(back[i] == 2.0f * host[i]);
+  be->zero(d, sizeof host);
+  assert_int_equal(be->download(back, d, sizeof back), PT_OK);
+  for (int i = 0; i < 5; i++) assert_true(back[i] == 0.0f);
+  be->free(d);
+
+  /* Unbinding frees the stream; binding again makes a new one. */
+  pt_backend_unbind(be);
+  assert_int_equal(pt_cuda_current_device(), -1);
+  assert_null(pt_cuda_current_stream());
+  assert_int_equal(pt_backend_bind(be, 0), PT_OK);
+  assert_non_null(pt_cuda_current_stream());
+}
+
+static int bind_gpu(void **s) {
+  (void)s;
+  const pt_backend *be = pt_backend_cuda();
+  if (!be || pt_backend_bind(be, 0) != PT_OK) {
+    print_error("cannot bind cuda:0: %s\n", pt_error_message());
+    return -1;
+  }
+  return 0;
+}
+
+static int unbind_gpu(void **s) {
+  (void)s;
+  const pt_backend *be = pt_backend_cuda();
+  if (be) pt_backend_unbind(be);
+  return 0;
+}
+#endif
+
+/* One cmocka test per row, named by the row. */
+static struct CMUnitTest *row_tests(void (*fn)(void **), const struct CMUnitTest *first, size_t nfirst,
+                                    size_t *count) {
+  struct CMUnitTest *t = calloc(nfirst + NCASES, sizeof *t);
+  assert_non_null(t);
+  for (size_t i = 0; i < nfirst; i++) t[i] = first[i];
+  for (size_t i = 0; i < NCASES; i++)
+    t[nfirst + i] = (struct CMUnitTest){cases[i].label, fn, NULL, NULL, (void *)&cases[i]};
+  *count = nfirst + NCASES;
+  return t;
+}
+
+int main(void) {
+  size_t count;
+  if (!pt_cuda_built()) {
+    const struct CMUnitTest first[] = {cmocka_unit_test(test_without_cuda)};
+    struct CMUnitTest *t = row_tests(test_cpu_side, first, 1, &count);
+    const int failed = _cmocka_run_group_tests("cuda ops (built without CUDA): the CPU side", t, count, NULL, NULL);
+    free(t);
+    return failed;
+  }
+#ifdef PT_HAVE_CUDA
+  int n = 0;
+  char why[256] = "";
+  if (pt_cuda_device_count(&n, why, sizeof why) != PT_OK) return 1;
+  if (n == 0) {
+    const struct CMUnitTest first[] = {cmocka_unit_test(test_no_gpu)};
+    struct CMUnitTest *t = row_tests(test_cpu_side, first, 1, &count);
+    const int failed = _cmocka_run_group_tests("cuda ops (no GPU): the CPU side", t, count, NULL, NULL);
+    free(t);
+    if (failed) return failed;
+    printf("SKIPPED: no GPU (%s)\n", why);
+    return 77;
+  }
+  const struct CMUnitTest first[] = {cmocka_unit_test(test_context)};
+  struct CMUnitTest *t = row_tests(test_cuda_matches_cpu, first, 1, &count);
+  const int failed = _cmocka_run_group_tests("cuda ops against the cpu", t, count, bind_gpu, unbind_gpu);
+  free(t);
+  return failed;
+#else
+  return 1; /* pt_cuda_built() says CUDA without PT_HAVE_CUDA: a build error */
+#endif
+}
