@@ -341,18 +341,29 @@ static pt_status sum_bn_stats(void *ctx, double *buf, size_t n) {
   return pt_comm_allreduce_f64(W->comm, buf, n);
 }
 
-/* The communicator for a GPU worker's device memory. Host staging over the
- * host communicator always works; it is what runs until NCCL is wired in
- * here, and the fallback when it cannot run. */
+/* The communicator for a GPU worker's device memory: NCCL (a dp worker's
+ * comes made, from its group), or host staging over the host communicator
+ * where NCCL cannot run (ranks sharing a GPU, or a build without NCCL). */
 static pt_status make_device_comm(worker_t *W) {
+  if (W->dcomm != W->comm) return PT_OK; /* dp: the group's */
+  char why[512] = "no NCCL in this build";
+  if (pt_comm_nccl_available() && !strcmp(W->comm->ops->name, "mpi")) {
+    int shared = 0;
+    PT_TRY(pt_comm_nccl_create(&W->dcomm_own, W->comm, W->device, W->cfg->timeout_s, &shared, why, sizeof why));
+    if (W->dcomm_own) {
+      W->dcomm = W->dcomm_own;
+      return PT_OK;
+    }
+  } else if (pt_comm_nccl_available()) {
+    snprintf(why, sizeof why, "NCCL could not start for these GPUs");
+  }
   const pt_model *m = W->whole;
   /* The largest buffer a collective moves: all parameters (the initial
    * broadcast, or one bucket), the batch-norm statistics, a few sums. */
   const size_t floats = m->nparam_total > m->nbuffer_total ? m->nparam_total : m->nbuffer_total;
   const size_t bytes = sizeof(float) * floats + 64;
   if (W->out && !W->cfg->quiet)
-    fprintf(W->out, "warning: gradients between GPUs go through host memory (no NCCL communicator): correct but "
-                    "slower\n");
+    fprintf(W->out, "warning: gradients between GPUs go through host memory (%s): correct but slower\n", why);
   PT_TRY(pt_comm_staging_create(&W->dcomm_own, W->comm, W->be, bytes));
   W->dcomm = W->dcomm_own;
   return PT_OK;
@@ -368,7 +379,7 @@ static pt_status setup_worker(worker_t *W) {
   if (!be) return pt_wrap(PT_ERR_DEVICE, "training on cuda:%d", W->device);
   PT_TRY(pt_backend_bind(be, W->device));
   W->be = be;
-  W->dcomm = W->comm;
+  if (!W->dcomm) W->dcomm = W->comm;
   /* Stages keep activations in their own models; the whole model then
    * only holds the parameters, with activations for one sample. */
   const int max_batch = r->staged ? 1 : r->batch > r->eval_batch ? r->batch : r->eval_batch;
@@ -580,6 +591,9 @@ static pt_status flush_device_loss(worker_t *W, int epoch, int64_t step, float l
                                    int64_t *samples) {
   double sums[2];
   int64_t unused;
+  /* The stream holds NCCL's reductions: a dead peer must end in an error
+   * after --timeout, not in a wait without end. */
+  PT_TRY(pt_comm_nccl_sync(W->dcomm));
   PT_TRY(pt_device_data_take_sums(&W->train_dd, sums, &unused));
   W->comm->what = "the loss allreduce";
   W->comm->step = step;
@@ -741,6 +755,7 @@ static pt_status train_loop(worker_t *W) {
     if (c->save_model && W->r->staged) PT_TRY(pt_stages_gather(&W->stages, W->whole, &W->opt));
     if (c->save_model && W->rank == 0) {
       const double tk = pt_now();
+      PT_TRY(pt_comm_nccl_sync(W->dcomm));
       PT_TRY(pt_model_to_host(W->whole));
       PT_TRY(pt_optimizer_to_host(&W->opt));
       PT_TRY(pt_checkpoint_save(c->checkpoint_dir, W->whole, &W->opt, &pos, r->spec_text));
@@ -809,7 +824,7 @@ static pt_status load_shared(const pt_train_config *c, shared_t *S) {
 /* Runs the workers this process holds: all of them for dp (rank 0 on the
  * calling thread), this rank's one for ddp, the only one otherwise. */
 static pt_status run_workers(const pt_train_config *c, shared_t *S, FILE *out, worker_t *W, int nlocal,
-                             pt_comm_local_group *group, pt_comm *comm) {
+                             pt_comm_local_group *group, pt_comm_nccl_group *ngroup, pt_comm *comm) {
   for (int i = 0; i < nlocal; i++) {
     W[i] = (worker_t){.cfg = c, .r = &S->r, .train_ds = &S->train_ds, .test_ds = &S->test_ds};
     W[i].comm = group ? pt_comm_local_get(group, i) : comm;
@@ -819,6 +834,8 @@ static pt_status run_workers(const pt_train_config *c, shared_t *S, FILE *out, w
     W[i].data_rank = S->r.staged ? W[i].rank / S->r.stages : W[i].rank;
     W[i].out = W[i].rank == 0 ? out : NULL;
     W[i].device = group ? S->r.devices[i] : S->r.devices[0];
+    W[i].dcomm = ngroup ? pt_comm_nccl_get(ngroup, i) : NULL;
+    if (W[i].dcomm) W[i].dcomm->timeout_s = c->timeout_s;
   }
   if (!group && S->r.backend == PT_BACKEND_CUDA && comm->size > 1 && !S->r.device_pinned) {
     /* ddp: a rank's GPU follows its local rank (Open MPI's or Slurm's),
@@ -893,9 +910,14 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   worker_t *W = NULL;
   int nlocal = 1;
   pt_status st = load_shared(cfg, &S);
+  pt_comm_nccl_group *ngroup = NULL;
   if (st == PT_OK && dp) {
     nlocal = S.r.world;
     st = pt_comm_local_group_create(&group, nlocal, cfg->timeout_s);
+    /* GPUs of one process reduce through NCCL; without it, each worker
+     * falls back to host staging over the threads group (make_device_comm). */
+    if (st == PT_OK && S.r.backend == PT_BACKEND_CUDA && !S.r.staged && pt_comm_nccl_available())
+      st = pt_comm_nccl_group_create(&ngroup, nlocal, S.r.devices, cfg->timeout_s);
   } else if (st == PT_OK && !ddp) {
     st = pt_comm_self_create(&self);
   }
@@ -903,7 +925,7 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
     W = calloc((size_t)nlocal, sizeof *W);
     if (!W) st = pt_fail(PT_ERR_NOMEM, "out of memory for %d workers", nlocal);
   }
-  if (st == PT_OK) st = run_workers(cfg, &S, out, W, nlocal, group, ddp ? cfg->comm : self);
+  if (st == PT_OK) st = run_workers(cfg, &S, out, W, nlocal, group, ngroup, ddp ? cfg->comm : self);
   if (st == PT_OK) *result = W[0].result;
   const int rank0 = !ddp || cfg->comm->rank == 0;
   if (st == PT_OK && !cfg->quiet && rank0) {
@@ -924,6 +946,7 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   for (int i = 0; W && i < nlocal; i++) worker_free(&W[i]);
   if (main_be) pt_backend_unbind(main_be);
   free(W);
+  pt_comm_nccl_group_destroy(ngroup);
   pt_comm_local_group_destroy(group);
   pt_comm_destroy(self);
   pt_dataset_free(&S.train_ds);
