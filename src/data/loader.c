@@ -128,7 +128,7 @@ static void prepare(const pt_loader *l, slot *s, int b) {
     int32_t idx = l->order[start + i];
     s->index[i] = idx;
     s->y[i] = l->ds->labels[idx];
-    prepare_sample(l, idx, s->x + (size_t)i * l->sample_elems);
+    if (!l->cfg.indices_only) prepare_sample(l, idx, s->x + (size_t)i * l->sample_elems);
   }
   s->n = n;
   if (t0 > 0.0) pt_trace_span("prepare batch", "data", t0, pt_now());

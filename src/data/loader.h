@@ -28,11 +28,12 @@ typedef struct {
   int crop_pad;
   int hflip;
   int prefetch;       /* 1: prepare the next batch on a worker thread */
+  int indices_only;   /* fill index and y but not x: a GPU makes the images itself */
 } pt_loader_config;
 
 typedef struct {
   int n;          /* samples in this batch (<= batch_size) */
-  float *x;       /* (n, c, h, w), normalised */
+  float *x;       /* (n, c, h, w), normalised (not filled with indices_only) */
   int32_t *y;     /* (n) */
   int32_t *index; /* (n) dataset indices, for tests */
 } pt_batch;

@@ -333,6 +333,8 @@ static void worker_loader_config(const worker_t *W, int batch, int augment, pt_l
   lc->prefetch = W->cfg->prefetch;
   lc->rank = W->data_rank;
   lc->world = W->world;
+  /* On a GPU the batch is made from the indices on the device (device_data.c). */
+  lc->indices_only = W->r->backend != PT_BACKEND_CPU;
 }
 
 static pt_status sum_bn_stats(void *ctx, double *buf, size_t n) {
