@@ -30,8 +30,10 @@ int device_for_message() {
   return cur;
 }
 
-/* Zeroed like the CPU's allocations: the zeroing is queued on the stream,
- * so any op the caller queues next sees zeros. cudaMalloc aligns to 256. */
+/* Zeroed like the CPU's allocations, and waited for: the memory may be
+ * handed to another thread, whose non-blocking stream would not be ordered
+ * after this one's. Allocation happens at setup, never in a step, so the
+ * wait costs nothing that matters. cudaMalloc aligns to 256. */
 void *cuda_alloc(size_t bytes) {
   void *p = nullptr;
   const size_t size = bytes ? bytes : 1; /* NULL must mean failure */
@@ -47,6 +49,7 @@ void *cuda_alloc(size_t bytes) {
     return nullptr;
   }
   PT_CUDA_CHECK(cudaMemsetAsync(p, 0, size, stream()), "alloc: zeroing");
+  PT_CUDA_CHECK(cudaStreamSynchronize(stream()), "alloc: zeroing");
   return p;
 }
 
