@@ -30,5 +30,5 @@ pass "--device cpu:0 is the default"
 if ! "$PTRAIN" info | grep -Eq "^  cuda:[0-9]+: "; then
   expect_exit 1 "training on cuda:0: .*(no NVIDIA driver|no CUDA-capable|built without CUDA|CUDA_VISIBLE_DEVICES|driver)" \
     -- "${T[@]}" --device cuda
-  expect_exit 1 "training on cuda:[01]: " -- "${T[@]}" --parallel dp --devices cuda:0,cuda:1
+  expect_exit 1 "cuda:[01]: .*(driver|device|built without)" -- "${T[@]}" --parallel dp --devices cuda:0,cuda:1
 fi

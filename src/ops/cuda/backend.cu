@@ -6,6 +6,7 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <cuda_runtime.h>
 
@@ -68,20 +69,75 @@ void cuda_copy(void *dst, const void *src, size_t bytes) {
 }
 
 /* The backend's contract is the CPU's: the host buffer may be reused as
- * soon as upload returns. From pageable memory cudaMemcpyAsync returns
- * only once the driver has staged the data, which keeps that promise; from
- * page-locked or managed memory the copy runs truly asynchronously, so the
- * stream is waited on. */
-void cuda_upload(void *dst, const void *host_src, size_t bytes) {
-  if (!bytes) return;
+ * soon as upload returns. From pageable memory cudaMemcpyAsync keeps that
+ * promise, but only by first waiting for everything queued on the stream,
+ * which would make every training step wait for the GPU, since each one
+ * uploads its batch's indices. So small uploads go through a ring of
+ * page-locked slots instead: the bytes are copied into a slot, the slot is
+ * copied to the device in stream order, and an event marks when the slot is
+ * free again; a slot is reused RING_SLOTS uploads later, by which time its
+ * copy has long finished. Large uploads (a dataset, at setup) take the plain
+ * path and wait. */
+constexpr int RING_SLOTS = 16;
+constexpr size_t RING_SLOT_BYTES = 64 << 10;
+
+struct upload_ring {
+  unsigned char *host = nullptr; /* (RING_SLOTS, RING_SLOT_BYTES), page-locked */
+  cudaEvent_t done[RING_SLOTS] = {};
+  int next = 0, device = -1;
+  bool broken = false;           /* could not be made: use the plain path */
+  void release() {
+    for (auto &e : done)
+      if (e) (void)cudaEventDestroy(e), e = nullptr;
+    if (host) (void)cudaFreeHost(host);
+    host = nullptr;
+    (void)cudaGetLastError();
+  }
+  ~upload_ring() { release(); }
+};
+thread_local upload_ring ring;
+
+bool ring_ready() {
+  const int dev = pt_cuda_current_device();
+  if (ring.host && ring.device == dev) return true;
+  if (ring.broken && ring.device == dev) return false;
+  ring.release();
+  ring.device = dev;
+  ring.broken = cudaHostAlloc((void **)&ring.host, RING_SLOTS * RING_SLOT_BYTES, cudaHostAllocDefault) != cudaSuccess;
+  for (int i = 0; i < RING_SLOTS && !ring.broken; i++)
+    ring.broken = cudaEventCreateWithFlags(&ring.done[i], cudaEventDisableTiming) != cudaSuccess;
+  if (ring.broken) {
+    (void)cudaGetLastError();
+    ring.release();
+  }
+  return !ring.broken;
+}
+
+void plain_upload(void *dst, const void *host_src, size_t bytes) {
   PT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream()), "upload");
   cudaPointerAttributes attr;
   if (cudaPointerGetAttributes(&attr, host_src) != cudaSuccess) {
     (void)cudaGetLastError();
     return;
   }
+  /* From page-locked or managed memory the copy runs truly asynchronously. */
   if (attr.type == cudaMemoryTypeHost || attr.type == cudaMemoryTypeManaged)
     PT_CUDA_CHECK(cudaStreamSynchronize(stream()), "upload: waiting for the copy");
+}
+
+void cuda_upload(void *dst, const void *host_src, size_t bytes) {
+  if (!bytes) return;
+  if (bytes > RING_SLOT_BYTES || !ring_ready()) {
+    plain_upload(dst, host_src, bytes);
+    return;
+  }
+  const int i = ring.next;
+  ring.next = (ring.next + 1) % RING_SLOTS;
+  unsigned char *slot = ring.host + (size_t)i * RING_SLOT_BYTES;
+  PT_CUDA_CHECK(cudaEventSynchronize(ring.done[i]), "upload: waiting for a staging slot");
+  memcpy(slot, host_src, bytes);
+  PT_CUDA_CHECK(cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, stream()), "upload");
+  PT_CUDA_CHECK(cudaEventRecord(ring.done[i], stream()), "upload: marking a staging slot");
 }
 
 pt_status cuda_download(void *host_dst, const void *src, size_t bytes) {
@@ -142,7 +198,7 @@ extern "C" const pt_backend *pt_backend_cuda(void) {
   char why[256];
   if (pt_cuda_device_count(&n, why, sizeof why) != PT_OK) return nullptr;
   if (n == 0) {
-    pt_fail(PT_ERR_DEVICE, "--device cuda: %s", why);
+    pt_fail(PT_ERR_DEVICE, "%s", why);
     return nullptr;
   }
   static const pt_backend table = make_table();
