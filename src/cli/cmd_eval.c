@@ -13,8 +13,25 @@
 #include "train/evaluate.h"
 #include "train/trainer.h"
 
+/* "cpu", "cuda" or "cuda:N" -> a backend bound on this thread. */
+static pt_status eval_backend(const char *device, const pt_backend **be, int *gpu) {
+  char *end = NULL;
+  if (!strcmp(device, "cpu")) {
+    *be = pt_backend_cpu();
+    return PT_OK;
+  }
+  long k = 0;
+  if (strcmp(device, "cuda")) {
+    if (strncmp(device, "cuda:", 5) || !device[5] || (k = strtol(device + 5, &end, 10)) < 0 || *end || k > 1023)
+      return pt_fail(PT_ERR_ARG, "--device %s: expected cpu, cuda or cuda:N", device);
+  }
+  *gpu = (int)k;
+  if (!(*be = pt_backend_cuda())) return pt_wrap(PT_ERR_DEVICE, "evaluating on cuda:%d", *gpu);
+  return pt_backend_bind(*be, *gpu);
+}
+
 int pt_cmd_eval(int argc, char **argv) {
-  const char *ckpt = NULL, *model = NULL, *model_file = NULL, *dataset = NULL, *data_dir = NULL;
+  const char *ckpt = NULL, *model = NULL, *model_file = NULL, *dataset = NULL, *data_dir = NULL, *device = "cpu";
   int batch = 1000, threads = 0;
   const pt_arg flags[] = {
       {"--checkpoint", ARG_STR, &ckpt, 0, 0, NULL, "FILE", "weights to evaluate (model.safetensors)"},
@@ -24,6 +41,7 @@ int pt_cmd_eval(int argc, char **argv) {
       {"--data-dir", ARG_STR, &data_dir, 0, 0, NULL, "DIR", "where the dataset files are"},
       {"--test-batch-size", ARG_INT, &batch, 1, 1 << 16, NULL, "N", "evaluation batch size (default 1000)"},
       {"--threads", ARG_INT, &threads, 1, 1024, NULL, "N", "CPU threads (default: all cores)"},
+      {"--device", ARG_STR, &device, 0, 0, NULL, "DEV", "cpu (default), cuda or cuda:N"},
   };
   const int n = (int)(sizeof flags / sizeof flags[0]);
   int help;
@@ -56,7 +74,10 @@ int pt_cmd_eval(int argc, char **argv) {
   if (st == PT_OK && (ds.c != spec.in_c || ds.h != spec.in_h || ds.w != spec.in_w))
     st = pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images are %dx%dx%d", spec.name, spec.in_c,
                  spec.in_h, spec.in_w, pt_dataset_kind_name(kind), ds.c, ds.h, ds.w);
-  if (st == PT_OK) st = pt_model_create(&m, &spec, batch);
+  const pt_backend *be = NULL;
+  int gpu = 0;
+  if (st == PT_OK) st = eval_backend(device, &be, &gpu);
+  if (st == PT_OK) st = pt_model_create_on(&m, &spec, batch, be);
   if (st == PT_OK) st = pt_checkpoint_load_weights(ckpt, m);
   pt_loader_config lc;
   pt_train_loader_config(&spec, batch, 0, &lc);
@@ -67,6 +88,11 @@ int pt_cmd_eval(int argc, char **argv) {
   if (st == PT_OK) st = pt_device_data_init(&dd, m->be, &ds, &lc, batch);
   if (st == PT_OK) st = pt_evaluate(m, l, &dd, &ev);
   pt_device_data_free(&dd);
+  if (be && be->kind != PT_BACKEND_CPU) { /* the GPU memory before the thread's stream and handles */
+    pt_model_destroy(m);
+    m = NULL;
+    pt_backend_unbind(be);
+  }
   if (st == PT_OK)
     printf("%s on %s test: loss %.4f, accuracy %.4f (%lld/%lld)\n", spec.name, pt_dataset_kind_name(kind),
            ev.loss_sum / (double)ev.count, (double)ev.correct / (double)ev.count, (long long)ev.correct,
