@@ -549,6 +549,7 @@ static pt_status evaluate_all(worker_t *W, pt_eval_sums *ev) {
   if (W->r->staged) {
     PT_TRY(pt_stages_evaluate(&W->stages, W->test, ev));
   } else {
+    PT_TRY(pt_comm_nccl_sync(W->dcomm)); /* bounded, before evaluation reads the device */
     m->profile = 0; /* the profile is of training steps */
     PT_TRY(pt_evaluate(m, W->test, &W->test_dd, ev));
     m->profile = W->cfg->profile;
