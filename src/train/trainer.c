@@ -786,6 +786,14 @@ static pt_status run_worker(worker_t *W) {
   return st;
 }
 
+/* Stops the other workers: through the host communicator, and through
+ * NCCL too, whose kernels would otherwise wait for this worker until the
+ * timeout. */
+static void abort_worker(worker_t *W, const char *why) {
+  if (W->dcomm && W->dcomm != W->comm) pt_comm_abort(W->dcomm, why);
+  pt_comm_abort(W->comm, why);
+}
+
 /* A dp worker's thread. Its failure is recorded and announced to the
  * others, which then stop instead of waiting for it. */
 static void *dp_worker_main(void *arg) {
@@ -796,7 +804,7 @@ static void *dp_worker_main(void *arg) {
   W->status = run_worker(W);
   if (W->status != PT_OK) {
     snprintf(W->error, sizeof W->error, "%s", pt_error_message());
-    pt_comm_abort(W->comm, W->error);
+    abort_worker(W, W->error);
   }
   pt_ops_set_threads(1);
   if (W->be) pt_backend_unbind(W->be); /* the thread's stream and handles */
@@ -862,7 +870,7 @@ static pt_status run_workers(const pt_train_config *c, shared_t *S, FILE *out, w
     W[0].status = run_worker(&W[0]);
     if (W[0].status != PT_OK) {
       snprintf(W[0].error, sizeof W[0].error, "%s", pt_error_message());
-      pt_comm_abort(W[0].comm, W[0].error);
+      abort_worker(&W[0], W[0].error);
     }
   }
   for (int i = 1; i <= started; i++) pthread_join(tids[i], NULL);
