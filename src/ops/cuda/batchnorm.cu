@@ -18,7 +18,7 @@ using namespace pt_cuda;
 
 namespace {
 
-constexpr int kChannelThreads = 512;
+constexpr int kChannelThreads = 512; /* also the kernels' launch bound (registers) */
 
 /* Walks a channel's n * hw elements with stride blockDim: element j is
  * sample j / hw, offset j % hw, at (s * C + c) * hw + i. Consecutive
@@ -47,7 +47,7 @@ struct channel_walk {
 /* Forward training statistics of channel blockIdx.x: mean, then the sum of
  * squares around it; updates the running stats and writes save_mean,
  * save_invstd and scratch (mean, sq) as pt_batchnorm_forward_train does. */
-__global__ void bn_stats_kernel(int n, int C, int hw, float eps, float momentum, const float *x,
+__global__ void __launch_bounds__(kChannelThreads) bn_stats_kernel(int n, int C, int hw, float eps, float momentum, const float *x,
                                 float *running_mean, float *running_var,
                                 float *save_mean, float *save_invstd,
                                 double *scratch) {
@@ -96,7 +96,7 @@ __global__ void bn_apply_kernel(size_t total, int C, int hw, float eps, const fl
  * scratch (2, C) when given, and accumulated into dbeta and dgamma. eval:
  * xhat from the running stats, as pt_batchnorm_backward_eval. */
 template <bool kEval>
-__global__ void bn_bwd_sums_kernel(int n, int C, int hw, float eps, const float *x,
+__global__ void __launch_bounds__(kChannelThreads) bn_bwd_sums_kernel(int n, int C, int hw, float eps, const float *x,
                                    const float *mean_in, const float *var_or_invstd,
                                    const float *dy, float *dgamma,
                                    float *dbeta, double *scratch) {

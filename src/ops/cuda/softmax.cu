@@ -22,7 +22,11 @@ using namespace pt_cuda;
 namespace {
 
 constexpr int kRowsPerBlock = kThreads / 32;
-constexpr int kReduceThreads = 1024; /* the one-block kernels: 32 warps */
+/* The one-block kernels: 32 warps. They are declared with this bound, so
+ * the compiler keeps them within the 64 registers a thread may have in a
+ * block of 1024 (otherwise a launch can fail for lack of registers, e.g.
+ * when the PTX is compiled for a newer GPU). */
+constexpr int kReduceThreads = 1024;
 
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) {
@@ -71,7 +75,7 @@ __global__ void log_softmax_bwd_kernel(int n, int k, const float *y, const float
 }
 
 /* One block: *loss = -mean lp[s, y[s]]; dlp = -scale/n at the label, else 0. */
-__global__ void nll_kernel(int n, int k, const float *lp, const int32_t *y,
+__global__ void __launch_bounds__(kReduceThreads) nll_kernel(int n, int k, const float *lp, const int32_t *y,
                            float *dlp, float g, double *loss) {
   __shared__ double sh[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -89,7 +93,7 @@ __global__ void nll_kernel(int n, int k, const float *lp, const int32_t *y,
 }
 
 /* One block: *loss = mean(logsumexp(z) - z[y]); dz = (softmax(z) - onehot) * scale / n. */
-__global__ void cross_entropy_kernel(int n, int k, const float *z, const int32_t *y,
+__global__ void __launch_bounds__(kReduceThreads) cross_entropy_kernel(int n, int k, const float *z, const int32_t *y,
                                      float *dz, float scale, double *loss) {
   __shared__ double sh[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -131,7 +135,7 @@ __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
 }
 
 /* One block: *count += rows whose argmax is the label. */
-__global__ void count_correct_kernel(int n, int k, const float *scores, const int32_t *y,
+__global__ void __launch_bounds__(kReduceThreads) count_correct_kernel(int n, int k, const float *scores, const int32_t *y,
                                      long long *count) {
   __shared__ long long sh[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
