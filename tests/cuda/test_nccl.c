@@ -119,11 +119,15 @@ static void test_unusable(void **s) {
 
 #ifdef PT_HAVE_NCCL
 
-/* A device buffer of n floats holding v[0..n-1], and back. */
+/* A device buffer of n floats holding v[0..n-1], and back. cudaMemcpy from
+ * pageable memory may return before its DMA lands, and the thread's
+ * stream (non-blocking) is not ordered after the legacy stream it used, so
+ * the collective that follows could read the buffer early: wait here. */
 static float *upload(const float *v, size_t n) {
   float *d = NULL;
   assert_int_equal(cudaMalloc((void **)&d, n * sizeof *d), cudaSuccess);
   assert_int_equal(cudaMemcpy(d, v, n * sizeof *d, cudaMemcpyHostToDevice), cudaSuccess);
+  assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
   return d;
 }
 static void download(float *v, const float *d, size_t n) {
@@ -325,6 +329,7 @@ static int run_ddp(void) {
     float v[3] = {1, (float)mpi->rank, 2}, *d = NULL;
     cudaMalloc((void **)&d, sizeof v);
     cudaMemcpy(d, v, sizeof v, cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize(); /* as upload(): the copy lands before NCCL reads d */
     st = pt_comm_allreduce_f32(c, d, 3);
     if (st == PT_OK) st = pt_comm_iallreduce_f32(c, d, 3);
     if (st == PT_OK) st = pt_comm_wait_all(c);
