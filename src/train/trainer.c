@@ -727,7 +727,10 @@ static pt_status train_loop(worker_t *W) {
       fresh += (int64_t)stats[1];
       if (on_device) {
         fresh += queued;
-        if (pos.step % flush_every == 0 || b >= nb || (c->max_steps && pos.step >= c->max_steps))
+        /* At the batches the progress log prints (b, not the step: they
+         * differ with --accum-steps and after the first epoch), so the
+         * line shows this epoch's loss rather than 0/0 or a stale one. */
+        if (b % flush_every == 0 || b >= nb || (c->max_steps && pos.step >= c->max_steps))
           PT_TRY(flush_device_loss(W, epoch, pos.step, lr, &loss_sum, &samples));
         queued = 0;
       }
