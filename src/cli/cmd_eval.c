@@ -82,6 +82,7 @@ int pt_cmd_eval(int argc, char **argv) {
   pt_loader_config lc;
   pt_train_loader_config(&spec, batch, 0, &lc);
   lc.prefetch = 1;
+  lc.indices_only = be && be->kind != PT_BACKEND_CPU; /* the GPU makes the images */
   if (st == PT_OK) st = pt_loader_create(&l, &ds, &lc);
   pt_eval_sums ev;
   pt_device_data dd = {0};
