@@ -202,61 +202,123 @@ static void run_tiles(const pass *p, int T, const int *xo, const int *oo, const 
     }
 }
 
-/* acc (RB*VB, 16) += lane-wise sums over the T vectors of
- * dyw[t][r] * xg[xo[t] + ko[v]]: dW of 8 channels x 3 taps. dyw (T, RB, 16)
- * holds a vector of the 8 channels side by side: one stream, not 8. */
-static void dw_block(int T, const int *xo, const float *xg, const float *dyw, const int *ko, float *acc) {
-  __m512 c[RB][VB];
-  for (int r = 0; r < RB; r++)
-    for (int v = 0; v < VB; v++) c[r][v] = _mm512_setzero_ps();
-  const int k0 = ko[0], k1 = ko[1], k2 = ko[2];
-  int t = 0;
-  do {
-    const float *x = xg + xo[t];
-    const __m512 b0 = _mm512_loadu_ps(x + k0), b1 = _mm512_loadu_ps(x + k1), b2 = _mm512_loadu_ps(x + k2);
-    const float *d = dyw + (size_t)t * RB * 16;
-    for (int r = 0; r < RB; r++) {
-      const __m512 a = _mm512_load_ps(d + r * 16);
-      c[r][0] = _mm512_fmadd_ps(a, b0, c[r][0]);
-      c[r][1] = _mm512_fmadd_ps(a, b1, c[r][1]);
-      c[r][2] = _mm512_fmadd_ps(a, b2, c[r][2]);
-    }
-  } while (++t < T);
-  for (int r = 0; r < RB; r++)
-    for (int v = 0; v < VB; v++) {
-      float *a = acc + (size_t)(r * VB + v) * 16;
-      _mm512_store_ps(a, _mm512_add_ps(_mm512_load_ps(a), c[r][v]));
-    }
+/* dW, with the output channels in the lanes: dwT[k][o] += sum over positions
+ * p of x_k[p] * dyT[p][o], where x_k[p] = xg[xpos[p] + koff[k]] is one
+ * broadcast and dyT (positions, channels) is dy transposed. Every lane is a
+ * real (k, o) pair and every position a real output, so no lanes are wasted
+ * on the gaps of the forward's vectors and the accumulators are the final
+ * sums, not partials to be reduced across lanes. A block is NB rows of KW
+ * taps (a kernel row: offsets base, base+1, ...) times VO vectors of 16
+ * channels; NB*KW*VO accumulators stay in registers over the positions. */
+#define DWT_KERNEL(NB, KW, VO)                                                                              \
+  static void dwt_##NB##_##KW##_##VO(int P, const int *xpos, const float *xg, const int *rb,               \
+                                     const float *dyt, size_t ld, float *acc) {                            \
+    __m512 c[NB * KW][VO];                                                                                  \
+    int b[NB];                                                                                              \
+    for (int n = 0; n < NB; n++) b[n] = rb[n];                                                              \
+    for (int r = 0; r < NB * KW; r++)                                                                       \
+      for (int v = 0; v < VO; v++) c[r][v] = _mm512_load_ps(acc + ld * r + 16 * v);                       \
+    for (int p = 0; p < P; p++) {                                                                           \
+      const float *xb = xg + xpos[p];                                                                       \
+      __m512 d[VO];                                                                                         \
+      for (int v = 0; v < VO; v++) d[v] = _mm512_load_ps(dyt + ld * p + 16 * v);                           \
+      for (int n = 0; n < NB; n++)                                                                          \
+        for (int kx = 0; kx < KW; kx++) {                                                                   \
+          const __m512 a = _mm512_set1_ps(xb[b[n] + kx]);                                                   \
+          for (int v = 0; v < VO; v++) c[n * KW + kx][v] = _mm512_fmadd_ps(a, d[v], c[n * KW + kx][v]);    \
+        }                                                                                                   \
+    }                                                                                                       \
+    for (int r = 0; r < NB * KW; r++)                                                                       \
+      for (int v = 0; v < VO; v++) _mm512_store_ps(acc + ld * r + 16 * v, c[r][v]);                        \
+  }
+DWT_KERNEL(1, 5, 4)
+DWT_KERNEL(1, 5, 3)
+DWT_KERNEL(2, 5, 2)
+DWT_KERNEL(5, 5, 1)
+DWT_KERNEL(2, 3, 4)
+DWT_KERNEL(2, 3, 3)
+DWT_KERNEL(4, 3, 2)
+DWT_KERNEL(8, 3, 1)
+DWT_KERNEL(6, 1, 4)
+DWT_KERNEL(8, 1, 3)
+DWT_KERNEL(12, 1, 2)
+DWT_KERNEL(16, 1, 1)
+
+typedef void (*dwt_fn)(int, const int *, const float *, const int *, const float *, size_t, float *);
+
+/* The block shape for kernel rows of kw taps (3 and 5 as rows, others one
+ * tap a row) and VO vectors of channels: about 24 accumulators. */
+static dwt_fn dwt_pick(int kwr, int vo, int *nb) {
+  static const struct {
+    int kw, vo, nb;
+    dwt_fn fn;
+  } t[] = {{5, 4, 1, dwt_1_5_4},  {5, 3, 1, dwt_1_5_3},  {5, 2, 2, dwt_2_5_2},   {5, 1, 5, dwt_5_5_1},
+           {3, 4, 2, dwt_2_3_4},  {3, 3, 2, dwt_2_3_3},  {3, 2, 4, dwt_4_3_2},   {3, 1, 8, dwt_8_3_1},
+           {1, 4, 6, dwt_6_1_4},  {1, 3, 8, dwt_8_1_3},  {1, 2, 12, dwt_12_1_2}, {1, 1, 16, dwt_16_1_1}};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+    if (t[i].kw == kwr && t[i].vo == vo) return *nb = t[i].nb, t[i].fn;
+  return *nb = 0, NULL;
+}
+
+/* In-place transpose of a 16x16 block held as 16 rows. */
+static inline void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 4; g++) { /* u[4g + c] lane L: column 4L + c of rows 4g..4g+3 */
+    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 2]);
+    const __m512d e = _mm512_castps_pd(t[4 * g + 1]), f = _mm512_castps_pd(t[4 * g + 3]);
+    u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(e, f));
+    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(e, f));
+  }
+  for (int c = 0; c < 4; c++) {
+    const __m512 v88 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), vdd = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    const __m512 w88 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 wdd = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_f32x4(v88, w88, 0x88);
+    r[c + 8] = _mm512_shuffle_f32x4(v88, w88, 0xDD);
+    r[c + 4] = _mm512_shuffle_f32x4(vdd, wdd, 0x88);
+    r[c + 12] = _mm512_shuffle_f32x4(vdd, wdd, 0xDD);
+  }
 }
 
 /* ---- geometry and workspace ---- */
+
+#define PCHUNK 128 /* positions per pass of the dW blocks: dyT's chunk stays in L1 */
 
 typedef struct {
   pass f, t;   /* forward; dx = forward of padded dy with flipped weights */
   int G;       /* samples per group */
   int ocp, cp; /* channels rounded up to RB */
-  int Kp;      /* forward K rounded up to VB: the dW tiles' taps */
   int tmax;    /* vectors of a group, rounded up to tiles, in either pass */
-  size_t ldw;  /* floats per channel of dyw: 16 per vector of a group */
+  int ocw;     /* dyT's row: output channels rounded up to 16 */
+  int kwr;     /* taps per kernel row the dW blocks take as one (kw, or 1) */
+  int rows;    /* kernel rows (K / kwr), and room for the last block's padding */
   /* offsets in floats from the aligned workspace */
-  size_t wf, wt, kf, kt, shared;                       /* shared by the threads */
-  size_t xg, xo, oo, mk, dyw, dyp, dwacc, dbacc, part, per; /* within a thread's block */
+  size_t wf, wt, kf, kt, shared;                        /* shared by the threads */
+  size_t xg, xo, oo, mk, xpos, dyt, dyp, dwt, dbv, part, per; /* within a thread's block */
 } plan;
 
 static void plan_init(plan *pl, const pt_conv_geom *g) {
   pass_init(&pl->f, g->c, g->h, g->w, g->pad, g->pad, g->oc, g->kh, g->kw);
   pass_init(&pl->t, g->oc, g->oh, g->ow, g->kh - 1 - g->pad, g->kw - 1 - g->pad, g->c, g->kh, g->kw);
-  pl->ocp = up(g->oc, RB), pl->cp = up(g->c, RB), pl->Kp = up(pl->f.K, VB);
-  size_t per_sample = (size_t)pl->f.sample + pl->t.sample + (size_t)pl->ocp * pl->f.nvec * 16;
+  pl->ocp = up(g->oc, RB), pl->cp = up(g->c, RB), pl->ocw = up(g->oc, 16);
+  pl->kwr = g->kw == 3 || g->kw == 5 ? g->kw : 1;
+  pl->rows = pl->f.K / pl->kwr + 16;
+  const size_t ohw = (size_t)g->oh * g->ow;
+  size_t per_sample = (size_t)pl->f.sample + pl->t.sample + ohw * pl->ocw;
   size_t G = GROUP_BUDGET_FLOATS / per_sample;
   pl->G = G < 1 ? 1 : G > 64 ? 64 : (int)G;
   int nv = pl->f.nvec > pl->t.nvec ? pl->f.nvec : pl->t.nvec;
   pl->tmax = up(pl->G * nv, VB);
-  pl->ldw = (size_t)pl->G * pl->f.nvec * 16;
   size_t o = 0;
   pl->wf = o, o += up16((size_t)pl->ocp * pl->f.K);
   pl->wt = o, o += up16((size_t)pl->cp * pl->t.K);
-  pl->kf = o, o += up16((size_t)pl->Kp);
+  pl->kf = o, o += up16((size_t)pl->f.K);
   pl->kt = o, o += up16((size_t)pl->t.K);
   pl->shared = o;
   o = 0;
@@ -264,10 +326,11 @@ static void plan_init(plan *pl, const pt_conv_geom *g) {
   pl->xo = o, o += up16((size_t)pl->tmax);
   pl->oo = o, o += up16((size_t)pl->tmax);
   pl->mk = o, o += up16((size_t)pl->tmax);
-  pl->dyw = o, o += (size_t)pl->ocp * pl->ldw;
+  pl->xpos = o, o += up16((size_t)pl->G * ohw);
+  pl->dyt = o, o += (size_t)pl->G * ohw * pl->ocw;
   pl->dyp = o, o += up16((size_t)pl->G * pl->t.sample + SLACK);
-  pl->dwacc = o, o += (size_t)pl->ocp * pl->Kp * 16;
-  pl->dbacc = o, o += (size_t)pl->ocp * 16;
+  pl->dwt = o, o += (size_t)pl->rows * pl->kwr * pl->ocw;
+  pl->dbv = o, o += (size_t)pl->ocw;
   pl->part = o, o += up16((size_t)g->oc * pl->f.K + g->oc);
   pl->per = o;
 }
@@ -341,9 +404,34 @@ void pt_conv_direct_forward(const pt_conv_geom *g, int n, const float *x, const 
   plan pl;
   plan_init(&pl, g);
   ws = align64(ws);
-  pack(&pl.f, w, 0, pl.Kp, ws + pl.wf, (int *)(ws + pl.kf));
+  pack(&pl.f, w, 0, pl.f.K, ws + pl.wf, (int *)(ws + pl.kf));
   job j = {.g = g, .pl = &pl, .n = n, .x = x, .b = b, .out = y, .ws = ws};
   pt_parallel(forward_task, &j);
+}
+
+/* dyT (positions, ocw) of cn samples from dy (cn, oc, ohw), through the
+ * ReLU's mask (gate = y), 16x16 blocks at a time; channels past oc are 0. */
+static void transpose_dy(int cn, int oc, int ocw, size_t ohw, const float *dy, const float *gate, float *dyt) {
+  __m512 r[16];
+  for (int i = 0; i < cn; i++)
+    for (int o0 = 0; o0 < ocw; o0 += 16)
+      for (size_t p0 = 0; p0 < ohw; p0 += 16) {
+        const int np = ohw - p0 < 16 ? (int)(ohw - p0) : 16;
+        const __mmask16 m = (__mmask16)((1u << np) - 1);
+        for (int a = 0; a < 16; a++) {
+          const size_t at = ((size_t)i * oc + o0 + a) * ohw + p0;
+          if (o0 + a >= oc) {
+            r[a] = _mm512_setzero_ps();
+            continue;
+          }
+          r[a] = _mm512_maskz_loadu_ps(m, dy + at);
+          if (gate)
+            r[a] = _mm512_maskz_mov_ps(
+                _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(m, gate + at), _mm512_setzero_ps(), _CMP_GT_OQ), r[a]);
+        }
+        transpose16(r);
+        for (int l = 0; l < np; l++) _mm512_store_ps(dyt + ((size_t)i * ohw + p0 + l) * ocw + o0, r[l]);
+      }
 }
 
 static void backward_task(void *ctx, int tid, int nt) {
@@ -352,42 +440,43 @@ static void backward_task(void *ctx, int tid, int nt) {
   const plan *pl = j->pl;
   const pass *p = &pl->f, *q = &pl->t;
   float *me = j->ws + pl->shared + pl->per * (size_t)tid;
-  float *xg = me + pl->xg, *dyw = me + pl->dyw, *dyp = me + pl->dyp, *dwacc = me + pl->dwacc;
-  float *dbacc = me + pl->dbacc, *part = me + pl->part;
-  int *xo = (int *)(me + pl->xo), *oo = (int *)(me + pl->oo);
+  float *xg = me + pl->xg, *dyt = me + pl->dyt, *dyp = me + pl->dyp, *dwt = me + pl->dwt;
+  float *dbv = me + pl->dbv, *part = me + pl->part;
+  int *xo = (int *)(me + pl->xo), *oo = (int *)(me + pl->oo), *xpos = (int *)(me + pl->xpos);
   unsigned *mk = (unsigned *)(me + pl->mk);
   const int *kf = (const int *)(j->ws + pl->kf), *kt = (const int *)(j->ws + pl->kt);
-  const int oc = g->oc, K = p->K, nkb = pl->Kp / VB, nob = pl->ocp / RB;
+  const int oc = g->oc, K = p->K, ocw = pl->ocw, kwr = pl->kwr, nrows = K / kwr;
   const size_t xs = (size_t)p->cin * p->hin * p->win, ohw = (size_t)p->oh * p->ow, ys = (size_t)oc * ohw;
-  memset(dwacc, 0, sizeof(float) * (pl->dbacc + (size_t)pl->ocp * 16 - pl->dwacc));
-  if (oc < pl->ocp) memset(dyw, 0, sizeof(float) * (size_t)pl->ocp * pl->ldw); /* channels past oc stay 0 */
+  memset(dwt, 0, sizeof(float) * (pl->dbv + (size_t)ocw - pl->dwt));
   size_t lo, hi;
   pt_split((size_t)j->n, tid, nt, &lo, &hi);
   for (size_t s0 = lo; s0 < hi; s0 += (size_t)pl->G) {
     const int cn = hi - s0 < (size_t)pl->G ? (int)(hi - s0) : pl->G;
     const float *dy = j->dy + s0 * ys, *yv = j->y + s0 * ys;
     pad_group(p, cn, j->x + s0 * xs, NULL, xg);
-    const int T = group_tables(p, cn, ys, xo, oo, mk);
-    /* dy into the forward's vectors, through the ReLU's mask; db from them */
-    for (int o = 0; o < oc; o++) {
-      __m512 sum = _mm512_setzero_ps();
-      float *row = dyw + pl->ldw * RB * (o / RB) + (o % RB) * 16;
-      for (int t = 0; t < T; t++) {
-        const size_t at = (size_t)oo[t] + ohw * o;
-        __m512 d = load_vec(dy + at, mk[t]);
-        if (g->relu) {
-          __m512 yy = load_vec(yv + at, mk[t]);
-          d = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(yy, _mm512_setzero_ps(), _CMP_GT_OQ), d);
-        }
-        _mm512_store_ps(row + (size_t)t * RB * 16, d);
-        sum = _mm512_add_ps(sum, d);
-      }
-      _mm512_store_ps(dbacc + (size_t)o * 16, _mm512_add_ps(_mm512_load_ps(dbacc + (size_t)o * 16), sum));
+    transpose_dy(cn, oc, ocw, ohw, dy, g->relu ? yv : NULL, dyt);
+    const int P = cn * (int)ohw;
+    for (int i = 0, t = 0; i < cn; i++)
+      for (int oy = 0; oy < p->oh; oy++)
+        for (int ox = 0; ox < p->ow; ox++) xpos[t++] = i * p->sample + oy * p->wp + ox;
+    for (int v = 0; v < ocw; v += 16) {
+      __m512 sb = _mm512_load_ps(dbv + v);
+      for (int t = 0; t < P; t++) sb = _mm512_add_ps(sb, _mm512_load_ps(dyt + (size_t)t * ocw + v));
+      _mm512_store_ps(dbv + v, sb);
     }
-    for (int ob = 0; ob < nob; ob++)
-      for (int kb = 0; kb < nkb; kb++)
-        dw_block(T, xo, xg, dyw + pl->ldw * RB * ob, kf + kb * VB,
-                 dwacc + ((size_t)ob * nkb + kb) * RB * VB * 16);
+    for (int p0 = 0; p0 < P; p0 += PCHUNK) {
+      const int np = P - p0 < PCHUNK ? P - p0 : PCHUNK;
+      for (int v0 = 0; v0 < ocw; v0 += 64) {
+        const int vo = (ocw - v0) / 16 < 4 ? (ocw - v0) / 16 : 4;
+        int nb;
+        const dwt_fn fn = dwt_pick(kwr, vo, &nb);
+        for (int r0 = 0; r0 < nrows; r0 += nb) {
+          int b[16]; /* kernel rows' offsets; rows past the last read 0 and are dropped */
+          for (int n = 0; n < nb; n++) b[n] = r0 + n < nrows ? kf[(r0 + n) * kwr] : 0;
+          fn(np, xpos + p0, xg, b, dyt + (size_t)p0 * ocw + v0, (size_t)ocw, dwt + (size_t)r0 * kwr * ocw + v0);
+        }
+      }
+    }
     if (j->dx) {
       pad_group(q, cn, dy, g->relu ? yv : NULL, dyp);
       const size_t dxs = (size_t)q->cout * q->oh * q->ow;
@@ -395,12 +484,10 @@ static void backward_task(void *ctx, int tid, int nt) {
       run_tiles(q, Tq, xo, oo, mk, dyp, j->ws + pl->wt, kt, j->dx + s0 * dxs, NULL, 0);
     }
   }
-  /* lanes summed in a fixed order: the thread's partial dw (oc, K), db (oc) */
+  /* the thread's partial dw (oc, K), db (oc) */
   for (int o = 0; o < oc; o++) {
-    for (int k = 0; k < K; k++)
-      part[(size_t)o * K + k] = _mm512_reduce_add_ps(_mm512_load_ps(
-          dwacc + (((size_t)(o / RB) * nkb + k / VB) * RB * VB + (size_t)(o % RB) * VB + k % VB) * 16));
-    part[(size_t)oc * K + o] = _mm512_reduce_add_ps(_mm512_load_ps(dbacc + (size_t)o * 16));
+    for (int k = 0; k < K; k++) part[(size_t)o * K + k] = dwt[(size_t)k * ocw + o];
+    part[(size_t)oc * K + o] = dbv[o];
   }
 }
 
@@ -423,7 +510,7 @@ void pt_conv_direct_backward(const pt_conv_geom *g, int n, const float *x, const
   plan pl;
   plan_init(&pl, g);
   ws = align64(ws);
-  pack(&pl.f, w, 0, pl.Kp, ws + pl.wf, (int *)(ws + pl.kf));
+  pack(&pl.f, w, 0, pl.f.K, ws + pl.wf, (int *)(ws + pl.kf));
   if (dx) pack(&pl.t, w, 1, pl.t.K, ws + pl.wt, (int *)(ws + pl.kt));
   job j = {.g = g, .pl = &pl, .n = n, .x = x, .y = y, .dy = dy, .dw = dw, .db = db, .dx = dx, .ws = ws};
   j.nparts = pt_ops_get_threads();
