@@ -209,7 +209,9 @@ static void run_tiles(const pass *p, int T, const int *xo, const int *oo, const 
  * on the gaps of the forward's vectors and the accumulators are the final
  * sums, not partials to be reduced across lanes. A block is NB rows of KW
  * taps (a kernel row: offsets base, base+1, ...) times VO vectors of 16
- * channels; NB*KW*VO accumulators stay in registers over the positions. */
+ * channels; NB*KW*VO accumulators stay in registers over a chunk of
+ * positions, and each chunk's sums are added to acc: a sum in blocks, whose
+ * rounding grows with the chunk, not with the batch. */
 #define DWT_KERNEL(NB, KW, VO)                                                                              \
   static void dwt_##NB##_##KW##_##VO(int P, const int *xpos, const float *xg, const int *rb,               \
                                      const float *dyt, size_t ld, float *acc) {                            \
@@ -217,7 +219,7 @@ static void run_tiles(const pass *p, int T, const int *xo, const int *oo, const 
     int b[NB];                                                                                              \
     for (int n = 0; n < NB; n++) b[n] = rb[n];                                                              \
     for (int r = 0; r < NB * KW; r++)                                                                       \
-      for (int v = 0; v < VO; v++) c[r][v] = _mm512_load_ps(acc + ld * r + 16 * v);                       \
+      for (int v = 0; v < VO; v++) c[r][v] = _mm512_setzero_ps();                                           \
     for (int p = 0; p < P; p++) {                                                                           \
       const float *xb = xg + xpos[p];                                                                       \
       __m512 d[VO];                                                                                         \
@@ -229,7 +231,10 @@ static void run_tiles(const pass *p, int T, const int *xo, const int *oo, const 
         }                                                                                                   \
     }                                                                                                       \
     for (int r = 0; r < NB * KW; r++)                                                                       \
-      for (int v = 0; v < VO; v++) _mm512_store_ps(acc + ld * r + 16 * v, c[r][v]);                        \
+      for (int v = 0; v < VO; v++) {                                                                        \
+        float *a = acc + ld * r + 16 * v;                                                                   \
+        _mm512_store_ps(a, _mm512_add_ps(_mm512_load_ps(a), c[r][v]));                                      \
+      }                                                                                                     \
   }
 DWT_KERNEL(1, 5, 4)
 DWT_KERNEL(1, 5, 3)
