@@ -38,6 +38,13 @@ static const gcase cases[] = {
     {"conv 2x2 stride 2", OP_CONV, 1, 2, 6, 6, 2, 2, 2, 0, 0},
     {"conv 3x3 pad 1 + fused relu", OP_CONV, 2, 3, 6, 6, 4, 3, 1, 1, 1},
     {"conv 3x3 stride 3 pad 2", OP_CONV, 1, 2, 8, 8, 2, 3, 3, 2, 0},
+    /* wide rows: the stride-1 kernels' output vectors span rows (ow 18 on a
+     * padded width of 20), and 12 channels fill one register tile and part
+     * of another */
+    {"conv 3x3 wide", OP_CONV, 3, 2, 5, 20, 12, 3, 1, 0, 0},
+    /* vectors by output row: one per row of 14, two per row of 30 */
+    {"conv 5x5 pad 2 rows of 14", OP_CONV, 2, 2, 3, 14, 8, 5, 1, 2, 0},
+    {"conv 5x5 pad 2 rows of 30", OP_CONV, 2, 3, 2, 30, 9, 5, 1, 2, 0},
     {"linear", OP_LINEAR, 3, 7, 1, 1, 5, 0, 0, 0, 0},
     {"maxpool 2", OP_MAXPOOL, 2, 3, 6, 6, 0, 2, 2, 0, 0},
     {"maxpool 3 stride 2 (overlapping)", OP_MAXPOOL, 2, 2, 7, 7, 0, 3, 2, 0, 0},

@@ -14,6 +14,7 @@
  */
 #include <string.h>
 
+#include "ops/cpu/conv_direct.h"
 #include "ops/cpu/ops.h"
 #include "util/threadpool.h"
 
@@ -50,7 +51,10 @@ static size_t per_thread(const pt_conv_geom *g) {
   return ckk * ohw * G + (size_t)g->oc * ohw * G + (size_t)g->oc * ckk + (size_t)g->oc + padded_floats(g);
 }
 
-size_t pt_conv_workspace(const pt_conv_geom *g, int nthreads) { return per_thread(g) * (size_t)nthreads; }
+size_t pt_conv_workspace(const pt_conv_geom *g, int nthreads) {
+  if (pt_conv_direct_ok(g)) return pt_conv_direct_workspace(g, nthreads);
+  return per_thread(g) * (size_t)nthreads;
+}
 
 /* col (c*kh*kw, ld) columns [0, oh*ow) from x (c, h, w); ld is the row
  * stride of col, so samples of a group sit side by side. A padded
@@ -182,6 +186,10 @@ static void forward_task(void *ctx, int tid, int nt) {
 
 void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
                        float *y, float *ws) {
+  if (pt_conv_direct_ok(g)) {
+    pt_conv_direct_forward(g, n, x, w, b, y, ws);
+    return;
+  }
   conv_job j = {.g = g, .n = n, .x = x, .w = w, .b = b, .out = y, .ws = ws};
   pt_parallel(forward_task, &j);
 }
@@ -243,6 +251,10 @@ static void reduce_task(void *ctx, size_t lo, size_t hi) {
 
 void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                         const float *dy, float *dw, float *db, float *dx, float *ws) {
+  if (pt_conv_direct_ok(g)) {
+    pt_conv_direct_backward(g, n, x, w, y, dy, dw, db, dx, ws);
+    return;
+  }
   conv_job j = {.g = g, .n = n, .x = x, .w = w, .y = y, .dy = dy, .dw = dw, .db = db, .dx = dx, .ws = ws};
   j.nparts = pt_ops_get_threads();
   pt_parallel(backward_task, &j);

@@ -1,0 +1,545 @@
+/* conv2d, stride 1, as an implicit GEMM with AVX-512 register tiles.
+ *
+ * For stride 1 the unrolled column of output position (oy, ox) and kernel
+ * tap k = (ci, ky, kx) is xp[ci][(oy + ky) * wp + ox + kx] of the zero-padded
+ * input xp (c, hp, wp): 16 neighbouring outputs of one row read 16
+ * neighbouring floats. So the GEMM's B operand is loaded straight from xp at
+ * offset koff[k] = ci*hp*wp + ky*wp + kx, and the im2col matrix, its copy by
+ * the BLAS into packed panels, and the scatter of the GEMM's result all
+ * disappear: forward is one pass over the padded input, in L1, and the
+ * results are stored to (n, oc, oh, ow) with the bias and ReLU applied.
+ *
+ * Output positions go in 16-lane vectors, one of two ways, whichever needs
+ * fewer vectors for the geometry:
+ *  - row mode: each output row in ceil(ow/16) vectors, lanes past ow unused
+ *    (a masked store);
+ *  - flat mode: positions j = oy*wp + ox over the padded width, 16 at a time,
+ *    lanes with ox >= ow unused; the used lanes of a vector are consecutive
+ *    outputs, so a compressing store puts them in place.
+ * mnist-cnn's conv2 (ow 24, wp 26) wastes 8% flat and 25% by rows;
+ * tutorial-cnn's conv2 (ow 14, wp 18) 22% flat and 12.5% by rows.
+ *
+ * A register tile is 8 output channels x 3 vectors: 24 accumulators, and per
+ * tap 3 loads of input and 8 broadcasts of weights for 24 FMAs, so the two
+ * FMA ports, not the loads, set the pace. Weights are repacked per call as
+ * (oc/8, K, 8) so a tap's 8 broadcasts are one cache line's half.
+ *
+ * Backward, per group of samples:
+ *  - dW[o][k] += sum over positions of dy[o][pos] * B[k][pos]: accumulated
+ *    lane-wise in 16-wide partial sums (8 channels x 3 taps per register tile,
+ *    the positions streaming past), reduced across lanes once at the end.
+ *    dy is first gathered, through the ReLU's mask, into the same vectors as
+ *    the forward pass (dyw, zero in unused lanes).
+ *  - dx is the forward convolution of dy, padded by k-1-pad, with the
+ *    weights transposed and flipped, so it runs on the forward tiles.
+ * Every thread takes a fixed block of the batch and sums its own partials in
+ * a fixed order; the partials are added in thread order, so results depend
+ * on the thread count but never on timing.
+ */
+#include "ops/cpu/conv_direct.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "util/threadpool.h"
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+
+#define RB 8  /* tile rows: output channels */
+#define VB 3  /* tile vectors: 16 output positions each */
+#define SLACK 32 /* floats after a group's padded inputs: the last vectors read up to 15 past the end */
+/* Samples per group: the group's padded input, padded dy and gathered dy
+ * stay within 512 KiB of the core's 2 MiB L2. */
+#define GROUP_BUDGET_FLOATS ((size_t)128 << 10)
+
+static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
+static int up(int n, int m) { return (n + m - 1) / m * m; }
+
+/* One convolution pass: input (cin, hin, win) padded into (cin, hp, wp),
+ * output (cout, oh, ow). Forward and the dx pass of backward are both one. */
+typedef struct {
+  int cin, hin, win, padh, padw, hp, wp, plane, sample;
+  int cout, kh, kw, oh, ow, K;
+  int vpr;  /* row mode: vectors per output row; 0 in flat mode */
+  int nvec; /* vectors per sample */
+} pass;
+
+static void pass_init(pass *p, int cin, int hin, int win, int padh, int padw, int cout, int kh, int kw) {
+  p->cin = cin, p->hin = hin, p->win = win, p->padh = padh, p->padw = padw;
+  p->hp = hin + 2 * padh, p->wp = win + 2 * padw, p->plane = p->hp * p->wp, p->sample = cin * p->plane;
+  p->cout = cout, p->kh = kh, p->kw = kw, p->oh = p->hp - kh + 1, p->ow = p->wp - kw + 1, p->K = cin * kh * kw;
+  int flat = ((p->oh - 1) * p->wp + p->ow + 15) / 16, vpr = (p->ow + 15) / 16;
+  if (p->oh * vpr <= flat) p->vpr = vpr, p->nvec = p->oh * vpr;
+  else p->vpr = 0, p->nvec = flat;
+}
+
+/* Vector d of a sample: where its lanes read the padded input, where its
+ * first used lane goes in the (oh*ow) output, and which lanes are used. */
+static void vec_desc(const pass *p, int d, int *xoff, int *ooff, unsigned *mask) {
+  if (p->vpr) {
+    int oy = d / p->vpr, v = d % p->vpr * 16, left = p->ow - v;
+    *xoff = oy * p->wp + v;
+    *ooff = oy * p->ow + v;
+    *mask = left >= 16 ? 0xFFFFu : (1u << left) - 1;
+    return;
+  }
+  int j = d * 16, oy = j / p->wp, ox = j % p->wp;
+  unsigned m = 0;
+  for (int l = 0; l < 16; l++) {
+    int q = j + l;
+    if (q / p->wp < p->oh && q % p->wp < p->ow) m |= 1u << l;
+  }
+  *xoff = j;
+  *ooff = oy * p->ow + (ox < p->ow ? ox : p->ow);
+  *mask = m;
+}
+
+/* The vectors of cn samples in a row, padded with unused ones to a whole
+ * number of tiles: input offsets into the group's padded copy, output
+ * offsets from the group's first output sample (ystride floats each). */
+static int group_tables(const pass *p, int cn, size_t ystride, int *xo, int *oo, unsigned *mk) {
+  int T = cn * p->nvec;
+  for (int i = 0, t = 0; i < cn; i++)
+    for (int d = 0; d < p->nvec; d++, t++) {
+      int xoff, ooff;
+      vec_desc(p, d, &xoff, &ooff, &mk[t]);
+      xo[t] = i * p->sample + xoff;
+      oo[t] = (int)((size_t)i * ystride) + ooff;
+    }
+  for (int t = T; t < up(T, VB); t++) xo[t] = 0, oo[t] = 0, mk[t] = 0;
+  return T;
+}
+
+/* The cn samples of src (cin, hin, win) into dst (cin, hp, wp) each with a
+ * zero border, and SLACK zeros after them: unused lanes read the border and
+ * the slack, and in backward multiply a zero, so these must be finite.
+ * With gate, only elements where gate > 0 are kept (the fused ReLU's mask). */
+static void pad_group(const pass *p, int cn, const float *src, const float *gate, float *dst) {
+  const size_t in = (size_t)p->hin * p->win;
+  for (int i = 0; i < cn * p->cin; i++) {
+    const float *s = src + in * i, *gt = gate ? gate + in * i : NULL;
+    float *d = dst + (size_t)p->plane * i;
+    memset(d, 0, sizeof(float) * (size_t)p->padh * p->wp);
+    for (int y = 0; y < p->hin; y++) {
+      float *r = d + (size_t)(y + p->padh) * p->wp;
+      const float *sr = s + (size_t)y * p->win;
+      for (int x = 0; x < p->padw; x++) r[x] = r[p->padw + p->win + x] = 0.0f;
+      if (gt) {
+        const float *gr = gt + (size_t)y * p->win;
+        for (int x = 0; x < p->win; x++) r[p->padw + x] = gr[x] > 0.0f ? sr[x] : 0.0f;
+      } else {
+        memcpy(r + p->padw, sr, sizeof(float) * (size_t)p->win);
+      }
+    }
+    memset(d + (size_t)(p->padh + p->hin) * p->wp, 0, sizeof(float) * (size_t)p->padh * p->wp);
+  }
+  memset(dst + (size_t)p->sample * cn, 0, sizeof(float) * SLACK);
+}
+
+/* The used lanes m of v to dst[0, popcount(m)). A compress in registers and
+ * a masked store: the compressing store to memory is microcoded and several
+ * times slower. */
+static inline void store_vec(float *dst, unsigned m, __m512 v) {
+  if (m == 0xFFFFu) {
+    _mm512_storeu_ps(dst, v);
+  } else {
+    if (m & (m + 1)) v = _mm512_maskz_compress_ps((__mmask16)m, v); /* not a prefix */
+    _mm512_mask_storeu_ps(dst, (__mmask16)((1u << __builtin_popcount(m)) - 1), v);
+  }
+}
+
+/* The inverse: popcount(m) floats from src into the lanes m, zeros elsewhere. */
+static inline __m512 load_vec(const float *src, unsigned m) {
+  if (m == 0xFFFFu) return _mm512_loadu_ps(src);
+  __m512 v = _mm512_maskz_loadu_ps((__mmask16)((1u << __builtin_popcount(m)) - 1), src);
+  return m & (m + 1) ? _mm512_maskz_expand_ps((__mmask16)m, v) : v;
+}
+
+/* out rows [0, rows) of a tile: out_v[r*ostride ...] = relu?(sum_k w[k][r] * x_v[koff[k]] + bias[r]). */
+static inline __attribute__((always_inline)) void tile(int K, const int *koff, const float *w, const float *x0,
+                                                       const float *x1, const float *x2, float *o0, float *o1,
+                                                       float *o2, const unsigned *mk, size_t ostride, int rows,
+                                                       const float *bias, int relu) {
+  __m512 c[RB][VB];
+  for (int r = 0; r < RB; r++)
+    for (int v = 0; v < VB; v++) c[r][v] = _mm512_setzero_ps();
+  for (int k = 0; k < K; k++) {
+    const int off = koff[k];
+    const __m512 b0 = _mm512_loadu_ps(x0 + off), b1 = _mm512_loadu_ps(x1 + off), b2 = _mm512_loadu_ps(x2 + off);
+    const float *wk = w + (size_t)k * RB;
+    for (int r = 0; r < RB; r++) {
+      const __m512 a = _mm512_set1_ps(wk[r]);
+      c[r][0] = _mm512_fmadd_ps(a, b0, c[r][0]);
+      c[r][1] = _mm512_fmadd_ps(a, b1, c[r][1]);
+      c[r][2] = _mm512_fmadd_ps(a, b2, c[r][2]);
+    }
+  }
+  float *o[VB] = {o0, o1, o2};
+  for (int r = 0; r < RB; r++) {
+    if (r >= rows) break;
+    const __m512 bv = _mm512_set1_ps(bias ? bias[r] : 0.0f);
+    for (int v = 0; v < VB; v++) {
+      __m512 s = _mm512_add_ps(c[r][v], bv);
+      if (relu) s = _mm512_max_ps(s, _mm512_setzero_ps());
+      store_vec(o[v] + (size_t)r * ostride, mk[v], s);
+    }
+  }
+}
+
+/* All tiles of a group: out (cout, oh*ow) per sample from the padded xg,
+ * weights packed (cout/8, K, 8). */
+static void run_tiles(const pass *p, int T, const int *xo, const int *oo, const unsigned *mk, const float *xg,
+                      const float *wpk, const int *koff, float *out, const float *bias, int relu) {
+  const size_t ohw = (size_t)p->oh * p->ow;
+  const int nob = up(p->cout, RB) / RB;
+  for (int t = 0; t < T; t += VB)
+    for (int ob = 0; ob < nob; ob++) {
+      const int o0 = ob * RB, rows = p->cout - o0 < RB ? p->cout - o0 : RB;
+      float *ob0 = out + ohw * o0;
+      tile(p->K, koff, wpk + (size_t)ob * RB * p->K, xg + xo[t], xg + xo[t + 1], xg + xo[t + 2], ob0 + oo[t],
+           ob0 + oo[t + 1], ob0 + oo[t + 2], mk + t, ohw, rows, bias ? bias + o0 : NULL, relu);
+    }
+}
+
+/* dW, with the output channels in the lanes: dwT[k][o] += sum over positions
+ * p of x_k[p] * dyT[p][o], where x_k[p] = xg[xpos[p] + koff[k]] is one
+ * broadcast and dyT (positions, channels) is dy transposed. Every lane is a
+ * real (k, o) pair and every position a real output, so no lanes are wasted
+ * on the gaps of the forward's vectors and the accumulators are the final
+ * sums, not partials to be reduced across lanes. A block is NB rows of KW
+ * taps (a kernel row: offsets base, base+1, ...) times VO vectors of 16
+ * channels; NB*KW*VO accumulators stay in registers over a chunk of
+ * positions, and each chunk's sums are added to acc: a sum in blocks, whose
+ * rounding grows with the chunk, not with the batch. */
+#define DWT_KERNEL(NB, KW, VO)                                                                              \
+  static void dwt_##NB##_##KW##_##VO(int P, const int *xpos, const float *xg, const int *rb,               \
+                                     const float *dyt, size_t ld, float *acc) {                            \
+    __m512 c[NB * KW][VO];                                                                                  \
+    int b[NB];                                                                                              \
+    for (int n = 0; n < NB; n++) b[n] = rb[n];                                                              \
+    for (int r = 0; r < NB * KW; r++)                                                                       \
+      for (int v = 0; v < VO; v++) c[r][v] = _mm512_setzero_ps();                                           \
+    for (int p = 0; p < P; p++) {                                                                           \
+      const float *xb = xg + xpos[p];                                                                       \
+      __m512 d[VO];                                                                                         \
+      for (int v = 0; v < VO; v++) d[v] = _mm512_load_ps(dyt + ld * p + 16 * v);                           \
+      for (int n = 0; n < NB; n++)                                                                          \
+        for (int kx = 0; kx < KW; kx++) {                                                                   \
+          const __m512 a = _mm512_set1_ps(xb[b[n] + kx]);                                                   \
+          for (int v = 0; v < VO; v++) c[n * KW + kx][v] = _mm512_fmadd_ps(a, d[v], c[n * KW + kx][v]);    \
+        }                                                                                                   \
+    }                                                                                                       \
+    for (int r = 0; r < NB * KW; r++)                                                                       \
+      for (int v = 0; v < VO; v++) {                                                                        \
+        float *a = acc + ld * r + 16 * v;                                                                   \
+        _mm512_store_ps(a, _mm512_add_ps(_mm512_load_ps(a), c[r][v]));                                      \
+      }                                                                                                     \
+  }
+DWT_KERNEL(1, 5, 4)
+DWT_KERNEL(1, 5, 3)
+DWT_KERNEL(2, 5, 2)
+DWT_KERNEL(5, 5, 1)
+DWT_KERNEL(2, 3, 4)
+DWT_KERNEL(2, 3, 3)
+DWT_KERNEL(4, 3, 2)
+DWT_KERNEL(8, 3, 1)
+DWT_KERNEL(6, 1, 4)
+DWT_KERNEL(8, 1, 3)
+DWT_KERNEL(12, 1, 2)
+DWT_KERNEL(16, 1, 1)
+
+typedef void (*dwt_fn)(int, const int *, const float *, const int *, const float *, size_t, float *);
+
+/* The block shape for kernel rows of kw taps (3 and 5 as rows, others one
+ * tap a row) and VO vectors of channels: about 24 accumulators. */
+static dwt_fn dwt_pick(int kwr, int vo, int *nb) {
+  static const struct {
+    int kw, vo, nb;
+    dwt_fn fn;
+  } t[] = {{5, 4, 1, dwt_1_5_4},  {5, 3, 1, dwt_1_5_3},  {5, 2, 2, dwt_2_5_2},   {5, 1, 5, dwt_5_5_1},
+           {3, 4, 2, dwt_2_3_4},  {3, 3, 2, dwt_2_3_3},  {3, 2, 4, dwt_4_3_2},   {3, 1, 8, dwt_8_3_1},
+           {1, 4, 6, dwt_6_1_4},  {1, 3, 8, dwt_8_1_3},  {1, 2, 12, dwt_12_1_2}, {1, 1, 16, dwt_16_1_1}};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+    if (t[i].kw == kwr && t[i].vo == vo) return *nb = t[i].nb, t[i].fn;
+  return *nb = 0, NULL;
+}
+
+/* In-place transpose of a 16x16 block held as 16 rows. */
+static inline void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 4; g++) { /* u[4g + c] lane L: column 4L + c of rows 4g..4g+3 */
+    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 2]);
+    const __m512d e = _mm512_castps_pd(t[4 * g + 1]), f = _mm512_castps_pd(t[4 * g + 3]);
+    u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(e, f));
+    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(e, f));
+  }
+  for (int c = 0; c < 4; c++) {
+    const __m512 v88 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), vdd = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    const __m512 w88 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 wdd = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_f32x4(v88, w88, 0x88);
+    r[c + 8] = _mm512_shuffle_f32x4(v88, w88, 0xDD);
+    r[c + 4] = _mm512_shuffle_f32x4(vdd, wdd, 0x88);
+    r[c + 12] = _mm512_shuffle_f32x4(vdd, wdd, 0xDD);
+  }
+}
+
+/* ---- geometry and workspace ---- */
+
+#define PCHUNK 128 /* positions per pass of the dW blocks: dyT's chunk stays in L1 */
+
+typedef struct {
+  pass f, t;   /* forward; dx = forward of padded dy with flipped weights */
+  int G;       /* samples per group */
+  int ocp, cp; /* channels rounded up to RB */
+  int tmax;    /* vectors of a group, rounded up to tiles, in either pass */
+  int ocw;     /* dyT's row: output channels rounded up to 16 */
+  int kwr;     /* taps per kernel row the dW blocks take as one (kw, or 1) */
+  int rows;    /* kernel rows (K / kwr), and room for the last block's padding */
+  /* offsets in floats from the aligned workspace */
+  size_t wf, wt, kf, kt, shared;                        /* shared by the threads */
+  size_t xg, xo, oo, mk, xpos, dyt, dyp, dwt, dbv, part, per; /* within a thread's block */
+} plan;
+
+static void plan_init(plan *pl, const pt_conv_geom *g) {
+  pass_init(&pl->f, g->c, g->h, g->w, g->pad, g->pad, g->oc, g->kh, g->kw);
+  pass_init(&pl->t, g->oc, g->oh, g->ow, g->kh - 1 - g->pad, g->kw - 1 - g->pad, g->c, g->kh, g->kw);
+  pl->ocp = up(g->oc, RB), pl->cp = up(g->c, RB), pl->ocw = up(g->oc, 16);
+  pl->kwr = g->kw == 3 || g->kw == 5 ? g->kw : 1;
+  pl->rows = pl->f.K / pl->kwr + 16;
+  const size_t ohw = (size_t)g->oh * g->ow;
+  size_t per_sample = (size_t)pl->f.sample + pl->t.sample + ohw * pl->ocw;
+  size_t G = GROUP_BUDGET_FLOATS / per_sample;
+  pl->G = G < 1 ? 1 : G > 64 ? 64 : (int)G;
+  int nv = pl->f.nvec > pl->t.nvec ? pl->f.nvec : pl->t.nvec;
+  pl->tmax = up(pl->G * nv, VB);
+  size_t o = 0;
+  pl->wf = o, o += up16((size_t)pl->ocp * pl->f.K);
+  pl->wt = o, o += up16((size_t)pl->cp * pl->t.K);
+  pl->kf = o, o += up16((size_t)pl->f.K);
+  pl->kt = o, o += up16((size_t)pl->t.K);
+  pl->shared = o;
+  o = 0;
+  pl->xg = o, o += up16((size_t)pl->G * pl->f.sample + SLACK);
+  pl->xo = o, o += up16((size_t)pl->tmax);
+  pl->oo = o, o += up16((size_t)pl->tmax);
+  pl->mk = o, o += up16((size_t)pl->tmax);
+  pl->xpos = o, o += up16((size_t)pl->G * ohw);
+  pl->dyt = o, o += (size_t)pl->G * ohw * pl->ocw;
+  pl->dyp = o, o += up16((size_t)pl->G * pl->t.sample + SLACK);
+  pl->dwt = o, o += (size_t)pl->rows * pl->kwr * pl->ocw;
+  pl->dbv = o, o += (size_t)pl->ocw;
+  pl->part = o, o += up16((size_t)g->oc * pl->f.K + g->oc);
+  pl->per = o;
+}
+
+int pt_conv_direct_ok(const pt_conv_geom *g) {
+  return g->stride == 1 && g->pad <= g->kh - 1 && g->pad <= g->kw - 1 && g->oh * g->ow > 0;
+}
+
+size_t pt_conv_direct_workspace(const pt_conv_geom *g, int nthreads) {
+  plan pl;
+  plan_init(&pl, g);
+  return pl.shared + pl.per * (size_t)(nthreads < 1 ? 1 : nthreads) + 16; /* + 16: room to align */
+}
+
+static float *align64(float *ws) { return (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63); }
+
+/* Tap offsets into a padded sample, and the weights as (cout/8, K, 8) with
+ * zero rows past cout; flip: w is (cin, cout, kh, kw) read transposed and
+ * rotated by 180 degrees, the dx pass's weights. */
+static void pack(const pass *p, const float *w, int flip, int kpad, float *wpk, int *koff) {
+  const int K = p->K, khw = p->kh * p->kw;
+  for (int k = 0; k < kpad; k++) {
+    int ci = k / khw, ky = k % khw / p->kw, kx = k % p->kw;
+    koff[k] = k < K ? ci * p->plane + ky * p->wp + kx : 0;
+  }
+  for (int o = 0; o < up(p->cout, RB); o++)
+    for (int k = 0; k < K; k++) {
+      float v = 0.0f;
+      if (o < p->cout) {
+        if (!flip) {
+          v = w[(size_t)o * K + k];
+        } else {
+          int ci = k / khw, rest = khw - 1 - k % khw; /* the rotated tap */
+          v = w[((size_t)ci * p->cout + o) * khw + rest];
+        }
+      }
+      wpk[((size_t)(o / RB) * K + k) * RB + o % RB] = v;
+    }
+}
+
+typedef struct {
+  const pt_conv_geom *g;
+  const plan *pl;
+  int n, nparts;
+  const float *x, *b, *y, *dy;
+  float *out, *dw, *db, *dx, *ws;
+} job;
+
+static void forward_task(void *ctx, int tid, int nt) {
+  const job *j = ctx;
+  const plan *pl = j->pl;
+  const pass *p = &pl->f;
+  float *me = j->ws + pl->shared + pl->per * (size_t)tid;
+  float *xg = me + pl->xg;
+  int *xo = (int *)(me + pl->xo), *oo = (int *)(me + pl->oo);
+  unsigned *mk = (unsigned *)(me + pl->mk);
+  const size_t xs = (size_t)p->cin * p->hin * p->win, ys = (size_t)p->cout * p->oh * p->ow;
+  size_t lo, hi;
+  pt_split((size_t)j->n, tid, nt, &lo, &hi);
+  for (size_t s0 = lo; s0 < hi; s0 += (size_t)pl->G) {
+    const int cn = hi - s0 < (size_t)pl->G ? (int)(hi - s0) : pl->G;
+    pad_group(p, cn, j->x + s0 * xs, NULL, xg);
+    int T = group_tables(p, cn, ys, xo, oo, mk);
+    run_tiles(p, T, xo, oo, mk, xg, j->ws + pl->wf, (const int *)(j->ws + pl->kf), j->out + s0 * ys, j->b,
+              j->g->relu);
+  }
+}
+
+void pt_conv_direct_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
+                            float *y, float *ws) {
+  plan pl;
+  plan_init(&pl, g);
+  ws = align64(ws);
+  pack(&pl.f, w, 0, pl.f.K, ws + pl.wf, (int *)(ws + pl.kf));
+  job j = {.g = g, .pl = &pl, .n = n, .x = x, .b = b, .out = y, .ws = ws};
+  pt_parallel(forward_task, &j);
+}
+
+/* dyT (positions, ocw) of cn samples from dy (cn, oc, ohw), through the
+ * ReLU's mask (gate = y), 16x16 blocks at a time; channels past oc are 0. */
+static void transpose_dy(int cn, int oc, int ocw, size_t ohw, const float *dy, const float *gate, float *dyt) {
+  __m512 r[16];
+  for (int i = 0; i < cn; i++)
+    for (int o0 = 0; o0 < ocw; o0 += 16)
+      for (size_t p0 = 0; p0 < ohw; p0 += 16) {
+        const int np = ohw - p0 < 16 ? (int)(ohw - p0) : 16;
+        const __mmask16 m = (__mmask16)((1u << np) - 1);
+        for (int a = 0; a < 16; a++) {
+          const size_t at = ((size_t)i * oc + o0 + a) * ohw + p0;
+          if (o0 + a >= oc) {
+            r[a] = _mm512_setzero_ps();
+            continue;
+          }
+          r[a] = _mm512_maskz_loadu_ps(m, dy + at);
+          if (gate)
+            r[a] = _mm512_maskz_mov_ps(
+                _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(m, gate + at), _mm512_setzero_ps(), _CMP_GT_OQ), r[a]);
+        }
+        transpose16(r);
+        for (int l = 0; l < np; l++) _mm512_store_ps(dyt + ((size_t)i * ohw + p0 + l) * ocw + o0, r[l]);
+      }
+}
+
+static void backward_task(void *ctx, int tid, int nt) {
+  const job *j = ctx;
+  const pt_conv_geom *g = j->g;
+  const plan *pl = j->pl;
+  const pass *p = &pl->f, *q = &pl->t;
+  float *me = j->ws + pl->shared + pl->per * (size_t)tid;
+  float *xg = me + pl->xg, *dyt = me + pl->dyt, *dyp = me + pl->dyp, *dwt = me + pl->dwt;
+  float *dbv = me + pl->dbv, *part = me + pl->part;
+  int *xo = (int *)(me + pl->xo), *oo = (int *)(me + pl->oo), *xpos = (int *)(me + pl->xpos);
+  unsigned *mk = (unsigned *)(me + pl->mk);
+  const int *kf = (const int *)(j->ws + pl->kf), *kt = (const int *)(j->ws + pl->kt);
+  const int oc = g->oc, K = p->K, ocw = pl->ocw, kwr = pl->kwr, nrows = K / kwr;
+  const size_t xs = (size_t)p->cin * p->hin * p->win, ohw = (size_t)p->oh * p->ow, ys = (size_t)oc * ohw;
+  memset(dwt, 0, sizeof(float) * (pl->dbv + (size_t)ocw - pl->dwt));
+  size_t lo, hi;
+  pt_split((size_t)j->n, tid, nt, &lo, &hi);
+  for (size_t s0 = lo; s0 < hi; s0 += (size_t)pl->G) {
+    const int cn = hi - s0 < (size_t)pl->G ? (int)(hi - s0) : pl->G;
+    const float *dy = j->dy + s0 * ys, *yv = j->y + s0 * ys;
+    pad_group(p, cn, j->x + s0 * xs, NULL, xg);
+    transpose_dy(cn, oc, ocw, ohw, dy, g->relu ? yv : NULL, dyt);
+    const int P = cn * (int)ohw;
+    for (int i = 0, t = 0; i < cn; i++)
+      for (int oy = 0; oy < p->oh; oy++)
+        for (int ox = 0; ox < p->ow; ox++) xpos[t++] = i * p->sample + oy * p->wp + ox;
+    for (int v = 0; v < ocw; v += 16) {
+      __m512 sb = _mm512_load_ps(dbv + v);
+      for (int t = 0; t < P; t++) sb = _mm512_add_ps(sb, _mm512_load_ps(dyt + (size_t)t * ocw + v));
+      _mm512_store_ps(dbv + v, sb);
+    }
+    for (int p0 = 0; p0 < P; p0 += PCHUNK) {
+      const int np = P - p0 < PCHUNK ? P - p0 : PCHUNK;
+      for (int v0 = 0; v0 < ocw; v0 += 64) {
+        const int vo = (ocw - v0) / 16 < 4 ? (ocw - v0) / 16 : 4;
+        int nb;
+        const dwt_fn fn = dwt_pick(kwr, vo, &nb);
+        for (int r0 = 0; r0 < nrows; r0 += nb) {
+          int b[16]; /* kernel rows' offsets; rows past the last read 0 and are dropped */
+          for (int n = 0; n < nb; n++) b[n] = r0 + n < nrows ? kf[(r0 + n) * kwr] : 0;
+          fn(np, xpos + p0, xg, b, dyt + (size_t)p0 * ocw + v0, (size_t)ocw, dwt + (size_t)r0 * kwr * ocw + v0);
+        }
+      }
+    }
+    if (j->dx) {
+      pad_group(q, cn, dy, g->relu ? yv : NULL, dyp);
+      const size_t dxs = (size_t)q->cout * q->oh * q->ow;
+      const int Tq = group_tables(q, cn, dxs, xo, oo, mk);
+      run_tiles(q, Tq, xo, oo, mk, dyp, j->ws + pl->wt, kt, j->dx + s0 * dxs, NULL, 0);
+    }
+  }
+  /* the thread's partial dw (oc, K), db (oc) */
+  for (int o = 0; o < oc; o++) {
+    for (int k = 0; k < K; k++) part[(size_t)o * K + k] = dwt[(size_t)k * ocw + o];
+    part[(size_t)oc * K + o] = dbv[o];
+  }
+}
+
+/* dw, db += the threads' partials, in thread order, split over elements. */
+static void reduce_task(void *ctx, size_t lo, size_t hi) {
+  const job *j = ctx;
+  const plan *pl = j->pl;
+  const size_t nw = (size_t)j->g->oc * pl->f.K;
+  for (int t = 0; t < j->nparts; t++) {
+    const float *pw = j->ws + pl->shared + pl->per * (size_t)t + pl->part;
+    for (size_t i = lo; i < hi; i++) {
+      if (i < nw) j->dw[i] += pw[i];
+      else if (j->db) j->db[i - nw] += pw[i];
+    }
+  }
+}
+
+void pt_conv_direct_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
+                             const float *dy, float *dw, float *db, float *dx, float *ws) {
+  plan pl;
+  plan_init(&pl, g);
+  ws = align64(ws);
+  pack(&pl.f, w, 0, pl.f.K, ws + pl.wf, (int *)(ws + pl.kf));
+  if (dx) pack(&pl.t, w, 1, pl.t.K, ws + pl.wt, (int *)(ws + pl.kt));
+  job j = {.g = g, .pl = &pl, .n = n, .x = x, .y = y, .dy = dy, .dw = dw, .db = db, .dx = dx, .ws = ws};
+  j.nparts = pt_ops_get_threads();
+  pt_parallel(backward_task, &j);
+  pt_parallel_for((size_t)g->oc * pl.f.K + g->oc, 4096, reduce_task, &j);
+}
+
+#else /* no AVX-512: conv.c keeps to im2col + BLAS */
+
+int pt_conv_direct_ok(const pt_conv_geom *g) {
+  (void)g;
+  return 0;
+}
+size_t pt_conv_direct_workspace(const pt_conv_geom *g, int nthreads) {
+  (void)g, (void)nthreads;
+  return 0;
+}
+void pt_conv_direct_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
+                            float *y, float *ws) {
+  (void)g, (void)n, (void)x, (void)w, (void)b, (void)y, (void)ws;
+}
+void pt_conv_direct_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
+                             const float *dy, float *dw, float *db, float *dx, float *ws) {
+  (void)g, (void)n, (void)x, (void)w, (void)y, (void)dy, (void)dw, (void)db, (void)dx, (void)ws;
+}
+
+#endif

@@ -1,0 +1,22 @@
+/* conv2d with stride 1 as an implicit GEMM on AVX-512: no unrolled col
+ * matrix, the GEMM's B operand is loaded straight from a padded copy of the
+ * input. conv.c uses it where pt_conv_direct_ok says so and falls back to
+ * im2col + BLAS elsewhere (other strides, machines without AVX-512).
+ */
+#ifndef PT_OPS_CPU_CONV_DIRECT_H
+#define PT_OPS_CPU_CONV_DIRECT_H
+
+#include <stddef.h>
+
+#include "ops/cpu/ops.h"
+
+/* Non-zero when this build and the geometry can take the direct path. */
+int pt_conv_direct_ok(const pt_conv_geom *g);
+/* Floats of workspace for nthreads threads (only meaningful when ok). */
+size_t pt_conv_direct_workspace(const pt_conv_geom *g, int nthreads);
+void pt_conv_direct_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
+                            float *y, float *ws);
+void pt_conv_direct_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
+                             const float *dy, float *dw, float *db, float *dx, float *ws);
+
+#endif
