@@ -14,3 +14,10 @@ if grep -q "^  CUDA: no" "$TMP/info"; then
   grep -q "^  cuda: none (built without CUDA" "$TMP/info" || fail "CPU-only build lists a GPU"
 fi
 pass "ptrain info names the CUDA state"
+
+# A CUDA build loads cuBLAS when a GPU run first needs it: linked, it would
+# cost every run (CPU runs too) about 210 MB at start-up.
+if command -v ldd >/dev/null && ! ldd "$PTRAIN" | grep -q "not a dynamic"; then
+  ! ldd "$PTRAIN" | grep -q "libcublas" || fail "ptrain links libcublas: $(ldd "$PTRAIN" | grep cublas)"
+  pass "cuBLAS is not loaded at start-up"
+fi
