@@ -52,14 +52,8 @@ static size_t per_thread(const pt_conv_geom *g) {
   return ckk * ohw * G + (size_t)g->oc * ohw * G + (size_t)g->oc * ckk + (size_t)g->oc + padded_floats(g);
 }
 
-/* The Winograd path's workspace follows the direct path's: backward runs
- * both, the direct kernels for the weight gradient and Winograd for dx. */
-static float *wino_ws(const pt_conv_geom *g, float *ws) {
-  return ws + pt_conv_direct_workspace(g, pt_ops_get_threads());
-}
-
 size_t pt_conv_workspace(const pt_conv_geom *g, int nthreads) {
-  if (pt_conv_wino_ok(g)) return pt_conv_direct_workspace(g, nthreads) + pt_conv_wino_workspace(g, nthreads);
+  if (pt_conv_wino_ok(g)) return pt_conv_wino_workspace(g, nthreads);
   if (pt_conv_direct_ok(g)) return pt_conv_direct_workspace(g, nthreads);
   return per_thread(g) * (size_t)nthreads;
 }
@@ -195,7 +189,7 @@ static void forward_task(void *ctx, int tid, int nt) {
 void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
                        float *y, float *ws) {
   if (pt_conv_wino_ok(g)) {
-    pt_conv_wino_forward(g, n, x, w, b, y, wino_ws(g, ws));
+    pt_conv_wino_forward(g, n, x, w, b, y, ws);
     return;
   }
   if (pt_conv_direct_ok(g)) {
@@ -264,8 +258,7 @@ static void reduce_task(void *ctx, size_t lo, size_t hi) {
 void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                         const float *dy, float *dw, float *db, float *dx, float *ws) {
   if (pt_conv_wino_ok(g)) {
-    pt_conv_direct_backward(g, n, x, w, y, dy, dw, db, NULL, ws);
-    if (dx) pt_conv_wino_backward_data(g, n, w, y, dy, dx, wino_ws(g, ws));
+    pt_conv_wino_backward(g, n, x, w, y, dy, dw, db, dx, ws);
     return;
   }
   if (pt_conv_direct_ok(g)) {

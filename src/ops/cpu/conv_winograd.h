@@ -1,8 +1,7 @@
 /* conv2d 3x3, stride 1, by Winograd minimal filtering F(2x2, 3x3): 16
- * multiplications per 2x2 outputs and input channel instead of 36. conv.c
- * takes it where pt_conv_wino_ok says so; the weight gradient stays with the
- * direct kernels (conv_direct.c), the forward pass and the input gradient
- * come from here.
+ * multiplications per 2x2 outputs and input channel instead of 36, for the
+ * forward pass and both gradients. conv.c takes it where pt_conv_wino_ok
+ * says so, and the direct kernels (conv_direct.c) elsewhere.
  */
 #ifndef PT_OPS_CPU_CONV_WINOGRAD_H
 #define PT_OPS_CPU_CONV_WINOGRAD_H
@@ -23,5 +22,10 @@ void pt_conv_wino_forward(const pt_conv_geom *g, int n, const float *x, const fl
  * fused ReLU's mask (y > 0) when g->relu; dx is overwritten. */
 void pt_conv_wino_backward_data(const pt_conv_geom *g, int n, const float *w, const float *y, const float *dy,
                                 float *dx, float *ws);
+
+/* dw, db += the weight and bias gradients (Winograd too), and dx as
+ * pt_conv_wino_backward_data when dx is not NULL. */
+void pt_conv_wino_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
+                           const float *dy, float *dw, float *db, float *dx, float *ws);
 
 #endif
