@@ -45,6 +45,12 @@ static const gcase cases[] = {
     /* vectors by output row: one per row of 14, two per row of 30 */
     {"conv 5x5 pad 2 rows of 14", OP_CONV, 2, 2, 3, 14, 8, 5, 1, 2, 0},
     {"conv 5x5 pad 2 rows of 30", OP_CONV, 2, 3, 2, 30, 9, 5, 1, 2, 0},
+    /* 3x3 with 8 channels or more takes the Winograd path: odd outputs
+     * (tiles overhanging the edge), 9 and 12 channels, batch 1; the fused
+     * ReLU there is checked against the direct path (test_conv_winograd),
+     * as with 72 inputs a sum too many outputs sit within h of the kink */
+    {"conv 3x3 winograd odd 7x9", OP_CONV, 1, 8, 7, 9, 9, 3, 1, 0, 0},
+    {"conv 3x3 winograd pad 2", OP_CONV, 2, 9, 5, 6, 12, 3, 1, 2, 0},
     {"linear", OP_LINEAR, 3, 7, 1, 1, 5, 0, 0, 0, 0},
     {"maxpool 2", OP_MAXPOOL, 2, 3, 6, 6, 0, 2, 2, 0, 0},
     {"maxpool 3 stride 2 (overlapping)", OP_MAXPOOL, 2, 2, 7, 7, 0, 3, 2, 0, 0},

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ops/cpu/conv_direct.h"
+#include "ops/cpu/conv_winograd.h"
 #include "ops/cpu/ops.h"
 #include "util/threadpool.h"
 
@@ -52,6 +53,7 @@ static size_t per_thread(const pt_conv_geom *g) {
 }
 
 size_t pt_conv_workspace(const pt_conv_geom *g, int nthreads) {
+  if (pt_conv_wino_ok(g)) return pt_conv_wino_workspace(g, nthreads);
   if (pt_conv_direct_ok(g)) return pt_conv_direct_workspace(g, nthreads);
   return per_thread(g) * (size_t)nthreads;
 }
@@ -186,6 +188,10 @@ static void forward_task(void *ctx, int tid, int nt) {
 
 void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
                        float *y, float *ws) {
+  if (pt_conv_wino_ok(g)) {
+    pt_conv_wino_forward(g, n, x, w, b, y, ws);
+    return;
+  }
   if (pt_conv_direct_ok(g)) {
     pt_conv_direct_forward(g, n, x, w, b, y, ws);
     return;
@@ -251,6 +257,10 @@ static void reduce_task(void *ctx, size_t lo, size_t hi) {
 
 void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                         const float *dy, float *dw, float *db, float *dx, float *ws) {
+  if (pt_conv_wino_ok(g)) {
+    pt_conv_wino_backward(g, n, x, w, y, dy, dw, db, dx, ws);
+    return;
+  }
   if (pt_conv_direct_ok(g)) {
     pt_conv_direct_backward(g, n, x, w, y, dy, dw, db, dx, ws);
     return;

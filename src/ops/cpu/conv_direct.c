@@ -46,6 +46,8 @@
 #ifdef __AVX512F__
 #include <immintrin.h>
 
+#include "ops/cpu/transpose16.h"
+
 #define RB 8  /* tile rows: output channels */
 #define VB 3  /* tile vectors: 16 output positions each */
 #define SLACK 32 /* floats after a group's padded inputs: the last vectors read up to 15 past the end */
@@ -265,32 +267,6 @@ static dwt_fn dwt_pick(int kwr, int vo, int *nb) {
   return *nb = 0, NULL;
 }
 
-/* In-place transpose of a 16x16 block held as 16 rows. */
-static inline void transpose16(__m512 r[16]) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 8; i++) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int g = 0; g < 4; g++) { /* u[4g + c] lane L: column 4L + c of rows 4g..4g+3 */
-    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 2]);
-    const __m512d e = _mm512_castps_pd(t[4 * g + 1]), f = _mm512_castps_pd(t[4 * g + 3]);
-    u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(e, f));
-    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(e, f));
-  }
-  for (int c = 0; c < 4; c++) {
-    const __m512 v88 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), vdd = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-    const __m512 w88 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-    const __m512 wdd = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-    r[c] = _mm512_shuffle_f32x4(v88, w88, 0x88);
-    r[c + 8] = _mm512_shuffle_f32x4(v88, w88, 0xDD);
-    r[c + 4] = _mm512_shuffle_f32x4(vdd, wdd, 0x88);
-    r[c + 12] = _mm512_shuffle_f32x4(vdd, wdd, 0xDD);
-  }
-}
-
 /* ---- geometry and workspace ---- */
 
 #define PCHUNK 128 /* positions per pass of the dW blocks: dyT's chunk stays in L1 */
@@ -434,7 +410,7 @@ static void transpose_dy(int cn, int oc, int ocw, size_t ohw, const float *dy, c
             r[a] = _mm512_maskz_mov_ps(
                 _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(m, gate + at), _mm512_setzero_ps(), _CMP_GT_OQ), r[a]);
         }
-        transpose16(r);
+        pt_transpose16(r);
         for (int l = 0; l < np; l++) _mm512_store_ps(dyt + ((size_t)i * ohw + p0 + l) * ocw + o0, r[l]);
       }
 }
