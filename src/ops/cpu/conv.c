@@ -240,21 +240,6 @@ static void backward_task(void *ctx, int tid, int nt) {
   }
 }
 
-/* dw += the threads' partials, in thread order, split over elements. */
-static void reduce_task(void *ctx, size_t lo, size_t hi) {
-  const conv_job *j = ctx;
-  const pt_conv_geom *g = j->g;
-  const size_t ckk = (size_t)g->c * g->kh * g->kw, per = per_thread(g), nw = (size_t)g->oc * ckk;
-  const size_t part = (ckk + (size_t)g->oc) * g->oh * g->ow * (size_t)group_of(g); /* dw's offset in a thread's ws */
-  for (int t = 0; t < j->nparts; t++) {
-    const float *pw = j->ws + per * (size_t)t + part;
-    for (size_t i = lo; i < hi; i++) {
-      if (i < nw) j->dw[i] += pw[i];
-      else if (j->db) j->db[i - nw] += pw[i];
-    }
-  }
-}
-
 void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                         const float *dy, float *dw, float *db, float *dx, float *ws) {
   if (pt_conv_wino_ok(g)) {
@@ -268,5 +253,7 @@ void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const floa
   conv_job j = {.g = g, .n = n, .x = x, .w = w, .y = y, .dy = dy, .dw = dw, .db = db, .dx = dx, .ws = ws};
   j.nparts = pt_ops_get_threads();
   pt_parallel(backward_task, &j);
-  pt_parallel_for((size_t)g->oc * g->c * g->kh * g->kw + g->oc, 4096, reduce_task, &j);
+  const size_t ckk = (size_t)g->c * g->kh * g->kw;
+  const size_t part = (ckk + (size_t)g->oc) * g->oh * g->ow * (size_t)group_of(g); /* dw's offset in a thread's ws */
+  pt_add_partials(dw, (size_t)g->oc * ckk, db, (size_t)g->oc, ws + part, per_thread(g), j.nparts);
 }

@@ -472,20 +472,6 @@ static void backward_task(void *ctx, int tid, int nt) {
   }
 }
 
-/* dw, db += the threads' partials, in thread order, split over elements. */
-static void reduce_task(void *ctx, size_t lo, size_t hi) {
-  const job *j = ctx;
-  const plan *pl = j->pl;
-  const size_t nw = (size_t)j->g->oc * pl->f.K;
-  for (int t = 0; t < j->nparts; t++) {
-    const float *pw = j->ws + pl->shared + pl->per * (size_t)t + pl->part;
-    for (size_t i = lo; i < hi; i++) {
-      if (i < nw) j->dw[i] += pw[i];
-      else if (j->db) j->db[i - nw] += pw[i];
-    }
-  }
-}
-
 void pt_conv_direct_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                              const float *dy, float *dw, float *db, float *dx, float *ws) {
   plan pl;
@@ -496,7 +482,7 @@ void pt_conv_direct_backward(const pt_conv_geom *g, int n, const float *x, const
   job j = {.g = g, .pl = &pl, .n = n, .x = x, .y = y, .dy = dy, .dw = dw, .db = db, .dx = dx, .ws = ws};
   j.nparts = pt_ops_get_threads();
   pt_parallel(backward_task, &j);
-  pt_parallel_for((size_t)g->oc * pl.f.K + g->oc, 4096, reduce_task, &j);
+  pt_add_partials(dw, (size_t)g->oc * pl.f.K, db, (size_t)g->oc, ws + pl.shared + pl.part, pl.per, j.nparts);
 }
 
 #else /* no AVX-512: conv.c keeps to im2col + BLAS */

@@ -557,19 +557,6 @@ static void dw_task(void *ctx, int tid, int nt) {
     }
 }
 
-/* dw, db += the threads' partials, in thread order, split over elements. */
-static void dw_reduce(void *ctx, size_t lo, size_t hi) {
-  const wdw_job *j = ctx;
-  const size_t nw = (size_t)j->g->oc * j->g->c * 9;
-  for (int t = 0; t < j->nparts; t++) {
-    const float *pw = j->ws + j->pl->per * (size_t)t + j->pl->w.part;
-    for (size_t i = lo; i < hi; i++) {
-      if (i < nw) j->dw[i] += pw[i];
-      else if (j->db) j->db[i - nw] += pw[i];
-    }
-  }
-}
-
 void pt_conv_wino_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                            const float *dy, float *dw, float *db, float *dx, float *ws) {
   wplan pl;
@@ -580,7 +567,7 @@ void pt_conv_wino_backward(const pt_conv_geom *g, int n, const float *x, const f
                .ws = ws + pl.shared};
   j.nparts = pt_ops_get_threads();
   pt_parallel(dw_task, &j);
-  pt_parallel_for((size_t)g->oc * g->c * 9 + g->oc, 4096, dw_reduce, &j);
+  pt_add_partials(dw, (size_t)g->oc * g->c * 9, db, (size_t)g->oc, j.ws + pl.w.part, pl.per, j.nparts);
 }
 
 #else /* no AVX-512: conv.c keeps to im2col + BLAS */

@@ -36,6 +36,12 @@ void pt_parallel(void (*fn)(void *ctx, int tid, int nthreads), void *ctx);
 void pt_sgemm_serial(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc);
 
+/* dw (nw) and db (nb floats; NULL: none) += the partial sums of nparts pool
+ * threads, thread t's being nw + nb floats (dw's, then db's) at part0 +
+ * t * stride; added in thread order, so results depend on the thread count
+ * only. Runs on the pool. */
+void pt_add_partials(float *dw, size_t nw, float *db, size_t nb, const float *part0, size_t stride, int nparts);
+
 /* C (M,N) = alpha * op(A) op(B) + beta * C, row-major. */
 void pt_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
               const float *b, int ldb, float beta, float *c, int ldc);
