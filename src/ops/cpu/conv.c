@@ -53,8 +53,10 @@ static size_t per_thread(const pt_conv_geom *g) {
 }
 
 size_t pt_conv_workspace(const pt_conv_geom *g, int nthreads) {
+#ifdef __AVX512F__
   if (pt_conv_wino_ok(g)) return pt_conv_wino_workspace(g, nthreads);
   if (pt_conv_direct_ok(g)) return pt_conv_direct_workspace(g, nthreads);
+#endif
   return per_thread(g) * (size_t)nthreads;
 }
 
@@ -188,6 +190,7 @@ static void forward_task(void *ctx, int tid, int nt) {
 
 void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
                        float *y, float *ws) {
+#ifdef __AVX512F__
   if (pt_conv_wino_ok(g)) {
     pt_conv_wino_forward(g, n, x, w, b, y, ws);
     return;
@@ -196,6 +199,7 @@ void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float
     pt_conv_direct_forward(g, n, x, w, b, y, ws);
     return;
   }
+#endif
   conv_job j = {.g = g, .n = n, .x = x, .w = w, .b = b, .out = y, .ws = ws};
   pt_parallel(forward_task, &j);
 }
@@ -242,6 +246,7 @@ static void backward_task(void *ctx, int tid, int nt) {
 
 void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                         const float *dy, float *dw, float *db, float *dx, float *ws) {
+#ifdef __AVX512F__
   if (pt_conv_wino_ok(g)) {
     pt_conv_wino_backward(g, n, x, w, y, dy, dw, db, dx, ws);
     return;
@@ -250,6 +255,7 @@ void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const floa
     pt_conv_direct_backward(g, n, x, w, y, dy, dw, db, dx, ws);
     return;
   }
+#endif
   conv_job j = {.g = g, .n = n, .x = x, .w = w, .y = y, .dy = dy, .dw = dw, .db = db, .dx = dx, .ws = ws};
   j.nparts = pt_ops_get_threads();
   pt_parallel(backward_task, &j);

@@ -485,23 +485,4 @@ void pt_conv_direct_backward(const pt_conv_geom *g, int n, const float *x, const
   pt_add_partials(dw, (size_t)g->oc * pl.f.K, db, (size_t)g->oc, ws + pl.shared + pl.part, pl.per, j.nparts);
 }
 
-#else /* no AVX-512: conv.c keeps to im2col + BLAS */
-
-int pt_conv_direct_ok(const pt_conv_geom *g) {
-  (void)g;
-  return 0;
-}
-size_t pt_conv_direct_workspace(const pt_conv_geom *g, int nthreads) {
-  (void)g, (void)nthreads;
-  return 0;
-}
-void pt_conv_direct_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
-                            float *y, float *ws) {
-  (void)g, (void)n, (void)x, (void)w, (void)b, (void)y, (void)ws;
-}
-void pt_conv_direct_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
-                             const float *dy, float *dw, float *db, float *dx, float *ws) {
-  (void)g, (void)n, (void)x, (void)w, (void)y, (void)dy, (void)dw, (void)db, (void)dx, (void)ws;
-}
-
-#endif
+#endif /* __AVX512F__; without it conv.c keeps to im2col + BLAS */

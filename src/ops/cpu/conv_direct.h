@@ -10,7 +10,8 @@
 
 #include "ops/cpu/ops.h"
 
-/* Non-zero when this build and the geometry can take the direct path. */
+/* Defined in builds with AVX-512 (__AVX512F__) only; conv.c calls them
+ * under the same test. Non-zero when the geometry can take the direct path. */
 int pt_conv_direct_ok(const pt_conv_geom *g);
 /* Floats of workspace for nthreads threads (only meaningful when ok). */
 size_t pt_conv_direct_workspace(const pt_conv_geom *g, int nthreads);

@@ -570,27 +570,4 @@ void pt_conv_wino_backward(const pt_conv_geom *g, int n, const float *x, const f
   pt_add_partials(dw, (size_t)g->oc * g->c * 9, db, (size_t)g->oc, j.ws + pl.w.part, pl.per, j.nparts);
 }
 
-#else /* no AVX-512: conv.c keeps to im2col + BLAS */
-
-int pt_conv_wino_ok(const pt_conv_geom *g) {
-  (void)g;
-  return 0;
-}
-size_t pt_conv_wino_workspace(const pt_conv_geom *g, int nthreads) {
-  (void)g, (void)nthreads;
-  return 0;
-}
-void pt_conv_wino_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
-                          float *ws) {
-  (void)g, (void)n, (void)x, (void)w, (void)b, (void)y, (void)ws;
-}
-void pt_conv_wino_backward_data(const pt_conv_geom *g, int n, const float *w, const float *y, const float *dy,
-                                float *dx, float *ws) {
-  (void)g, (void)n, (void)w, (void)y, (void)dy, (void)dx, (void)ws;
-}
-void pt_conv_wino_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
-                           const float *dy, float *dw, float *db, float *dx, float *ws) {
-  (void)g, (void)n, (void)x, (void)w, (void)y, (void)dy, (void)dw, (void)db, (void)dx, (void)ws;
-}
-
-#endif
+#endif /* __AVX512F__; without it conv.c keeps to im2col + BLAS */

@@ -10,8 +10,9 @@
 
 #include "ops/cpu/ops.h"
 
-/* Non-zero when this build and the geometry can take the Winograd path and
- * it is expected to be faster than the direct one. */
+/* Defined in builds with AVX-512 (__AVX512F__) only; conv.c calls them
+ * under the same test. Non-zero when the geometry can take the Winograd
+ * path and it is expected to be faster than the direct one. */
 int pt_conv_wino_ok(const pt_conv_geom *g);
 /* Floats of workspace for nthreads threads (only meaningful when ok). */
 size_t pt_conv_wino_workspace(const pt_conv_geom *g, int nthreads);
