@@ -1,5 +1,6 @@
 #include "io/progress.h"
 
+#include <math.h>
 #include <stdio.h>
 
 #include "util/timer.h"
@@ -41,8 +42,11 @@ void pt_progress_update(pt_progress *p, int done, int64_t step, double loss, dou
     int fill = p->total ? (int)((int64_t)WIDTH * done / p->total) : WIDTH;
     for (int i = 0; i < WIDTH; i++) bar[i] = i < fill ? '#' : '.';
     bar[WIDTH] = 0;
-    fprintf(p->out, "\r\033[Kepoch %d/%d [%s] %d/%d loss %.4f %.0f img/s %s<%s%s%s", p->epoch, p->epochs, bar,
-            done, p->total, loss, images_per_s, el, et, p->extra[0] ? " " : "", p->extra);
+    /* A GPU run knows its loss only from its first read of the epoch on. */
+    char ls[32] = "-";
+    if (!isnan(loss)) snprintf(ls, sizeof ls, "%.4f", loss);
+    fprintf(p->out, "\r\033[Kepoch %d/%d [%s] %d/%d loss %s %.0f img/s %s<%s%s%s", p->epoch, p->epochs, bar, done,
+            p->total, ls, images_per_s, el, et, p->extra[0] ? " " : "", p->extra);
     fflush(p->out);
   } else if (done % p->log_interval == 0 || done == p->total) {
     fprintf(p->out, "epoch %d/%d step %lld batch %d/%d (%.0f%%) loss %.6f %.0f img/s%s%s\n", p->epoch, p->epochs,
