@@ -13,19 +13,14 @@
 #include "train/evaluate.h"
 #include "train/trainer.h"
 
-/* "cpu", "cuda" or "cuda:N" -> a backend bound on this thread. */
+/* --device -> a backend bound on this thread. */
 static pt_status eval_backend(const char *device, const pt_backend **be, int *gpu) {
-  char *end = NULL;
-  if (!strcmp(device, "cpu")) {
+  pt_backend_kind kind;
+  PT_TRY(pt_device_parse(device, "--device", &kind, gpu));
+  if (kind == PT_BACKEND_CPU) {
     *be = pt_backend_cpu();
     return PT_OK;
   }
-  long k = 0;
-  if (strcmp(device, "cuda")) {
-    if (strncmp(device, "cuda:", 5) || !device[5] || (k = strtol(device + 5, &end, 10)) < 0 || *end || k > 1023)
-      return pt_fail(PT_ERR_ARG, "--device %s: expected cpu, cuda or cuda:N", device);
-  }
-  *gpu = (int)k;
   if (!(*be = pt_backend_cuda())) return pt_wrap(PT_ERR_DEVICE, "evaluating on cuda:%d", *gpu);
   return pt_backend_bind(*be, *gpu);
 }

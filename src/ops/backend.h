@@ -36,6 +36,9 @@ extern "C" {
 
 typedef enum { PT_BACKEND_CPU = 0, PT_BACKEND_CUDA = 1 } pt_backend_kind;
 
+/* Devices one process can name (cpu:N / cuda:N, N below this). */
+#define PT_MAX_DEVICES 1024
+
 typedef struct pt_backend {
   pt_backend_kind kind;
   const char *name; /* "cpu", "cuda" */
@@ -125,6 +128,11 @@ const pt_backend *pt_backend_cuda(void);
 pt_status pt_backend_bind(const pt_backend *be, int device);
 /* Frees this thread's stream and handles (before the thread ends). */
 void pt_backend_unbind(const pt_backend *be);
+
+/* One device name, "cpu", "cpu:N", "cuda" (= cuda:0) or "cuda:N", into its
+ * kind and index; an error names flag (the option it came from) and what
+ * is expected. */
+pt_status pt_device_parse(const char *dev, const char *flag, pt_backend_kind *kind, int *index);
 
 #ifdef __cplusplus
 }

@@ -53,29 +53,6 @@ void pt_train_config_defaults(pt_train_config *c) {
   c->timeout_s = 300.0;
 }
 
-/* One device name: "cpu", "cpu:N", "cuda" (= cuda:0) or "cuda:N". */
-static pt_status parse_device(const char *dev, const char *flag, pt_backend_kind *kind, int *index) {
-  const char *num;
-  if (!strncmp(dev, "cuda", 4)) {
-    *kind = PT_BACKEND_CUDA;
-    num = dev + 4;
-  } else if (!strncmp(dev, "cpu", 3)) {
-    *kind = PT_BACKEND_CPU;
-    num = dev + 3;
-  } else {
-    return pt_fail(PT_ERR_ARG, "%s: '%s' is not a device; expected cpu, cpu:N, cuda or cuda:N", flag, dev);
-  }
-  *index = 0;
-  if (!*num) return PT_OK;
-  char *end;
-  long k = *num == ':' && num[1] ? strtol(num + 1, &end, 10) : -1;
-  if (k < 0 || *end || k >= PT_MAX_DEVICES)
-    return pt_fail(PT_ERR_ARG, "%s: '%s': expected %s:N with N from 0 to %d", flag, dev,
-                   *kind == PT_BACKEND_CUDA ? "cuda" : "cpu", PT_MAX_DEVICES - 1);
-  *index = (int)k;
-  return PT_OK;
-}
-
 /* "cpu:0,cpu:1,..." or "cuda:0,cuda:1,..." -> the number of devices and,
  * into r, their kind and indices; each named once, all of one kind. */
 static pt_status parse_devices(const char *list, int *count, pt_train_plan *r) {
@@ -92,7 +69,7 @@ static pt_status parse_devices(const char *list, int *count, pt_train_plan *r) {
     dev[len] = 0;
     pt_backend_kind kind;
     int k;
-    PT_TRY(parse_device(dev, "--devices", &kind, &k));
+    PT_TRY(pt_device_parse(dev, "--devices", &kind, &k));
     if (n > 0 && kind != r->backend)
       return pt_fail(PT_ERR_ARG, "--devices '%s': mixes CPU and CUDA devices; name devices of one kind", list);
     if (seen[k]) return pt_fail(PT_ERR_ARG, "--devices: %s is named twice", dev);
@@ -226,7 +203,7 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
       return pt_fail(PT_ERR_ARG, "--device names the one device of a run or rank; --devices lists a dp run's "
                                  "devices: give one of them");
     int k;
-    PT_TRY(parse_device(c->device, "--device", &r->backend, &k));
+    PT_TRY(pt_device_parse(c->device, "--device", &r->backend, &k));
     if (r->staged && r->backend != PT_BACKEND_CPU)
       return pt_fail(PT_ERR_ARG, "--device %s with --parallel %s: stages on CUDA devices are not built yet", c->device,
                      par);

@@ -16,8 +16,6 @@
 #include "pipe/schedule.h"
 
 #define PT_UNSET_INT (-1)
-/* Devices one process can name (--devices cpu:N / cuda:N, N below this). */
-#define PT_MAX_DEVICES 1024
 #define PT_UNSET_STR NULL
 /* Floats use NAN for "unset". */
 

@@ -18,7 +18,7 @@ expect_exit 1 "stages on CUDA devices are not built yet" -- "${T[@]}" --device c
 expect_exit 1 "--parallel pipeline on CUDA devices is not built yet" -- "${T[@]}" --parallel pipeline \
   --devices cuda:0,cuda:1
 
-expect_exit 1 "--device gpu: expected cpu, cuda or cuda:N" -- "$PTRAIN" eval --checkpoint x --model fmnist-mlp \
+expect_exit 1 "--device: 'gpu' is not a device; expected cpu, cpu:N, cuda or cuda:N" -- "$PTRAIN" eval --checkpoint x --model fmnist-mlp \
   --device gpu
 
 # --device cpu is the default, bit for bit.

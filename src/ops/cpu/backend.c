@@ -129,3 +129,25 @@ const pt_backend *pt_backend_cpu(void) { return &cpu_backend; }
 
 pt_status pt_backend_bind(const pt_backend *be, int device) { return be->bind(device); }
 void pt_backend_unbind(const pt_backend *be) { be->unbind(); }
+
+pt_status pt_device_parse(const char *dev, const char *flag, pt_backend_kind *kind, int *index) {
+  const char *num;
+  if (!strncmp(dev, "cuda", 4)) {
+    *kind = PT_BACKEND_CUDA;
+    num = dev + 4;
+  } else if (!strncmp(dev, "cpu", 3)) {
+    *kind = PT_BACKEND_CPU;
+    num = dev + 3;
+  } else {
+    return pt_fail(PT_ERR_ARG, "%s: '%s' is not a device; expected cpu, cpu:N, cuda or cuda:N", flag, dev);
+  }
+  *index = 0;
+  if (!*num) return PT_OK;
+  char *end;
+  long k = *num == ':' && num[1] ? strtol(num + 1, &end, 10) : -1;
+  if (k < 0 || *end || k >= PT_MAX_DEVICES)
+    return pt_fail(PT_ERR_ARG, "%s: '%s': expected %s:N with N from 0 to %d", flag, dev,
+                   *kind == PT_BACKEND_CUDA ? "cuda" : "cpu", PT_MAX_DEVICES - 1);
+  *index = (int)k;
+  return PT_OK;
+}
