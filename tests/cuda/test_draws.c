@@ -25,16 +25,7 @@ static void dropout_as_kernel(size_t n, float p, uint64_t key, uint64_t step, ui
   const uint32_t threshold = pt_dropout_threshold(p);
   const float scale = pt_dropout_scale(p);
   const size_t units = (n + 7) / 8;
-  for (size_t u = 0; u < units; u++) {
-    const size_t i0 = 8 * u;
-    const int count = n - i0 < 8 ? (int)(n - i0) : 8;
-    float m[8];
-    pt_dropout_unit_mask(key, step, layer, u, threshold, scale, count, m);
-    for (int k = 0; k < count; k++) {
-      mask[i0 + k] = m[k];
-      y[i0 + k] = x[i0 + k] * m[k];
-    }
-  }
+  for (size_t u = 0; u < units; u++) pt_dropout_unit(n, u, key, step, layer, threshold, scale, x, y, mask);
 }
 
 static void test_dropout_masks(void **s) {

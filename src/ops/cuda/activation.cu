@@ -1,5 +1,5 @@
 /* ReLU, dropout and scaling, as ops/cpu/activation.c. Dropout's mask is the
- * CPU's bit for bit: both take it from pt_dropout_unit_mask (draws.h), one
+ * CPU's bit for bit: both take it from pt_dropout_unit_mask (draws.h, through pt_dropout_unit), one
  * Philox call per unit of 8 elements, here one unit per thread. */
 #include <stdint.h>
 
@@ -28,16 +28,8 @@ __global__ void relu_bwd_kernel(size_t n, const float *y, const float *dy,
 __global__ void dropout_fwd_kernel(size_t n, size_t units, uint32_t threshold, float scale, uint64_t key,
                                    uint64_t step, uint32_t layer, const float *x,
                                    float *y, float *mask) {
-  for (size_t u = (size_t)blockIdx.x * blockDim.x + threadIdx.x; u < units; u += (size_t)gridDim.x * blockDim.x) {
-    const size_t i0 = 8 * u;
-    const int count = n - i0 < 8 ? (int)(n - i0) : 8;
-    float m[8];
-    pt_dropout_unit_mask(key, step, layer, u, threshold, scale, count, m);
-    for (int k = 0; k < count; k++) {
-      mask[i0 + k] = m[k];
-      y[i0 + k] = fmul_rn(x[i0 + k], m[k]);
-    }
-  }
+  for (size_t u = (size_t)blockIdx.x * blockDim.x + threadIdx.x; u < units; u += (size_t)gridDim.x * blockDim.x)
+    pt_dropout_unit(n, u, key, step, layer, threshold, scale, x, y, mask);
 }
 
 __global__ void mul_kernel(size_t n, const float *a, const float *b,

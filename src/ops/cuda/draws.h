@@ -38,6 +38,20 @@ PT_HD static inline void pt_dropout_unit_mask(uint64_t key, uint64_t step, uint3
   }
 }
 
+/* Unit u of dropout over n elements: mask and y = x * mask for elements 8u
+ * .. min(8u + 8, n). One product, so no contraction can change it. */
+PT_HD static inline void pt_dropout_unit(size_t n, uint64_t unit, uint64_t key, uint64_t step, uint32_t layer,
+                                         uint32_t threshold, float scale, const float *x, float *y, float *mask) {
+  const size_t i0 = 8 * unit;
+  const int count = n - i0 < 8 ? (int)(n - i0) : 8;
+  float m[8];
+  pt_dropout_unit_mask(key, step, layer, unit, threshold, scale, count, m);
+  for (int k = 0; k < count; k++) {
+    mask[i0 + k] = m[k];
+    y[i0 + k] = x[i0 + k] * m[k];
+  }
+}
+
 /* ---- batches ----
  * loader.c's augmentation of dataset sample idx in epoch e: a sequential
  * stream (key, c0 = e << 32 | idx), from which come, in this order, the
