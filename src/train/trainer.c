@@ -289,18 +289,14 @@ typedef struct {
 static void worker_free(worker_t *W) {
   pt_loader_destroy(W->train);
   pt_loader_destroy(W->test);
-  W->train = W->test = NULL;
   pt_stages_free(&W->stages); /* zeroed, or made by pt_stages_init */
   pt_device_data_free(&W->train_dd);
   pt_device_data_free(&W->test_dd);
   pt_model_destroy(W->whole);
-  W->whole = W->model = NULL;
   pt_optimizer_free(&W->opt);
   pt_comm_destroy(W->dcomm_own);
-  W->dcomm_own = NULL;
   pt_gpu_watch_close(&W->watch);
   if (W->metrics) pt_metrics_close(W->metrics);
-  W->metrics = NULL;
 }
 
 /* This worker's shard of a split, with the run's seed and prefetch. */
@@ -835,7 +831,7 @@ static pt_status run_workers(const pt_train_config *c, shared_t *S, FILE *out, w
     char why[256] = "";
     PT_TRY(pt_cuda_device_count(&ngpus, why, sizeof why));
     if (ngpus < 1) return pt_fail(PT_ERR_DEVICE, "--device cuda: rank %d sees no GPU: %s", comm->rank, why);
-    W[0].device = comm->local_rank % ngpus;
+    W[0].device = pt_comm_local_gpu(comm->local_rank, ngpus);
   }
   pthread_t tids[1024];
   int started = 0;
