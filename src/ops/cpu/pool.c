@@ -5,6 +5,10 @@
 
 #include "ops/cpu/ops.h"
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
 typedef struct {
   int h, w, k, s, oh, ow;
   const float *x, *dy;
@@ -46,6 +50,54 @@ static void maxpool_fwd(void *ctx, size_t lo, size_t hi) {
 
 /* The tutorials' pooling, kernel 2 stride 2: four candidates per output,
  * compared branch-free in scan order (ties keep the first, NaN wins). */
+#ifdef __AVX512F__
+/* 16 outputs of a row at a time: the even and odd columns of two input
+ * rows, split by permutes, compared in the scalar loop's order. */
+static inline __mmask16 takes(__m512 v, __m512 best) {
+  return _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+}
+
+static void maxpool2_fwd(void *ctx, size_t lo, size_t hi) {
+  const pool_job *j = ctx;
+  const int w = j->w, oh = j->oh, ow = j->ow;
+  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i io = _mm512_add_epi32(ie, _mm512_set1_epi32(1));
+  for (size_t p = lo; p < hi; p++) {
+    const float *xp = j->x + p * (size_t)j->h * w;
+    float *yp = j->y + p * (size_t)oh * ow;
+    int32_t *ap = j->argmax + p * (size_t)oh * ow;
+    for (int oy = 0; oy < oh; oy++) {
+      const float *r0 = xp + (size_t)(2 * oy) * w, *r1 = r0 + w;
+      for (int ox = 0; ox < ow; ox += 16) {
+        const int n = ow - ox < 16 ? ow - ox : 16; /* outputs; 2n inputs a row */
+        const __mmask16 m = (__mmask16)(n == 16 ? 0xFFFFu : (1u << n) - 1);
+        const __mmask16 ma = (__mmask16)(2 * n >= 16 ? 0xFFFFu : (1u << (2 * n)) - 1);
+        const __mmask16 mb = (__mmask16)(2 * n >= 32 ? 0xFFFFu : 2 * n > 16 ? (1u << (2 * n - 16)) - 1 : 0);
+        const __m512 a0 = _mm512_maskz_loadu_ps(ma, r0 + 2 * ox), b0 = _mm512_maskz_loadu_ps(mb, r0 + 2 * ox + 16);
+        const __m512 a1 = _mm512_maskz_loadu_ps(ma, r1 + 2 * ox), b1 = _mm512_maskz_loadu_ps(mb, r1 + 2 * ox + 16);
+        const __m512i i00 = _mm512_add_epi32(_mm512_set1_epi32(2 * oy * w + 2 * ox), _mm512_slli_epi32(
+                                                 _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1));
+        __m512 bv = _mm512_permutex2var_ps(a0, ie, b0);
+        __m512i bi = i00;
+        __m512 v = _mm512_permutex2var_ps(a0, io, b0);
+        __mmask16 t = takes(v, bv);
+        bv = _mm512_mask_mov_ps(bv, t, v);
+        bi = _mm512_mask_add_epi32(bi, t, i00, _mm512_set1_epi32(1));
+        v = _mm512_permutex2var_ps(a1, ie, b1);
+        t = takes(v, bv);
+        bv = _mm512_mask_mov_ps(bv, t, v);
+        bi = _mm512_mask_add_epi32(bi, t, i00, _mm512_set1_epi32(w));
+        v = _mm512_permutex2var_ps(a1, io, b1);
+        t = takes(v, bv);
+        bv = _mm512_mask_mov_ps(bv, t, v);
+        bi = _mm512_mask_add_epi32(bi, t, i00, _mm512_set1_epi32(w + 1));
+        _mm512_mask_storeu_ps(yp + oy * ow + ox, m, bv);
+        _mm512_mask_storeu_epi32(ap + oy * ow + ox, m, bi);
+      }
+    }
+  }
+}
+#else
 static void maxpool2_fwd(void *ctx, size_t lo, size_t hi) {
   const pool_job *j = ctx;
   const int w = j->w, oh = j->oh, ow = j->ow;
@@ -77,6 +129,7 @@ static void maxpool2_fwd(void *ctx, size_t lo, size_t hi) {
     }
   }
 }
+#endif
 
 /* Planes (one image channel each) are independent: split them over threads. */
 void pt_maxpool_forward(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *x,
@@ -102,12 +155,41 @@ static void maxpool_bwd(void *ctx, size_t lo, size_t hi) {
 static void maxpool2_bwd(void *ctx, size_t lo, size_t hi) {
   const pool_job *j = ctx;
   const int w = j->w, oh = j->oh, ow = j->ow;
+#ifdef __AVX512F__
+  /* 16 windows of a row at a time: each of the four positions gets the
+   * gradient where it is the argmax, and the even and odd columns are
+   * interleaved back into two rows of 32 */
+  const __m512i lo16 = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi16 = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+#endif
   for (size_t p = lo; p < hi; p++) {
     float *dxp = j->dx + p * (size_t)j->h * w;
     const float *dyp = j->dy + p * (size_t)oh * ow;
     const int32_t *ap = j->argmax_in + p * (size_t)oh * ow;
     if (2 * oh != j->h || 2 * ow != w) memset(dxp, 0, sizeof(float) * (size_t)j->h * w); /* odd edges */
-    for (int oy = 0; oy < oh; oy++)
+    for (int oy = 0; oy < oh; oy++) {
+#ifdef __AVX512F__
+      for (int ox = 0; ox < ow; ox += 16) {
+        const int n = ow - ox < 16 ? ow - ox : 16;
+        const __mmask16 m = (__mmask16)(n == 16 ? 0xFFFFu : (1u << n) - 1);
+        const __mmask16 ma = (__mmask16)(2 * n >= 16 ? 0xFFFFu : (1u << (2 * n)) - 1);
+        const __mmask16 mb = (__mmask16)(2 * n >= 32 ? 0xFFFFu : 2 * n > 16 ? (1u << (2 * n - 16)) - 1 : 0);
+        const __m512 g = _mm512_maskz_loadu_ps(m, dyp + oy * ow + ox);
+        const __m512i a = _mm512_maskz_loadu_epi32(m, ap + oy * ow + ox);
+        const __m512i i00 = _mm512_add_epi32(_mm512_set1_epi32(2 * oy * w + 2 * ox), _mm512_slli_epi32(
+                                                 _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1));
+        const __m512 v00 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, i00), g);
+        const __m512 v01 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_add_epi32(i00, _mm512_set1_epi32(1))), g);
+        const __m512 v10 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_add_epi32(i00, _mm512_set1_epi32(w))), g);
+        const __m512 v11 =
+            _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_add_epi32(i00, _mm512_set1_epi32(w + 1))), g);
+        float *d0 = dxp + (size_t)(2 * oy) * w + 2 * ox, *d1 = d0 + w;
+        _mm512_mask_storeu_ps(d0, ma, _mm512_permutex2var_ps(v00, lo16, v01));
+        _mm512_mask_storeu_ps(d0 + 16, mb, _mm512_permutex2var_ps(v00, hi16, v01));
+        _mm512_mask_storeu_ps(d1, ma, _mm512_permutex2var_ps(v10, lo16, v11));
+        _mm512_mask_storeu_ps(d1 + 16, mb, _mm512_permutex2var_ps(v10, hi16, v11));
+      }
+#else
       for (int ox = 0; ox < ow; ox++) {
         const int32_t a = ap[oy * ow + ox], i0 = 2 * oy * w + 2 * ox;
         const float g = dyp[oy * ow + ox];
@@ -116,6 +198,8 @@ static void maxpool2_bwd(void *ctx, size_t lo, size_t hi) {
         dxp[i0 + w] = a == i0 + w ? g : 0.0f;
         dxp[i0 + w + 1] = a == i0 + w + 1 ? g : 0.0f;
       }
+#endif
+    }
   }
 }
 
