@@ -16,7 +16,7 @@
 
 #include "ops/cpu/conv_direct.h"
 #include "ops/cpu/conv_winograd.h"
-#include "ops/cpu/conv_winograd5.h"
+#include "ops/cpu/conv_winograd6.h"
 #include "ops/cpu/ops.h"
 #include "util/threadpool.h"
 
@@ -55,8 +55,8 @@ static size_t per_thread(const pt_conv_geom *g) {
 
 size_t pt_conv_workspace(const pt_conv_geom *g, int nthreads) {
 #ifdef __AVX512F__
+  if (pt_conv_wino6_ok(g)) return pt_conv_wino6_workspace(g, nthreads);
   if (pt_conv_wino_ok(g)) return pt_conv_wino_workspace(g, nthreads);
-  if (pt_conv_wino5_ok(g)) return pt_conv_wino5_workspace(g, nthreads);
   if (pt_conv_direct_ok(g)) return pt_conv_direct_workspace(g, nthreads);
 #endif
   return per_thread(g) * (size_t)nthreads;
@@ -193,12 +193,12 @@ static void forward_task(void *ctx, int tid, int nt) {
 void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
                        float *y, float *ws) {
 #ifdef __AVX512F__
-  if (pt_conv_wino_ok(g)) {
-    pt_conv_wino_forward(g, n, x, w, b, y, ws);
+  if (pt_conv_wino6_ok(g)) {
+    pt_conv_wino6_forward(g, n, x, w, b, y, ws);
     return;
   }
-  if (pt_conv_wino5_ok(g)) {
-    pt_conv_wino5_forward(g, n, x, w, b, y, ws);
+  if (pt_conv_wino_ok(g)) {
+    pt_conv_wino_forward(g, n, x, w, b, y, ws);
     return;
   }
   if (pt_conv_direct_ok(g)) {
@@ -253,12 +253,12 @@ static void backward_task(void *ctx, int tid, int nt) {
 void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                         const float *dy, float *dw, float *db, float *dx, float *ws) {
 #ifdef __AVX512F__
-  if (pt_conv_wino_ok(g)) {
-    pt_conv_wino_backward(g, n, x, w, y, dy, dw, db, dx, ws);
+  if (pt_conv_wino6_ok(g)) {
+    pt_conv_wino6_backward(g, n, x, w, y, dy, dw, db, dx, ws);
     return;
   }
-  if (pt_conv_wino5_ok(g)) {
-    pt_conv_wino5_backward(g, n, x, w, y, dy, dw, db, dx, ws);
+  if (pt_conv_wino_ok(g)) {
+    pt_conv_wino_backward(g, n, x, w, y, dy, dw, db, dx, ws);
     return;
   }
   if (pt_conv_direct_ok(g)) {

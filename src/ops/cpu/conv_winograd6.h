@@ -1,11 +1,13 @@
-/* conv2d 5x5, stride 1, by Winograd minimal filtering F(2x2, 5x5): 36
- * multiplications per 2x2 outputs and input channel instead of 100, for
- * the forward pass and both gradients. conv.c takes it where
- * pt_conv_wino5_ok says so (tutorial-cnn's conv2.0), and the direct kernels
- * (conv_direct.c) elsewhere.
+/* conv2d by Winograd minimal filtering on 6x6 tiles, stride 1: F(2x2, 5x5)
+ * for 5x5 kernels (36 multiplications per 2x2 outputs and input channel
+ * instead of 100) and F(4x4, 3x3) for 3x3 ones (36 per 4x4 outputs instead
+ * of 144), for the forward pass and both gradients. conv.c takes it first
+ * where pt_conv_wino6_ok says so (tutorial-cnn's conv2.0, mnist-cnn's
+ * conv2, cifar-convnet's conv2-6), then F(2x2, 3x3) (conv_winograd.h), then
+ * the direct kernels (conv_direct.c).
  */
-#ifndef PT_OPS_CPU_CONV_WINOGRAD5_H
-#define PT_OPS_CPU_CONV_WINOGRAD5_H
+#ifndef PT_OPS_CPU_CONV_WINOGRAD6_H
+#define PT_OPS_CPU_CONV_WINOGRAD6_H
 
 #include <stddef.h>
 
@@ -14,16 +16,16 @@
 /* Defined in builds with AVX-512 (__AVX512F__) only; conv.c calls them
  * under the same test. Non-zero when the geometry can take this path and
  * it is expected to be faster than the direct one. */
-int pt_conv_wino5_ok(const pt_conv_geom *g);
+int pt_conv_wino6_ok(const pt_conv_geom *g);
 /* Floats of workspace for nthreads threads (only meaningful when ok). */
-size_t pt_conv_wino5_workspace(const pt_conv_geom *g, int nthreads);
-/* y (n, oc, oh, ow) = relu?(conv(x (n, c, h, w), w (oc, c, 5, 5)) + b). */
-void pt_conv_wino5_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
+size_t pt_conv_wino6_workspace(const pt_conv_geom *g, int nthreads);
+/* y (n, oc, oh, ow) = relu?(conv(x (n, c, h, w), w (oc, c, k, k)) + b). */
+void pt_conv_wino6_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
                            float *ws);
 /* dw, db += the weight and bias gradients, and dx (n, c, h, w) = the input
  * gradient when dx is not NULL (overwritten); dy goes through the fused
  * ReLU's mask (y > 0) when g->relu. */
-void pt_conv_wino5_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
+void pt_conv_wino6_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                             const float *dy, float *dw, float *db, float *dx, float *ws);
 
 #endif
