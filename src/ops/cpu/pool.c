@@ -51,23 +51,27 @@ static void maxpool_fwd(void *ctx, size_t lo, size_t hi) {
 /* The tutorials' pooling, kernel 2 stride 2: four candidates per output,
  * compared branch-free in scan order (ties keep the first, NaN wins). */
 #ifdef __AVX512F__
-/* 16 outputs of a row at a time: the even and odd columns of two input
- * rows, split by permutes, compared in the scalar loop's order. */
 static inline __mmask16 takes(__m512 v, __m512 best) {
   return _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
 }
+#endif
 
 static void maxpool2_fwd(void *ctx, size_t lo, size_t hi) {
   const pool_job *j = ctx;
   const int w = j->w, oh = j->oh, ow = j->ow;
+#ifdef __AVX512F__
   const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i io = _mm512_add_epi32(ie, _mm512_set1_epi32(1));
+#endif
   for (size_t p = lo; p < hi; p++) {
     const float *xp = j->x + p * (size_t)j->h * w;
     float *yp = j->y + p * (size_t)oh * ow;
     int32_t *ap = j->argmax + p * (size_t)oh * ow;
     for (int oy = 0; oy < oh; oy++) {
       const float *r0 = xp + (size_t)(2 * oy) * w, *r1 = r0 + w;
+#ifdef __AVX512F__
+      /* 16 outputs at a time: the even and odd columns of the two input
+       * rows, split by permutes, compared in the scalar loop's order */
       for (int ox = 0; ox < ow; ox += 16) {
         const int n = ow - ox < 16 ? ow - ox : 16; /* outputs; 2n inputs a row */
         const __mmask16 m = (__mmask16)(n == 16 ? 0xFFFFu : (1u << n) - 1);
@@ -94,19 +98,7 @@ static void maxpool2_fwd(void *ctx, size_t lo, size_t hi) {
         _mm512_mask_storeu_ps(yp + oy * ow + ox, m, bv);
         _mm512_mask_storeu_epi32(ap + oy * ow + ox, m, bi);
       }
-    }
-  }
-}
 #else
-static void maxpool2_fwd(void *ctx, size_t lo, size_t hi) {
-  const pool_job *j = ctx;
-  const int w = j->w, oh = j->oh, ow = j->ow;
-  for (size_t p = lo; p < hi; p++) {
-    const float *xp = j->x + p * (size_t)j->h * w;
-    float *yp = j->y + p * (size_t)oh * ow;
-    int32_t *ap = j->argmax + p * (size_t)oh * ow;
-    for (int oy = 0; oy < oh; oy++) {
-      const float *r0 = xp + (size_t)(2 * oy) * w, *r1 = r0 + w;
       const int base = 2 * oy * w;
       for (int ox = 0; ox < ow; ox++) {
         float bv = r0[2 * ox];
@@ -126,10 +118,10 @@ static void maxpool2_fwd(void *ctx, size_t lo, size_t hi) {
         yp[oy * ow + ox] = bv;
         ap[oy * ow + ox] = bi;
       }
+#endif
     }
   }
 }
-#endif
 
 /* Planes (one image channel each) are independent: split them over threads. */
 void pt_maxpool_forward(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *x,
