@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "ops/cpu/conv_direct.h"
-#include "ops/cpu/conv_winograd.h"
 #include "ops/cpu/conv_winograd6.h"
 #include "ops/cpu/ops.h"
 #include "util/threadpool.h"
@@ -56,7 +55,6 @@ static size_t per_thread(const pt_conv_geom *g) {
 size_t pt_conv_workspace(const pt_conv_geom *g, int nthreads) {
 #ifdef __AVX512F__
   if (pt_conv_wino6_ok(g)) return pt_conv_wino6_workspace(g, nthreads);
-  if (pt_conv_wino_ok(g)) return pt_conv_wino_workspace(g, nthreads);
   if (pt_conv_direct_ok(g)) return pt_conv_direct_workspace(g, nthreads);
 #endif
   return per_thread(g) * (size_t)nthreads;
@@ -197,10 +195,6 @@ void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float
     pt_conv_wino6_forward(g, n, x, w, b, y, ws);
     return;
   }
-  if (pt_conv_wino_ok(g)) {
-    pt_conv_wino_forward(g, n, x, w, b, y, ws);
-    return;
-  }
   if (pt_conv_direct_ok(g)) {
     pt_conv_direct_forward(g, n, x, w, b, y, ws);
     return;
@@ -255,10 +249,6 @@ void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const floa
 #ifdef __AVX512F__
   if (pt_conv_wino6_ok(g)) {
     pt_conv_wino6_backward(g, n, x, w, y, dy, dw, db, dx, ws);
-    return;
-  }
-  if (pt_conv_wino_ok(g)) {
-    pt_conv_wino_backward(g, n, x, w, y, dy, dw, db, dx, ws);
     return;
   }
   if (pt_conv_direct_ok(g)) {

@@ -3,8 +3,8 @@
  * instead of 100) and F(4x4, 3x3) for 3x3 ones (36 per 4x4 outputs instead
  * of 144), for the forward pass and both gradients. conv.c takes it first
  * where pt_conv_wino6_ok says so (tutorial-cnn's conv2.0, mnist-cnn's
- * conv2, cifar-convnet's conv2-6), then F(2x2, 3x3) (conv_winograd.h), then
- * the direct kernels (conv_direct.c).
+ * conv2, cifar-convnet's conv2-6), and the direct kernels (conv_direct.c)
+ * elsewhere.
  */
 #ifndef PT_OPS_CPU_CONV_WINOGRAD6_H
 #define PT_OPS_CPU_CONV_WINOGRAD6_H
