@@ -54,6 +54,25 @@ static void maxpool_fwd(void *ctx, size_t lo, size_t hi) {
 static inline __mmask16 takes(__m512 v, __m512 best) {
   return _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
 }
+
+/* The windows ox .. ox+15 of output row oy (fewer at the row's end): m
+ * masks the windows, ma and mb their 2n input columns as two vectors, and
+ * i00 holds each window's top-left input index. */
+typedef struct {
+  __mmask16 m, ma, mb;
+  __m512i i00;
+} segment;
+
+static inline segment segment_at(int oy, int ox, int w, int ow) {
+  const int n = ow - ox < 16 ? ow - ox : 16;
+  segment g;
+  g.m = (__mmask16)(n == 16 ? 0xFFFFu : (1u << n) - 1);
+  g.ma = (__mmask16)(2 * n >= 16 ? 0xFFFFu : (1u << (2 * n)) - 1);
+  g.mb = (__mmask16)(2 * n >= 32 ? 0xFFFFu : 2 * n > 16 ? (1u << (2 * n - 16)) - 1 : 0);
+  g.i00 = _mm512_add_epi32(_mm512_set1_epi32(2 * oy * w + 2 * ox),
+                           _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));
+  return g;
+}
 #endif
 
 static void maxpool2_fwd(void *ctx, size_t lo, size_t hi) {
@@ -73,14 +92,11 @@ static void maxpool2_fwd(void *ctx, size_t lo, size_t hi) {
       /* 16 outputs at a time: the even and odd columns of the two input
        * rows, split by permutes, compared in the scalar loop's order */
       for (int ox = 0; ox < ow; ox += 16) {
-        const int n = ow - ox < 16 ? ow - ox : 16; /* outputs; 2n inputs a row */
-        const __mmask16 m = (__mmask16)(n == 16 ? 0xFFFFu : (1u << n) - 1);
-        const __mmask16 ma = (__mmask16)(2 * n >= 16 ? 0xFFFFu : (1u << (2 * n)) - 1);
-        const __mmask16 mb = (__mmask16)(2 * n >= 32 ? 0xFFFFu : 2 * n > 16 ? (1u << (2 * n - 16)) - 1 : 0);
-        const __m512 a0 = _mm512_maskz_loadu_ps(ma, r0 + 2 * ox), b0 = _mm512_maskz_loadu_ps(mb, r0 + 2 * ox + 16);
-        const __m512 a1 = _mm512_maskz_loadu_ps(ma, r1 + 2 * ox), b1 = _mm512_maskz_loadu_ps(mb, r1 + 2 * ox + 16);
-        const __m512i i00 = _mm512_add_epi32(_mm512_set1_epi32(2 * oy * w + 2 * ox), _mm512_slli_epi32(
-                                                 _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1));
+        const segment g = segment_at(oy, ox, w, ow);
+        const __mmask16 m = g.m;
+        const __m512i i00 = g.i00;
+        const __m512 a0 = _mm512_maskz_loadu_ps(g.ma, r0 + 2 * ox), b0 = _mm512_maskz_loadu_ps(g.mb, r0 + 2 * ox + 16);
+        const __m512 a1 = _mm512_maskz_loadu_ps(g.ma, r1 + 2 * ox), b1 = _mm512_maskz_loadu_ps(g.mb, r1 + 2 * ox + 16);
         __m512 bv = _mm512_permutex2var_ps(a0, ie, b0);
         __m512i bi = i00;
         __m512 v = _mm512_permutex2var_ps(a0, io, b0);
@@ -162,14 +178,11 @@ static void maxpool2_bwd(void *ctx, size_t lo, size_t hi) {
     for (int oy = 0; oy < oh; oy++) {
 #ifdef __AVX512F__
       for (int ox = 0; ox < ow; ox += 16) {
-        const int n = ow - ox < 16 ? ow - ox : 16;
-        const __mmask16 m = (__mmask16)(n == 16 ? 0xFFFFu : (1u << n) - 1);
-        const __mmask16 ma = (__mmask16)(2 * n >= 16 ? 0xFFFFu : (1u << (2 * n)) - 1);
-        const __mmask16 mb = (__mmask16)(2 * n >= 32 ? 0xFFFFu : 2 * n > 16 ? (1u << (2 * n - 16)) - 1 : 0);
-        const __m512 g = _mm512_maskz_loadu_ps(m, dyp + oy * ow + ox);
-        const __m512i a = _mm512_maskz_loadu_epi32(m, ap + oy * ow + ox);
-        const __m512i i00 = _mm512_add_epi32(_mm512_set1_epi32(2 * oy * w + 2 * ox), _mm512_slli_epi32(
-                                                 _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1));
+        const segment sg = segment_at(oy, ox, w, ow);
+        const __mmask16 ma = sg.ma, mb = sg.mb;
+        const __m512i i00 = sg.i00;
+        const __m512 g = _mm512_maskz_loadu_ps(sg.m, dyp + oy * ow + ox);
+        const __m512i a = _mm512_maskz_loadu_epi32(sg.m, ap + oy * ow + ox);
         const __m512 v00 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, i00), g);
         const __m512 v01 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_add_epi32(i00, _mm512_set1_epi32(1))), g);
         const __m512 v10 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_add_epi32(i00, _mm512_set1_epi32(w))), g);
