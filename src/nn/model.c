@@ -118,7 +118,8 @@ static pt_status alloc_activations(pt_model *m, size_t ws_max) {
     pt_layer *L = &m->layers[i];
     size_t o = out_size(L);
     if (o > m->max_act) m->max_act = o;
-    if (L->fused) continue; /* y is the conv's, set by pt_model_use_slot */
+    if (L->view) continue; /* y is the conv's, set by pt_model_use_slot */
+    if (L->spec.kind == PT_L_CONV2D && L->conv_pool) continue; /* writes the pool's y */
     if (L->spec.kind != PT_L_FLATTEN) {
       if (!(L->y_mem = balloc(m, sizeof(float) * S * B * o))) return PT_ERR_NOMEM;
       m->slot_bytes += sizeof(float) * B * o;
@@ -176,7 +177,7 @@ void pt_model_use_slot(pt_model *m, int s) {
   for (int i = 0; i < m->nlayers; i++) {
     pt_layer *L = &m->layers[i];
     const size_t at = (size_t)s * B * out_size(L);
-    if (L->fused) {
+    if (L->view) {
       L->y = m->layers[i - 1].y;
       continue;
     }
@@ -188,6 +189,11 @@ void pt_model_use_slot(pt_model *m, int s) {
       L->save_invstd = L->save_mean + L->out_c;
     }
   }
+  /* A conv with the pool fused writes the pool's output: the next layer
+   * reads it as the conv's (and its ReLU view's) y. */
+  for (int i = 0; i + 2 < m->nlayers; i++)
+    if (m->layers[i].spec.kind == PT_L_CONV2D && m->layers[i].conv_pool)
+      m->layers[i].y = m->layers[i + 1].y = m->layers[i + 2].y;
 }
 
 /* Walks the spec: shapes, parameter and buffer tables, conv+ReLU fusion.
@@ -231,8 +237,19 @@ static pt_status infer_model(pt_model *m, const pt_model_spec *spec, int max_bat
   for (int i = 1; i < m->nlayers; i++)
     if (m->layers[i].spec.kind == PT_L_RELU && m->layers[i - 1].spec.kind == PT_L_CONV2D) {
       m->layers[i - 1].conv.relu = 1;
-      m->layers[i].fused = 1;
+      m->layers[i].fused = m->layers[i].view = 1;
     }
+  /* And a 2x2 max-pool after them, where the backend can: the conv's full
+   * output, the largest activation, then never goes to memory, nor its
+   * gradient (mnist-cnn's conv2: 9.4 MB each way a step). */
+  for (int i = 2; i < m->nlayers; i++) {
+    pt_layer *C = &m->layers[i - 2], *P = &m->layers[i];
+    if (P->spec.kind == PT_L_MAXPOOL2D && P->spec.kernel == 2 && P->spec.stride == 2 && m->layers[i - 1].view &&
+        C->spec.kind == PT_L_CONV2D && m->be && m->be->conv_pool_ok && m->be->conv_pool_ok(&C->conv)) {
+      C->conv_pool = 1;
+      P->fused = 1;
+    }
+  }
   return PT_OK;
 }
 
@@ -409,7 +426,13 @@ static void layer_forward(pt_model *m, pt_layer *L, const float *x, int n) {
   const size_t o = out_size(L);
   const int hw = L->in_h * L->in_w;
   switch (L->spec.kind) {
-    case PT_L_CONV2D: m->be->conv2d_forward(&L->conv, n, x, P(m, L->w), P(m, L->b), L->y, m->ws); break;
+    case PT_L_CONV2D:
+      if (L->conv_pool)
+        m->be->conv2d_pool_forward(&L->conv, n, x, P(m, L->w), P(m, L->b), L->y, m->layers[L->index + 2].argmax,
+                                   m->ws);
+      else
+        m->be->conv2d_forward(&L->conv, n, x, P(m, L->w), P(m, L->b), L->y, m->ws);
+      break;
     case PT_L_LINEAR: m->be->linear_forward(n, L->in_c, L->out_c, x, P(m, L->w), P(m, L->b), L->y); break;
     case PT_L_BATCHNORM2D: {
       pt_bn_geom g = {L->in_c, L->spec.eps, L->spec.momentum};
@@ -487,7 +510,11 @@ static void layer_backward(pt_model *m, pt_layer *L, const float *x, const float
   const int hw = L->in_h * L->in_w;
   switch (L->spec.kind) {
     case PT_L_CONV2D:
-      m->be->conv2d_backward(&L->conv, n, x, P(m, L->w), L->y, dy, G(m, L->w), G(m, L->b), dx, m->ws);
+      if (L->conv_pool)
+        m->be->conv2d_pool_backward(&L->conv, n, x, P(m, L->w), m->layers[L->index + 2].argmax, dy, G(m, L->w),
+                                    G(m, L->b), dx, m->ws);
+      else
+        m->be->conv2d_backward(&L->conv, n, x, P(m, L->w), L->y, dy, G(m, L->w), G(m, L->b), dx, m->ws);
       break;
     case PT_L_LINEAR: m->be->linear_backward(n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx); break;
     case PT_L_BATCHNORM2D: {

@@ -32,7 +32,9 @@ typedef struct {
   int w, b;                 /* parameter indices, -1 if none */
   int rmean, rvar;          /* batch-norm buffer indices, -1 if none */
   int64_t num_batches_tracked;
-  int fused;                /* a ReLU folded into the conv before it: y is a view of the conv's */
+  int fused;                /* runs inside the conv before it (a ReLU, or a ReLU's max-pool) */
+  int view;                 /* a fused ReLU: y is a view of the conv's */
+  int conv_pool;            /* conv: the ReLU and max-pool after it are fused into it */
   float *y;                 /* (max_batch, out_c, out_h, out_w) output of the current slot */
   int32_t *argmax;          /* max-pool: (max_batch, out) */
   float *mask;              /* dropout: (max_batch, out) */

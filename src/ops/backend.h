@@ -63,6 +63,12 @@ typedef struct pt_backend {
                          float *ws);
   void (*conv2d_backward)(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                           const float *dy, float *dw, float *db, float *dx, float *ws);
+  /* conv + ReLU + 2x2 max-pool in one op; NULL where the backend has none. */
+  int (*conv_pool_ok)(const pt_conv_geom *g);
+  void (*conv2d_pool_forward)(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
+                              float *y, int32_t *code, float *ws);
+  void (*conv2d_pool_backward)(const pt_conv_geom *g, int n, const float *x, const float *w, const int32_t *code,
+                               const float *dy, float *dw, float *db, float *dx, float *ws);
   void (*linear_forward)(int n, int in, int out, const float *x, const float *w, const float *b, float *y);
   void (*linear_backward)(int n, int in, int out, const float *x, const float *w, const float *dy, float *dw,
                           float *db, float *dx);

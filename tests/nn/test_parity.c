@@ -184,6 +184,28 @@ static void test_mnist_cnn(void **s) { (void)s; check_preset("mnist-cnn"); }
 static void test_tutorial_cnn(void **s) { (void)s; check_preset("tutorial-cnn"); }
 static void test_fmnist_mlp(void **s) { (void)s; check_preset("fmnist-mlp"); }
 
+/* The parity tests above cover the fused conv + ReLU + max-pool only if
+ * the presets take it: where the build has it (AVX-512), mnist-cnn's conv2
+ * and tutorial-cnn's conv2.0 do; conv1.0 (1 input channel) does not. */
+static void test_presets_fuse_pools(void **s) {
+  (void)s;
+  pt_conv_geom probe = {16, 14, 14, 32, 5, 5, 1, 2, 0, 0, 1};
+  assert_true(pt_conv_init(&probe));
+  if (!pt_conv_pool_ok(&probe)) skip();
+  pt_model_spec spec;
+  pt_model *m;
+  assert_int_equal(pt_preset_spec("mnist-cnn", &spec), PT_OK);
+  assert_int_equal(pt_model_create(&m, &spec, 2), PT_OK);
+  assert_true(m->layers[2].conv_pool && m->layers[4].fused && !m->layers[0].conv_pool);
+  assert_ptr_equal(m->layers[2].y, m->layers[4].y);
+  pt_model_destroy(m);
+  assert_int_equal(pt_preset_spec("tutorial-cnn", &spec), PT_OK);
+  assert_int_equal(pt_model_create(&m, &spec, 2), PT_OK);
+  assert_true(m->layers[3].conv_pool && m->layers[5].fused);
+  assert_true(!m->layers[0].conv_pool && !m->layers[2].fused);
+  pt_model_destroy(m);
+}
+
 static void test_cifar_bn_train(void **s) {
   (void)s;
   pt_model_spec spec;
@@ -278,7 +300,7 @@ int main(void) {
       cmocka_unit_test(test_cifar_bn_eval), cmocka_unit_test(test_sgd_plain),
       cmocka_unit_test(test_sgd_momentum), cmocka_unit_test(test_sgd_nesterov),
       cmocka_unit_test(test_adam),        cmocka_unit_test(test_adamw),
-      cmocka_unit_test(test_adadelta),
+      cmocka_unit_test(test_adadelta),    cmocka_unit_test(test_presets_fuse_pools),
   };
   return cmocka_run_group_tests(tests, NULL, report);
 }

@@ -83,8 +83,8 @@ static void check_shape(const shape *s, int threads) {
 
   pt_conv_direct_forward(&g, s->n, x, w, b, yd, wsd);
   pt_conv_direct_backward(&g, s->n, x, w, yd, dy, dwd, dbd, dxd, wsd);
-  pt_conv_wino6_forward(&g, s->n, x, w, b, yw, ws);
-  pt_conv_wino6_backward(&g, s->n, x, w, yw, dy, dww, dbw, dxw, ws);
+  pt_conv_wino6_forward(&g, s->n, x, w, b, yw, NULL, ws);
+  pt_conv_wino6_backward(&g, s->n, x, w, yw, NULL, dy, dww, dbw, dxw, ws);
 
   double ey = rel_err(yw, yd, ny), ex = rel_err(dxw, dxd, nx), ew = rel_err(dww, dwd, nw);
   double eb = rel_err(dbw, dbd, (size_t)s->oc);
@@ -103,7 +103,7 @@ static void check_shape(const shape *s, int threads) {
   assert_true(eb < tol);
 
   /* the input gradient is overwritten, not accumulated */
-  pt_conv_wino6_backward(&g, s->n, x, w, yw, dy, dww, dbw, dxw, ws);
+  pt_conv_wino6_backward(&g, s->n, x, w, yw, NULL, dy, dww, dbw, dxw, ws);
   assert_true(rel_err(dxw, dxd, nx) < tol);
   free(x); free(w); free(b); free(dy); free(yd); free(yw); free(dxd); free(dxw);
   free(dwd); free(dww); free(dbd); free(dbw); free(wsd); free(ws);
@@ -133,11 +133,11 @@ static void check_invariant(int k) {
   float *dw = calloc(nw, sizeof(float)), *db = calloc(32, sizeof(float));
   float *ws = calloc(pt_conv_wino6_workspace(&g, 2), sizeof(float));
   pt_ops_set_threads(1);
-  pt_conv_wino6_forward(&g, n, x, w, b, y1, ws);
-  pt_conv_wino6_backward(&g, n, x, w, y1, dy, dw, db, d1, ws);
+  pt_conv_wino6_forward(&g, n, x, w, b, y1, NULL, ws);
+  pt_conv_wino6_backward(&g, n, x, w, y1, NULL, dy, dw, db, d1, ws);
   pt_ops_set_threads(2);
-  pt_conv_wino6_forward(&g, n, x, w, b, y2, ws);
-  pt_conv_wino6_backward(&g, n, x, w, y2, dy, dw, db, d2, ws);
+  pt_conv_wino6_forward(&g, n, x, w, b, y2, NULL, ws);
+  pt_conv_wino6_backward(&g, n, x, w, y2, NULL, dy, dw, db, d2, ws);
   pt_ops_set_threads(1);
   assert_memory_equal(y1, y2, ny * sizeof(float));
   assert_memory_equal(d1, d2, nx * sizeof(float));
@@ -150,8 +150,89 @@ static void test_thread_count_invariant(void **state) {
   check_invariant(5);
 }
 
+/* conv + ReLU + 2x2 max-pool fused (pt_conv2d_pool_*) against the same
+ * Winograd conv with its ReLU, then pt_maxpool_*: the same numbers in the
+ * same order, so equal bit for bit. Random data put about half the ReLU's
+ * outputs at 0, so windows whose maximum is 0 (no gradient) are common. */
+static const shape pool_shapes[] = {
+    {3, 32, 26, 26, 64, 0, 1, 3}, /* mnist-cnn's conv2 */
+    {3, 16, 14, 14, 32, 2, 1, 5}, /* tutorial-cnn's conv2.0: 2x2 tiles, 7x7 pooled */
+    {2, 20, 10, 10, 12, 1, 1, 5}, /* channels past a vector on both sides */
+    {1, 8, 36, 38, 9, 1, 1, 3},   /* 18x19 pooled: two column blocks; tiles overhang the last column */
+    {2, 48, 8, 8, 96, 1, 1, 3},   /* 8x8 out: 2x2 tiles of 4x4, 4x4 pooled */
+};
+
+static void check_pool_shape(const shape *s, int threads) {
+  pt_conv_geom g = {s->c, s->h, s->w, s->oc, s->k, s->k, 1, s->pad, 0, 0, 1};
+  assert_true(pt_conv_init(&g));
+  assert_true(pt_conv_pool_ok(&g));
+  pt_ops_set_threads(threads);
+  const int ph = g.oh / 2, pw = g.ow / 2;
+  const size_t nx = (size_t)s->n * s->c * s->h * s->w, ny = (size_t)s->n * s->oc * g.oh * g.ow, np = ny / 4;
+  const size_t nw = (size_t)s->oc * s->c * s->k * s->k;
+  float *x = rand_array(nx), *w = rand_array(nw), *b = rand_array((size_t)s->oc), *dp = rand_array(np);
+  float *y = calloc(ny, sizeof(float)), *dy = calloc(ny, sizeof(float));
+  float *p1 = calloc(np, sizeof(float)), *p2 = calloc(np, sizeof(float));
+  int32_t *am = calloc(np, sizeof(int32_t)), *code = calloc(np, sizeof(int32_t));
+  float *dx1 = calloc(nx, sizeof(float)), *dx2 = calloc(nx, sizeof(float));
+  float *dw1 = calloc(nw, sizeof(float)), *dw2 = calloc(nw, sizeof(float));
+  float *db1 = calloc((size_t)s->oc, sizeof(float)), *db2 = calloc((size_t)s->oc, sizeof(float));
+  float *ws = calloc(pt_conv_wino6_workspace(&g, threads), sizeof(float));
+
+  pt_conv_wino6_forward(&g, s->n, x, w, b, y, NULL, ws);
+  pt_maxpool_forward(s->n, s->oc, g.oh, g.ow, 2, 2, ph, pw, y, p1, am);
+  pt_maxpool_backward(s->n, s->oc, g.oh, g.ow, 2, 2, ph, pw, dp, am, dy);
+  pt_conv_wino6_backward(&g, s->n, x, w, y, NULL, dy, dw1, db1, dx1, ws);
+
+  pt_conv2d_pool_forward(&g, s->n, x, w, b, p2, code, ws);
+  pt_conv2d_pool_backward(&g, s->n, x, w, code, dp, dw2, db2, dx2, ws);
+
+  size_t zeros = 0;
+  for (size_t i = 0; i < np; i++) {
+    zeros += p1[i] == 0.0f;
+    assert_true(code[i] >= -1 && code[i] <= 3);
+    assert_true((code[i] == -1) == (p1[i] == 0.0f)); /* -1 exactly where the ReLU stops the gradient */
+  }
+  assert_true(zeros > 0 && zeros < np);
+  assert_memory_equal(p1, p2, np * sizeof(float));
+  assert_memory_equal(dx1, dx2, nx * sizeof(float));
+  assert_memory_equal(dw1, dw2, nw * sizeof(float));
+  assert_memory_equal(db1, db2, (size_t)s->oc * sizeof(float));
+  free(x); free(w); free(b); free(dp); free(y); free(dy); free(p1); free(p2); free(am); free(code);
+  free(dx1); free(dx2); free(dw1); free(dw2); free(db1); free(db2); free(ws);
+  pt_ops_set_threads(1);
+}
+
+static void test_fused_pool(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof pool_shapes / sizeof pool_shapes[0]; i++) {
+    check_pool_shape(&pool_shapes[i], 1);
+    check_pool_shape(&pool_shapes[i], 2);
+  }
+}
+
+/* Which convolutions take the fused pool: the Winograd ones with a ReLU and
+ * an even output. */
+static void test_fused_pool_scope(void **state) {
+  (void)state;
+  pt_conv_geom even = {16, 14, 14, 32, 5, 5, 1, 2, 0, 0, 1};
+  assert_true(pt_conv_init(&even));
+  assert_true(pt_conv_pool_ok(&even));
+  pt_conv_geom no_relu = even;
+  no_relu.relu = 0;
+  assert_false(pt_conv_pool_ok(&no_relu));
+  pt_conv_geom odd = {16, 13, 14, 32, 5, 5, 1, 2, 0, 0, 1}; /* 13 rows out */
+  assert_true(pt_conv_init(&odd));
+  assert_false(pt_conv_pool_ok(&odd));
+  pt_conv_geom thin = {1, 28, 28, 16, 5, 5, 1, 2, 0, 0, 1}; /* tutorial-cnn's conv1.0: not Winograd */
+  assert_true(pt_conv_init(&thin));
+  assert_false(pt_conv_pool_ok(&thin));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fused_pool),
+      cmocka_unit_test(test_fused_pool_scope),
       cmocka_unit_test(test_against_direct),
       cmocka_unit_test(test_against_direct_2_threads),
       cmocka_unit_test(test_thread_count_invariant),

@@ -192,7 +192,7 @@ void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float
                        float *y, float *ws) {
 #ifdef __AVX512F__
   if (pt_conv_wino6_ok(g)) {
-    pt_conv_wino6_forward(g, n, x, w, b, y, ws);
+    pt_conv_wino6_forward(g, n, x, w, b, y, NULL, ws);
     return;
   }
   if (pt_conv_direct_ok(g)) {
@@ -248,7 +248,7 @@ void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const floa
                         const float *dy, float *dw, float *db, float *dx, float *ws) {
 #ifdef __AVX512F__
   if (pt_conv_wino6_ok(g)) {
-    pt_conv_wino6_backward(g, n, x, w, y, dy, dw, db, dx, ws);
+    pt_conv_wino6_backward(g, n, x, w, y, NULL, dy, dw, db, dx, ws);
     return;
   }
   if (pt_conv_direct_ok(g)) {
@@ -262,4 +262,31 @@ void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const floa
   const size_t ckk = (size_t)g->c * g->kh * g->kw;
   const size_t part = (ckk + (size_t)g->oc) * g->oh * g->ow * (size_t)group_of(g); /* dw's offset in a thread's ws */
   pt_add_partials(dw, (size_t)g->oc * ckk, db, (size_t)g->oc, ws + part, per_thread(g), j.nparts);
+}
+
+int pt_conv_pool_ok(const pt_conv_geom *g) {
+#ifdef __AVX512F__
+  return pt_conv_wino6_pool_ok(g);
+#else
+  (void)g;
+  return 0;
+#endif
+}
+
+void pt_conv2d_pool_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
+                            int32_t *code, float *ws) {
+#ifdef __AVX512F__
+  pt_conv_wino6_forward(g, n, x, w, b, y, code, ws);
+#else
+  (void)g, (void)n, (void)x, (void)w, (void)b, (void)y, (void)code, (void)ws; /* pt_conv_pool_ok said no */
+#endif
+}
+
+void pt_conv2d_pool_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const int32_t *code,
+                             const float *dy, float *dw, float *db, float *dx, float *ws) {
+#ifdef __AVX512F__
+  pt_conv_wino6_backward(g, n, x, w, NULL, code, dy, dw, db, dx, ws);
+#else
+  (void)g, (void)n, (void)x, (void)w, (void)code, (void)dy, (void)dw, (void)db, (void)dx, (void)ws;
+#endif
 }

@@ -365,6 +365,93 @@ static void unpack(const pass6 *p, const float *yp, float *out) {
   }
 }
 
+/* The fused 2x2 max-pool, stride 2, after the ReLU: out (cout, oh/2, ow/2)
+ * = the window maxima of yp (m th, m tw, CO), and code (same shape) the
+ * window position of each maximum (0 to 3, row by row; the first of equal
+ * maxima, as the unfused pool takes), or -1 where the maximum is 0: there
+ * the ReLU stops the gradient whichever position the pool picked. After
+ * the ReLU nothing is NaN. The m x m tiles hold whole windows (m is even),
+ * so a window never straddles two tiles' outputs. */
+static void unpack_pool(const pass6 *p, const float *yp, float *out, int32_t *code) {
+  const size_t CO = (size_t)p->CO, W = (size_t)p->m * p->tw;
+  const int ph = p->oh / 2, pw = p->ow / 2;
+  const size_t phw = (size_t)ph * pw;
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i none = _mm512_set1_epi32(-1);
+  for (int o0 = 0; o0 < p->cout; o0 += 16) {
+    const int no = imin(16, p->cout - o0);
+    for (int y = 0; y < ph; y++)
+      for (int x0 = 0; x0 < pw; x0 += 16) {
+        const int nx = imin(16, pw - x0);
+        __m512 r[16], a[16];
+        for (int l = 0; l < 16; l++) {
+          if (l >= nx) {
+            r[l] = a[l] = zero;
+            continue;
+          }
+          const float *s = yp + ((size_t)(2 * y) * W + 2 * (size_t)(x0 + l)) * CO + o0;
+          __m512 best = _mm512_load_ps(s);
+          __m512i at = _mm512_setzero_si512();
+          for (int k = 1; k < 4; k++) {
+            const __m512 v = _mm512_load_ps(s + (k / 2) * W * CO + (k % 2) * CO);
+            const __mmask16 gt = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
+            best = _mm512_mask_mov_ps(best, gt, v);
+            at = _mm512_mask_mov_epi32(at, gt, _mm512_set1_epi32(k));
+          }
+          r[l] = best;
+          a[l] = _mm512_castsi512_ps(_mm512_mask_mov_epi32(none, _mm512_cmp_ps_mask(best, zero, _CMP_GT_OQ), at));
+        }
+        pt_transpose16(r);
+        pt_transpose16(a);
+        for (int c = 0; c < no; c++) {
+          const size_t at = phw * (size_t)(o0 + c) + (size_t)y * pw + x0;
+          _mm512_mask_storeu_ps(out + at, lanes(nx), r[c]);
+          _mm512_mask_storeu_ps((float *)(code + at), lanes(nx), a[c]);
+        }
+      }
+  }
+}
+
+/* The input gradient's packed dy (hp, wp, C) from the pooled gradient dy
+ * (cin, hin/2, win/2) and unpack_pool's codes: each pooled gradient goes to
+ * its window's maximum, at (pad, pad), and nowhere where the code is -1.
+ * Element for element what pack would make of the unfused pool's and
+ * ReLU's gradients. */
+static void pack_pool(const pass6 *p, const float *dy, const int32_t *code, float *xp) {
+  memset(xp, 0, sizeof(float) * xp_floats(p));
+  const int ph = p->hin / 2, pw = p->win / 2;
+  const size_t phw = (size_t)ph * pw, C = (size_t)p->C;
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 none = _mm512_castsi512_ps(_mm512_set1_epi32(-1));
+  for (int c0 = 0; c0 < p->cin; c0 += 16) {
+    const int nc = imin(16, p->cin - c0);
+    for (int y = 0; y < ph; y++)
+      for (int x0 = 0; x0 < pw; x0 += 16) {
+        const int nx = imin(16, pw - x0);
+        const __mmask16 m = lanes(nx);
+        __m512 r[16], a[16];
+        for (int c = 0; c < 16; c++) {
+          if (c >= nc) {
+            r[c] = zero, a[c] = none;
+            continue;
+          }
+          const size_t at = phw * (size_t)(c0 + c) + (size_t)y * pw + x0;
+          r[c] = _mm512_maskz_loadu_ps(m, dy + at);
+          a[c] = _mm512_mask_loadu_ps(none, m, (const float *)(code + at));
+        }
+        pt_transpose16(r);
+        pt_transpose16(a);
+        for (int l = 0; l < nx; l++) {
+          const __m512i at = _mm512_castps_si512(a[l]);
+          float *d = xp + ((size_t)(2 * y + p->pad) * p->wp + p->pad + 2 * (size_t)(x0 + l)) * C + c0;
+          for (int k = 0; k < 4; k++)
+            _mm512_store_ps(d + (k / 2) * (size_t)p->wp * C + (k % 2) * C,
+                            _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(at, _mm512_set1_epi32(k)), r[l]));
+        }
+      }
+  }
+}
+
 /* One sample through a pass whose input is already packed at xp. */
 static void run_packed(const pass6 *p, const float *U, const float *xp, const float *bias, int relu, float *out,
                        float *V, float *M, float *yp) {
@@ -380,6 +467,8 @@ typedef struct {
   int n, nparts;
   const float *x, *y, *dy, *b, *U; /* U: the forward's or the input gradient's transformed weights */
   float *out, *dw, *db, *dx, *ws;  /* ws: the per-thread blocks */
+  int32_t *code;                   /* a fused pool's codes (unpack_pool): written forward */
+  const int32_t *code_in;          /* and read backward */
 } job6;
 
 static void forward_task(void *ctx, int tid, int nt) {
@@ -392,18 +481,29 @@ static void forward_task(void *ctx, int tid, int nt) {
   pt_split((size_t)j->n, tid, nt, &lo, &hi);
   for (size_t s = lo; s < hi; s++) {
     pack(f, j->x + s * xs, NULL, me + pl->xp);
-    run_packed(f, j->U, me + pl->xp, j->b, j->g->relu, j->out + s * ys, me + pl->v, me + pl->m, me + pl->yp);
+    if (!j->code) {
+      run_packed(f, j->U, me + pl->xp, j->b, j->g->relu, j->out + s * ys, me + pl->v, me + pl->m, me + pl->yp);
+      continue;
+    }
+    input_transform(f, me + pl->xp, me + pl->v);
+    gemms(f, j->U, me + pl->v, me + pl->m);
+    output_transform(f, me + pl->m, j->b, 1, me + pl->yp);
+    unpack_pool(f, me + pl->yp, j->out + s * ys / 4, j->code + s * ys / 4);
   }
 }
 
 void pt_conv_wino6_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
-                           float *ws) {
+                           int32_t *code, float *ws) {
   plan6 pl;
   plan_init(&pl, g);
   ws = align64(ws);
   filter_transform(&pl.f, w, 0, ws);
-  job6 j = {.g = g, .pl = &pl, .n = n, .x = x, .b = b, .U = ws, .out = y, .ws = ws + pl.shared};
+  job6 j = {.g = g, .pl = &pl, .n = n, .x = x, .b = b, .U = ws, .out = y, .code = code, .ws = ws + pl.shared};
   pt_parallel(forward_task, &j);
+}
+
+int pt_conv_wino6_pool_ok(const pt_conv_geom *g) {
+  return pt_conv_wino6_ok(g) && g->relu && g->oh % 2 == 0 && g->ow % 2 == 0;
 }
 
 /* ---- weight gradient ---- */
@@ -540,7 +640,8 @@ static void backward_task(void *ctx, int tid, int nt) {
   for (size_t s = lo; s < hi; s++) {
     pack(f, j->x + s * xs, NULL, xp);
     input_transform(f, xp, V);
-    pack(t, j->dy + s * ys, j->g->relu ? j->y + s * ys : NULL, dyp);
+    if (j->code_in) pack_pool(t, j->dy + s * ys / 4, j->code_in + s * ys / 4, dyp);
+    else pack(t, j->dy + s * ys, j->g->relu ? j->y + s * ys : NULL, dyp);
     dy_transform(f, t, dyp, M, db);
     dw_gemms(f, V, M, DU);
     /* The input gradient of the same sample while its packed dy is in cache. */
@@ -569,13 +670,13 @@ static void backward_task(void *ctx, int tid, int nt) {
 }
 
 void pt_conv_wino6_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
-                            const float *dy, float *dw, float *db, float *dx, float *ws) {
+                            const int32_t *code, const float *dy, float *dw, float *db, float *dx, float *ws) {
   plan6 pl;
   plan_init(&pl, g);
   ws = align64(ws);
   if (dx) filter_transform(&pl.t, w, 1, ws);
   job6 j = {.g = g, .pl = &pl, .n = n, .x = x, .y = y, .dy = dy, .U = ws, .dw = dw, .db = db, .dx = dx,
-            .ws = ws + pl.shared};
+            .code_in = code, .ws = ws + pl.shared};
   j.nparts = pt_ops_get_threads();
   pt_parallel(backward_task, &j);
   pt_add_partials(dw, (size_t)g->oc * g->c * g->kh * g->kw, db, (size_t)g->oc, j.ws + pl.part, pl.per, j.nparts);

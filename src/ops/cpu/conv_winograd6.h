@@ -10,6 +10,7 @@
 #define PT_OPS_CPU_CONV_WINOGRAD6_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ops/cpu/ops.h"
 
@@ -19,13 +20,18 @@
 int pt_conv_wino6_ok(const pt_conv_geom *g);
 /* Floats of workspace for nthreads threads (only meaningful when ok). */
 size_t pt_conv_wino6_workspace(const pt_conv_geom *g, int nthreads);
-/* y (n, oc, oh, ow) = relu?(conv(x (n, c, h, w), w (oc, c, k, k)) + b). */
+/* y (n, oc, oh, ow) = relu?(conv(x (n, c, h, w), w (oc, c, k, k)) + b).
+ * With code (where pt_conv_wino6_pool_ok), y and code are the 2x2 max-pool
+ * of that as pt_conv2d_pool_forward (ops.h) gives them. */
 void pt_conv_wino6_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
-                           float *ws);
+                           int32_t *code, float *ws);
+/* ok, with the ReLU and an even output: a 2x2 pool can be fused. */
+int pt_conv_wino6_pool_ok(const pt_conv_geom *g);
 /* dw, db += the weight and bias gradients, and dx (n, c, h, w) = the input
  * gradient when dx is not NULL (overwritten); dy goes through the fused
- * ReLU's mask (y > 0) when g->relu. */
+ * ReLU's mask (y > 0) when g->relu. With code, dy is the fused pool's
+ * output gradient and code the forward's (y unused). */
 void pt_conv_wino6_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
-                            const float *dy, float *dw, float *db, float *dx, float *ws);
+                            const int32_t *code, const float *dy, float *dw, float *db, float *dx, float *ws);
 
 #endif

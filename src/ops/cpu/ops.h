@@ -67,6 +67,19 @@ void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float
  * forward output (after the ReLU) and dy is the gradient after the ReLU. */
 void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                         const float *dy, float *dw, float *db, float *dx, float *ws);
+/* conv + ReLU + 2x2 max-pool of stride 2 as one op, which never writes
+ * the conv's full output: where pt_conv_pool_ok (g->relu set) says this
+ * build can, y (n, oc, oh/2, ow/2) = the pool's output and code (same
+ * shape) = where each maximum was (0 to 3, row-major in its window; -1
+ * where the maximum is 0, so no gradient flows). The backward pass takes
+ * the pool's output gradient dy (n, oc, oh/2, ow/2) and the codes; dw, db
+ * accumulate and dx is overwritten (NULL = skip), as pt_conv2d_backward.
+ * Results equal, bit for bit, the three ops run one after another. */
+int pt_conv_pool_ok(const pt_conv_geom *g);
+void pt_conv2d_pool_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
+                            int32_t *code, float *ws);
+void pt_conv2d_pool_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const int32_t *code,
+                             const float *dy, float *dw, float *db, float *dx, float *ws);
 
 /* ---- linear: y (n, out) = x (n, in) w^T (in, out) + b ---- */
 void pt_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y);
