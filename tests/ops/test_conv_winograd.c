@@ -1,5 +1,6 @@
 /* The Winograd convolutions on 6x6 tiles, F(4x4, 3x3) and F(2x2, 5x5),
- * against the direct kernels on the same inputs.
+ * against the direct kernels on the same inputs; and both with a 2x2
+ * max-pool fused, against the ops apart.
  *
  * Forward, input and weight gradients. Winograd reassociates the sums, so
  * the two agree to rounding, not bitwise: the check is an error relative to
@@ -81,9 +82,12 @@ static void check_shape(const shape *s, int threads) {
   float *wsd = calloc(pt_conv_direct_workspace(&g, threads), sizeof(float));
   float *ws = calloc(pt_conv_wino6_workspace(&g, threads), sizeof(float));
 
-  pt_conv_direct_forward(&g, s->n, x, w, b, yd, wsd);
-  pt_conv_direct_backward(&g, s->n, x, w, yd, dy, dwd, dbd, dxd, wsd);
+  pt_conv_direct_forward(&g, s->n, x, w, b, yd, NULL, wsd);
   pt_conv_wino6_forward(&g, s->n, x, w, b, yw, NULL, ws);
+  /* Both backward passes take the ReLU's mask from the same y: where the
+   * two forward outputs straddle 0 within rounding, the masks would differ
+   * and so would every gradient by that position's whole term. */
+  pt_conv_direct_backward(&g, s->n, x, w, yw, NULL, dy, dwd, dbd, dxd, wsd);
   pt_conv_wino6_backward(&g, s->n, x, w, yw, NULL, dy, dww, dbw, dxw, ws);
 
   double ey = rel_err(yw, yd, ny), ex = rel_err(dxw, dxd, nx), ew = rel_err(dww, dwd, nw);
@@ -97,8 +101,6 @@ static void check_shape(const shape *s, int threads) {
   const double tol = 3e-5;
   assert_true(ey < tol);
   assert_true(ex < tol);
-  /* The ReLU's mask could differ where y is within rounding of 0, and dw
-   * then by that position's terms; with these data it does not. */
   assert_true(ew < tol);
   assert_true(eb < tol);
 
@@ -151,21 +153,28 @@ static void test_thread_count_invariant(void **state) {
 }
 
 /* conv + ReLU + 2x2 max-pool fused (pt_conv2d_pool_*) against the same
- * Winograd conv with its ReLU, then pt_maxpool_*: the same numbers in the
- * same order, so equal bit for bit. Random data put about half the ReLU's
- * outputs at 0, so windows whose maximum is 0 (no gradient) are common. */
+ * conv with its ReLU (pt_conv2d_*, which takes the same Winograd or direct
+ * path), then pt_maxpool_*: the same numbers in the same order, so equal
+ * bit for bit. Random data put about half the ReLU's outputs at 0, so
+ * windows whose maximum is 0 (no gradient) are common. */
 static const shape pool_shapes[] = {
     {3, 32, 26, 26, 64, 0, 1, 3}, /* mnist-cnn's conv2 */
     {3, 16, 14, 14, 32, 2, 1, 5}, /* tutorial-cnn's conv2.0: 2x2 tiles, 7x7 pooled */
     {2, 20, 10, 10, 12, 1, 1, 5}, /* channels past a vector on both sides */
     {1, 8, 36, 38, 9, 1, 1, 3},   /* 18x19 pooled: two column blocks; tiles overhang the last column */
     {2, 48, 8, 8, 96, 1, 1, 3},   /* 8x8 out: 2x2 tiles of 4x4, 4x4 pooled */
+    /* the direct path */
+    {3, 1, 28, 28, 16, 2, 1, 5},  /* tutorial-cnn's conv1.0 */
+    {2, 1, 28, 28, 32, 0, 1, 3},  /* mnist-cnn's conv1 (not followed by a pool there) */
+    {2, 3, 10, 12, 5, 1, 1, 3},   /* channels off the register tile */
+    {1, 2, 40, 36, 8, 1, 1, 3},   /* 20x18 pooled: rows past one vector pair */
 };
 
 static void check_pool_shape(const shape *s, int threads) {
   pt_conv_geom g = {s->c, s->h, s->w, s->oc, s->k, s->k, 1, s->pad, 0, 0, 1};
   assert_true(pt_conv_init(&g));
   assert_true(pt_conv_pool_ok(&g));
+  assert_int_equal(pt_conv_wino6_ok(&g), s->c >= 8); /* both paths covered */
   pt_ops_set_threads(threads);
   const int ph = g.oh / 2, pw = g.ow / 2;
   const size_t nx = (size_t)s->n * s->c * s->h * s->w, ny = (size_t)s->n * s->oc * g.oh * g.ow, np = ny / 4;
@@ -177,12 +186,12 @@ static void check_pool_shape(const shape *s, int threads) {
   float *dx1 = calloc(nx, sizeof(float)), *dx2 = calloc(nx, sizeof(float));
   float *dw1 = calloc(nw, sizeof(float)), *dw2 = calloc(nw, sizeof(float));
   float *db1 = calloc((size_t)s->oc, sizeof(float)), *db2 = calloc((size_t)s->oc, sizeof(float));
-  float *ws = calloc(pt_conv_wino6_workspace(&g, threads), sizeof(float));
+  float *ws = calloc(pt_conv_workspace(&g, threads), sizeof(float));
 
-  pt_conv_wino6_forward(&g, s->n, x, w, b, y, NULL, ws);
+  pt_conv2d_forward(&g, s->n, x, w, b, y, ws);
   pt_maxpool_forward(s->n, s->oc, g.oh, g.ow, 2, 2, ph, pw, y, p1, am);
   pt_maxpool_backward(s->n, s->oc, g.oh, g.ow, 2, 2, ph, pw, dp, am, dy);
-  pt_conv_wino6_backward(&g, s->n, x, w, y, NULL, dy, dw1, db1, dx1, ws);
+  pt_conv2d_backward(&g, s->n, x, w, y, dy, dw1, db1, dx1, ws);
 
   pt_conv2d_pool_forward(&g, s->n, x, w, b, p2, code, ws);
   pt_conv2d_pool_backward(&g, s->n, x, w, code, dp, dw2, db2, dx2, ws);
@@ -211,8 +220,8 @@ static void test_fused_pool(void **state) {
   }
 }
 
-/* Which convolutions take the fused pool: the Winograd ones with a ReLU and
- * an even output. */
+/* Which convolutions take the fused pool: the Winograd and direct ones
+ * with a ReLU and an even output. */
 static void test_fused_pool_scope(void **state) {
   (void)state;
   pt_conv_geom even = {16, 14, 14, 32, 5, 5, 1, 2, 0, 0, 1};
@@ -224,9 +233,12 @@ static void test_fused_pool_scope(void **state) {
   pt_conv_geom odd = {16, 13, 14, 32, 5, 5, 1, 2, 0, 0, 1}; /* 13 rows out */
   assert_true(pt_conv_init(&odd));
   assert_false(pt_conv_pool_ok(&odd));
-  pt_conv_geom thin = {1, 28, 28, 16, 5, 5, 1, 2, 0, 0, 1}; /* tutorial-cnn's conv1.0: not Winograd */
+  pt_conv_geom thin = {1, 28, 28, 16, 5, 5, 1, 2, 0, 0, 1}; /* tutorial-cnn's conv1.0: direct */
   assert_true(pt_conv_init(&thin));
-  assert_false(pt_conv_pool_ok(&thin));
+  assert_true(pt_conv_pool_ok(&thin));
+  pt_conv_geom strided = {4, 12, 12, 8, 3, 3, 2, 1, 0, 0, 1}; /* im2col: no fused pool */
+  assert_true(pt_conv_init(&strided));
+  assert_false(pt_conv_pool_ok(&strided));
 }
 
 int main(void) {

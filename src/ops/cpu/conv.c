@@ -196,7 +196,7 @@ void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float
     return;
   }
   if (pt_conv_direct_ok(g)) {
-    pt_conv_direct_forward(g, n, x, w, b, y, ws);
+    pt_conv_direct_forward(g, n, x, w, b, y, NULL, ws);
     return;
   }
 #endif
@@ -252,7 +252,7 @@ void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const floa
     return;
   }
   if (pt_conv_direct_ok(g)) {
-    pt_conv_direct_backward(g, n, x, w, y, dy, dw, db, dx, ws);
+    pt_conv_direct_backward(g, n, x, w, y, NULL, dy, dw, db, dx, ws);
     return;
   }
 #endif
@@ -264,9 +264,11 @@ void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const floa
   pt_add_partials(dw, (size_t)g->oc * ckk, db, (size_t)g->oc, ws + part, per_thread(g), j.nparts);
 }
 
+/* The same path as the unfused op would take, with the pool inside. */
 int pt_conv_pool_ok(const pt_conv_geom *g) {
 #ifdef __AVX512F__
-  return pt_conv_wino6_pool_ok(g);
+  if (pt_conv_wino6_ok(g)) return pt_conv_wino6_pool_ok(g);
+  return pt_conv_direct_ok(g) && pt_conv_direct_pool_ok(g);
 #else
   (void)g;
   return 0;
@@ -276,7 +278,8 @@ int pt_conv_pool_ok(const pt_conv_geom *g) {
 void pt_conv2d_pool_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
                             int32_t *code, float *ws) {
 #ifdef __AVX512F__
-  pt_conv_wino6_forward(g, n, x, w, b, y, code, ws);
+  if (pt_conv_wino6_ok(g)) pt_conv_wino6_forward(g, n, x, w, b, y, code, ws);
+  else pt_conv_direct_forward(g, n, x, w, b, y, code, ws);
 #else
   (void)g, (void)n, (void)x, (void)w, (void)b, (void)y, (void)code, (void)ws; /* pt_conv_pool_ok said no */
 #endif
@@ -285,7 +288,8 @@ void pt_conv2d_pool_forward(const pt_conv_geom *g, int n, const float *x, const 
 void pt_conv2d_pool_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const int32_t *code,
                              const float *dy, float *dw, float *db, float *dx, float *ws) {
 #ifdef __AVX512F__
-  pt_conv_wino6_backward(g, n, x, w, NULL, code, dy, dw, db, dx, ws);
+  if (pt_conv_wino6_ok(g)) pt_conv_wino6_backward(g, n, x, w, NULL, code, dy, dw, db, dx, ws);
+  else pt_conv_direct_backward(g, n, x, w, NULL, code, dy, dw, db, dx, ws);
 #else
   (void)g, (void)n, (void)x, (void)w, (void)code, (void)dy, (void)dw, (void)db, (void)dx, (void)ws;
 #endif

@@ -46,6 +46,7 @@
 #ifdef __AVX512F__
 #include <immintrin.h>
 
+#include "ops/cpu/pool_codes.h"
 #include "ops/cpu/transpose16.h"
 
 #define RB 8  /* tile rows: output channels */
@@ -281,7 +282,7 @@ typedef struct {
   int rows;    /* kernel rows (K / kwr), and room for the last block's padding */
   /* offsets in floats from the aligned workspace */
   size_t wf, wt, kf, kt, shared;                        /* shared by the threads */
-  size_t xg, xo, oo, mk, xpos, dyt, dyp, dwt, dbv, part, per; /* within a thread's block */
+  size_t xg, xo, oo, mk, xpos, dyt, dyp, dwt, dbv, part, ysc, per; /* within a thread's block */
 } plan;
 
 static void plan_init(plan *pl, const pt_conv_geom *g) {
@@ -313,6 +314,10 @@ static void plan_init(plan *pl, const pt_conv_geom *g) {
   pl->dwt = o, o += (size_t)pl->rows * pl->kwr * pl->ocw;
   pl->dbv = o, o += (size_t)pl->ocw;
   pl->part = o, o += up16((size_t)g->oc * pl->f.K + g->oc);
+  /* with a fused pool: the group's full-size output, or its rebuilt
+   * gradient, kept in cache (G was set without it, so that it does not
+   * change how the unfused op groups samples) */
+  pl->ysc = o, o += up16((size_t)pl->G * g->oc * ohw);
   pl->per = o;
 }
 
@@ -358,6 +363,8 @@ typedef struct {
   int n, nparts;
   const float *x, *b, *y, *dy;
   float *out, *dw, *db, *dx, *ws;
+  int32_t *code;          /* a fused pool's codes (pool_codes.h): written forward */
+  const int32_t *code_in; /* and read backward */
 } job;
 
 static void forward_task(void *ctx, int tid, int nt) {
@@ -375,19 +382,25 @@ static void forward_task(void *ctx, int tid, int nt) {
     const int cn = hi - s0 < (size_t)pl->G ? (int)(hi - s0) : pl->G;
     pad_group(p, cn, j->x + s0 * xs, NULL, xg);
     int T = group_tables(p, cn, ys, xo, oo, mk);
-    run_tiles(p, T, xo, oo, mk, xg, j->ws + pl->wf, (const int *)(j->ws + pl->kf), j->out + s0 * ys, j->b,
-              j->g->relu);
+    float *out = j->code ? me + pl->ysc : j->out + s0 * ys;
+    run_tiles(p, T, xo, oo, mk, xg, j->ws + pl->wf, (const int *)(j->ws + pl->kf), out, j->b, j->g->relu);
+    if (j->code)
+      pt_pool_codes_forward((size_t)cn * p->cout, p->oh, p->ow, out, j->out + s0 * ys / 4, j->code + s0 * ys / 4);
   }
 }
 
 void pt_conv_direct_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
-                            float *y, float *ws) {
+                            float *y, int32_t *code, float *ws) {
   plan pl;
   plan_init(&pl, g);
   ws = align64(ws);
   pack(&pl.f, w, 0, pl.f.K, ws + pl.wf, (int *)(ws + pl.kf));
-  job j = {.g = g, .pl = &pl, .n = n, .x = x, .b = b, .out = y, .ws = ws};
+  job j = {.g = g, .pl = &pl, .n = n, .x = x, .b = b, .out = y, .code = code, .ws = ws};
   pt_parallel(forward_task, &j);
+}
+
+int pt_conv_direct_pool_ok(const pt_conv_geom *g) {
+  return pt_conv_direct_ok(g) && g->relu && g->oh % 2 == 0 && g->ow % 2 == 0;
 }
 
 /* dyT (positions, ocw) of cn samples from dy (cn, oc, ohw), through the
@@ -433,9 +446,14 @@ static void backward_task(void *ctx, int tid, int nt) {
   pt_split((size_t)j->n, tid, nt, &lo, &hi);
   for (size_t s0 = lo; s0 < hi; s0 += (size_t)pl->G) {
     const int cn = hi - s0 < (size_t)pl->G ? (int)(hi - s0) : pl->G;
-    const float *dy = j->dy + s0 * ys, *yv = j->y + s0 * ys;
+    const float *dy = j->dy + s0 * ys, *gate = g->relu ? j->y + s0 * ys : NULL;
+    if (j->code_in) { /* the gradient the pool and the ReLU would have passed */
+      pt_pool_codes_backward((size_t)cn * oc, p->oh, p->ow, j->dy + s0 * ys / 4, j->code_in + s0 * ys / 4,
+                             me + pl->ysc);
+      dy = me + pl->ysc, gate = NULL;
+    }
     pad_group(p, cn, j->x + s0 * xs, NULL, xg);
-    transpose_dy(cn, oc, ocw, ohw, dy, g->relu ? yv : NULL, dyt);
+    transpose_dy(cn, oc, ocw, ohw, dy, gate, dyt);
     const int P = cn * (int)ohw;
     for (int i = 0, t = 0; i < cn; i++)
       for (int oy = 0; oy < p->oh; oy++)
@@ -459,7 +477,7 @@ static void backward_task(void *ctx, int tid, int nt) {
       }
     }
     if (j->dx) {
-      pad_group(q, cn, dy, g->relu ? yv : NULL, dyp);
+      pad_group(q, cn, dy, gate, dyp);
       const size_t dxs = (size_t)q->cout * q->oh * q->ow;
       const int Tq = group_tables(q, cn, dxs, xo, oo, mk);
       run_tiles(q, Tq, xo, oo, mk, dyp, j->ws + pl->wt, kt, j->dx + s0 * dxs, NULL, 0);
@@ -473,13 +491,14 @@ static void backward_task(void *ctx, int tid, int nt) {
 }
 
 void pt_conv_direct_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
-                             const float *dy, float *dw, float *db, float *dx, float *ws) {
+                             const int32_t *code, const float *dy, float *dw, float *db, float *dx, float *ws) {
   plan pl;
   plan_init(&pl, g);
   ws = align64(ws);
   pack(&pl.f, w, 0, pl.f.K, ws + pl.wf, (int *)(ws + pl.kf));
   if (dx) pack(&pl.t, w, 1, pl.t.K, ws + pl.wt, (int *)(ws + pl.kt));
-  job j = {.g = g, .pl = &pl, .n = n, .x = x, .y = y, .dy = dy, .dw = dw, .db = db, .dx = dx, .ws = ws};
+  job j = {.g = g, .pl = &pl, .n = n, .x = x, .y = y, .dy = dy, .dw = dw, .db = db, .dx = dx, .code_in = code,
+           .ws = ws};
   j.nparts = pt_ops_get_threads();
   pt_parallel(backward_task, &j);
   pt_add_partials(dw, (size_t)g->oc * pl.f.K, db, (size_t)g->oc, ws + pl.shared + pl.part, pl.per, j.nparts);
