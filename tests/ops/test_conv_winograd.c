@@ -207,6 +207,12 @@ static void check_pool_shape(const shape *s, int threads) {
   assert_memory_equal(dx1, dx2, nx * sizeof(float));
   assert_memory_equal(dw1, dw2, nw * sizeof(float));
   assert_memory_equal(db1, db2, (size_t)s->oc * sizeof(float));
+  /* without the input gradient (a first layer), the same weight gradient */
+  memset(dw2, 0, nw * sizeof(float));
+  memset(db2, 0, (size_t)s->oc * sizeof(float));
+  pt_conv2d_pool_backward(&g, s->n, x, w, code, dp, dw2, db2, NULL, ws);
+  assert_memory_equal(dw1, dw2, nw * sizeof(float));
+  assert_memory_equal(db1, db2, (size_t)s->oc * sizeof(float));
   free(x); free(w); free(b); free(dp); free(y); free(dy); free(p1); free(p2); free(am); free(code);
   free(dx1); free(dx2); free(dw1); free(dw2); free(db1); free(db2); free(ws);
   pt_ops_set_threads(1);

@@ -428,6 +428,43 @@ static void transpose_dy(int cn, int oc, int ocw, size_t ohw, const float *dy, c
       }
 }
 
+/* The same dyT from a fused pool's gradient dy (cn, oc, oh/2, ow/2) and
+ * codes: every output position is in exactly one window, so each row of
+ * dyT is written once, the window's gradient where the code points to it
+ * and 0 elsewhere. One pass, where rebuilding dy first took two. */
+static void transpose_dy_pooled(int cn, int oc, int ocw, int oh, int ow, const float *dy, const int32_t *code,
+                                float *dyt) {
+  const int ph = oh / 2, pw = ow / 2;
+  const size_t phw = (size_t)ph * pw, ohw = (size_t)oh * ow;
+  const __m512 none = _mm512_castsi512_ps(_mm512_set1_epi32(-1));
+  __m512 r[16], a[16];
+  for (int i = 0; i < cn; i++)
+    for (int o0 = 0; o0 < ocw; o0 += 16)
+      for (int py = 0; py < ph; py++)
+        for (int px = 0; px < pw; px += 16) {
+          const int n = pw - px < 16 ? pw - px : 16;
+          const __mmask16 m = (__mmask16)((1u << n) - 1);
+          for (int c = 0; c < 16; c++) {
+            const size_t at = ((size_t)i * oc + o0 + c) * phw + (size_t)py * pw + px;
+            if (o0 + c >= oc) {
+              r[c] = _mm512_setzero_ps(), a[c] = none;
+              continue;
+            }
+            r[c] = _mm512_maskz_loadu_ps(m, dy + at);
+            a[c] = _mm512_mask_loadu_ps(none, m, (const float *)(code + at));
+          }
+          pt_transpose16(r);
+          pt_transpose16(a);
+          for (int l = 0; l < n; l++) {
+            const __m512i k = _mm512_castps_si512(a[l]);
+            float *d = dyt + ((size_t)i * ohw + (size_t)(2 * py) * ow + 2 * (px + l)) * ocw + o0;
+            for (int q = 0; q < 4; q++)
+              _mm512_store_ps(d + ((size_t)(q / 2) * ow + q % 2) * ocw,
+                              _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(q)), r[l]));
+          }
+        }
+}
+
 static void backward_task(void *ctx, int tid, int nt) {
   const job *j = ctx;
   const pt_conv_geom *g = j->g;
@@ -447,13 +484,17 @@ static void backward_task(void *ctx, int tid, int nt) {
   for (size_t s0 = lo; s0 < hi; s0 += (size_t)pl->G) {
     const int cn = hi - s0 < (size_t)pl->G ? (int)(hi - s0) : pl->G;
     const float *dy = j->dy + s0 * ys, *gate = g->relu ? j->y + s0 * ys : NULL;
-    if (j->code_in) { /* the gradient the pool and the ReLU would have passed */
-      pt_pool_codes_backward((size_t)cn * oc, p->oh, p->ow, j->dy + s0 * ys / 4, j->code_in + s0 * ys / 4,
-                             me + pl->ysc);
-      dy = me + pl->ysc, gate = NULL;
-    }
     pad_group(p, cn, j->x + s0 * xs, NULL, xg);
-    transpose_dy(cn, oc, ocw, ohw, dy, gate, dyt);
+    if (j->code_in) {
+      transpose_dy_pooled(cn, oc, ocw, p->oh, p->ow, j->dy + s0 * ys / 4, j->code_in + s0 * ys / 4, dyt);
+      if (j->dx) { /* the input gradient's pass reads dy whole: the gradient the pool and ReLU would pass */
+        pt_pool_codes_backward((size_t)cn * oc, p->oh, p->ow, j->dy + s0 * ys / 4, j->code_in + s0 * ys / 4,
+                               me + pl->ysc);
+        dy = me + pl->ysc, gate = NULL;
+      }
+    } else {
+      transpose_dy(cn, oc, ocw, ohw, dy, gate, dyt);
+    }
     const int P = cn * (int)ohw;
     for (int i = 0, t = 0; i < cn; i++)
       for (int oy = 0; oy < p->oh; oy++)
