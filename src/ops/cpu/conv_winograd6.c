@@ -177,11 +177,13 @@ static void filter_transform(const pass6 *p, const float *w, int flip, float *U)
 }
 
 /* src (cin, hin, win) into xp (hp, wp, C) at (pad, pad), channels in the
- * lanes, zeros elsewhere; with gate, only elements where gate > 0 (the
- * fused ReLU's mask). 16 channels x 16 columns at a time, transposed in
- * registers. */
+ * lanes; with gate, only elements where gate > 0 (the fused ReLU's mask).
+ * 16 channels x 16 columns at a time, transposed in registers. Every lane
+ * of the data's rows and columns is written; the border around them is
+ * left as it is, zeroed once per call (clear). */
+static void clear(const pass6 *p, float *xp) { memset(xp, 0, sizeof(float) * xp_floats(p)); }
+
 static void pack(const pass6 *p, const float *src, const float *gate, float *xp) {
-  memset(xp, 0, sizeof(float) * xp_floats(p));
   const size_t hw = (size_t)p->hin * p->win;
   const __m512 zero = _mm512_setzero_ps();
   for (int c0 = 0; c0 < p->cin; c0 += 16) {
@@ -416,9 +418,8 @@ static void unpack_pool(const pass6 *p, const float *yp, float *out, int32_t *co
  * (cin, hin/2, win/2) and unpack_pool's codes: each pooled gradient goes to
  * its window's maximum, at (pad, pad), and nowhere where the code is -1.
  * Element for element what pack would make of the unfused pool's and
- * ReLU's gradients. */
+ * ReLU's gradients, and as pack, writing every lane of the data's area. */
 static void pack_pool(const pass6 *p, const float *dy, const int32_t *code, float *xp) {
-  memset(xp, 0, sizeof(float) * xp_floats(p));
   const int ph = p->hin / 2, pw = p->win / 2;
   const size_t phw = (size_t)ph * pw, C = (size_t)p->C;
   const __m512 zero = _mm512_setzero_ps();
@@ -479,6 +480,7 @@ static void forward_task(void *ctx, int tid, int nt) {
   const size_t xs = (size_t)f->cin * f->hin * f->win, ys = (size_t)f->cout * f->oh * f->ow;
   size_t lo, hi;
   pt_split((size_t)j->n, tid, nt, &lo, &hi);
+  clear(f, me + pl->xp);
   for (size_t s = lo; s < hi; s++) {
     pack(f, j->x + s * xs, NULL, me + pl->xp);
     if (!j->code) {
@@ -635,6 +637,8 @@ static void backward_task(void *ctx, int tid, int nt) {
   memset(part, 0, sizeof(float) * ((size_t)oc * c * f->r * f->r + oc));
   float *db = me + pl->db; /* (CO) the bias gradient, whole vectors */
   memset(db, 0, sizeof(float) * (size_t)f->CO);
+  clear(f, xp);
+  clear(t, dyp);
   size_t lo, hi;
   pt_split((size_t)j->n, tid, nt, &lo, &hi);
   for (size_t s = lo; s < hi; s++) {
