@@ -1,6 +1,6 @@
-/* The Winograd convolutions on 6x6 tiles, F(4x4, 3x3) and F(2x2, 5x5),
- * against the direct kernels on the same inputs; and both with a 2x2
- * max-pool fused, against the ops apart.
+/* The Winograd convolutions, F(4x4, 3x3) on 6x6 tiles and F(4x4, 5x5) on
+ * 8x8 ones, against the direct kernels on the same inputs; and both with a
+ * 2x2 max-pool fused, against the ops apart.
  *
  * Forward, input and weight gradients. Winograd reassociates the sums, so
  * the two agree to rounding, not bitwise: the check is an error relative to
@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "ops/cpu/conv_direct.h"
-#include "ops/cpu/conv_winograd6.h"
+#include "ops/cpu/conv_winograd.h"
 #include "ops/cpu/ops.h"
 
 #ifdef __AVX512F__ /* the direct and Winograd kernels exist only there */
@@ -31,16 +31,16 @@ typedef struct {
 
 static const shape shapes[] = {
     {2, 32, 26, 26, 64, 0, 1, 3}, /* mnist-cnn's conv2 */
-    {1, 9, 11, 13, 12, 1, 1, 3},  /* odd oh and ow, 12 channels: a tile and a half */
-    {3, 8, 7, 5, 8, 2, 0, 3},     /* padding 2, 5x3 output tiles of a 9x7 output */
-    {1, 17, 40, 37, 20, 0, 1, 3}, /* 18 tiles a row: two vectors, the second mostly empty */
-    {2, 8, 5, 70, 10, 1, 0, 3},   /* 35 tiles a row */
+    {1, 9, 11, 13, 12, 1, 1, 3},  /* 11x13 out: tiles overhang both edges; 12 channels */
+    {3, 8, 7, 5, 8, 2, 0, 3},     /* padding 2, 3x2 tiles of a 9x7 output */
+    {1, 17, 40, 37, 20, 0, 1, 3}, /* 17 channels: two vectors, the second mostly empty */
+    {2, 8, 5, 70, 10, 1, 0, 3},   /* 18 tiles a row */
     {1, 33, 3, 3, 9, 0, 0, 3},    /* a single output */
     {3, 16, 14, 14, 32, 2, 1, 5}, /* tutorial-cnn's conv2.0 */
     {2, 20, 9, 11, 12, 1, 1, 5},  /* odd outputs (7x9), channels past a vector on both sides */
     {1, 8, 5, 5, 40, 0, 0, 5},    /* a single output, 8 channels; 40 outputs: 2.5 vectors */
     {2, 32, 17, 6, 16, 4, 1, 5},  /* padding 4, the input gradient's pass unpadded */
-    {1, 16, 23, 19, 48, 3, 0, 5}, /* padding 3, 10x13 tiles: not a multiple of the register tile */
+    {1, 16, 23, 19, 48, 3, 0, 5}, /* padding 3, 7x6 tiles of a 25x21 output: 42, not a multiple of 8 */
     {2, 16, 12, 12, 16, 1, 1, 3}, /* 3x3 tiles of 4x4 */
     {1, 48, 32, 32, 96, 1, 1, 3}, /* cifar-convnet's conv2 */
 };
@@ -70,7 +70,7 @@ static double rel_err(const float *a, const float *b, size_t n) {
 static void check_shape(const shape *s, int threads) {
   pt_conv_geom g = {s->c, s->h, s->w, s->oc, s->k, s->k, 1, s->pad, 0, 0, s->relu};
   assert_true(pt_conv_init(&g));
-  assert_true(pt_conv_wino6_ok(&g)); /* every shape here takes the Winograd path */
+  assert_true(pt_conv_wino_ok(&g)); /* every shape here takes the Winograd path */
   pt_ops_set_threads(threads);
   const size_t nx = (size_t)s->n * s->c * s->h * s->w, ny = (size_t)s->n * s->oc * g.oh * g.ow;
   const size_t nw = (size_t)s->oc * s->c * s->k * s->k;
@@ -80,15 +80,15 @@ static void check_shape(const shape *s, int threads) {
   float *dwd = calloc(nw, sizeof(float)), *dww = calloc(nw, sizeof(float));
   float *dbd = calloc((size_t)s->oc, sizeof(float)), *dbw = calloc((size_t)s->oc, sizeof(float));
   float *wsd = calloc(pt_conv_direct_workspace(&g, threads), sizeof(float));
-  float *ws = calloc(pt_conv_wino6_workspace(&g, threads), sizeof(float));
+  float *ws = calloc(pt_conv_wino_workspace(&g, threads), sizeof(float));
 
   pt_conv_direct_forward(&g, s->n, x, w, b, yd, NULL, wsd);
-  pt_conv_wino6_forward(&g, s->n, x, w, b, yw, NULL, ws);
+  pt_conv_wino_forward(&g, s->n, x, w, b, yw, NULL, ws);
   /* Both backward passes take the ReLU's mask from the same y: where the
    * two forward outputs straddle 0 within rounding, the masks would differ
    * and so would every gradient by that position's whole term. */
   pt_conv_direct_backward(&g, s->n, x, w, yw, NULL, dy, dwd, dbd, dxd, wsd);
-  pt_conv_wino6_backward(&g, s->n, x, w, yw, NULL, dy, dww, dbw, dxw, ws);
+  pt_conv_wino_backward(&g, s->n, x, w, yw, NULL, dy, dww, dbw, dxw, ws);
 
   double ey = rel_err(yw, yd, ny), ex = rel_err(dxw, dxd, nx), ew = rel_err(dww, dwd, nw);
   double eb = rel_err(dbw, dbd, (size_t)s->oc);
@@ -105,7 +105,7 @@ static void check_shape(const shape *s, int threads) {
   assert_true(eb < tol);
 
   /* the input gradient is overwritten, not accumulated */
-  pt_conv_wino6_backward(&g, s->n, x, w, yw, NULL, dy, dww, dbw, dxw, ws);
+  pt_conv_wino_backward(&g, s->n, x, w, yw, NULL, dy, dww, dbw, dxw, ws);
   assert_true(rel_err(dxw, dxd, nx) < tol);
   free(x); free(w); free(b); free(dy); free(yd); free(yw); free(dxd); free(dxw);
   free(dwd); free(dww); free(dbd); free(dbw); free(wsd); free(ws);
@@ -133,13 +133,13 @@ static void check_invariant(int k) {
   float *y1 = malloc(ny * sizeof(float)), *y2 = malloc(ny * sizeof(float));
   float *d1 = malloc(nx * sizeof(float)), *d2 = malloc(nx * sizeof(float));
   float *dw = calloc(nw, sizeof(float)), *db = calloc(32, sizeof(float));
-  float *ws = calloc(pt_conv_wino6_workspace(&g, 2), sizeof(float));
+  float *ws = calloc(pt_conv_wino_workspace(&g, 2), sizeof(float));
   pt_ops_set_threads(1);
-  pt_conv_wino6_forward(&g, n, x, w, b, y1, NULL, ws);
-  pt_conv_wino6_backward(&g, n, x, w, y1, NULL, dy, dw, db, d1, ws);
+  pt_conv_wino_forward(&g, n, x, w, b, y1, NULL, ws);
+  pt_conv_wino_backward(&g, n, x, w, y1, NULL, dy, dw, db, d1, ws);
   pt_ops_set_threads(2);
-  pt_conv_wino6_forward(&g, n, x, w, b, y2, NULL, ws);
-  pt_conv_wino6_backward(&g, n, x, w, y2, NULL, dy, dw, db, d2, ws);
+  pt_conv_wino_forward(&g, n, x, w, b, y2, NULL, ws);
+  pt_conv_wino_backward(&g, n, x, w, y2, NULL, dy, dw, db, d2, ws);
   pt_ops_set_threads(1);
   assert_memory_equal(y1, y2, ny * sizeof(float));
   assert_memory_equal(d1, d2, nx * sizeof(float));
@@ -159,7 +159,7 @@ static void test_thread_count_invariant(void **state) {
  * windows whose maximum is 0 (no gradient) are common. */
 static const shape pool_shapes[] = {
     {3, 32, 26, 26, 64, 0, 1, 3}, /* mnist-cnn's conv2 */
-    {3, 16, 14, 14, 32, 2, 1, 5}, /* tutorial-cnn's conv2.0: 2x2 tiles, 7x7 pooled */
+    {3, 16, 14, 14, 32, 2, 1, 5}, /* tutorial-cnn's conv2.0: 4x4 tiles overhanging by 2, 7x7 pooled */
     {2, 20, 10, 10, 12, 1, 1, 5}, /* channels past a vector on both sides */
     {1, 8, 36, 38, 9, 1, 1, 3},   /* 18x19 pooled: two column blocks; tiles overhang the last column */
     {2, 48, 8, 8, 96, 1, 1, 3},   /* 8x8 out: 2x2 tiles of 4x4, 4x4 pooled */
@@ -174,7 +174,7 @@ static void check_pool_shape(const shape *s, int threads) {
   pt_conv_geom g = {s->c, s->h, s->w, s->oc, s->k, s->k, 1, s->pad, 0, 0, 1};
   assert_true(pt_conv_init(&g));
   assert_true(pt_conv_pool_ok(&g));
-  assert_int_equal(pt_conv_wino6_ok(&g), s->c >= 8); /* both paths covered */
+  assert_int_equal(pt_conv_wino_ok(&g), s->c >= 8); /* both paths covered */
   pt_ops_set_threads(threads);
   const int ph = g.oh / 2, pw = g.ow / 2;
   const size_t nx = (size_t)s->n * s->c * s->h * s->w, ny = (size_t)s->n * s->oc * g.oh * g.ow, np = ny / 4;

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "ops/cpu/conv_direct.h"
-#include "ops/cpu/conv_winograd6.h"
+#include "ops/cpu/conv_winograd.h"
 #include "ops/cpu/ops.h"
 #include "util/threadpool.h"
 
@@ -54,7 +54,7 @@ static size_t per_thread(const pt_conv_geom *g) {
 
 size_t pt_conv_workspace(const pt_conv_geom *g, int nthreads) {
 #ifdef __AVX512F__
-  if (pt_conv_wino6_ok(g)) return pt_conv_wino6_workspace(g, nthreads);
+  if (pt_conv_wino_ok(g)) return pt_conv_wino_workspace(g, nthreads);
   if (pt_conv_direct_ok(g)) return pt_conv_direct_workspace(g, nthreads);
 #endif
   return per_thread(g) * (size_t)nthreads;
@@ -191,8 +191,8 @@ static void forward_task(void *ctx, int tid, int nt) {
 void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
                        float *y, float *ws) {
 #ifdef __AVX512F__
-  if (pt_conv_wino6_ok(g)) {
-    pt_conv_wino6_forward(g, n, x, w, b, y, NULL, ws);
+  if (pt_conv_wino_ok(g)) {
+    pt_conv_wino_forward(g, n, x, w, b, y, NULL, ws);
     return;
   }
   if (pt_conv_direct_ok(g)) {
@@ -247,8 +247,8 @@ static void backward_task(void *ctx, int tid, int nt) {
 void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                         const float *dy, float *dw, float *db, float *dx, float *ws) {
 #ifdef __AVX512F__
-  if (pt_conv_wino6_ok(g)) {
-    pt_conv_wino6_backward(g, n, x, w, y, NULL, dy, dw, db, dx, ws);
+  if (pt_conv_wino_ok(g)) {
+    pt_conv_wino_backward(g, n, x, w, y, NULL, dy, dw, db, dx, ws);
     return;
   }
   if (pt_conv_direct_ok(g)) {
@@ -267,7 +267,7 @@ void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const floa
 /* The same path as the unfused op would take, with the pool inside. */
 int pt_conv_pool_ok(const pt_conv_geom *g) {
 #ifdef __AVX512F__
-  if (pt_conv_wino6_ok(g)) return pt_conv_wino6_pool_ok(g);
+  if (pt_conv_wino_ok(g)) return pt_conv_wino_pool_ok(g);
   return pt_conv_direct_ok(g) && pt_conv_direct_pool_ok(g);
 #else
   (void)g;
@@ -278,7 +278,7 @@ int pt_conv_pool_ok(const pt_conv_geom *g) {
 void pt_conv2d_pool_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
                             int32_t *code, float *ws) {
 #ifdef __AVX512F__
-  if (pt_conv_wino6_ok(g)) pt_conv_wino6_forward(g, n, x, w, b, y, code, ws);
+  if (pt_conv_wino_ok(g)) pt_conv_wino_forward(g, n, x, w, b, y, code, ws);
   else pt_conv_direct_forward(g, n, x, w, b, y, code, ws);
 #else
   (void)g, (void)n, (void)x, (void)w, (void)b, (void)y, (void)code, (void)ws; /* pt_conv_pool_ok said no */
@@ -288,7 +288,7 @@ void pt_conv2d_pool_forward(const pt_conv_geom *g, int n, const float *x, const 
 void pt_conv2d_pool_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const int32_t *code,
                              const float *dy, float *dw, float *db, float *dx, float *ws) {
 #ifdef __AVX512F__
-  if (pt_conv_wino6_ok(g)) pt_conv_wino6_backward(g, n, x, w, NULL, code, dy, dw, db, dx, ws);
+  if (pt_conv_wino_ok(g)) pt_conv_wino_backward(g, n, x, w, NULL, code, dy, dw, db, dx, ws);
   else pt_conv_direct_backward(g, n, x, w, NULL, code, dy, dw, db, dx, ws);
 #else
   (void)g, (void)n, (void)x, (void)w, (void)code, (void)dy, (void)dw, (void)db, (void)dx, (void)ws;

@@ -1,27 +1,32 @@
-/* conv2d by Winograd minimal filtering on 6x6 input tiles: F(2x2, 5x5)
- * for 5x5 kernels and F(4x4, 3x3) for 3x3 ones, stride 1.
+/* conv2d by Winograd minimal filtering, stride 1: F(4x4, 5x5) on 8x8
+ * input tiles for 5x5 kernels and F(4x4, 3x3) on 6x6 tiles for 3x3 ones.
  *
- * With the interpolation points 0, 1, -1, 2, -2 and infinity, m outputs of
- * an r-tap correlation (m + r - 1 = 6) from 6 inputs take 6
- * multiplications instead of m r:
+ * m outputs of an r-tap correlation from n = m + r - 1 inputs take n
+ * multiplications instead of m r, at n interpolation points:
  *   y = A^T [(G g) . (B^T d)]
+ * A^T (m x n): row a is the points' a-th powers, and [a = m-1] for
+ * infinity; G (n x r): tap k is the point's k-th power over the product of
+ * its distances to the other finite points (Lagrange's denominators), and
+ * the last tap for infinity; B^T is what makes the identity hold, and
+ * depends on the points alone. The 6x6 tiles use 0, 1, -1, 2, -2 and
+ * infinity:
  *   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0;
  *          0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
- *   G   (6 x r): rows 1/4 (1 0 ..), -1/6 (1 1 1 ..), -1/6 (1 -1 1 ..),
- *        1/24 (1 2 4 ..), 1/24 (1 -2 4 ..), (.. 0 0 1)
- *   A^T (m x 6): row a is (0^a, 1, (-1)^a, 2^a, (-2)^a, [a = m-1]).
- * B^T depends only on the points, so one input transform serves both.
- * Nested in both dimensions, an m x m output tile from a 6x6 input tile
- * takes 36 multiplications where direct needs m^2 r^2 (100 for 5x5, 144
- * for 3x3): summed over input channels, 36 independent GEMMs, one per
- * element xi of the transformed tile. These are cuDNN's and Lavin's
- * F(4x4, 3x3) points, whose fp32 error training tolerates: against the
- * direct kernels, up to 1.4e-5 of the largest value has been seen
- * (test_conv_winograd bounds it at 3e-5).
+ * and the 8x8 tiles add 1/2 and -1/2 (bt8 below); every constant of A^T
+ * and B^T is exact in binary. Nested in both dimensions, an m x m output
+ * tile takes n^2 multiplications where direct needs m^2 r^2: 64 instead
+ * of 400 (5x5), 36 instead of 144 (3x3). Summed over input channels, these
+ * are n^2 independent GEMMs, one per element xi of the transformed tile.
+ * These are cuDNN's and Lavin's points, whose fp32 error training
+ * tolerates: against the direct kernels, up to 1.4e-5 of the largest value
+ * has been seen (test_conv_winograd bounds it at 3e-5). The 8x8 tiles
+ * replaced F(2x2, 5x5) on 6x6 tiles: 42% fewer multiplications for
+ * tutorial-cnn's conv2.0 (16 tiles of 64 against 49 of 36 on its 14x14
+ * output), for the same measured error.
  *
  * The channels are in the vector lanes, not the tiles: a sample is first
  * copied into a padded (h, w, channels) block. The layers this is for have
- * small images (tutorial-cnn's conv2.0: 16 -> 32 channels on 14x14, 7
+ * small images (tutorial-cnn's conv2.0: 16 -> 32 channels on 14x14, 4
  * tiles a row; mnist-cnn's conv2: 32 -> 64 on 24x24, 6 tiles a row), where
  * tiles in the lanes would leave much of every vector empty, while their
  * channel counts are multiples of 16. So every transform uses whole
@@ -39,7 +44,7 @@
  * thread count; the weight gradient's per-thread partials are added in
  * thread order.
  */
-#include "ops/cpu/conv_winograd6.h"
+#include "ops/cpu/conv_winograd.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -51,7 +56,7 @@
 
 #include "ops/cpu/transpose16.h"
 
-#define NX 36 /* elements of a transformed 6x6 tile */
+#define NMAX 8 /* the largest tile side */
 #define RC 8  /* weight-gradient register tile: input channels (x 2 vectors of output channels) */
 
 static int up(int n, int m) { return (n + m - 1) / m * m; }
@@ -62,19 +67,20 @@ static __mmask16 lanes(int n) { return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n)
 /* One pass: input (cin, hin, win) padded by pad, r x r kernel, output
  * (cout, oh, ow) in th x tw tiles of m x m. C and CO are the channel counts
  * rounded up to whole vectors. The padded copy (hp, wp, C) covers every
- * tile's 6x6 window and, for the input gradient's pass, m - 1 zero rows and
+ * tile's n x n window and, for the input gradient's pass, m - 1 zero rows and
  * columns past the data: the weight gradient reads dy's tiles from it,
  * overhang included. */
 typedef struct {
   int cin, hin, win, pad, cout, r, m;
+  int n, nx; /* tile side (6 or 8) and elements of a transformed tile */
   int oh, ow, th, tw, hp, wp;
   int C, CO;
   int T, rt, Tr; /* tiles; the GEMM's register tile (tiles); T rounded up to it */
-} pass6;
+} wpass;
 
-static void pass_init(pass6 *p, int cin, int hin, int win, int pad, int cout, int r) {
+static void pass_init(wpass *p, int cin, int hin, int win, int pad, int cout, int r) {
   p->cin = cin, p->hin = hin, p->win = win, p->pad = pad, p->cout = cout;
-  p->r = r, p->m = 7 - r;
+  p->r = r, p->n = r == 5 ? 8 : 6, p->nx = p->n * p->n, p->m = p->n + 1 - r;
   const int m = p->m;
   p->oh = hin + 2 * pad - (r - 1), p->ow = win + 2 * pad - (r - 1);
   p->th = (p->oh + m - 1) / m, p->tw = (p->ow + m - 1) / m;
@@ -83,19 +89,19 @@ static void pass_init(pass6 *p, int cin, int hin, int win, int pad, int cout, in
   if (p->wp < win + pad + m - 1) p->wp = win + pad + m - 1;
   p->C = up(cin, 16), p->CO = up(cout, 16);
   p->T = p->th * p->tw;
-  /* 6 to 8 tiles a register tile, whichever wastes fewest: 7 for 7x7
-   * tiles, 6 for 6x6 */
+  /* 6 to 8 tiles a register tile, whichever wastes fewest: 8 for 4x4
+   * tiles, 6 for 6x6, 7 for 7x7 */
   p->rt = 8;
   for (int rt = 7; rt >= 6; rt--)
     if (up(p->T, rt) < up(p->T, p->rt)) p->rt = rt;
   p->Tr = up(p->T, p->rt);
 }
 
-static size_t xp_floats(const pass6 *p) { return (size_t)p->hp * p->wp * p->C; }
-static size_t v_floats(const pass6 *p) { return (size_t)NX * p->Tr * p->C; }
-static size_t m_floats(const pass6 *p) { return (size_t)NX * p->Tr * p->CO; }
-static size_t yp_floats(const pass6 *p) { return (size_t)p->m * p->m * p->th * p->tw * p->CO; }
-static size_t u_floats(const pass6 *p) { return (size_t)NX * p->C * p->CO; }
+static size_t xp_floats(const wpass *p) { return (size_t)p->hp * p->wp * p->C; }
+static size_t v_floats(const wpass *p) { return (size_t)p->nx * p->Tr * p->C; }
+static size_t m_floats(const wpass *p) { return (size_t)p->nx * p->Tr * p->CO; }
+static size_t yp_floats(const wpass *p) { return (size_t)p->m * p->m * p->th * p->tw * p->CO; }
+static size_t u_floats(const wpass *p) { return (size_t)p->nx * p->C * p->CO; }
 static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
 /* The forward pass f and the input gradient's pass t, and where each
@@ -103,14 +109,14 @@ static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
  * reuses the forward's V and M regions, and Z shares M's: each is dead by
  * the time the next is written. */
 typedef struct {
-  pass6 f, t;
+  wpass f, t;
   size_t xp, v, m, yp, dyp, du, db, part, per, shared;
-} plan6;
+} wplan;
 
-static void plan_init(plan6 *pl, const pt_conv_geom *g) {
+static void plan_init(wplan *pl, const pt_conv_geom *g) {
   pass_init(&pl->f, g->c, g->h, g->w, g->pad, g->oc, g->kh);
   pass_init(&pl->t, g->oc, g->oh, g->ow, g->kh - 1 - g->pad, g->c, g->kh);
-  const pass6 *f = &pl->f, *t = &pl->t;
+  const wpass *f = &pl->f, *t = &pl->t;
   size_t o = 0;
   pl->xp = o, o += up16(xp_floats(f));
   pl->v = o, o += up16(zmax(v_floats(f), v_floats(t)));
@@ -127,13 +133,13 @@ static void plan_init(plan6 *pl, const pt_conv_geom *g) {
 /* Below 8 channels on either side the GEMMs are too thin for the
  * transforms to pay: tutorial-cnn's conv1.0 (1 -> 16) stays direct.
  * pad < r keeps the input gradient's pass a plain padding. */
-int pt_conv_wino6_ok(const pt_conv_geom *g) {
+int pt_conv_wino_ok(const pt_conv_geom *g) {
   return g->stride == 1 && g->kh == g->kw && (g->kh == 5 || g->kh == 3) && g->pad >= 0 && g->pad < g->kh &&
          g->c >= 8 && g->oc >= 8 && g->oh > 0 && g->ow > 0;
 }
 
-size_t pt_conv_wino6_workspace(const pt_conv_geom *g, int nthreads) {
-  plan6 pl;
+size_t pt_conv_wino_workspace(const pt_conv_geom *g, int nthreads) {
+  wplan pl;
   plan_init(&pl, g);
   return pl.shared + pl.per * (size_t)(nthreads < 1 ? 1 : nthreads) + 16; /* + 16: room to align */
 }
@@ -153,25 +159,59 @@ static void g6(const double *in, int stride, int r, double out[6]) {
   out[3] = (e2 + o2) / 24, out[4] = (e2 - o2) / 24, out[5] = in[(r - 1) * stride];
 }
 
+/* The 8x8 tiles' finite points; the last is infinity. */
+static const double pts8[7] = {0, 1, -1, 2, -2, 0.5, -0.5};
+
+/* out (8) = G in (r taps, stride apart) for the 8x8 tiles: tap powers at
+ * each finite point over the product of its distances to the others
+ * (Lagrange's denominators; the B^T below is scaled to match), and the
+ * last tap for infinity. */
+static void g8(const double *in, int stride, int r, double out[8]) {
+  for (int i = 0; i < 7; i++) {
+    double den = 1, pw = 1, sum = 0;
+    for (int q = 0; q < 7; q++)
+      if (q != i) den *= pts8[i] - pts8[q];
+    for (int k = 0; k < r; k++, pw *= pts8[i]) sum += pw * in[k * stride];
+    out[i] = sum / den;
+  }
+  out[7] = in[(r - 1) * stride];
+}
+
+/* out (r) = G^T in (8), the transpose of g8. */
+static void gt8(const double in[8], int r, double *out) {
+  for (int k = 0; k < r; k++) out[k] = k == r - 1 ? in[7] : 0.0;
+  for (int i = 0; i < 7; i++) {
+    double den = 1, pw = 1;
+    for (int q = 0; q < 7; q++)
+      if (q != i) den *= pts8[i] - pts8[q];
+    for (int k = 0; k < r; k++, pw *= pts8[i]) out[k] += pw / den * in[i];
+  }
+}
+
+static void gn(int n, const double *in, int stride, int r, double *out) {
+  if (n == 8) g8(in, stride, r, out);
+  else g6(in, stride, r, out);
+}
+
 /* U[xi] (C, CO) = G g G^T for every (o, ci), zero past cin and cout. w is
  * (cout, cin, r, r), or with flip the original (cin, cout, r, r) read
  * transposed and rotated by 180 degrees: the input gradient's weights.
  * In double, so that U carries one rounding. */
-static void filter_transform(const pass6 *p, const float *w, int flip, float *U) {
-  const int r = p->r, rr = r * r;
+static void filter_transform(const wpass *p, const float *w, int flip, float *U) {
+  const int r = p->r, rr = r * r, n = p->n;
   memset(U, 0, sizeof(float) * u_floats(p));
   for (int o = 0; o < p->cout; o++)
     for (int ci = 0; ci < p->cin; ci++) {
-      double g[25], h[6][5], col[6], u[6];
+      double g[25], h[NMAX][5], col[NMAX], u[NMAX];
       for (int k = 0; k < rr; k++)
         g[k] = flip ? w[((size_t)ci * p->cout + o) * rr + rr - 1 - k] : w[((size_t)o * p->cin + ci) * rr + k];
       for (int k = 0; k < r; k++) { /* G g: combine rows */
-        g6(g + k, r, r, col);
-        for (int i = 0; i < 6; i++) h[i][k] = col[i];
+        gn(n, g + k, r, r, col);
+        for (int i = 0; i < n; i++) h[i][k] = col[i];
       }
-      for (int i = 0; i < 6; i++) { /* (G g) G^T: combine columns */
-        g6(h[i], 1, r, u);
-        for (int j = 0; j < 6; j++) U[((size_t)(6 * i + j) * p->C + ci) * p->CO + o] = (float)u[j];
+      for (int i = 0; i < n; i++) { /* (G g) G^T: combine columns */
+        gn(n, h[i], 1, r, u);
+        for (int j = 0; j < n; j++) U[((size_t)(n * i + j) * p->C + ci) * p->CO + o] = (float)u[j];
       }
     }
 }
@@ -181,9 +221,9 @@ static void filter_transform(const pass6 *p, const float *w, int flip, float *U)
  * 16 channels x 16 columns at a time, transposed in registers. Every lane
  * of the data's rows and columns is written; the border around them is
  * left as it is, zeroed once per call (clear). */
-static void clear(const pass6 *p, float *xp) { memset(xp, 0, sizeof(float) * xp_floats(p)); }
+static void clear(const wpass *p, float *xp) { memset(xp, 0, sizeof(float) * xp_floats(p)); }
 
-static void pack(const pass6 *p, const float *src, const float *gate, float *xp) {
+static void pack(const wpass *p, const float *src, const float *gate, float *xp) {
   const size_t hw = (size_t)p->hin * p->win;
   const __m512 zero = _mm512_setzero_ps();
   for (int c0 = 0; c0 < p->cin; c0 += 16) {
@@ -223,31 +263,63 @@ static inline __attribute__((always_inline)) void bt6(const __m512 d[6], __m512 
   r[5] = _mm512_fmadd_ps(four, d[1], _mm512_fnmadd_ps(five, d[3], d[5]));
 }
 
+/* r = B^T d for eight vectors d, the points 0, 1, -1, 2, -2, 1/2, -1/2
+ * and infinity: each pair of rows +p, -p is an even part plus and minus
+ * an odd part. Every constant is exact in binary. */
+static inline __attribute__((always_inline)) void bt8(const __m512 d[8], __m512 r[8]) {
+  const __m512 c525 = _mm512_set1_ps(5.25f), c425 = _mm512_set1_ps(4.25f);
+  r[0] = _mm512_add_ps(_mm512_fmadd_ps(c525, _mm512_sub_ps(d[2], d[4]), d[6]), _mm512_sub_ps(_mm512_setzero_ps(), d[0]));
+  r[7] = _mm512_sub_ps(_mm512_fmadd_ps(c525, _mm512_sub_ps(d[3], d[5]), d[7]), d[1]);
+  const __m512 e1 = _mm512_fnmadd_ps(c425, d[4], _mm512_add_ps(d[2], d[6]));
+  const __m512 o1 = _mm512_fnmadd_ps(c425, d[3], _mm512_add_ps(d[1], d[5]));
+  r[1] = _mm512_add_ps(e1, o1), r[2] = _mm512_sub_ps(e1, o1);
+  const __m512 e2 = _mm512_fnmadd_ps(_mm512_set1_ps(1.25f), d[4], _mm512_fmadd_ps(_mm512_set1_ps(0.25f), d[2], d[6]));
+  const __m512 o2 = _mm512_fmadd_ps(_mm512_set1_ps(2.0f), d[5],
+                                    _mm512_fnmadd_ps(_mm512_set1_ps(2.5f), d[3], _mm512_mul_ps(_mm512_set1_ps(0.5f), d[1])));
+  r[3] = _mm512_add_ps(e2, o2), r[4] = _mm512_sub_ps(e2, o2);
+  const __m512 e3 = _mm512_fnmadd_ps(_mm512_set1_ps(5.0f), d[4], _mm512_fmadd_ps(_mm512_set1_ps(4.0f), d[2], d[6]));
+  const __m512 o3 = _mm512_fmadd_ps(_mm512_set1_ps(0.5f), d[5],
+                                    _mm512_fnmadd_ps(_mm512_set1_ps(2.5f), d[3], _mm512_mul_ps(_mm512_set1_ps(2.0f), d[1])));
+  r[5] = _mm512_add_ps(e3, o3), r[6] = _mm512_sub_ps(e3, o3);
+}
+
+static inline __attribute__((always_inline)) void btn(int n, const __m512 *d, __m512 *r) {
+  if (n == 8) bt8(d, r);
+  else bt6(d, r);
+}
+
 /* V[xi] (rows, C) = (B^T d B)[xi] of tiles t0 .. t0 + nt - 1 in rows 0 ..
  * nt - 1; rows nt .. rows - 1 zero, as the GEMM reads them. */
-static void input_transform(const pass6 *p, const float *xp, int t0, int nt, int rows, float *V) {
+static inline __attribute__((always_inline)) void input_transform_n(int n, const wpass *p, const float *xp, int t0,
+                                                                    int nt, int rows, float *V) {
   const size_t C = (size_t)p->C, vs = (size_t)rows * C, row = (size_t)p->wp * C;
   for (int tt = 0; tt < nt; tt++) {
       const int ty = (t0 + tt) / p->tw, tx = (t0 + tt) % p->tw;
       const size_t t = (size_t)tt;
       for (size_t c0 = 0; c0 < C; c0 += 16) {
         const float *s = xp + (size_t)(p->m * ty) * row + (size_t)(p->m * tx) * C + c0;
-        __m512 u[6][6];
-        for (int j = 0; j < 6; j++) { /* B^T d: combine the rows of column j */
-          __m512 d[6], r[6];
-          for (int i = 0; i < 6; i++) d[i] = _mm512_load_ps(s + row * i + C * j);
-          bt6(d, r);
-          for (int i = 0; i < 6; i++) u[i][j] = r[i];
+        __m512 u[NMAX][NMAX];
+        for (int j = 0; j < n; j++) { /* B^T d: combine the rows of column j */
+          __m512 d[NMAX], r[NMAX];
+          for (int i = 0; i < n; i++) d[i] = _mm512_load_ps(s + row * i + C * j);
+          btn(n, d, r);
+          for (int i = 0; i < n; i++) u[i][j] = r[i];
         }
-        for (int i = 0; i < 6; i++) { /* (B^T d) B: combine columns */
-          __m512 r[6];
-          bt6(u[i], r);
-          for (int j = 0; j < 6; j++) _mm512_store_ps(V + vs * (6 * i + j) + t * C + c0, r[j]);
+        for (int i = 0; i < n; i++) { /* (B^T d) B: combine columns */
+          __m512 r[NMAX];
+          btn(n, u[i], r);
+          for (int j = 0; j < n; j++) _mm512_store_ps(V + vs * (n * i + j) + t * C + c0, r[j]);
         }
       }
   }
   if (nt < rows)
-    for (int xi = 0; xi < NX; xi++) memset(V + vs * xi + (size_t)nt * C, 0, sizeof(float) * (size_t)(rows - nt) * C);
+    for (int xi = 0; xi < p->nx; xi++)
+      memset(V + vs * xi + (size_t)nt * C, 0, sizeof(float) * (size_t)(rows - nt) * C);
+}
+
+static void input_transform(const wpass *p, const float *xp, int t0, int nt, int rows, float *V) {
+  if (p->n == 8) input_transform_n(8, p, xp, t0, nt, rows, V);
+  else input_transform_n(6, p, xp, t0, nt, rows, V);
 }
 
 /* m (rt, nv vectors) = v (rt rows ldv apart, K) u (K, nv vectors, rows ldu
@@ -276,9 +348,9 @@ static inline __attribute__((always_inline)) void gemm_tile(int rt, int K, const
 
 /* M[xi] (rows, CO) = V[xi] (rows, C) U[xi] (C, CO) for all 36 xi; rows
  * a multiple of the register tile */
-static void gemms(const pass6 *p, const float *U, const float *V, int rows, float *M) {
+static void gemms(const wpass *p, const float *U, const float *V, int rows, float *M) {
   const size_t C = (size_t)p->C, CO = (size_t)p->CO;
-  for (int xi = 0; xi < NX; xi++) {
+  for (int xi = 0; xi < p->nx; xi++) {
     const float *u = U + C * CO * xi, *v = V + (size_t)rows * C * xi;
     float *m = M + (size_t)rows * CO * xi;
     for (size_t t0 = 0; t0 < (size_t)rows; t0 += (size_t)p->rt)
@@ -314,9 +386,27 @@ static inline __attribute__((always_inline)) void at6(int m, const __m512 x[6], 
   }
 }
 
+/* y (4) = A^T x (8) at the 8x8 tiles' points: rows (1 1 1 1 1 1 1 0),
+ * (0 1 -1 2 -2 1/2 -1/2 0), (0 1 1 4 4 1/4 1/4 0), (0 1 -1 8 -8 1/8 -1/8 1). */
+static inline __attribute__((always_inline)) void at8(const __m512 x[8], __m512 *y) {
+  const __m512 s1 = _mm512_add_ps(x[1], x[2]), d1 = _mm512_sub_ps(x[1], x[2]);
+  const __m512 s2 = _mm512_add_ps(x[3], x[4]), d2 = _mm512_sub_ps(x[3], x[4]);
+  const __m512 s3 = _mm512_add_ps(x[5], x[6]), d3 = _mm512_sub_ps(x[5], x[6]);
+  y[0] = _mm512_add_ps(_mm512_add_ps(x[0], s1), _mm512_add_ps(s2, s3));
+  y[1] = _mm512_fmadd_ps(_mm512_set1_ps(0.5f), d3, _mm512_fmadd_ps(_mm512_set1_ps(2.0f), d2, d1));
+  y[2] = _mm512_fmadd_ps(_mm512_set1_ps(0.25f), s3, _mm512_fmadd_ps(_mm512_set1_ps(4.0f), s2, s1));
+  y[3] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(0.125f), d3, _mm512_fmadd_ps(_mm512_set1_ps(8.0f), d2, d1)),
+                       x[7]);
+}
+
+static inline __attribute__((always_inline)) void atn(int n, int m, const __m512 *x, __m512 *y) {
+  if (n == 8) at8(x, y);
+  else at6(m, x, y);
+}
+
 /* yp (m th, m tw, CO) = A^T M A, + bias, ReLU'd, of tiles t0 .. t0 + nt -
  * 1, whose M are rows 0 .. nt - 1 of M[xi] (rows, CO) */
-static inline __attribute__((always_inline)) void output_transform_m(int m, const pass6 *p, const float *M,
+static inline __attribute__((always_inline)) void output_transform_m(int n, int m, const wpass *p, const float *M,
                                                                      int t0, int nt, int rows, const float *bias,
                                                                      int relu, float *yp) {
   const size_t CO = (size_t)p->CO, ms = (size_t)rows * CO, W = (size_t)m * p->tw;
@@ -326,16 +416,16 @@ static inline __attribute__((always_inline)) void output_transform_m(int m, cons
     for (int tt = 0; tt < nt; tt++) {
         const int ty = (t0 + tt) / p->tw, tx = (t0 + tt) % p->tw;
         const size_t t = (size_t)tt;
-        __m512 q[4][6];
-        for (int j = 0; j < 6; j++) { /* A^T x: combine the rows of column j */
-          __m512 x[6], y[4];
-          for (int i = 0; i < 6; i++) x[i] = _mm512_load_ps(M + ms * (6 * i + j) + t * CO + o0);
-          at6(m, x, y);
+        __m512 q[4][NMAX];
+        for (int j = 0; j < n; j++) { /* A^T x: combine the rows of column j */
+          __m512 x[NMAX], y[4];
+          for (int i = 0; i < n; i++) x[i] = _mm512_load_ps(M + ms * (n * i + j) + t * CO + o0);
+          atn(n, m, x, y);
           for (int i = 0; i < m; i++) q[i][j] = y[i];
         }
         for (int i = 0; i < m; i++) { /* (A^T x) A: combine columns */
           __m512 y[4];
-          at6(m, q[i], y);
+          atn(n, m, q[i], y);
           float *d = yp + (((size_t)m * ty + i) * W + (size_t)m * tx) * CO + o0;
           for (int k = 0; k < m; k++) {
             __m512 v = _mm512_add_ps(y[k], bv);
@@ -347,15 +437,16 @@ static inline __attribute__((always_inline)) void output_transform_m(int m, cons
   }
 }
 
-static void output_transform(const pass6 *p, const float *M, int t0, int nt, int rows, const float *bias, int relu,
+static void output_transform(const wpass *p, const float *M, int t0, int nt, int rows, const float *bias, int relu,
                              float *yp) {
-  if (p->m == 2) output_transform_m(2, p, M, t0, nt, rows, bias, relu, yp);
-  else output_transform_m(4, p, M, t0, nt, rows, bias, relu, yp);
+  if (p->n == 8) output_transform_m(8, 4, p, M, t0, nt, rows, bias, relu, yp);
+  else if (p->m == 2) output_transform_m(6, 2, p, M, t0, nt, rows, bias, relu, yp);
+  else output_transform_m(6, 4, p, M, t0, nt, rows, bias, relu, yp);
 }
 
 /* out (cout, oh, ow) from yp (m th, m tw, CO), 16 channels x 16 columns at
  * a time, transposed in registers. */
-static void unpack(const pass6 *p, const float *yp, float *out) {
+static void unpack(const wpass *p, const float *yp, float *out) {
   const size_t CO = (size_t)p->CO, W = (size_t)p->m * p->tw, ohw = (size_t)p->oh * p->ow;
   for (int o0 = 0; o0 < p->cout; o0 += 16) {
     const int no = imin(16, p->cout - o0);
@@ -379,7 +470,7 @@ static void unpack(const pass6 *p, const float *yp, float *out) {
  * the ReLU stops the gradient whichever position the pool picked. After
  * the ReLU nothing is NaN. The m x m tiles hold whole windows (m is even),
  * so a window never straddles two tiles' outputs. */
-static void unpack_pool(const pass6 *p, const float *yp, float *out, int32_t *code) {
+static void unpack_pool(const wpass *p, const float *yp, float *out, int32_t *code) {
   const size_t CO = (size_t)p->CO, W = (size_t)p->m * p->tw;
   const int ph = p->oh / 2, pw = p->ow / 2;
   const size_t phw = (size_t)ph * pw;
@@ -424,7 +515,7 @@ static void unpack_pool(const pass6 *p, const float *yp, float *out, int32_t *co
  * its window's maximum, at (pad, pad), and nowhere where the code is -1.
  * Element for element what pack would make of the unfused pool's and
  * ReLU's gradients, and as pack, writing every lane of the data's area. */
-static void pack_pool(const pass6 *p, const float *dy, const int32_t *code, float *xp) {
+static void pack_pool(const wpass *p, const float *dy, const int32_t *code, float *xp) {
   const int ph = p->hin / 2, pw = p->win / 2;
   const size_t phw = (size_t)ph * pw, C = (size_t)p->C;
   const __m512 zero = _mm512_setzero_ps();
@@ -462,7 +553,7 @@ static void pack_pool(const pass6 *p, const float *dy, const int32_t *code, floa
  * A register tile's rows of tiles at a time, so that the transformed
  * input and the GEMMs' output stay in the core's first caches between the
  * three steps (all tiles at once, mnist-cnn's conv2 went through 500 KB). */
-static void run_packed(const pass6 *p, const float *U, const float *xp, const float *bias, int relu, float *V,
+static void run_packed(const wpass *p, const float *U, const float *xp, const float *bias, int relu, float *V,
                        float *M, float *yp) {
   for (int t0 = 0; t0 < p->T; t0 += p->rt) {
     const int nt = imin(p->rt, p->T - t0);
@@ -474,18 +565,18 @@ static void run_packed(const pass6 *p, const float *U, const float *xp, const fl
 
 typedef struct {
   const pt_conv_geom *g;
-  const plan6 *pl;
+  const wplan *pl;
   int n, nparts;
   const float *x, *y, *dy, *b, *U; /* U: the forward's or the input gradient's transformed weights */
   float *out, *dw, *db, *dx, *ws;  /* ws: the per-thread blocks */
   int32_t *code;                   /* a fused pool's codes (unpack_pool): written forward */
   const int32_t *code_in;          /* and read backward */
-} job6;
+} wjob;
 
 static void forward_task(void *ctx, int tid, int nt) {
-  const job6 *j = ctx;
-  const plan6 *pl = j->pl;
-  const pass6 *f = &pl->f;
+  const wjob *j = ctx;
+  const wplan *pl = j->pl;
+  const wpass *f = &pl->f;
   float *me = j->ws + pl->per * (size_t)tid;
   const size_t xs = (size_t)f->cin * f->hin * f->win, ys = (size_t)f->cout * f->oh * f->ow;
   size_t lo, hi;
@@ -499,18 +590,18 @@ static void forward_task(void *ctx, int tid, int nt) {
   }
 }
 
-void pt_conv_wino6_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
+void pt_conv_wino_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
                            int32_t *code, float *ws) {
-  plan6 pl;
+  wplan pl;
   plan_init(&pl, g);
   ws = align64(ws);
   filter_transform(&pl.f, w, 0, ws);
-  job6 j = {.g = g, .pl = &pl, .n = n, .x = x, .b = b, .U = ws, .out = y, .code = code, .ws = ws + pl.shared};
+  wjob j = {.g = g, .pl = &pl, .n = n, .x = x, .b = b, .U = ws, .out = y, .code = code, .ws = ws + pl.shared};
   pt_parallel(forward_task, &j);
 }
 
-int pt_conv_wino6_pool_ok(const pt_conv_geom *g) {
-  return pt_conv_wino6_ok(g) && g->relu && g->oh % 2 == 0 && g->ow % 2 == 0;
+int pt_conv_wino_pool_ok(const pt_conv_geom *g) {
+  return pt_conv_wino_ok(g) && g->relu && g->oh % 2 == 0 && g->ow % 2 == 0;
 }
 
 /* ---- weight gradient ---- */
@@ -532,10 +623,28 @@ static inline __attribute__((always_inline)) void a6(int m, const __m512 *e, __m
   }
 }
 
+/* z (8) = A e (4) at the 8x8 tiles' points: each pair +p, -p is an even
+ * part plus and minus an odd part. */
+static inline __attribute__((always_inline)) void a8(const __m512 *e, __m512 z[8]) {
+  const __m512 ev = _mm512_add_ps(e[0], e[2]), od = _mm512_add_ps(e[1], e[3]);
+  const __m512 ev2 = _mm512_fmadd_ps(_mm512_set1_ps(4.0f), e[2], e[0]);
+  const __m512 od2 = _mm512_mul_ps(_mm512_set1_ps(2.0f), _mm512_fmadd_ps(_mm512_set1_ps(4.0f), e[3], e[1]));
+  const __m512 ev3 = _mm512_fmadd_ps(_mm512_set1_ps(0.25f), e[2], e[0]);
+  const __m512 od3 = _mm512_mul_ps(_mm512_set1_ps(0.5f), _mm512_fmadd_ps(_mm512_set1_ps(0.25f), e[3], e[1]));
+  z[0] = e[0], z[1] = _mm512_add_ps(ev, od), z[2] = _mm512_sub_ps(ev, od);
+  z[3] = _mm512_add_ps(ev2, od2), z[4] = _mm512_sub_ps(ev2, od2);
+  z[5] = _mm512_add_ps(ev3, od3), z[6] = _mm512_sub_ps(ev3, od3), z[7] = e[3];
+}
+
+static inline __attribute__((always_inline)) void an(int n, int m, const __m512 *e, __m512 *z) {
+  if (n == 8) a8(e, z);
+  else a6(m, e, z);
+}
+
 /* Z[xi] (T, CO) = (A dY A^T)[xi] of every m x m dy tile of the forward's
  * grid, read from the input gradient's packed dy (pd its padding), and
  * db (CO) += the tiles' sums. */
-static inline __attribute__((always_inline)) void dy_transform_m(int m, const pass6 *f, const pass6 *t,
+static inline __attribute__((always_inline)) void dy_transform_m(int n, int m, const wpass *f, const wpass *t,
                                                                  const float *dyp, float *Z, float *db) {
   const size_t CO = (size_t)f->CO, zs = (size_t)f->Tr * CO, row = (size_t)t->wp * CO, pd = (size_t)t->pad;
   for (size_t o0 = 0; o0 < CO; o0 += 16) {
@@ -543,31 +652,32 @@ static inline __attribute__((always_inline)) void dy_transform_m(int m, const pa
     for (int ty = 0; ty < f->th; ty++)
       for (int tx = 0; tx < f->tw; tx++) {
         const float *s = dyp + ((size_t)m * ty + pd) * row + ((size_t)m * tx + pd) * CO + o0;
-        __m512 c[4][6]; /* A dY: each column of the tile to 6 rows */
+        __m512 c[4][NMAX]; /* A dY: each column of the tile to n rows */
         for (int j = 0; j < m; j++) {
-          __m512 e[4], z[6];
+          __m512 e[4], z[NMAX];
           for (int i = 0; i < m; i++) {
             e[i] = _mm512_load_ps(s + row * i + CO * j);
             sum = _mm512_add_ps(sum, e[i]);
           }
-          a6(m, e, z);
-          for (int i = 0; i < 6; i++) c[j][i] = z[i];
+          an(n, m, e, z);
+          for (int i = 0; i < n; i++) c[j][i] = z[i];
         }
         float *zt = Z + ((size_t)ty * f->tw + tx) * CO + o0;
-        for (int i = 0; i < 6; i++) { /* (A dY) A^T: each row's m values to 6 */
-          __m512 e[4], z[6];
+        for (int i = 0; i < n; i++) { /* (A dY) A^T: each row's m values to n */
+          __m512 e[4], z[NMAX];
           for (int j = 0; j < m; j++) e[j] = c[j][i];
-          a6(m, e, z);
-          for (int j = 0; j < 6; j++) _mm512_store_ps(zt + zs * (6 * i + j), z[j]);
+          an(n, m, e, z);
+          for (int j = 0; j < n; j++) _mm512_store_ps(zt + zs * (n * i + j), z[j]);
         }
       }
     _mm512_store_ps(db + o0, _mm512_add_ps(_mm512_load_ps(db + o0), sum));
   }
 }
 
-static void dy_transform(const pass6 *f, const pass6 *t, const float *dyp, float *Z, float *db) {
-  if (f->m == 2) dy_transform_m(2, f, t, dyp, Z, db);
-  else dy_transform_m(4, f, t, dyp, Z, db);
+static void dy_transform(const wpass *f, const wpass *t, const float *dyp, float *Z, float *db) {
+  if (f->n == 8) dy_transform_m(8, 4, f, t, dyp, Z, db);
+  else if (f->m == 2) dy_transform_m(6, 2, f, t, dyp, Z, db);
+  else dy_transform_m(6, 4, f, t, dyp, Z, db);
 }
 
 /* du (RC rows lddu apart, nv vectors) += v (T rows ldv apart, RC)^T z (T
@@ -603,10 +713,10 @@ static inline __attribute__((always_inline)) void dw_tile(int T, const float *v,
   }
 }
 
-/* DU[xi] (C, CO) += V[xi] (T, C)^T Z[xi] (T, CO) for all 36 xi */
-static void dw_gemms(const pass6 *f, const float *V, const float *Z, double *DU) {
+/* DU[xi] (C, CO) += V[xi] (T, C)^T Z[xi] (T, CO) for every xi */
+static void dw_gemms(const wpass *f, const float *V, const float *Z, double *DU) {
   const size_t C = (size_t)f->C, CO = (size_t)f->CO;
-  for (int xi = 0; xi < NX; xi++) {
+  for (int xi = 0; xi < f->nx; xi++) {
     const float *v = V + (size_t)f->Tr * C * xi, *z = Z + (size_t)f->Tr * CO * xi;
     double *du = DU + C * CO * xi;
     for (size_t c0 = 0; c0 < C; c0 += RC)
@@ -629,9 +739,9 @@ static void gt6(const double in[6], int r, double *out) {
 }
 
 static void backward_task(void *ctx, int tid, int nt) {
-  const job6 *j = ctx;
-  const plan6 *pl = j->pl;
-  const pass6 *f = &pl->f, *t = &pl->t;
+  const wjob *j = ctx;
+  const wplan *pl = j->pl;
+  const wpass *f = &pl->f, *t = &pl->t;
   const int oc = j->g->oc, c = j->g->c;
   float *me = j->ws + pl->per * (size_t)tid;
   float *xp = me + pl->xp, *V = me + pl->v, *M = me + pl->m, *dyp = me + pl->dyp;
@@ -662,32 +772,34 @@ static void backward_task(void *ctx, int tid, int nt) {
   memcpy(dbp, db, sizeof(float) * (size_t)oc);
   /* the thread's partial dw (oc, c, r, r) = G^T DU G */
   const size_t C = (size_t)f->C, CO = (size_t)f->CO;
-  const int r = f->r;
+  const int r = f->r, tn = f->n;
   for (int o = 0; o < oc; o++)
     for (int ci = 0; ci < c; ci++) {
-      double u[6][6], h[5][6], v[5];
-      for (int xi = 0; xi < NX; xi++) u[xi / 6][xi % 6] = DU[(xi * C + ci) * CO + o];
-      for (int b = 0; b < 6; b++) { /* G^T u: combine rows */
-        double col[6];
-        for (int i = 0; i < 6; i++) col[i] = u[i][b];
-        gt6(col, r, v);
+      double u[NMAX][NMAX], h[5][NMAX], v[5];
+      for (int xi = 0; xi < f->nx; xi++) u[xi / tn][xi % tn] = DU[(xi * C + ci) * CO + o];
+      for (int b = 0; b < tn; b++) { /* G^T u: combine rows */
+        double col[NMAX];
+        for (int i = 0; i < tn; i++) col[i] = u[i][b];
+        if (tn == 8) gt8(col, r, v);
+        else gt6(col, r, v);
         for (int k = 0; k < r; k++) h[k][b] = v[k];
       }
       float *dwp = part + ((size_t)o * c + ci) * r * r;
       for (int a = 0; a < r; a++) { /* (G^T u) G: combine columns */
-        gt6(h[a], r, v);
+        if (tn == 8) gt8(h[a], r, v);
+        else gt6(h[a], r, v);
         for (int k = 0; k < r; k++) dwp[a * r + k] = (float)v[k];
       }
     }
 }
 
-void pt_conv_wino6_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
+void pt_conv_wino_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                             const int32_t *code, const float *dy, float *dw, float *db, float *dx, float *ws) {
-  plan6 pl;
+  wplan pl;
   plan_init(&pl, g);
   ws = align64(ws);
   if (dx) filter_transform(&pl.t, w, 1, ws);
-  job6 j = {.g = g, .pl = &pl, .n = n, .x = x, .y = y, .dy = dy, .U = ws, .dw = dw, .db = db, .dx = dx,
+  wjob j = {.g = g, .pl = &pl, .n = n, .x = x, .y = y, .dy = dy, .U = ws, .dw = dw, .db = db, .dx = dx,
             .code_in = code, .ws = ws + pl.shared};
   j.nparts = pt_ops_get_threads();
   pt_parallel(backward_task, &j);
