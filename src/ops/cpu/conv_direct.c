@@ -436,32 +436,14 @@ static void transpose_dy_pooled(int cn, int oc, int ocw, int oh, int ow, const f
                                 float *dyt) {
   const int ph = oh / 2, pw = ow / 2;
   const size_t phw = (size_t)ph * pw, ohw = (size_t)oh * ow;
-  const __m512 none = _mm512_castsi512_ps(_mm512_set1_epi32(-1));
-  __m512 r[16], a[16];
   for (int i = 0; i < cn; i++)
     for (int o0 = 0; o0 < ocw; o0 += 16)
       for (int py = 0; py < ph; py++)
         for (int px = 0; px < pw; px += 16) {
-          const int n = pw - px < 16 ? pw - px : 16;
-          const __mmask16 m = (__mmask16)((1u << n) - 1);
-          for (int c = 0; c < 16; c++) {
-            const size_t at = ((size_t)i * oc + o0 + c) * phw + (size_t)py * pw + px;
-            if (o0 + c >= oc) {
-              r[c] = _mm512_setzero_ps(), a[c] = none;
-              continue;
-            }
-            r[c] = _mm512_maskz_loadu_ps(m, dy + at);
-            a[c] = _mm512_mask_loadu_ps(none, m, (const float *)(code + at));
-          }
-          pt_transpose16(r);
-          pt_transpose16(a);
-          for (int l = 0; l < n; l++) {
-            const __m512i k = _mm512_castps_si512(a[l]);
-            float *d = dyt + ((size_t)i * ohw + (size_t)(2 * py) * ow + 2 * (px + l)) * ocw + o0;
-            for (int q = 0; q < 4; q++)
-              _mm512_store_ps(d + ((size_t)(q / 2) * ow + q % 2) * ocw,
-                              _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(q)), r[l]));
-          }
+          const size_t at = ((size_t)i * oc + o0) * phw + (size_t)py * pw + px;
+          float *d = dyt + ((size_t)i * ohw + (size_t)(2 * py) * ow + 2 * (size_t)px) * ocw + o0;
+          pt_pool_codes_scatter16(dy + at, code + at, phw, oc - o0 < 16 ? oc - o0 : 16, pw - px < 16 ? pw - px : 16,
+                                  d, (size_t)ow * ocw, (size_t)ocw);
         }
 }
 

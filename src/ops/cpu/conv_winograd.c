@@ -54,6 +54,7 @@
 #ifdef __AVX512F__
 #include <immintrin.h>
 
+#include "ops/cpu/pool_codes.h"
 #include "ops/cpu/transpose16.h"
 
 #define NMAX 8 /* the largest tile side */
@@ -518,35 +519,14 @@ static void unpack_pool(const wpass *p, const float *yp, float *out, int32_t *co
 static void pack_pool(const wpass *p, const float *dy, const int32_t *code, float *xp) {
   const int ph = p->hin / 2, pw = p->win / 2;
   const size_t phw = (size_t)ph * pw, C = (size_t)p->C;
-  const __m512 zero = _mm512_setzero_ps();
-  const __m512 none = _mm512_castsi512_ps(_mm512_set1_epi32(-1));
-  for (int c0 = 0; c0 < p->cin; c0 += 16) {
-    const int nc = imin(16, p->cin - c0);
+  for (int c0 = 0; c0 < p->cin; c0 += 16)
     for (int y = 0; y < ph; y++)
       for (int x0 = 0; x0 < pw; x0 += 16) {
-        const int nx = imin(16, pw - x0);
-        const __mmask16 m = lanes(nx);
-        __m512 r[16], a[16];
-        for (int c = 0; c < 16; c++) {
-          if (c >= nc) {
-            r[c] = zero, a[c] = none;
-            continue;
-          }
-          const size_t at = phw * (size_t)(c0 + c) + (size_t)y * pw + x0;
-          r[c] = _mm512_maskz_loadu_ps(m, dy + at);
-          a[c] = _mm512_mask_loadu_ps(none, m, (const float *)(code + at));
-        }
-        pt_transpose16(r);
-        pt_transpose16(a);
-        for (int l = 0; l < nx; l++) {
-          const __m512i at = _mm512_castps_si512(a[l]);
-          float *d = xp + ((size_t)(2 * y + p->pad) * p->wp + p->pad + 2 * (size_t)(x0 + l)) * C + c0;
-          for (int k = 0; k < 4; k++)
-            _mm512_store_ps(d + (k / 2) * (size_t)p->wp * C + (k % 2) * C,
-                            _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(at, _mm512_set1_epi32(k)), r[l]));
-        }
+        const size_t at = phw * (size_t)c0 + (size_t)y * pw + x0;
+        float *d = xp + ((size_t)(2 * y + p->pad) * p->wp + p->pad + 2 * (size_t)x0) * C + c0;
+        pt_pool_codes_scatter16(dy + at, code + at, phw, imin(16, p->cin - c0), imin(16, pw - x0), d,
+                                (size_t)p->wp * C, C);
       }
-  }
 }
 
 /* One sample through a pass whose input is already packed at xp, to yp.

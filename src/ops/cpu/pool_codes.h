@@ -15,4 +15,38 @@ void pt_pool_codes_forward(size_t planes, int h, int w, const float *x, float *y
  * elsewhere: what the unfused pool's and ReLU's backward passes give. */
 void pt_pool_codes_backward(size_t planes, int h, int w, const float *dy, const int32_t *code, float *dx);
 
+#ifdef __AVX512F__
+#include "ops/cpu/transpose16.h"
+
+/* Backward into a channels-in-lanes layout (the Winograd and direct
+ * convolutions' weight gradients read dy so): one pooled row of n <= 16
+ * windows for 16 channels, of which nc are real (the rest are zeros), from
+ * dy and code (channel c at c * plane). Window l's position q goes to dst +
+ * 2 l col + (q / 2) row + (q % 2) col, a whole vector of channels, 0 where
+ * the code is not q, so each of the four is written. */
+static inline void pt_pool_codes_scatter16(const float *dy, const int32_t *code, size_t plane, int nc, int n,
+                                           float *dst, size_t row, size_t col) {
+  const __mmask16 m = (__mmask16)((1u << n) - 1);
+  const __m512 none = _mm512_castsi512_ps(_mm512_set1_epi32(-1));
+  __m512 r[16], a[16];
+  for (int c = 0; c < 16; c++) {
+    if (c >= nc) {
+      r[c] = _mm512_setzero_ps(), a[c] = none;
+      continue;
+    }
+    r[c] = _mm512_maskz_loadu_ps(m, dy + plane * c);
+    a[c] = _mm512_mask_loadu_ps(none, m, (const float *)(code + plane * c));
+  }
+  pt_transpose16(r);
+  pt_transpose16(a);
+  for (int l = 0; l < n; l++) {
+    const __m512i k = _mm512_castps_si512(a[l]);
+    float *d = dst + 2 * (size_t)l * col;
+    for (int q = 0; q < 4; q++)
+      _mm512_store_ps(d + (size_t)(q / 2) * row + (size_t)(q % 2) * col,
+                      _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(q)), r[l]));
+  }
+}
+#endif
+
 #endif
