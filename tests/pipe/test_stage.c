@@ -118,6 +118,72 @@ static void test_slots_keep_micro_batches_apart(void **state) {
   pt_model_destroy(whole);
 }
 
+/* A conv, its ReLU and a 2x2 max-pool, which the whole model runs as one
+ * op where the build can (pt_conv_pool_ok): cut between any two of them,
+ * the stages run them apart, and chained they give the whole model's
+ * numbers; with two slots, each keeps its own pooled output and codes. */
+static const char *pooled_text =
+    "name p\ninput 2 8 8\n"
+    "conv2d c1 out=4 kernel=3 padding=1\nrelu\nmaxpool2d kernel=2\n"
+    "conv2d c2 out=6 kernel=3\nrelu\nflatten\n"
+    "linear fc out=5\nloss cross-entropy\n";
+
+static pt_model *build_pooled(void) {
+  pt_model_spec spec;
+  assert_int_equal(pt_spec_parse(pooled_text, "test", &spec), PT_OK);
+  pt_model *m;
+  assert_int_equal(pt_model_create(&m, &spec, N), PT_OK);
+  pt_model_init(m, 11);
+  return m;
+}
+
+static void test_fused_pool_cut_anywhere(void **state) {
+  (void)state;
+  float x[N * 2 * 8 * 8];
+  int32_t y[N] = {1, 2, 3, 4, 0, 1};
+  fill(x, sizeof x / sizeof x[0], 4);
+  pt_model *ref = build_pooled();
+  assert_int_equal(ref->layers[0].conv_pool, pt_conv_pool_ok(&ref->layers[0].conv));
+  pt_model_zero_grad(ref);
+  pt_model_forward(ref, x, N);
+  const double loss_ref = pt_model_loss(ref, y, N, 1.0f);
+  pt_model_backward(ref, x, N);
+  for (int cut = 1; cut <= 3; cut++) { /* after the conv, after its ReLU, after the pool */
+    pt_model *whole = build_pooled(), *a, *b;
+    assert_int_equal(pt_model_create_stage(&a, whole, 0, cut, N, 1), PT_OK);
+    assert_int_equal(pt_model_create_stage(&b, whole, cut, whole->nlayers, N, 1), PT_OK);
+    assert_int_equal(a->layers[0].conv_pool, cut == 3 && ref->layers[0].conv_pool);
+    pt_model_zero_grad(whole);
+    const float *h = pt_model_forward(a, x, N);
+    pt_model_forward(b, h, N);
+    const double loss = pt_model_loss(b, y, N, 1.0f);
+    const float *dh = pt_model_backward_from(b, h, b->dlogits, N, 1);
+    assert_null(pt_model_backward_from(a, x, dh, N, 0));
+    assert_float_equal(loss, loss_ref, 1e-6 * fabs(loss_ref));
+    assert_true(rel(ref->grad, whole->grad, ref->nparam_total) < 1e-6);
+    pt_model_destroy(a);
+    pt_model_destroy(b);
+    pt_model_destroy(whole);
+  }
+  /* two slots through the fused op: slot 1's forward leaves slot 0's alone */
+  float xb[N * 2 * 8 * 8];
+  fill(xb, sizeof xb / sizeof xb[0], 5);
+  pt_model *whole = build_pooled(), *st;
+  assert_int_equal(pt_model_create_stage(&st, whole, 0, whole->nlayers, N, 2), PT_OK);
+  pt_model_zero_grad(whole);
+  pt_model_use_slot(st, 0);
+  pt_model_forward(st, x, N);
+  pt_model_use_slot(st, 1);
+  pt_model_forward(st, xb, N);
+  pt_model_use_slot(st, 0);
+  assert_float_equal(pt_model_loss(st, y, N, 1.0f), loss_ref, 1e-6 * fabs(loss_ref));
+  pt_model_backward(st, x, N);
+  assert_true(rel(ref->grad, whole->grad, ref->nparam_total) < 1e-6);
+  pt_model_destroy(st);
+  pt_model_destroy(whole);
+  pt_model_destroy(ref);
+}
+
 static void test_bad_ranges(void **state) {
   (void)state;
   pt_model *whole = build(), *st;
@@ -132,6 +198,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chained_stages_equal_whole),
       cmocka_unit_test(test_slots_keep_micro_batches_apart),
+      cmocka_unit_test(test_fused_pool_cut_anywhere),
       cmocka_unit_test(test_bad_ranges),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
