@@ -25,13 +25,16 @@
  * (oc/8, K, 8) so a tap's 8 broadcasts are one cache line's half.
  *
  * Backward, per group of samples:
- *  - dW[o][k] += sum over positions of dy[o][pos] * B[k][pos]: accumulated
- *    lane-wise in 16-wide partial sums (8 channels x 3 taps per register tile,
- *    the positions streaming past), reduced across lanes once at the end.
- *    dy is first gathered, through the ReLU's mask, into the same vectors as
- *    the forward pass (dyw, zero in unused lanes).
+ *  - dW[k][o] += sum over positions of B[k][pos] * dy[o][pos], with the
+ *    output channels in the lanes: dy is first transposed, through the
+ *    ReLU's mask, to (positions, channels), and blocks of kernel taps
+ *    broadcast the input against it (the DWT kernels below).
  *  - dx is the forward convolution of dy, padded by k-1-pad, with the
  *    weights transposed and flipped, so it runs on the forward tiles.
+ * With a 2x2 max-pool fused after the ReLU (pt_conv2d_pool_*), a group's
+ * output goes to a scratch the size of the group, in cache, and is pooled
+ * from there (pool_codes.c); backward, the transposed dy is built straight
+ * from the pooled gradient and the codes.
  * Every thread takes a fixed block of the batch and sums its own partials in
  * a fixed order; the partials are added in thread order, so results depend
  * on the thread count but never on timing.
