@@ -23,14 +23,16 @@ static const char *spec_text =
 
 enum { N = 6 };
 
-static pt_model *build(void) {
+static pt_model *build_from(const char *text, uint64_t seed) {
   pt_model_spec spec;
-  assert_int_equal(pt_spec_parse(spec_text, "test", &spec), PT_OK);
+  assert_int_equal(pt_spec_parse(text, "test", &spec), PT_OK);
   pt_model *m;
   assert_int_equal(pt_model_create(&m, &spec, N), PT_OK);
-  pt_model_init(m, 7);
+  pt_model_init(m, seed);
   return m;
 }
+
+static pt_model *build(void) { return build_from(spec_text, 7); }
 
 static void fill(float *x, size_t n, uint32_t seed) {
   for (size_t i = 0; i < n; i++) {
@@ -128,14 +130,7 @@ static const char *pooled_text =
     "conv2d c2 out=6 kernel=3\nrelu\nflatten\n"
     "linear fc out=5\nloss cross-entropy\n";
 
-static pt_model *build_pooled(void) {
-  pt_model_spec spec;
-  assert_int_equal(pt_spec_parse(pooled_text, "test", &spec), PT_OK);
-  pt_model *m;
-  assert_int_equal(pt_model_create(&m, &spec, N), PT_OK);
-  pt_model_init(m, 11);
-  return m;
-}
+static pt_model *build_pooled(void) { return build_from(pooled_text, 11); }
 
 static void test_fused_pool_cut_anywhere(void **state) {
   (void)state;
