@@ -13,11 +13,25 @@ need_mpi() {
   export ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0
 }
 
-# rank_pid RANK: the pid of the ptrain process mpirun started as RANK.
+# descends PID ANCESTOR: whether ANCESTOR is PID's parent, grandparent, ...
+descends() {
+  local p=$1 parent
+  while [[ $p -gt 1 ]]; do
+    parent=$(awk '/^PPid:/ {print $2}' "/proc/$p/status" 2>/dev/null) || return 1
+    [[ -n $parent ]] || return 1
+    [[ $parent == "$2" ]] && return 0
+    p=$parent
+  done
+  return 1
+}
+
+# rank_pid RANK JOB: the pid of the ptrain process that the mpirun below the
+# process JOB started as RANK. Only this test's job: ctest runs other ddp
+# tests at the same time, whose ranks have the same numbers.
 rank_pid() {
   local p
   for p in $(pgrep -x ptrain); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && descends "$p" "$2"; then
       echo "$p"
       return 0
     fi

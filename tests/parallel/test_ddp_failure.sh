@@ -22,7 +22,7 @@ signal_rank1() {
     >"$TMP/$2.out" 2>"$TMP/$2.err" &
   local job=$! t0
   wait_for "step [0-9]+ batch" "$TMP/$2.err" 60 || fail "the job made no progress: $(cat "$TMP/$2.err")"
-  victim=$(rank_pid 1) || fail "rank 1's process not found"
+  victim=$(rank_pid 1 "$job") || fail "rank 1's process not found"
   kill "-$1" "$victim"
   t0=$(date +%s)
   rc=0
