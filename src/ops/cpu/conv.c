@@ -267,8 +267,7 @@ void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const floa
 /* The same path as the unfused op would take, with the pool inside. */
 int pt_conv_pool_ok(const pt_conv_geom *g) {
 #ifdef __AVX512F__
-  if (pt_conv_wino_ok(g)) return pt_conv_wino_pool_ok(g);
-  return pt_conv_direct_ok(g) && pt_conv_direct_pool_ok(g);
+  return pt_conv_wino_ok(g) ? pt_conv_wino_pool_ok(g) : pt_conv_direct_pool_ok(g);
 #else
   (void)g;
   return 0;

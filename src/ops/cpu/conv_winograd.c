@@ -163,17 +163,23 @@ static void g6(const double *in, int stride, int r, double out[6]) {
 /* The 8x8 tiles' finite points; the last is infinity. */
 static const double pts8[7] = {0, 1, -1, 2, -2, 0.5, -0.5};
 
+/* The product of finite point i's distances to the other finite points:
+ * Lagrange's denominator, which G divides by (the B^T below is scaled to
+ * match). */
+static double den8(int i) {
+  double den = 1;
+  for (int q = 0; q < 7; q++)
+    if (q != i) den *= pts8[i] - pts8[q];
+  return den;
+}
+
 /* out (8) = G in (r taps, stride apart) for the 8x8 tiles: tap powers at
- * each finite point over the product of its distances to the others
- * (Lagrange's denominators; the B^T below is scaled to match), and the
- * last tap for infinity. */
+ * each finite point over its denominator, and the last tap for infinity. */
 static void g8(const double *in, int stride, int r, double out[8]) {
   for (int i = 0; i < 7; i++) {
-    double den = 1, pw = 1, sum = 0;
-    for (int q = 0; q < 7; q++)
-      if (q != i) den *= pts8[i] - pts8[q];
+    double pw = 1, sum = 0;
     for (int k = 0; k < r; k++, pw *= pts8[i]) sum += pw * in[k * stride];
-    out[i] = sum / den;
+    out[i] = sum / den8(i);
   }
   out[7] = in[(r - 1) * stride];
 }
@@ -182,9 +188,8 @@ static void g8(const double *in, int stride, int r, double out[8]) {
 static void gt8(const double in[8], int r, double *out) {
   for (int k = 0; k < r; k++) out[k] = k == r - 1 ? in[7] : 0.0;
   for (int i = 0; i < 7; i++) {
-    double den = 1, pw = 1;
-    for (int q = 0; q < 7; q++)
-      if (q != i) den *= pts8[i] - pts8[q];
+    const double den = den8(i);
+    double pw = 1;
     for (int k = 0; k < r; k++, pw *= pts8[i]) out[k] += pw / den * in[i];
   }
 }
@@ -269,7 +274,7 @@ static inline __attribute__((always_inline)) void bt6(const __m512 d[6], __m512 
  * an odd part. Every constant is exact in binary. */
 static inline __attribute__((always_inline)) void bt8(const __m512 d[8], __m512 r[8]) {
   const __m512 c525 = _mm512_set1_ps(5.25f), c425 = _mm512_set1_ps(4.25f);
-  r[0] = _mm512_add_ps(_mm512_fmadd_ps(c525, _mm512_sub_ps(d[2], d[4]), d[6]), _mm512_sub_ps(_mm512_setzero_ps(), d[0]));
+  r[0] = _mm512_sub_ps(_mm512_fmadd_ps(c525, _mm512_sub_ps(d[2], d[4]), d[6]), d[0]);
   r[7] = _mm512_sub_ps(_mm512_fmadd_ps(c525, _mm512_sub_ps(d[3], d[5]), d[7]), d[1]);
   const __m512 e1 = _mm512_fnmadd_ps(c425, d[4], _mm512_add_ps(d[2], d[6]));
   const __m512 o1 = _mm512_fnmadd_ps(c425, d[3], _mm512_add_ps(d[1], d[5]));
@@ -295,23 +300,22 @@ static inline __attribute__((always_inline)) void input_transform_n(int n, const
                                                                     int nt, int rows, float *V) {
   const size_t C = (size_t)p->C, vs = (size_t)rows * C, row = (size_t)p->wp * C;
   for (int tt = 0; tt < nt; tt++) {
-      const int ty = (t0 + tt) / p->tw, tx = (t0 + tt) % p->tw;
-      const size_t t = (size_t)tt;
-      for (size_t c0 = 0; c0 < C; c0 += 16) {
-        const float *s = xp + (size_t)(p->m * ty) * row + (size_t)(p->m * tx) * C + c0;
-        __m512 u[NMAX][NMAX];
-        for (int j = 0; j < n; j++) { /* B^T d: combine the rows of column j */
-          __m512 d[NMAX], r[NMAX];
-          for (int i = 0; i < n; i++) d[i] = _mm512_load_ps(s + row * i + C * j);
-          btn(n, d, r);
-          for (int i = 0; i < n; i++) u[i][j] = r[i];
-        }
-        for (int i = 0; i < n; i++) { /* (B^T d) B: combine columns */
-          __m512 r[NMAX];
-          btn(n, u[i], r);
-          for (int j = 0; j < n; j++) _mm512_store_ps(V + vs * (n * i + j) + t * C + c0, r[j]);
-        }
+    const int ty = (t0 + tt) / p->tw, tx = (t0 + tt) % p->tw;
+    for (size_t c0 = 0; c0 < C; c0 += 16) {
+      const float *s = xp + (size_t)(p->m * ty) * row + (size_t)(p->m * tx) * C + c0;
+      __m512 u[NMAX][NMAX];
+      for (int j = 0; j < n; j++) { /* B^T d: combine the rows of column j */
+        __m512 d[NMAX], r[NMAX];
+        for (int i = 0; i < n; i++) d[i] = _mm512_load_ps(s + row * i + C * j);
+        btn(n, d, r);
+        for (int i = 0; i < n; i++) u[i][j] = r[i];
       }
+      for (int i = 0; i < n; i++) { /* (B^T d) B: combine columns */
+        __m512 r[NMAX];
+        btn(n, u[i], r);
+        for (int j = 0; j < n; j++) _mm512_store_ps(V + vs * (n * i + j) + (size_t)tt * C + c0, r[j]);
+      }
+    }
   }
   if (nt < rows)
     for (int xi = 0; xi < p->nx; xi++)
@@ -347,7 +351,7 @@ static inline __attribute__((always_inline)) void gemm_tile(int rt, int K, const
   }
 }
 
-/* M[xi] (rows, CO) = V[xi] (rows, C) U[xi] (C, CO) for all 36 xi; rows
+/* M[xi] (rows, CO) = V[xi] (rows, C) U[xi] (C, CO) for every xi; rows
  * a multiple of the register tile */
 static void gemms(const wpass *p, const float *U, const float *V, int rows, float *M) {
   const size_t C = (size_t)p->C, CO = (size_t)p->CO;
@@ -415,25 +419,24 @@ static inline __attribute__((always_inline)) void output_transform_m(int n, int 
     const int nb = bias ? imin(16, p->cout - (int)o0) : 0;
     const __m512 bv = nb > 0 ? _mm512_maskz_loadu_ps(lanes(nb), bias + o0) : _mm512_setzero_ps();
     for (int tt = 0; tt < nt; tt++) {
-        const int ty = (t0 + tt) / p->tw, tx = (t0 + tt) % p->tw;
-        const size_t t = (size_t)tt;
-        __m512 q[4][NMAX];
-        for (int j = 0; j < n; j++) { /* A^T x: combine the rows of column j */
-          __m512 x[NMAX], y[4];
-          for (int i = 0; i < n; i++) x[i] = _mm512_load_ps(M + ms * (n * i + j) + t * CO + o0);
-          atn(n, m, x, y);
-          for (int i = 0; i < m; i++) q[i][j] = y[i];
+      const int ty = (t0 + tt) / p->tw, tx = (t0 + tt) % p->tw;
+      __m512 q[4][NMAX];
+      for (int j = 0; j < n; j++) { /* A^T x: combine the rows of column j */
+        __m512 x[NMAX], y[4];
+        for (int i = 0; i < n; i++) x[i] = _mm512_load_ps(M + ms * (n * i + j) + (size_t)tt * CO + o0);
+        atn(n, m, x, y);
+        for (int i = 0; i < m; i++) q[i][j] = y[i];
+      }
+      for (int i = 0; i < m; i++) { /* (A^T x) A: combine columns */
+        __m512 y[4];
+        atn(n, m, q[i], y);
+        float *d = yp + (((size_t)m * ty + i) * W + (size_t)m * tx) * CO + o0;
+        for (int k = 0; k < m; k++) {
+          __m512 v = _mm512_add_ps(y[k], bv);
+          if (relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+          _mm512_store_ps(d + CO * k, v);
         }
-        for (int i = 0; i < m; i++) { /* (A^T x) A: combine columns */
-          __m512 y[4];
-          atn(n, m, q[i], y);
-          float *d = yp + (((size_t)m * ty + i) * W + (size_t)m * tx) * CO + o0;
-          for (int k = 0; k < m; k++) {
-            __m512 v = _mm512_add_ps(y[k], bv);
-            if (relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
-            _mm512_store_ps(d + CO * k, v);
-          }
-        }
+      }
     }
   }
 }
@@ -466,17 +469,14 @@ static void unpack(const wpass *p, const float *yp, float *out) {
 
 /* The fused 2x2 max-pool, stride 2, after the ReLU: out (cout, oh/2, ow/2)
  * = the window maxima of yp (m th, m tw, CO), and code (same shape) the
- * window position of each maximum (0 to 3, row by row; the first of equal
- * maxima, as the unfused pool takes), or -1 where the maximum is 0: there
- * the ReLU stops the gradient whichever position the pool picked. After
- * the ReLU nothing is NaN. The m x m tiles hold whole windows (m is even),
+ * window position of each maximum or -1 (pt_pool_codes_max4): where the
+ * maximum is 0 the ReLU stops the gradient whichever position the pool
+ * picked. After the ReLU nothing is NaN. The m x m tiles hold whole windows (m is even),
  * so a window never straddles two tiles' outputs. */
 static void unpack_pool(const wpass *p, const float *yp, float *out, int32_t *code) {
   const size_t CO = (size_t)p->CO, W = (size_t)p->m * p->tw;
   const int ph = p->oh / 2, pw = p->ow / 2;
   const size_t phw = (size_t)ph * pw;
-  const __m512 zero = _mm512_setzero_ps();
-  const __m512i none = _mm512_set1_epi32(-1);
   for (int o0 = 0; o0 < p->cout; o0 += 16) {
     const int no = imin(16, p->cout - o0);
     for (int y = 0; y < ph; y++)
@@ -485,20 +485,15 @@ static void unpack_pool(const wpass *p, const float *yp, float *out, int32_t *co
         __m512 r[16], a[16];
         for (int l = 0; l < 16; l++) {
           if (l >= nx) {
-            r[l] = a[l] = zero;
+            r[l] = a[l] = _mm512_setzero_ps();
             continue;
           }
           const float *s = yp + ((size_t)(2 * y) * W + 2 * (size_t)(x0 + l)) * CO + o0;
-          __m512 best = _mm512_load_ps(s);
-          __m512i at = _mm512_setzero_si512();
-          for (int k = 1; k < 4; k++) {
-            const __m512 v = _mm512_load_ps(s + (k / 2) * W * CO + (k % 2) * CO);
-            const __mmask16 gt = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
-            best = _mm512_mask_mov_ps(best, gt, v);
-            at = _mm512_mask_mov_epi32(at, gt, _mm512_set1_epi32(k));
-          }
-          r[l] = best;
-          a[l] = _mm512_castsi512_ps(_mm512_mask_mov_epi32(none, _mm512_cmp_ps_mask(best, zero, _CMP_GT_OQ), at));
+          const __m512 v[4] = {_mm512_load_ps(s), _mm512_load_ps(s + CO), _mm512_load_ps(s + W * CO),
+                               _mm512_load_ps(s + W * CO + CO)};
+          __m512i at;
+          pt_pool_codes_max4(v, &r[l], &at);
+          a[l] = _mm512_castsi512_ps(at);
         }
         pt_transpose16(r);
         pt_transpose16(a);

@@ -12,7 +12,6 @@ void pt_pool_codes_forward(size_t planes, int h, int w, const float *x, float *y
   const int ph = h / 2, pw = w / 2;
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  const __m512 zero = _mm512_setzero_ps();
   for (size_t p = 0; p < planes; p++)
     for (int py = 0; py < ph; py++) {
       const float *r0 = x + ((size_t)p * h + 2 * py) * w, *r1 = r0 + w;
@@ -26,14 +25,9 @@ void pt_pool_codes_forward(size_t planes, int h, int w, const float *x, float *y
         const __m512 b1 = _mm512_maskz_loadu_ps(lanes(cols - 16), r1 + 2 * px + 16);
         const __m512 v[4] = {_mm512_permutex2var_ps(a0, even, a1), _mm512_permutex2var_ps(a0, odd, a1),
                              _mm512_permutex2var_ps(b0, even, b1), _mm512_permutex2var_ps(b0, odd, b1)};
-        __m512 best = v[0];
-        __m512i at = _mm512_setzero_si512();
-        for (int k = 1; k < 4; k++) {
-          const __mmask16 gt = _mm512_cmp_ps_mask(v[k], best, _CMP_GT_OQ);
-          best = _mm512_mask_mov_ps(best, gt, v[k]);
-          at = _mm512_mask_mov_epi32(at, gt, _mm512_set1_epi32(k));
-        }
-        at = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), _mm512_cmp_ps_mask(best, zero, _CMP_GT_OQ), at);
+        __m512 best;
+        __m512i at;
+        pt_pool_codes_max4(v, &best, &at);
         _mm512_mask_storeu_ps(yo + px, lanes(n), best);
         _mm512_mask_storeu_epi32(co + px, lanes(n), at);
       }

@@ -18,6 +18,22 @@ void pt_pool_codes_backward(size_t planes, int h, int w, const float *dy, const 
 #ifdef __AVX512F__
 #include "ops/cpu/transpose16.h"
 
+/* One window per lane: *best = the maximum of v[0..3] (the window's
+ * positions, row by row) and *code where it was, the first of equal
+ * maxima, or -1 where the maximum is not above 0. Both the planar pool
+ * (pool_codes.c) and the Winograd path's take their windows through it. */
+static inline void pt_pool_codes_max4(const __m512 v[4], __m512 *best, __m512i *code) {
+  __m512 b = v[0];
+  __m512i at = _mm512_setzero_si512();
+  for (int k = 1; k < 4; k++) {
+    const __mmask16 gt = _mm512_cmp_ps_mask(v[k], b, _CMP_GT_OQ);
+    b = _mm512_mask_mov_ps(b, gt, v[k]);
+    at = _mm512_mask_mov_epi32(at, gt, _mm512_set1_epi32(k));
+  }
+  *best = b;
+  *code = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), _mm512_cmp_ps_mask(b, _mm512_setzero_ps(), _CMP_GT_OQ), at);
+}
+
 /* Backward into a channels-in-lanes layout (the Winograd and direct
  * convolutions' weight gradients read dy so): one pooled row of n <= 16
  * windows for 16 channels, of which nc are real (the rest are zeros), from
