@@ -17,6 +17,8 @@
 #include "ops/cuda/draws.h"
 #include "util/philox.h"
 
+#include "random_dataset.h"
+
 /* ---- dropout ---- */
 
 /* What dropout_fwd_kernel computes: unit u (elements 8u ..) per thread. */
@@ -104,16 +106,8 @@ static void sample_as_kernel(const pt_dataset *ds, int32_t idx, const float mean
 }
 
 static void check_batches(const batch_case *bc, int *flips, int *shifts) {
-  pt_dataset ds = {.n = 37, .c = bc->c, .h = bc->h, .w = bc->w, .num_classes = 10};
+  pt_dataset ds = random_dataset(37, bc->c, bc->h, bc->w, 11, (uint64_t)bc->c * 100 + (uint64_t)bc->h);
   const size_t chw = (size_t)ds.c * ds.h * ds.w;
-  ds.images = malloc(chw * (size_t)ds.n);
-  ds.labels = malloc((size_t)ds.n);
-  assert_non_null(ds.images);
-  assert_non_null(ds.labels);
-  pt_rng r;
-  pt_rng_init(&r, 11, (uint64_t)bc->c * 100 + (uint64_t)bc->h);
-  for (size_t i = 0; i < chw * (size_t)ds.n; i++) ds.images[i] = (uint8_t)pt_rng_below(&r, 256);
-  for (int i = 0; i < ds.n; i++) ds.labels[i] = (uint8_t)pt_rng_below(&r, 10);
 
   pt_loader_config cfg = {.batch_size = 8, .shuffle = 1, .seed = 2024, .rank = 0, .world = 1,
                           .mean = {0.1307f, 0.5f, 0.4465f}, .std = {0.3081f, 0.25f, 0.2616f},
@@ -150,8 +144,7 @@ static void check_batches(const batch_case *bc, int *flips, int *shifts) {
   }
   free(want);
   pt_loader_destroy(l);
-  free(ds.images);
-  free(ds.labels);
+  pt_dataset_free(&ds);
 }
 
 static void test_batches_match_loader(void **s) {

@@ -37,6 +37,8 @@
 #include "ops/cuda/context.h"
 #include "util/philox.h"
 
+#include "random_dataset.h"
+
 #ifdef PT_HAVE_CUDA
 /* context.cu; declared in ops/cuda/check.h, which needs the CUDA headers. */
 void pt_cuda_note_error(const char *what, const char *msg);
@@ -490,16 +492,8 @@ static void run_scale(run_t *r, const ocase *tc) {
  * 2 (the short last one) of epoch 3. */
 static void run_batch(run_t *r, const ocase *tc) {
   const pt_backend *be = r->be;
-  pt_dataset ds = {.n = tc->n, .c = tc->c, .h = tc->h, .w = tc->w, .num_classes = 10};
+  pt_dataset ds = random_dataset(tc->n, tc->c, tc->h, tc->w, 0x7e57, 99);
   const size_t chw = (size_t)ds.c * ds.h * ds.w;
-  ds.images = malloc(chw * (size_t)ds.n);
-  ds.labels = malloc((size_t)ds.n);
-  assert_non_null(ds.images);
-  assert_non_null(ds.labels);
-  pt_rng g;
-  pt_rng_init(&g, 0x7e57, 99);
-  for (size_t i = 0; i < chw * (size_t)ds.n; i++) ds.images[i] = (uint8_t)pt_rng_below(&g, 256);
-  for (int i = 0; i < ds.n; i++) ds.labels[i] = (uint8_t)pt_rng_below(&g, 10);
   pt_loader_config cfg = {.batch_size = 16, .shuffle = 1, .seed = 31, .world = 1,
                           .mean = {0.4914f, 0.4822f, 0.4465f}, .std = {0.2470f, 0.2435f, 0.2616f},
                           .crop_pad = tc->flags & F_CROP ? tc->pad : 0, .hflip = (tc->flags & F_FLIP) != 0};
@@ -533,7 +527,7 @@ static void run_batch(run_t *r, const ocase *tc) {
     take(r, b == 0 ? "y (batch 0)" : "y (batch 2)", T_I32, 1, Y, (size_t)bt.n);
   }
   pt_loader_destroy(l);
-  FREE_ALL(ds.images, ds.labels);
+  pt_dataset_free(&ds);
 }
 
 static void run_case(const pt_backend *be, const ocase *tc, run_t *r) {
