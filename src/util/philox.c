@@ -1,29 +1,12 @@
-/* Philox4x32-10. The constants are the published ones; the round structure
- * is two 32x32->64 multiplies whose halves are mixed with the key. */
+/* Philox4x32-10: the CPU's entry points over util/philox_core.h, and 16
+ * counters at a time with vector instructions. The constants are the
+ * published ones; the round structure is two 32x32->64 multiplies whose
+ * halves are mixed with the key. */
 #include "util/philox.h"
 
-#define PHILOX_M0 0xD2511F53u
-#define PHILOX_M1 0xCD9E8D57u
-#define PHILOX_W0 0x9E3779B9u
-#define PHILOX_W1 0xBB67AE85u
-
-void pt_philox4x32(uint64_t key, uint64_t c0, uint64_t c1, uint32_t out[4]) {
-  uint32_t x0 = (uint32_t)c0, x1 = (uint32_t)(c0 >> 32);
-  uint32_t x2 = (uint32_t)c1, x3 = (uint32_t)(c1 >> 32);
-  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
-  for (int round = 0; round < 10; round++) {
-    uint64_t p0 = (uint64_t)PHILOX_M0 * x0;
-    uint64_t p1 = (uint64_t)PHILOX_M1 * x2;
-    uint32_t y0 = (uint32_t)(p1 >> 32) ^ x1 ^ k0;
-    uint32_t y1 = (uint32_t)p1;
-    uint32_t y2 = (uint32_t)(p0 >> 32) ^ x3 ^ k1;
-    uint32_t y3 = (uint32_t)p0;
-    x0 = y0; x1 = y1; x2 = y2; x3 = y3;
-    k0 += PHILOX_W0;
-    k1 += PHILOX_W1;
-  }
-  out[0] = x0; out[1] = x1; out[2] = x2; out[3] = x3;
-}
+/* The scalar generator is the header's (util/philox_core.h), which the
+ * GPU runs too: one definition of the rounds. */
+void pt_philox4x32(uint64_t key, uint64_t c0, uint64_t c1, uint32_t out[4]) { pt_philox_core(key, c0, c1, out); }
 
 #ifndef __AVX512F__ /* with it, philox_x16_avx512 below */
 /* Eight lanes at once with the compiler's vector types (GCC and Clang):
@@ -43,15 +26,15 @@ static void philox_x8(uint64_t key, uint64_t c0, uint64_t c1, uint32_t out[8][4]
   const uint64_t lo32 = 0xffffffffu;
   uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
   for (int round = 0; round < 10; round++) {
-    v8u64 p0 = x0 * (uint64_t)PHILOX_M0, p1 = x2 * (uint64_t)PHILOX_M1;
+    v8u64 p0 = x0 * (uint64_t)PT_PHILOX_M0, p1 = x2 * (uint64_t)PT_PHILOX_M1;
     v8u64 y0 = (p1 >> 32) ^ x1 ^ (uint64_t)k0;
     v8u64 y2 = (p0 >> 32) ^ x3 ^ (uint64_t)k1;
     x1 = p1 & lo32;
     x3 = p0 & lo32;
     x0 = y0;
     x2 = y2;
-    k0 += PHILOX_W0;
-    k1 += PHILOX_W1;
+    k0 += PT_PHILOX_W0;
+    k1 += PT_PHILOX_W1;
   }
   for (int l = 0; l < 8; l++) {
     out[l][0] = (uint32_t)x0[l];
@@ -73,7 +56,7 @@ static void philox_x8(uint64_t key, uint64_t c0, uint64_t c1, uint32_t out[8][4]
  * latency. The same words as philox_x8. */
 static void philox_x16_avx512(uint64_t key, uint64_t c0, uint64_t c1, uint32_t out[16][4]) {
   const __m512i lo32 = _mm512_set1_epi64(0xffffffffll), lane = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m512i m0 = _mm512_set1_epi64(PHILOX_M0), m1 = _mm512_set1_epi64(PHILOX_M1);
+  const __m512i m0 = _mm512_set1_epi64(PT_PHILOX_M0), m1 = _mm512_set1_epi64(PT_PHILOX_M1);
   __m512i x0[2], x1[2], x2[2], x3[2];
   for (int h = 0; h < 2; h++) {
     const __m512i cl = _mm512_add_epi64(_mm512_set1_epi64((long long)(c1 + 8 * (uint64_t)h)), lane);
@@ -92,8 +75,8 @@ static void philox_x16_avx512(uint64_t key, uint64_t c0, uint64_t c1, uint32_t o
       x1[h] = _mm512_and_si512(p1, lo32);
       x3[h] = _mm512_and_si512(p0, lo32);
     }
-    k0 += PHILOX_W0;
-    k1 += PHILOX_W1;
+    k0 += PT_PHILOX_W0;
+    k1 += PT_PHILOX_W1;
   }
   for (int h = 0; h < 2; h++) {
     uint64_t w[4][8];
@@ -122,33 +105,7 @@ uint64_t pt_rng_key(uint64_t seed, uint32_t stream) {
   return ((uint64_t)o[1] << 32) | o[0];
 }
 
-void pt_rng_init(pt_rng *r, uint64_t key, uint64_t c0) {
-  r->key = key;
-  r->c0 = c0;
-  r->c1 = 0;
-  r->used = 4;
-}
-
-uint32_t pt_rng_u32(pt_rng *r) {
-  if (r->used == 4) {
-    pt_philox4x32(r->key, r->c0, r->c1++, r->buf);
-    r->used = 0;
-  }
-  return r->buf[r->used++];
-}
-
-float pt_rng_uniform(pt_rng *r) { return pt_u32_to_unit(pt_rng_u32(r)); }
-
-uint32_t pt_rng_below(pt_rng *r, uint32_t n) {
-  /* Lemire's multiply-shift with rejection of the biased low range. */
-  uint64_t m = (uint64_t)pt_rng_u32(r) * n;
-  uint32_t lo = (uint32_t)m;
-  if (lo < n) {
-    uint32_t threshold = (uint32_t)(-n) % n;
-    while (lo < threshold) {
-      m = (uint64_t)pt_rng_u32(r) * n;
-      lo = (uint32_t)m;
-    }
-  }
-  return (uint32_t)(m >> 32);
-}
+void pt_rng_init(pt_rng *r, uint64_t key, uint64_t c0) { pt_philox_seq_init(r, key, c0); }
+uint32_t pt_rng_u32(pt_rng *r) { return pt_philox_seq_u32(r); }
+float pt_rng_uniform(pt_rng *r) { return pt_philox_seq_uniform(r); }
+uint32_t pt_rng_below(pt_rng *r, uint32_t n) { return pt_philox_seq_below(r, n); }

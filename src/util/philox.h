@@ -11,6 +11,8 @@
 
 #include <stdint.h>
 
+#include "util/philox_core.h"
+
 /* Streams keep the purposes of random numbers apart. */
 enum {
   PT_RNG_SHUFFLE = 1,
@@ -31,15 +33,12 @@ void pt_philox4x32_x16(uint64_t key, uint64_t c0, uint64_t c1, uint32_t out[16][
 uint64_t pt_rng_key(uint64_t seed, uint32_t stream);
 
 /* A float uniform in [0, 1) with 24 random bits. */
-static inline float pt_u32_to_unit(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
+static inline float pt_u32_to_unit(uint32_t x) { return pt_philox_unit(x); }
 
 /* A sequential generator over one (key, c0) stream, for code that draws many
- * numbers in a fixed order on one thread (weight initialisation, shuffles). */
-typedef struct {
-  uint64_t key, c0, c1;
-  uint32_t buf[4];
-  int used;  /* how many of buf[] were consumed; 4 = empty */
-} pt_rng;
+ * numbers in a fixed order on one thread (weight initialisation, shuffles):
+ * the core's stream, which the GPU kernels draw from too. */
+typedef pt_philox_seq pt_rng;
 
 void pt_rng_init(pt_rng *r, uint64_t key, uint64_t c0);
 uint32_t pt_rng_u32(pt_rng *r);

@@ -2,9 +2,10 @@
  * that compile for the host (C or C++) and, under nvcc, for the device too.
  *
  * The GPU must draw exactly what the CPU draws (dropout masks, crops and
- * flips), so both sides need one definition of the algorithm. philox.c
- * keeps its own vectorised copy for the CPU's speed; tests/util/
- * test_philox_core.c checks that the two agree word for word.
+ * flips), so both sides need one definition of the algorithm: this one.
+ * philox.c builds the CPU's pt_philox4x32 and pt_rng on it, and adds a
+ * 16-counter vectorised copy for the CPU's speed, which tests/util/
+ * test_philox.c checks against it word for word.
  */
 #ifndef PT_UTIL_PHILOX_CORE_H
 #define PT_UTIL_PHILOX_CORE_H

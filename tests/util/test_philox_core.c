@@ -1,8 +1,10 @@
 /* The header-only Philox (util/philox_core.h), which the CUDA kernels run,
- * against philox.c, which the CPU runs: the same words for any key and
- * counter, and the same sequential draws as pt_rng, rejections included.
- * A difference here would make GPU dropout masks and crops differ from the
- * CPU's. */
+ * against the CPU's entry points in philox.c (pt_philox4x32 and pt_rng,
+ * now built on the header): the same words for any key and counter, and
+ * the same sequential draws, rejections included. A difference here would
+ * make GPU dropout masks and crops differ from the CPU's. The header's
+ * words themselves are checked against the published vectors by
+ * test_philox's known answers, which go through pt_philox4x32. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
