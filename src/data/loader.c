@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/draws.h"
 #include "util/philox.h"
 #include "util/timer.h"
 #include "util/trace.h"
@@ -84,17 +85,10 @@ static void prepare_sample(const pt_loader *l, int32_t idx, float *out) {
     return;
   }
 
-  pt_rng r;
-  pt_rng_init(&r, l->augment_key, (uint64_t)(uint32_t)l->epoch << 32 | (uint32_t)idx);
   /* (dy, dx): where the crop window's corner lands relative to the original
    * image; the padded image has corners at -pad..pad. */
-  int dy = 0, dx = 0, flip = 0;
-  const int pad = l->cfg.crop_pad;
-  if (pad > 0) {
-    dy = (int)pt_rng_below(&r, (uint32_t)(2 * pad + 1)) - pad;
-    dx = (int)pt_rng_below(&r, (uint32_t)(2 * pad + 1)) - pad;
-  }
-  if (l->cfg.hflip) flip = pt_rng_uniform(&r) < 0.5f;
+  const pt_augment a = pt_augment_draw(l->augment_key, l->epoch, idx, l->cfg.crop_pad, l->cfg.hflip);
+  const int dy = a.dy, dx = a.dx, flip = a.flip;
 
   for (int ch = 0; ch < C; ch++) {
     const float *lut = l->lut[ch];
@@ -225,7 +219,7 @@ pt_status pt_loader_create(pt_loader **out, const pt_dataset *ds, const pt_loade
   l->augment = cfg->crop_pad > 0 || cfg->hflip;
   for (int ch = 0; ch < ds->c; ch++)
     for (int p = 0; p < 256; p++)
-      l->lut[ch][p] = ((float)p / 255.0f - cfg->mean[ch]) / cfg->std[ch];
+      l->lut[ch][p] = pt_normalize_byte(p, cfg->mean[ch], cfg->std[ch]);
 
   int n = ds->n, world = cfg->world;
   if (cfg->uneven) /* positions rank, rank + world, ... below n: every sample once in all */

@@ -1,4 +1,4 @@
-/* The draws the CUDA kernels make (ops/cuda/draws.h), run on the host
+/* The draws the CUDA kernels make (util/draws.h), run on the host
  * against the CPU code they must reproduce bit for bit: dropout masks
  * against pt_dropout_forward, crops, flips and normalisation against the
  * loader's batches. The kernels call these same functions per thread, so
@@ -14,7 +14,7 @@
 
 #include "data/loader.h"
 #include "ops/cpu/ops.h"
-#include "ops/cuda/draws.h"
+#include "util/draws.h"
 #include "util/philox.h"
 
 #include "random_dataset.h"

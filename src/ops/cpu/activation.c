@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ops/cpu/ops.h"
+#include "util/draws.h"
 #include "util/philox.h"
 
 #define EW_CHUNK 16384 /* elements: below two of these, one thread is faster */
@@ -44,7 +45,7 @@ void pt_relu_backward(size_t n, const float *y, const float *dy, float *dx) {
  * cost of 32 bits an element (Philox dominated this op). */
 static void dropout_fwd(void *c, size_t lo, size_t hi) {
   const ew_job *j = c;
-  const uint32_t threshold = (uint32_t)(j->p * 65536.0f + 0.5f); /* drop if u16 < threshold */
+  const uint32_t threshold = pt_dropout_threshold(j->p); /* drop if u16 < threshold */
   const uint64_t ctr = (uint64_t)j->layer << 40;
   /* In a local, not read through j inside the loop: a conditional load of
    * it kept the loop below from vectorising, which made it cost more than
@@ -75,7 +76,7 @@ static void dropout_bwd(void *c, size_t lo, size_t hi) {
 void pt_dropout_forward(size_t n, float p, uint64_t key, uint64_t step, uint32_t layer,
                         const float *x, float *y, float *mask) {
   ew_job j = {.x = x, .out = y, .mask_out = mask, .p = p, .key = key, .step = step, .layer = layer, .n = n};
-  j.scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  j.scale = pt_dropout_scale(p);
   pt_parallel_for((n + 7) / 8, EW_CHUNK / 8, dropout_fwd, &j);
 }
 

@@ -3,7 +3,7 @@
  * Philox call per unit of 8 elements, here one unit per thread. */
 #include <stdint.h>
 
-#include "ops/cuda/draws.h"
+#include "util/draws.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/ops.h"
 

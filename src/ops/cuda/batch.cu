@@ -7,7 +7,7 @@
  * normalisation table, then the block writes the sample's pixels. */
 #include <stdint.h>
 
-#include "ops/cuda/draws.h"
+#include "util/draws.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/ops.h"
 

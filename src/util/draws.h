@@ -2,12 +2,15 @@
  * code they must reproduce bit for bit: dropout masks (ops/cpu/activation.c)
  * and a batch's crop, flip and normalisation (data/loader.c).
  *
- * Plain C with host/device functions, so the kernels call them on the
- * device and tests/cuda/test_draws.c calls the very same functions on the
- * host, against the CPU op and the loader, on a machine without a GPU.
+ * Plain C with host/device functions. The CPU takes its dropout threshold
+ * and scale, its crop and flip draws and its normalisation from here too;
+ * its loops stay its own (a row at a time, or 128 elements per 16 Philox
+ * calls, where a kernel thread takes one element or one unit), and
+ * tests/cuda/test_draws.c runs the kernels' per-element functions on the
+ * host against the CPU op and the loader, on a machine without a GPU.
  */
-#ifndef PT_OPS_CUDA_DRAWS_H
-#define PT_OPS_CUDA_DRAWS_H
+#ifndef PT_UTIL_DRAWS_H
+#define PT_UTIL_DRAWS_H
 
 #include <stddef.h>
 #include <stdint.h>
