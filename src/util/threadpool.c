@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "util/fpmode.h"
 #include "util/timer.h"
 
 #define SPIN_SECONDS 200e-6
@@ -53,6 +54,7 @@ static void *worker(void *a) {
     }
     if (atomic_load(&p->stop)) return NULL;
     seen = g;
+    pt_fp_follow();
     p->fn(p->arg, tid, p->n);
     atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
   }
@@ -102,6 +104,7 @@ void pt_pool_destroy(pt_pool *p) {
 int pt_pool_threads(const pt_pool *p) { return p ? p->n : 1; }
 
 void pt_pool_run(pt_pool *p, pt_pool_fn fn, void *arg) {
+  pt_fp_follow();
   if (!p || p->n == 1) {
     fn(arg, 0, 1);
     return;

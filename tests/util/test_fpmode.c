@@ -1,0 +1,82 @@
+/* Denormal flushing: the mode the process sets is the one every pool
+ * thread computes with, before and after the pool starts, and setting it
+ * back to keeping denormals brings them back everywhere. */
+#include <float.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "util/fpmode.h"
+#include "util/threadpool.h"
+
+#define THREADS 3
+
+typedef struct {
+  volatile float tiny;      /* a normal float that halves into a denormal */
+  int denormal[THREADS];    /* per thread: the product stayed denormal */
+  int flushing[THREADS];    /* per thread: MXCSR says flush */
+} probe_t;
+
+static void probe(void *arg, int tid, int n) {
+  (void)n;
+  probe_t *p = arg;
+  const volatile float half = p->tiny * 0.5f;
+  p->denormal[tid] = half != 0.0f;
+  p->flushing[tid] = pt_fp_flushing();
+}
+
+static void expect_mode(pt_pool *pool, int flush) {
+  probe_t p = {.tiny = FLT_MIN};
+  pt_pool_run(pool, probe, &p);
+  for (int t = 0; t < THREADS; t++) {
+    assert_int_equal(p.flushing[t], flush);
+    assert_int_equal(p.denormal[t], !flush);
+  }
+}
+
+static void test_pool_threads_follow(void **s) {
+  (void)s;
+#if defined(__x86_64__) || defined(__i386__)
+  pt_fp_set_flush(0);
+  pt_pool *pool;
+  assert_int_equal(pt_pool_create(&pool, THREADS), PT_OK);
+  expect_mode(pool, 0);
+  pt_fp_set_flush(1); /* the workers already run: they take it up at their next job */
+  expect_mode(pool, 1);
+  pt_pool_destroy(pool);
+  /* workers started while flushing inherit the creator's MXCSR; keeping
+   * must still reach them */
+  assert_int_equal(pt_pool_create(&pool, THREADS), PT_OK);
+  expect_mode(pool, 1);
+  pt_fp_set_flush(0);
+  expect_mode(pool, 0);
+  pt_pool_destroy(pool);
+#else
+  skip();
+#endif
+}
+
+static void test_caller_thread(void **s) {
+  (void)s;
+#if defined(__x86_64__) || defined(__i386__)
+  volatile float tiny = FLT_MIN;
+  pt_fp_set_flush(1);
+  assert_true(pt_fp_flushing());
+  assert_true(tiny * 0.5f == 0.0f);
+  pt_fp_set_flush(0);
+  assert_false(pt_fp_flushing());
+  assert_true(tiny * 0.5f == FLT_MIN / 2);
+#else
+  skip();
+#endif
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_caller_thread),
+      cmocka_unit_test(test_pool_threads_follow),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
