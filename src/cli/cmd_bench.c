@@ -23,6 +23,8 @@ int pt_cmd_bench(int argc, char **argv) {
       {"--size", ARG_INT, &size, 64, 16384, NULL, "N", "SGEMM size (default 2048)"},
       {"--json", ARG_FLAG, &json, 0, 0, NULL, NULL, "print one JSON line"},
       {"--profile", ARG_FLAG, &profile, 0, 0, NULL, NULL, "print where the time goes, per layer and phase (stderr)"},
+      {"--keep-denormals", ARG_FLAG, &c.keep_denormals, 0, 0, NULL, NULL,
+       "compute with denormal floats as IEEE 754 asks (default: flush them to zero, which is faster)"},
   };
   const int n = (int)(sizeof flags / sizeof flags[0]);
   int help;

@@ -12,6 +12,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/trainer.h"
+#include "util/fpmode.h"
 
 /* --device -> a backend bound on this thread. */
 static pt_status eval_backend(const char *device, const pt_backend **be, int *gpu) {
@@ -27,7 +28,7 @@ static pt_status eval_backend(const char *device, const pt_backend **be, int *gp
 
 int pt_cmd_eval(int argc, char **argv) {
   const char *ckpt = NULL, *model = NULL, *model_file = NULL, *dataset = NULL, *data_dir = NULL, *device = "cpu";
-  int batch = 1000, threads = 0;
+  int batch = 1000, threads = 0, keep_denormals = 0;
   const pt_arg flags[] = {
       {"--checkpoint", ARG_STR, &ckpt, 0, 0, NULL, "FILE", "weights to evaluate (model.safetensors)"},
       {"--model", ARG_STR, &model, 0, 0, NULL, "NAME", "preset (default: the one recorded in the checkpoint)"},
@@ -37,6 +38,8 @@ int pt_cmd_eval(int argc, char **argv) {
       {"--test-batch-size", ARG_INT, &batch, 1, 1 << 16, NULL, "N", "evaluation batch size (default 1000)"},
       {"--threads", ARG_INT, &threads, 1, 1024, NULL, "N", "CPU threads (default: all cores)"},
       {"--device", ARG_STR, &device, 0, 0, NULL, "DEV", "cpu (default), cuda or cuda:N"},
+      {"--keep-denormals", ARG_FLAG, &keep_denormals, 0, 0, NULL, NULL,
+       "compute with denormal floats as IEEE 754 asks (default: flush them to zero, which is faster)"},
   };
   const int n = (int)(sizeof flags / sizeof flags[0]);
   int help;
@@ -59,6 +62,7 @@ int pt_cmd_eval(int argc, char **argv) {
   else st = pt_fail(PT_ERR_ARG, "%s records no model; name it with --model or --model-file", ckpt);
   free(text);
   if (st != PT_OK) return pt_cli_fail("eval");
+  pt_fp_set_flush(!keep_denormals); /* as training computed */
   if (threads > 0) pt_ops_set_threads(threads);
   pt_dataset_kind kind;
   pt_dataset ds = {0};

@@ -46,6 +46,8 @@ int pt_cmd_train(int argc, char **argv) {
       {"--metrics", ARG_STR, &c.metrics_path, 0, 0, NULL, "FILE", "append one JSON object per epoch"},
       {"--quiet", ARG_FLAG, &c.quiet, 0, 0, NULL, NULL, "print only the final epoch's line and errors"},
       {"--no-prefetch", ARG_FLAG, &no_prefetch, 0, 0, NULL, NULL, "prepare batches on the training thread"},
+      {"--keep-denormals", ARG_FLAG, &c.keep_denormals, 0, 0, NULL, NULL,
+       "compute with denormal floats as IEEE 754 asks (default: flush them to zero, which is faster)"},
       {"--profile", ARG_FLAG, &c.profile, 0, 0, NULL, NULL, "print time per layer and per phase at the end"},
       {"--trace", ARG_STR, &c.trace_path, 0, 0, NULL, "FILE", "write a Chrome trace (Perfetto, chrome://tracing)"},
       {"--parallel", ARG_CHOICE, &c.parallel, 0, 0, "none|dp|ddp|model|pipeline", "HOW",

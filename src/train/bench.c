@@ -7,6 +7,7 @@
 #include "data/loader.h"
 #include "train/profile.h"
 #include "train/step.h"
+#include "util/fpmode.h"
 #include "util/timer.h"
 
 #define STAGED 10 /* distinct batches cycled through */
@@ -22,6 +23,8 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, int 
   pt_train_plan plan;
   PT_TRY(pt_train_plan_make(cfg, &plan));
   if (pt_ops_set_threads(plan.threads)) return pt_fail(PT_ERR_STATE, "cannot start %d threads", plan.threads);
+  const int flushing = pt_fp_flushing(); /* the caller's, back at the end */
+  pt_fp_set_flush(!cfg->keep_denormals);
   pt_dataset ds = {0};
   pt_model *m = NULL;
   pt_loader *l = NULL;
@@ -87,6 +90,7 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, int 
   pt_optimizer_free(&opt);
   pt_model_destroy(m);
   pt_dataset_free(&ds);
+  pt_fp_set_flush(flushing);
   return st;
 }
 

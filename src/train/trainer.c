@@ -30,6 +30,7 @@
 #include "train/profile.h"
 #include "train/stages.h"
 #include "train/step.h"
+#include "util/fpmode.h"
 #include "util/philox.h"
 #include "util/timer.h"
 #include "util/trace.h"
@@ -868,6 +869,10 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   if (cfg->epochs < 1) return pt_fail(PT_ERR_ARG, "--epochs %d: expected at least 1", cfg->epochs);
   if (cfg->accum_steps < 1) return pt_fail(PT_ERR_ARG, "--accum-steps %d: expected at least 1", cfg->accum_steps);
   if (!(cfg->timeout_s > 0)) return pt_fail(PT_ERR_ARG, "--timeout %g: expected seconds > 0", cfg->timeout_s);
+  /* Denormals flushed for the run unless asked to keep them; the caller's
+   * mode comes back at the end. */
+  const int flushing = pt_fp_flushing();
+  pt_fp_set_flush(!cfg->keep_denormals);
   const int staged = cfg->parallel && (!strcmp(cfg->parallel, "model") || !strcmp(cfg->parallel, "pipeline"));
   /* MPI ranks, or workers that are threads of this process */
   const int ddp = cfg->comm && (staged || (cfg->parallel && !strcmp(cfg->parallel, "ddp")));
@@ -938,5 +943,6 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   pt_comm_destroy(self);
   pt_dataset_free(&S.train_ds);
   pt_dataset_free(&S.test_ds);
+  pt_fp_set_flush(flushing);
   return st;
 }

@@ -47,6 +47,7 @@ typedef struct {
   int quiet;
   int progress;               /* 1: a progress bar (a terminal); 0: plain lines */
   int prefetch;
+  int keep_denormals;         /* 0: flush denormal floats to zero (util/fpmode.h) */
   int profile;                /* print where the time went at the end */
   const char *trace_path;     /* write a Chrome trace of the run */
   /* Data parallel. batch_size is per worker, as in PyTorch's DDP. */

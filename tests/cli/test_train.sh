@@ -34,6 +34,14 @@ assert 0 < m["test_acc"] <= 1 and m["lr"] == 0.01, m
 PY
 pass "metrics JSON line"
 
+# Denormals flushed (the default) or kept: the same model to the accuracy a
+# user reads.
+run k --keep-denormals
+acc_k=$(accuracy_of "$TMP/k.out")
+awk -v a="$acc" -v k="$acc_k" 'BEGIN { d = a - k; exit !(d < 0.005 && d > -0.005) }' ||
+  fail "accuracy $acc_k with --keep-denormals, $acc flushing them"
+pass "--keep-denormals: accuracy $acc_k, flushing $acc"
+
 # Another seed gives other weights (the seed is really used).
 run c --seed 2
 cmp -s "$TMP/a/model.safetensors" "$TMP/c/model.safetensors" && fail "seed 2 gave seed 1's weights"
