@@ -41,7 +41,8 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, int 
   lc.seed = cfg->seed;
   if (st == PT_OK) st = pt_loader_create(&l, &ds, &lc);
   const size_t xsz = (size_t)plan.batch * plan.spec.in_c * plan.spec.in_h * plan.spec.in_w;
-  if (st == PT_OK && (!(xs = pt_malloc(sizeof(float) * xsz * STAGED)) ||
+  /* aligned as the loader's batches are, so kernels read them as in training */
+  if (st == PT_OK && (!(xs = pt_alloc_aligned(sizeof(float) * xsz * STAGED)) ||
                       !(ys = pt_malloc(sizeof(int32_t) * (size_t)plan.batch * STAGED))))
     st = PT_ERR_NOMEM;
   if (st == PT_OK) st = pt_loader_start_epoch(l, 0, 0);
