@@ -102,19 +102,29 @@ double pt_nll_loss(int n, int k, const float *lp, const int32_t *y, float *dlp, 
   return loss / n;
 }
 
+/* The gradient is softmax(z) = exp(z - mx) / sum: the exponentials of the
+ * sum, kept for rows of up to CE_KEEP classes, where taking them again was
+ * half the loss's time. */
+#define CE_KEEP 64
 double pt_cross_entropy_loss(int n, int k, const float *z, const int32_t *y, float *dz, float scale) {
   double loss = 0.0;
+  double e[CE_KEEP];
   for (int s = 0; s < n; s++) {
     const float *zr = z + (size_t)s * k;
     float mx = zr[0];
     for (int j = 1; j < k; j++) mx = zr[j] > mx ? zr[j] : mx;
     double sum = 0.0;
-    for (int j = 0; j < k; j++) sum += exp((double)(zr[j] - mx));
+    for (int j = 0; j < k; j++) {
+      const double t = exp((double)(zr[j] - mx));
+      if (j < CE_KEEP) e[j] = t;
+      sum += t;
+    }
     double lse = mx + log(sum);
     loss += lse - zr[y[s]];
     if (dz) {
       float *dr = dz + (size_t)s * k;
-      for (int j = 0; j < k; j++) dr[j] = (float)(exp(zr[j] - lse) * scale / n);
+      for (int j = 0; j < k; j++)
+        dr[j] = (float)((j < CE_KEEP ? e[j] / sum : exp(zr[j] - lse)) * scale / n);
       dr[y[s]] -= scale / (float)n;
     }
   }
