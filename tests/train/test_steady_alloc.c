@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -135,7 +136,6 @@ static long steady_allocations(const char *preset, const char *spec_file, int ba
 }
 
 static void check_preset(const char *preset, int batch) {
-  if (SANITIZED) skip();
   for (int threads = 1; threads <= 2; threads++) {
     const long n = steady_allocations(preset, NULL, batch, threads);
     if (n) fail_msg("%s, %d thread(s): %ld allocations in 5 steady-state steps", preset, threads, n);
@@ -150,7 +150,6 @@ static void test_fmnist_mlp(void **s) { (void)s; check_preset("fmnist-mlp", 100)
  * crop-and-flip augmentation, three channels, and SGD with momentum. */
 static void test_cifar_small(void **s) {
   (void)s;
-  if (SANITIZED) skip();
   char path[128];
   snprintf(path, sizeof path, "%s/cifar-small.spec", tmpdir);
   FILE *f = fopen(path, "w");
@@ -186,7 +185,6 @@ static void test_cifar_small(void **s) {
  * when it is built, so a zero above is not a wrapper that never runs. */
 static void test_counter_counts(void **s) {
   (void)s;
-  if (SANITIZED) skip();
 #if !SANITIZED
   atomic_store(&counting, 1);
   void *p = malloc(100);
@@ -209,6 +207,10 @@ static void test_counter_counts(void **s) {
 }
 
 int main(void) {
+  if (SANITIZED) {
+    printf("skipped: a sanitizer's allocator replaces the counting wrappers\n");
+    return 77; /* ctest: skipped */
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_counter_counts), cmocka_unit_test(test_fmnist_mlp),   cmocka_unit_test(test_mnist_cnn),
       cmocka_unit_test(test_tutorial_cnn),   cmocka_unit_test(test_cifar_small),
