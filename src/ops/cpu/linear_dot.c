@@ -20,8 +20,6 @@
  * Each output is lane l's sum over features l, l + 16, l + 32, ... in
  * order, combined by the tree in a fixed order, plus the bias: the same
  * bits at any thread count. */
-#include <string.h>
-
 #include "ops/cpu/ops.h"
 #include "util/threadpool.h"
 
@@ -51,67 +49,46 @@ static inline __m512 sum16(__m512 v[16]) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x88), _mm512_shuffle_f32x4(c[0], c[1], 0xDD));
 }
 
-/* acc[s * RO + o] = the tile's products over all in features, for tiles
- * of NS full rows of x (NS a constant in each instantiation) and both rows
- * of w: no tests in the loop, so the accumulators stay in registers. */
-static inline __attribute__((always_inline)) void tile_rows(const int NS, int in, const float *x, const float *w,
-                                                            __m512 out[RS * RO]) {
+/* acc[s * RO + o] = the tile's products over all in features, for NS rows
+ * of x (a constant in each instantiation, so the loop has no tests and the
+ * accumulators stay in registers) and the rows w0 and w1 of w. An odd last
+ * output passes its row as both, and the second set of sums is dropped. */
+static inline __attribute__((always_inline)) void tile_rows(const int NS, int in, const float *x, const float *w0,
+                                                            const float *w1, __m512 out[RS * RO]) {
   /* local, not out: __m512 may alias the floats loaded, which would keep
    * out's vectors in memory across the loop */
   __m512 acc[RS * RO];
   for (int i = 0; i < RS * RO; i++) acc[i] = _mm512_setzero_ps();
   int k = 0;
   for (; k + 16 <= in; k += 16) {
-    const __m512 w0 = _mm512_loadu_ps(w + k), w1 = _mm512_loadu_ps(w + in + k);
+    const __m512 a = _mm512_loadu_ps(w0 + k), b = _mm512_loadu_ps(w1 + k);
 #pragma GCC unroll 8
     for (int s = 0; s < NS; s++) {
       const __m512 xv = _mm512_loadu_ps(x + (size_t)s * in + k);
-      acc[s * RO] = _mm512_fmadd_ps(xv, w0, acc[s * RO]);
-      acc[s * RO + 1] = _mm512_fmadd_ps(xv, w1, acc[s * RO + 1]);
+      acc[s * RO] = _mm512_fmadd_ps(xv, a, acc[s * RO]);
+      acc[s * RO + 1] = _mm512_fmadd_ps(xv, b, acc[s * RO + 1]);
     }
   }
-  if (k < in) {
+  if (k < in) { /* the last features, the lanes past in zero */
     const __mmask16 m = (__mmask16)((1u << (in - k)) - 1);
-    const __m512 w0 = _mm512_maskz_loadu_ps(m, w + k), w1 = _mm512_maskz_loadu_ps(m, w + in + k);
+    const __m512 a = _mm512_maskz_loadu_ps(m, w0 + k), b = _mm512_maskz_loadu_ps(m, w1 + k);
 #pragma GCC unroll 8
     for (int s = 0; s < NS; s++) {
       const __m512 xv = _mm512_maskz_loadu_ps(m, x + (size_t)s * in + k);
-      acc[s * RO] = _mm512_fmadd_ps(xv, w0, acc[s * RO]);
-      acc[s * RO + 1] = _mm512_fmadd_ps(xv, w1, acc[s * RO + 1]);
+      acc[s * RO] = _mm512_fmadd_ps(xv, a, acc[s * RO]);
+      acc[s * RO + 1] = _mm512_fmadd_ps(xv, b, acc[s * RO + 1]);
     }
   }
   for (int i = 0; i < RS * RO; i++) out[i] = acc[i];
 }
 
-#define TILE_ROWS(NS) \
-  static void tile_##NS(int in, const float *x, const float *w, __m512 acc[RS * RO]) { tile_rows(NS, in, x, w, acc); }
+#define TILE_ROWS(NS)                                                                        \
+  static void tile_##NS(int in, const float *x, const float *w0, const float *w1, __m512 *acc) { \
+    tile_rows(NS, in, x, w0, w1, acc);                                                       \
+  }
 TILE_ROWS(1) TILE_ROWS(2) TILE_ROWS(3) TILE_ROWS(4) TILE_ROWS(5) TILE_ROWS(6) TILE_ROWS(7) TILE_ROWS(8)
-static void (*const tiles[RS + 1])(int, const float *, const float *, __m512 *) = {
+static void (*const tiles[RS + 1])(int, const float *, const float *, const float *, __m512 *) = {
     NULL, tile_1, tile_2, tile_3, tile_4, tile_5, tile_6, tile_7, tile_8};
-
-/* The same for the last output of an odd out: rows past ns / no keep 0. */
-static void tile_edge(int in, const float *x, const float *w, int ns, int no, __m512 acc[RS * RO]) {
-  for (int i = 0; i < RS * RO; i++) acc[i] = _mm512_setzero_ps();
-  int k = 0;
-  for (; k + 16 <= in; k += 16) {
-    __m512 wv[RO];
-    for (int o = 0; o < RO; o++) wv[o] = o < no ? _mm512_loadu_ps(w + (size_t)o * in + k) : _mm512_setzero_ps();
-    for (int s = 0; s < RS; s++) {
-      if (s >= ns) break;
-      const __m512 xv = _mm512_loadu_ps(x + (size_t)s * in + k);
-      for (int o = 0; o < RO; o++) acc[s * RO + o] = _mm512_fmadd_ps(xv, wv[o], acc[s * RO + o]);
-    }
-  }
-  if (k < in) {
-    const __mmask16 m = (__mmask16)((1u << (in - k)) - 1);
-    __m512 wv[RO];
-    for (int o = 0; o < RO; o++) wv[o] = o < no ? _mm512_maskz_loadu_ps(m, w + (size_t)o * in + k) : _mm512_setzero_ps();
-    for (int s = 0; s < ns; s++) {
-      const __m512 xv = _mm512_maskz_loadu_ps(m, x + (size_t)s * in + k);
-      for (int o = 0; o < RO; o++) acc[s * RO + o] = _mm512_fmadd_ps(xv, wv[o], acc[s * RO + o]);
-    }
-  }
-}
 
 typedef struct {
   int n, in, out;
@@ -126,33 +103,18 @@ static void pairs(void *ctx, size_t lo, size_t hi) {
   for (int s0 = 0; s0 < j->n; s0 += RS) {
     const int ns = j->n - s0 < RS ? j->n - s0 : RS;
     const float *x = j->x + (size_t)s0 * j->in;
-    /* the next block of x, a few lines per tile, so it is in cache when
-     * its turn comes (x arrives cold from the loader or the layer below) */
-    const char *next = (const char *)(x + (size_t)ns * j->in);
-    const size_t next_bytes = s0 + RS < j->n ? sizeof(float) * (size_t)(j->n - s0 - RS < RS ? j->n - s0 - RS : RS) * j->in : 0;
-    const size_t per_tile = (next_bytes / 64 + (hi - lo)) / (hi - lo + 1) + 1;
-    size_t pf = 0;
     for (size_t pr = lo; pr < hi; pr++) {
-      for (size_t q = 0; q < per_tile && pf < next_bytes; q++, pf += 64) _mm_prefetch(next + pf, _MM_HINT_T0);
       const int o0 = (int)pr * RO, no = j->out - o0 < RO ? j->out - o0 : RO;
+      const float *w0 = j->w + (size_t)o0 * j->in;
       __m512 acc[RS * RO];
-      if (no == RO) tiles[ns](j->in, x, j->w + (size_t)o0 * j->in, acc);
-      else tile_edge(j->in, x, j->w + (size_t)o0 * j->in, ns, no, acc);
-      /* lane s * RO + o: the bias added in one vector, then each row's pair */
-      __m512 sums = sum16(acc);
-      if (j->b) {
-        double pair = 0.0; /* b[o0], b[o0 + 1] as one 64-bit lane */
-        if (no == RO) memcpy(&pair, j->b + o0, sizeof pair);
-        const __m512 bias = no == RO ? _mm512_castpd_ps(_mm512_set1_pd(pair)) : _mm512_set1_ps(j->b[o0]);
-        sums = _mm512_add_ps(bias, sums);
-      }
-      float out[RS * RO];
-      _mm512_storeu_ps(out, sums);
-      float *yr = j->y + (size_t)s0 * j->out + o0;
-      if (no == RO)
-        for (int s = 0; s < ns; s++) memcpy(yr + (size_t)s * j->out, out + s * RO, sizeof(float) * RO);
-      else
-        for (int s = 0; s < ns; s++) yr[(size_t)s * j->out] = out[s * RO];
+      tiles[ns](j->in, x, w0, no == RO ? w0 + j->in : w0, acc);
+      float sums[RS * RO]; /* lane s * RO + o */
+      _mm512_storeu_ps(sums, sum16(acc));
+      for (int s = 0; s < ns; s++)
+        for (int o = 0; o < no; o++) {
+          const float v = sums[s * RO + o];
+          j->y[(size_t)(s0 + s) * j->out + o0 + o] = j->b ? j->b[o0 + o] + v : v;
+        }
     }
   }
 }
