@@ -23,8 +23,7 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, int 
   pt_train_plan plan;
   PT_TRY(pt_train_plan_make(cfg, &plan));
   if (pt_ops_set_threads(plan.threads)) return pt_fail(PT_ERR_STATE, "cannot start %d threads", plan.threads);
-  const int flushing = pt_fp_flushing(); /* the caller's, back at the end */
-  pt_fp_set_flush(!cfg->keep_denormals);
+  const int flushing = pt_fp_set_flush(!cfg->keep_denormals); /* the caller's, back at the end */
   pt_dataset ds = {0};
   pt_model *m = NULL;
   pt_loader *l = NULL;

@@ -869,10 +869,6 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   if (cfg->epochs < 1) return pt_fail(PT_ERR_ARG, "--epochs %d: expected at least 1", cfg->epochs);
   if (cfg->accum_steps < 1) return pt_fail(PT_ERR_ARG, "--accum-steps %d: expected at least 1", cfg->accum_steps);
   if (!(cfg->timeout_s > 0)) return pt_fail(PT_ERR_ARG, "--timeout %g: expected seconds > 0", cfg->timeout_s);
-  /* Denormals flushed for the run unless asked to keep them; the caller's
-   * mode comes back at the end. */
-  const int flushing = pt_fp_flushing();
-  pt_fp_set_flush(!cfg->keep_denormals);
   const int staged = cfg->parallel && (!strcmp(cfg->parallel, "model") || !strcmp(cfg->parallel, "pipeline"));
   /* MPI ranks, or workers that are threads of this process */
   const int ddp = cfg->comm && (staged || (cfg->parallel && !strcmp(cfg->parallel, "ddp")));
@@ -895,6 +891,9 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
     if (ddp && cfg->comm) snprintf(track, sizeof track, "rank %d", cfg->comm->rank);
     pt_trace_thread_name(track);
   }
+  /* Denormals flushed for the run unless asked to keep them; the caller's
+   * mode comes back at the end (nothing returns early from here on). */
+  const int flushing = pt_fp_set_flush(!cfg->keep_denormals);
   shared_t S;
   memset(&S, 0, sizeof S);
   pt_comm *self = NULL;

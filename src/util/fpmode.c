@@ -21,11 +21,13 @@ static atomic_int process_mode;           /* 0: keep, as a new process does */
  * with its creator's MXCSR, whatever the process's mode is now. */
 static _Thread_local int thread_mode = -1;
 
-void pt_fp_set_flush(int flush) {
+int pt_fp_set_flush(int flush) {
+  const int was = pt_fp_flushing();
   flush = flush != 0;
   atomic_store_explicit(&process_mode, flush, memory_order_relaxed);
   apply(flush);
   thread_mode = flush;
+  return was;
 }
 
 void pt_fp_follow(void) {

@@ -19,7 +19,8 @@
 #ifndef PT_UTIL_FPMODE_H
 #define PT_UTIL_FPMODE_H
 
-void pt_fp_set_flush(int flush);
+/* Returns this thread's mode before, for a caller that puts it back. */
+int pt_fp_set_flush(int flush);
 int pt_fp_flushing(void); /* this thread's mode as the CPU has it */
 /* Brings this thread to the process's mode; a load and a compare when it
  * is there already. */
