@@ -5,9 +5,7 @@
 
 #include "ops/cpu/ops.h"
 
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
+#include "ops/cpu/pool2x2.h"
 
 typedef struct {
   int h, w, k, s, oh, ow;
@@ -55,33 +53,16 @@ static inline __mmask16 takes(__m512 v, __m512 best) {
   return _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
 }
 
-/* The windows ox .. ox+15 of output row oy (fewer at the row's end): m
- * masks the windows, ma and mb their 2n input columns as two vectors, and
- * i00 holds each window's top-left input index. */
-typedef struct {
-  __mmask16 m, ma, mb;
-  __m512i i00;
-} segment;
-
-static inline segment segment_at(int oy, int ox, int w, int ow) {
-  const int n = ow - ox < 16 ? ow - ox : 16;
-  segment g;
-  g.m = (__mmask16)(n == 16 ? 0xFFFFu : (1u << n) - 1);
-  g.ma = (__mmask16)(2 * n >= 16 ? 0xFFFFu : (1u << (2 * n)) - 1);
-  g.mb = (__mmask16)(2 * n >= 32 ? 0xFFFFu : 2 * n > 16 ? (1u << (2 * n - 16)) - 1 : 0);
-  g.i00 = _mm512_add_epi32(_mm512_set1_epi32(2 * oy * w + 2 * ox),
-                           _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));
-  return g;
+/* Each window's top-left input index, for windows ox .. ox+15 of row oy. */
+static inline __m512i top_left(int oy, int ox, int w) {
+  return _mm512_add_epi32(_mm512_set1_epi32(2 * oy * w + 2 * ox),
+                          _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));
 }
 #endif
 
 static void maxpool2_fwd(void *ctx, size_t lo, size_t hi) {
   const pool_job *j = ctx;
   const int w = j->w, oh = j->oh, ow = j->ow;
-#ifdef __AVX512F__
-  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i io = _mm512_add_epi32(ie, _mm512_set1_epi32(1));
-#endif
   for (size_t p = lo; p < hi; p++) {
     const float *xp = j->x + p * (size_t)j->h * w;
     float *yp = j->y + p * (size_t)oh * ow;
@@ -89,30 +70,23 @@ static void maxpool2_fwd(void *ctx, size_t lo, size_t hi) {
     for (int oy = 0; oy < oh; oy++) {
       const float *r0 = xp + (size_t)(2 * oy) * w, *r1 = r0 + w;
 #ifdef __AVX512F__
-      /* 16 outputs at a time: the even and odd columns of the two input
-       * rows, split by permutes, compared in the scalar loop's order */
+      /* 16 outputs at a time (pool2x2.h), compared in the scalar loop's
+       * order; the index offsets of the four positions are 0, 1, w, w + 1 */
       for (int ox = 0; ox < ow; ox += 16) {
-        const segment g = segment_at(oy, ox, w, ow);
-        const __mmask16 m = g.m;
-        const __m512i i00 = g.i00;
-        const __m512 a0 = _mm512_maskz_loadu_ps(g.ma, r0 + 2 * ox), b0 = _mm512_maskz_loadu_ps(g.mb, r0 + 2 * ox + 16);
-        const __m512 a1 = _mm512_maskz_loadu_ps(g.ma, r1 + 2 * ox), b1 = _mm512_maskz_loadu_ps(g.mb, r1 + 2 * ox + 16);
-        __m512 bv = _mm512_permutex2var_ps(a0, ie, b0);
+        const int n = ow - ox < 16 ? ow - ox : 16;
+        const __m512i i00 = top_left(oy, ox, w);
+        const int32_t offset[4] = {0, 1, w, w + 1};
+        __m512 v[4];
+        pt_pool2x2_load(r0 + 2 * ox, r1 + 2 * ox, n, v);
+        __m512 bv = v[0];
         __m512i bi = i00;
-        __m512 v = _mm512_permutex2var_ps(a0, io, b0);
-        __mmask16 t = takes(v, bv);
-        bv = _mm512_mask_mov_ps(bv, t, v);
-        bi = _mm512_mask_add_epi32(bi, t, i00, _mm512_set1_epi32(1));
-        v = _mm512_permutex2var_ps(a1, ie, b1);
-        t = takes(v, bv);
-        bv = _mm512_mask_mov_ps(bv, t, v);
-        bi = _mm512_mask_add_epi32(bi, t, i00, _mm512_set1_epi32(w));
-        v = _mm512_permutex2var_ps(a1, io, b1);
-        t = takes(v, bv);
-        bv = _mm512_mask_mov_ps(bv, t, v);
-        bi = _mm512_mask_add_epi32(bi, t, i00, _mm512_set1_epi32(w + 1));
-        _mm512_mask_storeu_ps(yp + oy * ow + ox, m, bv);
-        _mm512_mask_storeu_epi32(ap + oy * ow + ox, m, bi);
+        for (int q = 1; q < 4; q++) {
+          const __mmask16 t = takes(v[q], bv);
+          bv = _mm512_mask_mov_ps(bv, t, v[q]);
+          bi = _mm512_mask_add_epi32(bi, t, i00, _mm512_set1_epi32(offset[q]));
+        }
+        _mm512_mask_storeu_ps(yp + oy * ow + ox, pt_lanes(n), bv);
+        _mm512_mask_storeu_epi32(ap + oy * ow + ox, pt_lanes(n), bi);
       }
 #else
       const int base = 2 * oy * w;
@@ -163,13 +137,6 @@ static void maxpool_bwd(void *ctx, size_t lo, size_t hi) {
 static void maxpool2_bwd(void *ctx, size_t lo, size_t hi) {
   const pool_job *j = ctx;
   const int w = j->w, oh = j->oh, ow = j->ow;
-#ifdef __AVX512F__
-  /* 16 windows of a row at a time: each of the four positions gets the
-   * gradient where it is the argmax, and the even and odd columns are
-   * interleaved back into two rows of 32 */
-  const __m512i lo16 = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  const __m512i hi16 = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-#endif
   for (size_t p = lo; p < hi; p++) {
     float *dxp = j->dx + p * (size_t)j->h * w;
     const float *dyp = j->dy + p * (size_t)oh * ow;
@@ -177,22 +144,19 @@ static void maxpool2_bwd(void *ctx, size_t lo, size_t hi) {
     if (2 * oh != j->h || 2 * ow != w) memset(dxp, 0, sizeof(float) * (size_t)j->h * w); /* odd edges */
     for (int oy = 0; oy < oh; oy++) {
 #ifdef __AVX512F__
+      /* 16 windows at a time: each of the four positions gets the
+       * gradient where it is the argmax (pool2x2.h puts them back) */
       for (int ox = 0; ox < ow; ox += 16) {
-        const segment sg = segment_at(oy, ox, w, ow);
-        const __mmask16 ma = sg.ma, mb = sg.mb;
-        const __m512i i00 = sg.i00;
-        const __m512 g = _mm512_maskz_loadu_ps(sg.m, dyp + oy * ow + ox);
-        const __m512i a = _mm512_maskz_loadu_epi32(sg.m, ap + oy * ow + ox);
-        const __m512 v00 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, i00), g);
-        const __m512 v01 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_add_epi32(i00, _mm512_set1_epi32(1))), g);
-        const __m512 v10 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_add_epi32(i00, _mm512_set1_epi32(w))), g);
-        const __m512 v11 =
-            _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_add_epi32(i00, _mm512_set1_epi32(w + 1))), g);
-        float *d0 = dxp + (size_t)(2 * oy) * w + 2 * ox, *d1 = d0 + w;
-        _mm512_mask_storeu_ps(d0, ma, _mm512_permutex2var_ps(v00, lo16, v01));
-        _mm512_mask_storeu_ps(d0 + 16, mb, _mm512_permutex2var_ps(v00, hi16, v01));
-        _mm512_mask_storeu_ps(d1, ma, _mm512_permutex2var_ps(v10, lo16, v11));
-        _mm512_mask_storeu_ps(d1 + 16, mb, _mm512_permutex2var_ps(v10, hi16, v11));
+        const int n = ow - ox < 16 ? ow - ox : 16;
+        const __m512i i00 = top_left(oy, ox, w);
+        const int32_t offset[4] = {0, 1, w, w + 1};
+        const __m512 g = _mm512_maskz_loadu_ps(pt_lanes(n), dyp + oy * ow + ox);
+        const __m512i a = _mm512_maskz_loadu_epi32(pt_lanes(n), ap + oy * ow + ox);
+        __m512 v[4];
+        for (int q = 0; q < 4; q++)
+          v[q] = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_add_epi32(i00, _mm512_set1_epi32(offset[q]))), g);
+        float *d0 = dxp + (size_t)(2 * oy) * w + 2 * ox;
+        pt_pool2x2_store(v, n, d0, d0 + w);
       }
 #else
       for (int ox = 0; ox < ow; ox++) {
