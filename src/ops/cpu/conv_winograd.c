@@ -54,6 +54,7 @@
 #ifdef __AVX512F__
 #include <immintrin.h>
 
+#include "ops/cpu/lanes.h"
 #include "ops/cpu/pool_codes.h"
 #include "ops/cpu/transpose16.h"
 
@@ -63,7 +64,6 @@
 static int up(int n, int m) { return (n + m - 1) / m * m; }
 static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
 static int imin(int a, int b) { return a < b ? a : b; }
-static __mmask16 lanes(int n) { return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1); }
 
 /* One pass: input (cin, hin, win) padded by pad, r x r kernel, output
  * (cout, oh, ow) in th x tw tiles of m x m. C and CO are the channel counts
@@ -237,7 +237,7 @@ static void pack(const wpass *p, const float *src, const float *gate, float *xp)
     for (int y = 0; y < p->hin; y++)
       for (int x0 = 0; x0 < p->win; x0 += 16) {
         const int nx = imin(16, p->win - x0);
-        const __mmask16 m = lanes(nx);
+        const __mmask16 m = pt_lanes(nx);
         __m512 r[16];
         for (int c = 0; c < 16; c++) {
           if (c >= nc) {
@@ -417,7 +417,7 @@ static inline __attribute__((always_inline)) void output_transform_m(int n, int 
   const size_t CO = (size_t)p->CO, ms = (size_t)rows * CO, W = (size_t)m * p->tw;
   for (size_t o0 = 0; o0 < CO; o0 += 16) {
     const int nb = bias ? imin(16, p->cout - (int)o0) : 0;
-    const __m512 bv = nb > 0 ? _mm512_maskz_loadu_ps(lanes(nb), bias + o0) : _mm512_setzero_ps();
+    const __m512 bv = nb > 0 ? _mm512_maskz_loadu_ps(pt_lanes(nb), bias + o0) : _mm512_setzero_ps();
     for (int tt = 0; tt < nt; tt++) {
       const int ty = (t0 + tt) / p->tw, tx = (t0 + tt) % p->tw;
       __m512 q[4][NMAX];
@@ -462,7 +462,7 @@ static void unpack(const wpass *p, const float *yp, float *out) {
           r[l] = l < nx ? _mm512_load_ps(yp + ((size_t)y * W + x0 + l) * CO + o0) : _mm512_setzero_ps();
         pt_transpose16(r);
         for (int c = 0; c < no; c++)
-          _mm512_mask_storeu_ps(out + ohw * (size_t)(o0 + c) + (size_t)y * p->ow + x0, lanes(nx), r[c]);
+          _mm512_mask_storeu_ps(out + ohw * (size_t)(o0 + c) + (size_t)y * p->ow + x0, pt_lanes(nx), r[c]);
       }
   }
 }
@@ -499,8 +499,8 @@ static void unpack_pool(const wpass *p, const float *yp, float *out, int32_t *co
         pt_transpose16(a);
         for (int c = 0; c < no; c++) {
           const size_t at = phw * (size_t)(o0 + c) + (size_t)y * pw + x0;
-          _mm512_mask_storeu_ps(out + at, lanes(nx), r[c]);
-          _mm512_mask_storeu_ps((float *)(code + at), lanes(nx), a[c]);
+          _mm512_mask_storeu_ps(out + at, pt_lanes(nx), r[c]);
+          _mm512_mask_storeu_ps((float *)(code + at), pt_lanes(nx), a[c]);
         }
       }
   }

@@ -26,6 +26,8 @@
 #ifdef __AVX512F__
 #include <immintrin.h>
 
+#include "ops/cpu/lanes.h"
+
 #define RS 8 /* rows of x per tile */
 #define RO 2 /* rows of w per tile */
 
@@ -77,7 +79,7 @@ static inline __attribute__((always_inline)) void tile_rows(const int NS, const 
     }
   }
   if (k < in) { /* the last features, the lanes past in zero */
-    const __mmask16 m = (__mmask16)((1u << (in - k)) - 1);
+    const __mmask16 m = pt_lanes(in - k);
     const __m512 a = _mm512_maskz_loadu_ps(m, w0 + k), b = _mm512_maskz_loadu_ps(m, w1 + k);
 #pragma GCC unroll 8
     for (int s = 0; s < NS; s++) {

@@ -7,8 +7,7 @@
 #ifdef __AVX512F__
 #include <immintrin.h>
 
-/* The first n lanes (none for n <= 0, all for n >= 16). */
-static inline __mmask16 pt_lanes(int n) { return (__mmask16)(n >= 16 ? 0xFFFFu : n <= 0 ? 0u : (1u << n) - 1); }
+#include "ops/cpu/lanes.h"
 
 /* n <= 16 windows from rows r0 and r1 (2n columns each): v[0] and v[1] the
  * windows' top-left and top-right inputs, v[2] and v[3] the bottom ones;

@@ -16,6 +16,7 @@ void pt_pool_codes_forward(size_t planes, int h, int w, const float *x, float *y
 void pt_pool_codes_backward(size_t planes, int h, int w, const float *dy, const int32_t *code, float *dx);
 
 #ifdef __AVX512F__
+#include "ops/cpu/lanes.h"
 #include "ops/cpu/transpose16.h"
 
 /* One window per lane: *best = the maximum of v[0..3] (the window's
@@ -42,7 +43,7 @@ static inline void pt_pool_codes_max4(const __m512 v[4], __m512 *best, __m512i *
  * the code is not q, so each of the four is written. */
 static inline void pt_pool_codes_scatter16(const float *dy, const int32_t *code, size_t plane, int nc, int n,
                                            float *dst, size_t row, size_t col) {
-  const __mmask16 m = (__mmask16)((1u << n) - 1);
+  const __mmask16 m = pt_lanes(n);
   const __m512 none = _mm512_castsi512_ps(_mm512_set1_epi32(-1));
   __m512 r[16], a[16];
   for (int c = 0; c < 16; c++) {
