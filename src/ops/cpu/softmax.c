@@ -111,8 +111,7 @@ double pt_cross_entropy_loss(int n, int k, const float *z, const int32_t *y, flo
   double e[CE_KEEP];
   for (int s = 0; s < n; s++) {
     const float *zr = z + (size_t)s * k;
-    float mx = zr[0];
-    for (int j = 1; j < k; j++) mx = zr[j] > mx ? zr[j] : mx;
+    const float mx = max_of(zr, k);
     double sum = 0.0;
     for (int j = 0; j < k; j++) {
       const double t = exp((double)(zr[j] - mx));
