@@ -163,39 +163,49 @@ static void g6(const double *in, int stride, int r, double out[6]) {
 /* The 8x8 tiles' finite points; the last is infinity. */
 static const double pts8[7] = {0, 1, -1, 2, -2, 0.5, -0.5};
 
-/* The product of finite point i's distances to the other finite points:
- * Lagrange's denominator, which G divides by (the B^T below is scaled to
- * match). */
-static double den8(int i) {
-  double den = 1;
-  for (int q = 0; q < 7; q++)
-    if (q != i) den *= pts8[i] - pts8[q];
-  return den;
+/* G's constants for the 8x8 tiles: the finite points' tap powers, and the
+ * product of each point's distances to the other finite points (Lagrange's
+ * denominator, which G divides by; the B^T below is scaled to match). Made
+ * once per transform of a whole filter bank, not per call of g8 and gt8:
+ * recomputed per call, they were 5% of tutorial-cnn's step. The powers of
+ * these points are exact, and each constant is the value the per-call loops
+ * made, so the transforms' bits are the same. */
+typedef struct {
+  double pw[7][5];   /* pts8[i]^k */
+  double den[7];
+  double coef[7][5]; /* pw / den: gt8's weights */
+} g8consts;
+
+static void g8consts_init(g8consts *c) {
+  for (int i = 0; i < 7; i++) {
+    double den = 1, pw = 1;
+    for (int q = 0; q < 7; q++)
+      if (q != i) den *= pts8[i] - pts8[q];
+    c->den[i] = den;
+    for (int k = 0; k < 5; k++, pw *= pts8[i]) c->pw[i][k] = pw, c->coef[i][k] = pw / den;
+  }
 }
 
-/* out (8) = G in (r taps, stride apart) for the 8x8 tiles: tap powers at
- * each finite point over its denominator, and the last tap for infinity. */
-static void g8(const double *in, int stride, int r, double out[8]) {
+/* out (8) = G in (r <= 5 taps, stride apart) for the 8x8 tiles: tap powers
+ * at each finite point over its denominator, and the last tap for infinity. */
+static void g8(const g8consts *c, const double *in, int stride, int r, double out[8]) {
   for (int i = 0; i < 7; i++) {
-    double pw = 1, sum = 0;
-    for (int k = 0; k < r; k++, pw *= pts8[i]) sum += pw * in[k * stride];
-    out[i] = sum / den8(i);
+    double sum = 0;
+    for (int k = 0; k < r; k++) sum += c->pw[i][k] * in[k * stride];
+    out[i] = sum / c->den[i];
   }
   out[7] = in[(r - 1) * stride];
 }
 
 /* out (r) = G^T in (8), the transpose of g8. */
-static void gt8(const double in[8], int r, double *out) {
+static void gt8(const g8consts *c, const double in[8], int r, double *out) {
   for (int k = 0; k < r; k++) out[k] = k == r - 1 ? in[7] : 0.0;
-  for (int i = 0; i < 7; i++) {
-    const double den = den8(i);
-    double pw = 1;
-    for (int k = 0; k < r; k++, pw *= pts8[i]) out[k] += pw / den * in[i];
-  }
+  for (int i = 0; i < 7; i++)
+    for (int k = 0; k < r; k++) out[k] += c->coef[i][k] * in[i];
 }
 
-static void gn(int n, const double *in, int stride, int r, double *out) {
-  if (n == 8) g8(in, stride, r, out);
+static void gn(const g8consts *c, int n, const double *in, int stride, int r, double *out) {
+  if (n == 8) g8(c, in, stride, r, out);
   else g6(in, stride, r, out);
 }
 
@@ -205,6 +215,8 @@ static void gn(int n, const double *in, int stride, int r, double *out) {
  * In double, so that U carries one rounding. */
 static void filter_transform(const wpass *p, const float *w, int flip, float *U) {
   const int r = p->r, rr = r * r, n = p->n;
+  g8consts gc;
+  g8consts_init(&gc);
   memset(U, 0, sizeof(float) * u_floats(p));
   for (int o = 0; o < p->cout; o++)
     for (int ci = 0; ci < p->cin; ci++) {
@@ -212,11 +224,11 @@ static void filter_transform(const wpass *p, const float *w, int flip, float *U)
       for (int k = 0; k < rr; k++)
         g[k] = flip ? w[((size_t)ci * p->cout + o) * rr + rr - 1 - k] : w[((size_t)o * p->cin + ci) * rr + k];
       for (int k = 0; k < r; k++) { /* G g: combine rows */
-        gn(n, g + k, r, r, col);
+        gn(&gc, n, g + k, r, r, col);
         for (int i = 0; i < n; i++) h[i][k] = col[i];
       }
       for (int i = 0; i < n; i++) { /* (G g) G^T: combine columns */
-        gn(n, h[i], 1, r, u);
+        gn(&gc, n, h[i], 1, r, u);
         for (int j = 0; j < n; j++) U[((size_t)(n * i + j) * p->C + ci) * p->CO + o] = (float)u[j];
       }
     }
@@ -748,6 +760,8 @@ static void backward_task(void *ctx, int tid, int nt) {
   /* the thread's partial dw (oc, c, r, r) = G^T DU G */
   const size_t C = (size_t)f->C, CO = (size_t)f->CO;
   const int r = f->r, tn = f->n;
+  g8consts gc;
+  g8consts_init(&gc);
   for (int o = 0; o < oc; o++)
     for (int ci = 0; ci < c; ci++) {
       double u[NMAX][NMAX], h[5][NMAX], v[5];
@@ -755,13 +769,13 @@ static void backward_task(void *ctx, int tid, int nt) {
       for (int b = 0; b < tn; b++) { /* G^T u: combine rows */
         double col[NMAX];
         for (int i = 0; i < tn; i++) col[i] = u[i][b];
-        if (tn == 8) gt8(col, r, v);
+        if (tn == 8) gt8(&gc, col, r, v);
         else gt6(col, r, v);
         for (int k = 0; k < r; k++) h[k][b] = v[k];
       }
       float *dwp = part + ((size_t)o * c + ci) * r * r;
       for (int a = 0; a < r; a++) { /* (G^T u) G: combine columns */
-        if (tn == 8) gt8(h[a], r, v);
+        if (tn == 8) gt8(&gc, h[a], r, v);
         else gt6(h[a], r, v);
         for (int k = 0; k < r; k++) dwp[a * r + k] = (float)v[k];
       }
