@@ -108,10 +108,13 @@ static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 /* The forward pass f and the input gradient's pass t, and where each
  * thread's buffers sit in its block (offsets in floats). The input gradient
  * reuses the forward's V and M regions, and Z shares M's: each is dead by
- * the time the next is written. */
+ * the time the next is written. va and za keep the first of a pair of
+ * samples' V and Z for the weight gradient while the second is made. */
+#define PAIR_TILES 16 /* pairs up to this many tiles a sample (see dw_tile) */
 typedef struct {
   wpass f, t;
-  size_t xp, v, m, yp, dyp, du, db, part, per, shared;
+  int pairs; /* the weight gradient sums samples in pairs (dw_tile) */
+  size_t xp, v, m, yp, dyp, va, za, du, db, part, per, shared;
 } wplan;
 
 static void plan_init(wplan *pl, const pt_conv_geom *g) {
@@ -124,6 +127,9 @@ static void plan_init(wplan *pl, const pt_conv_geom *g) {
   pl->m = o, o += up16(zmax(m_floats(f), m_floats(t)));
   pl->yp = o, o += up16(zmax(yp_floats(f), yp_floats(t)));
   pl->dyp = o, o += up16(xp_floats(t));
+  pl->pairs = f->T <= PAIR_TILES;
+  pl->va = o, o += pl->pairs ? up16(v_floats(f)) : 0;
+  pl->za = o, o += pl->pairs ? up16(m_floats(f)) : 0;
   pl->du = o, o += 2 * up16(u_floats(f)); /* doubles */
   pl->db = o, o += (size_t)f->CO;
   pl->part = o, o += up16((size_t)g->oc * g->c * g->kh * g->kw + g->oc);
@@ -687,25 +693,36 @@ static void dy_transform(const wpass *f, const wpass *t, const float *dyp, float
 }
 
 /* du (RC rows lddu apart, nv vectors) += v (T rows ldv apart, RC)^T z (T
- * rows ldz apart, nv vectors): per tile nv loads and RC broadcasts feed
- * RC * nv FMAs. The sample's sum is formed in registers, then added to du
- * in double. G^T DU G cancels much (DU's terms are up to 100x the data's),
- * so a float DU summed over a thread's samples would round at 100x dw's
- * scale, differently for each way of cutting the batch into threads and
- * workers. In double, each sample's float sum is the same whoever sums
- * it. */
+ * rows ldz apart, nv vectors), and with v2 the same of v2 and z2 (a second
+ * sample's, at the same offsets): per tile nv loads and RC broadcasts feed
+ * RC * nv FMAs. The pair's sum is formed in registers, then added to du in
+ * double. G^T DU G cancels much (DU's terms are up to 100x the data's), so
+ * a float DU summed over a thread's samples would round at 100x dw's scale,
+ * differently for each way of cutting the batch into threads and workers.
+ * In double, each pair's float sum is the same whoever sums it. Pairs, not
+ * single samples, where a sample has few tiles: the conversion to double
+ * and the addition cost 40% of the tile's multiply-adds when a sample's 16
+ * tiles (tutorial-cnn's conv2.0) were all it summed, and pairs took its
+ * backward pass from 3.88 to 3.73 ms. With 36 tiles (mnist-cnn's conv2)
+ * the saving is smaller than what the pair's buffers (0.5 MB more a
+ * thread) cost in the L2 cache: 4% slower, so those stay single. */
 static inline __attribute__((always_inline)) void dw_tile(int T, const float *v, size_t ldv, const float *z,
-                                                          size_t ldz, double *du, size_t lddu, int nv) {
+                                                          size_t ldz, const float *v2, const float *z2, double *du,
+                                                          size_t lddu, int nv) {
   __m512 c[RC][2];
   for (int r = 0; r < RC; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
-  for (int t = 0; t < T; t++) {
-    const __m512 b0 = _mm512_load_ps(z + ldz * t);
-    const __m512 b1 = nv > 1 ? _mm512_load_ps(z + ldz * t + 16) : _mm512_setzero_ps();
+  for (int h = 0; h < 2; h++) {
+    const float *vh = h ? v2 : v, *zh = h ? z2 : z;
+    if (!vh) break;
+    for (int t = 0; t < T; t++) {
+      const __m512 b0 = _mm512_load_ps(zh + ldz * t);
+      const __m512 b1 = nv > 1 ? _mm512_load_ps(zh + ldz * t + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 8
-    for (int r = 0; r < RC; r++) {
-      const __m512 a = _mm512_set1_ps(v[ldv * t + r]);
-      c[r][0] = _mm512_fmadd_ps(a, b0, c[r][0]);
-      if (nv > 1) c[r][1] = _mm512_fmadd_ps(a, b1, c[r][1]);
+      for (int r = 0; r < RC; r++) {
+        const __m512 a = _mm512_set1_ps(vh[ldv * t + r]);
+        c[r][0] = _mm512_fmadd_ps(a, b0, c[r][0]);
+        if (nv > 1) c[r][1] = _mm512_fmadd_ps(a, b1, c[r][1]);
+      }
     }
   }
   for (int r = 0; r < RC; r++) {
@@ -719,16 +736,19 @@ static inline __attribute__((always_inline)) void dw_tile(int T, const float *v,
   }
 }
 
-/* DU[xi] (C, CO) += V[xi] (T, C)^T Z[xi] (T, CO) for every xi */
-static void dw_gemms(const wpass *f, const float *V, const float *Z, double *DU) {
+/* DU[xi] (C, CO) += V[xi] (T, C)^T Z[xi] (T, CO) for every xi, summed over
+ * the pair (V, Z) and (V2, Z2), or V and Z alone when V2 is NULL */
+static void dw_gemms(const wpass *f, const float *V, const float *Z, const float *V2, const float *Z2, double *DU) {
   const size_t C = (size_t)f->C, CO = (size_t)f->CO;
   for (int xi = 0; xi < f->nx; xi++) {
-    const float *v = V + (size_t)f->Tr * C * xi, *z = Z + (size_t)f->Tr * CO * xi;
+    const size_t vx = (size_t)f->Tr * C * xi, zx = (size_t)f->Tr * CO * xi;
+    const float *v = V + vx, *z = Z + zx, *v2 = V2 ? V2 + vx : NULL, *z2 = V2 ? Z2 + zx : NULL;
     double *du = DU + C * CO * xi;
     for (size_t c0 = 0; c0 < C; c0 += RC)
       for (size_t o0 = 0; o0 < CO; o0 += 32) {
-        if (CO - o0 >= 32) dw_tile(f->T, v + c0, C, z + o0, CO, du + c0 * CO + o0, CO, 2);
-        else dw_tile(f->T, v + c0, C, z + o0, CO, du + c0 * CO + o0, CO, 1);
+        const float *v2c = v2 ? v2 + c0 : NULL, *z2o = v2 ? z2 + o0 : NULL;
+        if (CO - o0 >= 32) dw_tile(f->T, v + c0, C, z + o0, CO, v2c, z2o, du + c0 * CO + o0, CO, 2);
+        else dw_tile(f->T, v + c0, C, z + o0, CO, v2c, z2o, du + c0 * CO + o0, CO, 1);
       }
   }
 }
@@ -762,13 +782,20 @@ static void backward_task(void *ctx, int tid, int nt) {
   clear(t, dyp);
   size_t lo, hi;
   pt_split((size_t)j->n, tid, nt, &lo, &hi);
+  float *Va = me + pl->va, *Za = me + pl->za;
   for (size_t s = lo; s < hi; s++) {
+    /* Samples lo, lo + 2, ... open a pair: their V and Z wait in Va, Za
+     * (the input gradient below reuses V and M) until the next sample's
+     * are made; a thread's last sample may have no partner. */
+    const int first = (s - lo) % 2 == 0, alone = !pl->pairs || (first && s + 1 == hi);
+    float *Vs = first && !alone ? Va : V, *Zs = first && !alone ? Za : M;
     pack(f, j->x + s * xs, NULL, xp);
-    input_transform(f, xp, 0, f->T, f->Tr, V);
+    input_transform(f, xp, 0, f->T, f->Tr, Vs);
     if (j->code_in) pack_pool(t, j->dy + s * ys / 4, j->code_in + s * ys / 4, dyp);
     else pack(t, j->dy + s * ys, j->g->relu ? j->y + s * ys : NULL, dyp);
-    dy_transform(f, t, dyp, M, db);
-    dw_gemms(f, V, M, DU);
+    dy_transform(f, t, dyp, Zs, db);
+    if (alone) dw_gemms(f, V, M, NULL, NULL, DU);
+    else if (!first) dw_gemms(f, Va, Za, V, M, DU);
     /* The input gradient of the same sample while its packed dy is in cache. */
     if (j->dx) {
       run_packed(t, j->U, dyp, NULL, 0, V, M, me + pl->yp);
