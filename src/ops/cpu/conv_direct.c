@@ -51,6 +51,7 @@
 
 #include "ops/cpu/pool_codes.h"
 #include "ops/cpu/transpose16.h"
+#include "ops/cpu/workspace.h"
 
 #define RB 8  /* tile rows: output channels */
 #define VB 3  /* tile vectors: 16 output positions each */
@@ -58,9 +59,6 @@
 /* Samples per group: the group's padded input, padded dy and gathered dy
  * stay within 512 KiB of the core's 2 MiB L2. */
 #define GROUP_BUDGET_FLOATS ((size_t)128 << 10)
-
-static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
-static int up(int n, int m) { return (n + m - 1) / m * m; }
 
 /* One convolution pass: input (cin, hin, win) padded into (cin, hp, wp),
  * output (cout, oh, ow). Forward and the dx pass of backward are both one. */
@@ -113,7 +111,7 @@ static int group_tables(const pass *p, int cn, size_t ystride, int *xo, int *oo,
       xo[t] = i * p->sample + xoff;
       oo[t] = (int)((size_t)i * ystride) + ooff;
     }
-  for (int t = T; t < up(T, VB); t++) xo[t] = 0, oo[t] = 0, mk[t] = 0;
+  for (int t = T; t < pt_round_up(T, VB); t++) xo[t] = 0, oo[t] = 0, mk[t] = 0;
   return T;
 }
 
@@ -198,7 +196,7 @@ static inline __attribute__((always_inline)) void tile(int K, const int *koff, c
 static void run_tiles(const pass *p, int T, const int *xo, const int *oo, const unsigned *mk, const float *xg,
                       const float *wpk, const int *koff, float *out, const float *bias, int relu) {
   const size_t ohw = (size_t)p->oh * p->ow;
-  const int nob = up(p->cout, RB) / RB;
+  const int nob = pt_round_up(p->cout, RB) / RB;
   for (int t = 0; t < T; t += VB)
     for (int ob = 0; ob < nob; ob++) {
       const int o0 = ob * RB, rows = p->cout - o0 < RB ? p->cout - o0 : RB;
@@ -291,7 +289,7 @@ typedef struct {
 static void plan_init(plan *pl, const pt_conv_geom *g) {
   pass_init(&pl->f, g->c, g->h, g->w, g->pad, g->pad, g->oc, g->kh, g->kw);
   pass_init(&pl->t, g->oc, g->oh, g->ow, g->kh - 1 - g->pad, g->kw - 1 - g->pad, g->c, g->kh, g->kw);
-  pl->ocp = up(g->oc, RB), pl->cp = up(g->c, RB), pl->ocw = up(g->oc, 16);
+  pl->ocp = pt_round_up(g->oc, RB), pl->cp = pt_round_up(g->c, RB), pl->ocw = pt_round_up(g->oc, 16);
   pl->kwr = g->kw == 3 || g->kw == 5 ? g->kw : 1;
   pl->rows = pl->f.K / pl->kwr + 16;
   const size_t ohw = (size_t)g->oh * g->ow;
@@ -299,28 +297,28 @@ static void plan_init(plan *pl, const pt_conv_geom *g) {
   size_t G = GROUP_BUDGET_FLOATS / per_sample;
   pl->G = G < 1 ? 1 : G > 64 ? 64 : (int)G;
   int nv = pl->f.nvec > pl->t.nvec ? pl->f.nvec : pl->t.nvec;
-  pl->tmax = up(pl->G * nv, VB);
+  pl->tmax = pt_round_up(pl->G * nv, VB);
   size_t o = 0;
-  pl->wf = o, o += up16((size_t)pl->ocp * pl->f.K);
-  pl->wt = o, o += up16((size_t)pl->cp * pl->t.K);
-  pl->kf = o, o += up16((size_t)pl->f.K);
-  pl->kt = o, o += up16((size_t)pl->t.K);
+  pl->wf = o, o += pt_up16((size_t)pl->ocp * pl->f.K);
+  pl->wt = o, o += pt_up16((size_t)pl->cp * pl->t.K);
+  pl->kf = o, o += pt_up16((size_t)pl->f.K);
+  pl->kt = o, o += pt_up16((size_t)pl->t.K);
   pl->shared = o;
   o = 0;
-  pl->xg = o, o += up16((size_t)pl->G * pl->f.sample + SLACK);
-  pl->xo = o, o += up16((size_t)pl->tmax);
-  pl->oo = o, o += up16((size_t)pl->tmax);
-  pl->mk = o, o += up16((size_t)pl->tmax);
-  pl->xpos = o, o += up16((size_t)pl->G * ohw);
+  pl->xg = o, o += pt_up16((size_t)pl->G * pl->f.sample + SLACK);
+  pl->xo = o, o += pt_up16((size_t)pl->tmax);
+  pl->oo = o, o += pt_up16((size_t)pl->tmax);
+  pl->mk = o, o += pt_up16((size_t)pl->tmax);
+  pl->xpos = o, o += pt_up16((size_t)pl->G * ohw);
   pl->dyt = o, o += (size_t)pl->G * ohw * pl->ocw;
-  pl->dyp = o, o += up16((size_t)pl->G * pl->t.sample + SLACK);
+  pl->dyp = o, o += pt_up16((size_t)pl->G * pl->t.sample + SLACK);
   pl->dwt = o, o += (size_t)pl->rows * pl->kwr * pl->ocw;
   pl->dbv = o, o += (size_t)pl->ocw;
-  pl->part = o, o += up16((size_t)g->oc * pl->f.K + g->oc);
+  pl->part = o, o += pt_up16((size_t)g->oc * pl->f.K + g->oc);
   /* with a fused pool: the group's full-size output, or its rebuilt
    * gradient, kept in cache (G was set without it, so that it does not
    * change how the unfused op groups samples) */
-  pl->ysc = o, o += up16((size_t)pl->G * g->oc * ohw);
+  pl->ysc = o, o += pt_up16((size_t)pl->G * g->oc * ohw);
   pl->per = o;
 }
 
@@ -334,8 +332,6 @@ size_t pt_conv_direct_workspace(const pt_conv_geom *g, int nthreads) {
   return pl.shared + pl.per * (size_t)(nthreads < 1 ? 1 : nthreads) + 16; /* + 16: room to align */
 }
 
-static float *align64(float *ws) { return (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63); }
-
 /* Tap offsets into a padded sample, and the weights as (cout/8, K, 8) with
  * zero rows past cout; flip: w is (cin, cout, kh, kw) read transposed and
  * rotated by 180 degrees, the dx pass's weights. */
@@ -345,7 +341,7 @@ static void pack(const pass *p, const float *w, int flip, int kpad, float *wpk, 
     int ci = k / khw, ky = k % khw / p->kw, kx = k % p->kw;
     koff[k] = k < K ? ci * p->plane + ky * p->wp + kx : 0;
   }
-  for (int o = 0; o < up(p->cout, RB); o++)
+  for (int o = 0; o < pt_round_up(p->cout, RB); o++)
     for (int k = 0; k < K; k++) {
       float v = 0.0f;
       if (o < p->cout) {
@@ -396,7 +392,7 @@ void pt_conv_direct_forward(const pt_conv_geom *g, int n, const float *x, const 
                             float *y, int32_t *code, float *ws) {
   plan pl;
   plan_init(&pl, g);
-  ws = align64(ws);
+  ws = pt_align64(ws);
   pack(&pl.f, w, 0, pl.f.K, ws + pl.wf, (int *)(ws + pl.kf));
   job j = {.g = g, .pl = &pl, .n = n, .x = x, .b = b, .out = y, .code = code, .ws = ws};
   pt_parallel(forward_task, &j);
@@ -527,7 +523,7 @@ void pt_conv_direct_backward(const pt_conv_geom *g, int n, const float *x, const
                              const int32_t *code, const float *dy, float *dw, float *db, float *dx, float *ws) {
   plan pl;
   plan_init(&pl, g);
-  ws = align64(ws);
+  ws = pt_align64(ws);
   pack(&pl.f, w, 0, pl.f.K, ws + pl.wf, (int *)(ws + pl.kf));
   if (dx) pack(&pl.t, w, 1, pl.t.K, ws + pl.wt, (int *)(ws + pl.kt));
   job j = {.g = g, .pl = &pl, .n = n, .x = x, .y = y, .dy = dy, .dw = dw, .db = db, .dx = dx, .code_in = code,

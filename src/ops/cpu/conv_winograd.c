@@ -57,12 +57,11 @@
 #include "ops/cpu/lanes.h"
 #include "ops/cpu/pool_codes.h"
 #include "ops/cpu/transpose16.h"
+#include "ops/cpu/workspace.h"
 
 #define NMAX 8 /* the largest tile side */
 #define RC 8  /* weight-gradient register tile: input channels (x 2 vectors of output channels) */
 
-static int up(int n, int m) { return (n + m - 1) / m * m; }
-static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
 static int imin(int a, int b) { return a < b ? a : b; }
 
 /* One pass: input (cin, hin, win) padded by pad, r x r kernel, output
@@ -88,14 +87,14 @@ static void pass_init(wpass *p, int cin, int hin, int win, int pad, int cout, in
   p->hp = m * p->th + r - 1, p->wp = m * p->tw + r - 1;
   if (p->hp < hin + pad + m - 1) p->hp = hin + pad + m - 1;
   if (p->wp < win + pad + m - 1) p->wp = win + pad + m - 1;
-  p->C = up(cin, 16), p->CO = up(cout, 16);
+  p->C = pt_round_up(cin, 16), p->CO = pt_round_up(cout, 16);
   p->T = p->th * p->tw;
   /* 6 to 8 tiles a register tile, whichever wastes fewest: 8 for 4x4
    * tiles, 6 for 6x6, 7 for 7x7 */
   p->rt = 8;
   for (int rt = 7; rt >= 6; rt--)
-    if (up(p->T, rt) < up(p->T, p->rt)) p->rt = rt;
-  p->Tr = up(p->T, p->rt);
+    if (pt_round_up(p->T, rt) < pt_round_up(p->T, p->rt)) p->rt = rt;
+  p->Tr = pt_round_up(p->T, p->rt);
 }
 
 static size_t xp_floats(const wpass *p) { return (size_t)p->hp * p->wp * p->C; }
@@ -122,19 +121,19 @@ static void plan_init(wplan *pl, const pt_conv_geom *g) {
   pass_init(&pl->t, g->oc, g->oh, g->ow, g->kh - 1 - g->pad, g->c, g->kh);
   const wpass *f = &pl->f, *t = &pl->t;
   size_t o = 0;
-  pl->xp = o, o += up16(xp_floats(f));
-  pl->v = o, o += up16(zmax(v_floats(f), v_floats(t)));
-  pl->m = o, o += up16(zmax(m_floats(f), m_floats(t)));
-  pl->yp = o, o += up16(zmax(yp_floats(f), yp_floats(t)));
-  pl->dyp = o, o += up16(xp_floats(t));
+  pl->xp = o, o += pt_up16(xp_floats(f));
+  pl->v = o, o += pt_up16(zmax(v_floats(f), v_floats(t)));
+  pl->m = o, o += pt_up16(zmax(m_floats(f), m_floats(t)));
+  pl->yp = o, o += pt_up16(zmax(yp_floats(f), yp_floats(t)));
+  pl->dyp = o, o += pt_up16(xp_floats(t));
   pl->pairs = f->T <= PAIR_TILES;
-  pl->va = o, o += pl->pairs ? up16(v_floats(f)) : 0;
-  pl->za = o, o += pl->pairs ? up16(m_floats(f)) : 0;
-  pl->du = o, o += 2 * up16(u_floats(f)); /* doubles */
+  pl->va = o, o += pl->pairs ? pt_up16(v_floats(f)) : 0;
+  pl->za = o, o += pl->pairs ? pt_up16(m_floats(f)) : 0;
+  pl->du = o, o += 2 * pt_up16(u_floats(f)); /* doubles */
   pl->db = o, o += (size_t)f->CO;
-  pl->part = o, o += up16((size_t)g->oc * g->c * g->kh * g->kw + g->oc);
+  pl->part = o, o += pt_up16((size_t)g->oc * g->c * g->kh * g->kw + g->oc);
   pl->per = o;
-  pl->shared = up16(zmax(u_floats(f), u_floats(t)));
+  pl->shared = pt_up16(zmax(u_floats(f), u_floats(t)));
 }
 
 /* Below 8 channels on either side the GEMMs are too thin for the
@@ -150,8 +149,6 @@ size_t pt_conv_wino_workspace(const pt_conv_geom *g, int nthreads) {
   plan_init(&pl, g);
   return pl.shared + pl.per * (size_t)(nthreads < 1 ? 1 : nthreads) + 16; /* + 16: room to align */
 }
-
-static float *align64(float *ws) { return (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63); }
 
 /* The filter transforms run on 8 filters at once, one per lane of a
  * vector of doubles (o0 .. o0 + 7 for one input channel): GCC's vector
@@ -606,7 +603,7 @@ void pt_conv_wino_forward(const pt_conv_geom *g, int n, const float *x, const fl
                            int32_t *code, float *ws) {
   wplan pl;
   plan_init(&pl, g);
-  ws = align64(ws);
+  ws = pt_align64(ws);
   filter_transform(&pl.f, w, 0, ws);
   wjob j = {.g = g, .pl = &pl, .n = n, .x = x, .b = b, .U = ws, .out = y, .code = code, .ws = ws + pl.shared};
   pt_parallel(forward_task, &j);
@@ -834,7 +831,7 @@ void pt_conv_wino_backward(const pt_conv_geom *g, int n, const float *x, const f
                             const int32_t *code, const float *dy, float *dw, float *db, float *dx, float *ws) {
   wplan pl;
   plan_init(&pl, g);
-  ws = align64(ws);
+  ws = pt_align64(ws);
   if (dx) filter_transform(&pl.t, w, 1, ws);
   wjob j = {.g = g, .pl = &pl, .n = n, .x = x, .y = y, .dy = dy, .U = ws, .dw = dw, .db = db, .dx = dx,
             .code_in = code, .ws = ws + pl.shared};

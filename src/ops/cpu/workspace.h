@@ -1,0 +1,19 @@
+/* Sizes and alignment for the convolutions' workspaces: the direct and the
+ * Winograd kernels (conv_direct.c, conv_winograd.c) both lay their shared
+ * and per-thread buffers out, in floats, in one block the caller allocates
+ * (pt_conv_workspace), rounded to whole vectors and cache lines. */
+#ifndef PT_OPS_CPU_WORKSPACE_H
+#define PT_OPS_CPU_WORKSPACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* n rounded up to a multiple of m > 0. */
+static inline int pt_round_up(int n, int m) { return (n + m - 1) / m * m; }
+/* n floats rounded up to whole 64-byte lines (16 floats). */
+static inline size_t pt_up16(size_t n) { return (n + 15) & ~(size_t)15; }
+/* The first 64-byte boundary at or after p (the workspaces allocate 16
+ * floats of room for it). */
+static inline float *pt_align64(float *p) { return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+
+#endif
