@@ -696,7 +696,8 @@ static void dy_transform(const wpass *f, const wpass *t, const float *dyp, float
  * double. G^T DU G cancels much (DU's terms are up to 100x the data's), so
  * a float DU summed over a thread's samples would round at 100x dw's scale,
  * differently for each way of cutting the batch into threads and workers.
- * In double, each pair's float sum is the same whoever sums it. Pairs, not
+ * In double, each pair's float sum is the same whoever sums it (pairs are
+ * the batch's samples 2i and 2i + 1, never split between threads). Pairs, not
  * single samples, where a sample has few tiles: the conversion to double
  * and the addition cost 40% of the tile's multiply-adds when a sample's 16
  * tiles (tutorial-cnn's conv2.0) were all it summed, and pairs took its
@@ -778,13 +779,18 @@ static void backward_task(void *ctx, int tid, int nt) {
   clear(f, xp);
   clear(t, dyp);
   size_t lo, hi;
-  pt_split((size_t)j->n, tid, nt, &lo, &hi);
+  if (pl->pairs) { /* whole pairs (2i, 2i + 1) to each thread, whatever the thread count */
+    pt_split(((size_t)j->n + 1) / 2, tid, nt, &lo, &hi);
+    lo *= 2, hi = 2 * hi < (size_t)j->n ? 2 * hi : (size_t)j->n;
+  } else {
+    pt_split((size_t)j->n, tid, nt, &lo, &hi);
+  }
   float *Va = me + pl->va, *Za = me + pl->za;
   for (size_t s = lo; s < hi; s++) {
-    /* Samples lo, lo + 2, ... open a pair: their V and Z wait in Va, Za
-     * (the input gradient below reuses V and M) until the next sample's
-     * are made; a thread's last sample may have no partner. */
-    const int first = (s - lo) % 2 == 0, alone = !pl->pairs || (first && s + 1 == hi);
+    /* Even samples open a pair: their V and Z wait in Va, Za (the input
+     * gradient below reuses V and M) until the next sample's are made; an
+     * odd batch's last sample has no partner. */
+    const int first = s % 2 == 0, alone = !pl->pairs || (first && s + 1 == hi);
     float *Vs = first && !alone ? Va : V, *Zs = first && !alone ? Za : M;
     pack(f, j->x + s * xs, NULL, xp);
     input_transform(f, xp, 0, f->T, f->Tr, Vs);
