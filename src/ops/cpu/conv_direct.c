@@ -49,6 +49,7 @@
 #ifdef __AVX512F__
 #include <immintrin.h>
 
+#include "ops/cpu/lanes.h"
 #include "ops/cpu/pool_codes.h"
 #include "ops/cpu/transpose16.h"
 #include "ops/cpu/workspace.h"
@@ -410,19 +411,8 @@ static void transpose_dy(int cn, int oc, int ocw, size_t ohw, const float *dy, c
     for (int o0 = 0; o0 < ocw; o0 += 16)
       for (size_t p0 = 0; p0 < ohw; p0 += 16) {
         const int np = ohw - p0 < 16 ? (int)(ohw - p0) : 16;
-        const __mmask16 m = (__mmask16)((1u << np) - 1);
-        for (int a = 0; a < 16; a++) {
-          const size_t at = ((size_t)i * oc + o0 + a) * ohw + p0;
-          if (o0 + a >= oc) {
-            r[a] = _mm512_setzero_ps();
-            continue;
-          }
-          r[a] = _mm512_maskz_loadu_ps(m, dy + at);
-          if (gate)
-            r[a] = _mm512_maskz_mov_ps(
-                _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(m, gate + at), _mm512_setzero_ps(), _CMP_GT_OQ), r[a]);
-        }
-        pt_transpose16(r);
+        const size_t at = ((size_t)i * oc + o0) * ohw + p0;
+        pt_transpose16_planes(dy + at, gate ? gate + at : NULL, ohw, oc - o0 < 16 ? oc - o0 : 16, pt_lanes(np), r);
         for (int l = 0; l < np; l++) _mm512_store_ps(dyt + ((size_t)i * ohw + p0 + l) * ocw + o0, r[l]);
       }
 }

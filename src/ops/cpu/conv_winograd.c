@@ -265,25 +265,14 @@ static void clear(const wpass *p, float *xp) { memset(xp, 0, sizeof(float) * xp_
 
 static void pack(const wpass *p, const float *src, const float *gate, float *xp) {
   const size_t hw = (size_t)p->hin * p->win;
-  const __m512 zero = _mm512_setzero_ps();
   for (int c0 = 0; c0 < p->cin; c0 += 16) {
     const int nc = imin(16, p->cin - c0);
     for (int y = 0; y < p->hin; y++)
       for (int x0 = 0; x0 < p->win; x0 += 16) {
         const int nx = imin(16, p->win - x0);
-        const __mmask16 m = pt_lanes(nx);
+        const size_t at = hw * (size_t)c0 + (size_t)y * p->win + x0;
         __m512 r[16];
-        for (int c = 0; c < 16; c++) {
-          if (c >= nc) {
-            r[c] = zero;
-            continue;
-          }
-          const size_t at = hw * (size_t)(c0 + c) + (size_t)y * p->win + x0;
-          r[c] = _mm512_maskz_loadu_ps(m, src + at);
-          if (gate)
-            r[c] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(m, gate + at), zero, _CMP_GT_OQ), r[c]);
-        }
-        pt_transpose16(r);
+        pt_transpose16_planes(src + at, gate ? gate + at : NULL, hw, nc, pt_lanes(nx), r);
         float *d = xp + ((size_t)(y + p->pad) * p->wp + p->pad + x0) * p->C + c0;
         for (int l = 0; l < nx; l++) _mm512_store_ps(d + (size_t)l * p->C, r[l]);
       }

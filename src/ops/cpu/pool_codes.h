@@ -46,15 +46,9 @@ static inline void pt_pool_codes_scatter16(const float *dy, const int32_t *code,
   const __mmask16 m = pt_lanes(n);
   const __m512 none = _mm512_castsi512_ps(_mm512_set1_epi32(-1));
   __m512 r[16], a[16];
-  for (int c = 0; c < 16; c++) {
-    if (c >= nc) {
-      r[c] = _mm512_setzero_ps(), a[c] = none;
-      continue;
-    }
-    r[c] = _mm512_maskz_loadu_ps(m, dy + plane * c);
-    a[c] = _mm512_mask_loadu_ps(none, m, (const float *)(code + plane * c));
-  }
-  pt_transpose16(r);
+  pt_transpose16_planes(dy, NULL, plane, nc, m, r);
+  for (int c = 0; c < 16; c++) /* the codes as floats' bits; -1 (no position) past nc and n */
+    a[c] = c < nc ? _mm512_mask_loadu_ps(none, m, (const float *)(code + plane * c)) : none;
   pt_transpose16(a);
   for (int l = 0; l < n; l++) {
     const __m512i k = _mm512_castps_si512(a[l]);

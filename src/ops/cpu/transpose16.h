@@ -33,5 +33,27 @@ static inline void pt_transpose16(__m512 r[16]) {
   }
 }
 
+/* Channels into the lanes: r[l] = position l of 16 channel planes (plane
+ * floats apart, from src), of which the first nc are real and the rest 0;
+ * the positions m selects are read, the others are 0. With gate (at the
+ * same offsets as src), only elements where gate > 0 are kept: a ReLU's
+ * mask applied on the way. */
+static inline void pt_transpose16_planes(const float *src, const float *gate, size_t plane, int nc, __mmask16 m,
+                                         __m512 r[16]) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (int c = 0; c < 16; c++) {
+    if (c >= nc) {
+      r[c] = zero;
+      continue;
+    }
+    r[c] = _mm512_maskz_loadu_ps(m, src + plane * (size_t)c);
+    if (gate)
+      r[c] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(m, gate + plane * (size_t)c), zero,
+                                                    _CMP_GT_OQ),
+                                 r[c]);
+  }
+  pt_transpose16(r);
+}
+
 #endif
 #endif
