@@ -590,8 +590,11 @@ static void test_wait_seconds(void **state) {
     assert_true(pt_loader_wait_seconds(l) == 0.0);
     epoch_run r = collect(l, &ds, 0, 0);
     double w = pt_loader_wait_seconds(l);
-    /* The first batch of an epoch is always waited for. */
-    assert_true(w > 0.0);
+    /* Without prefetching, every batch is prepared while the caller waits.
+     * With it, the worker may have the first batch ready before it is asked
+     * for, so all that holds is that nothing negative is counted. */
+    if (prefetch) assert_true(w >= 0.0);
+    else assert_true(w > 0.0);
     assert_true(w < 60.0);
     run_free(&r);
     r = collect(l, &ds, 1, 0);
