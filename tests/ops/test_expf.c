@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "ops/cpu/expf.h"
@@ -60,10 +61,49 @@ static void test_edges(void **s) {
   assert_true(ulps(pt_expf(88.72f), exp((double)88.72f)) <= 2.0);
 }
 
+/* pt_expf16 gives every lane the bits pt_expf gives it: every 61st float
+ * (both signs, all the way to infinity and NaN), 16 at a time. */
+static void test_vector_bits(void **s) {
+  (void)s;
+#ifdef PT_HAVE_EXPF16
+  float in[16], got[16];
+  long checked = 0;
+  for (uint64_t b = 0; b <= 0xFFFFFFFFu; b += 61 * 16) {
+    for (int i = 0; i < 16; i++) {
+      union {
+        uint32_t u;
+        float f;
+      } v = {.u = (uint32_t)(b + 61 * (uint64_t)i)};
+      in[i] = v.f;
+    }
+    _mm512_storeu_ps(got, pt_expf16(_mm512_loadu_ps(in)));
+    for (int i = 0; i < 16; i++) {
+      const float want = pt_expf(in[i]);
+      if (isnan(want) && isnan(got[i])) continue;
+      if (memcmp(&want, &got[i], sizeof want) != 0)
+        fail_msg("exp(%.9g): vector %.9g, scalar %.9g", in[i], got[i], want);
+    }
+    checked += 16;
+  }
+  const float special[16] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 88.72283f, 88.7228f, -87.33654f,
+                             -87.3365f, 1e-30f, -1e-30f, 0.5f, -0.5f, 1e30f, -1e30f, 88.0f};
+  _mm512_storeu_ps(got, pt_expf16(_mm512_loadu_ps(special)));
+  for (int i = 0; i < 16; i++) {
+    const float want = pt_expf(special[i]);
+    assert_true((isnan(want) && isnan(got[i])) || memcmp(&want, &got[i], sizeof want) == 0);
+  }
+  print_message("%ld points\n", checked);
+  assert_true(checked > 70000000);
+#else
+  skip();
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_accuracy),
       cmocka_unit_test(test_edges),
+      cmocka_unit_test(test_vector_bits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -53,4 +53,41 @@ static inline float pt_expf(float x) {
   return x < lo ? 0.0f : x > hi ? __builtin_inff() : x != x ? x : y;
 }
 
+/* The scalar version's steps are fused only where the CPU has FMA, so the
+ * vector version, which always fuses them, exists only there. */
+#if defined(__AVX512F__) && defined(__FMA__)
+#define PT_HAVE_EXPF16 1
+#include <immintrin.h>
+
+/* pt_expf on 16 lanes, operation for operation, so every lane has the bits
+ * pt_expf gives (test_expf checks it). GCC vectorises the scalar loops only
+ * where nothing else is in the way; log-softmax's rows, with a reduction on
+ * either side of the exponentials, ran at a quarter of this speed. */
+static inline __m512 pt_expf16(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.33654f), hi = _mm512_set1_ps(88.72283f);
+  const __mmask16 below = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), above = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
+  const __m512 xc = _mm512_mask_blend_ps(below, _mm512_mask_blend_ps(above, x, hi), lo);
+  const __m512 shift = _mm512_set1_ps(12582912.0f);
+  const __m512 n = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)), shift), shift);
+  const __m512 r = _mm512_sub_ps(_mm512_sub_ps(xc, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f))),
+                                 _mm512_mul_ps(n, _mm512_set1_ps(-2.12194440e-4f)));
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i e = _mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127));
+  const __mmask16 big = _mm512_cmpgt_epi32_mask(e, _mm512_set1_epi32(254));
+  const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_mask_sub_epi32(e, big, e, _mm512_set1_epi32(1)), 23));
+  const __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, scale), _mm512_mask_blend_ps(big, _mm512_set1_ps(1.0f), _mm512_set1_ps(2.0f)));
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  __m512 out = _mm512_mask_blend_ps(nan, y, x);
+  out = _mm512_mask_blend_ps(above, out, _mm512_set1_ps(__builtin_inff()));
+  return _mm512_mask_blend_ps(below, out, _mm512_setzero_ps());
+}
+#endif
+
 #endif

@@ -4,32 +4,23 @@
 #include <math.h>
 
 #include "ops/cpu/expf.h"
+#include "ops/cpu/lanes.h"
 #include "ops/cpu/ops.h"
 
 /* Rows are independent, so blocks of rows go to the pool. exp is taken in
- * float (pt_expf, which vectorises) and summed in double: the sum is where
- * precision is lost, not the terms. The double sums run in 8 partial sums
- * combined in a fixed order, which vectorises where one running sum could
- * not, and gives the same bits every run. */
+ * float (pt_expf) and summed in double: the sum is where precision is
+ * lost, not the terms. The double sum runs in 16 partial sums, lane l
+ * taking the row's elements l, l + 16, l + 32, ... in order, and the lanes
+ * are combined by halves (lane l plus lane l + 8, then l + 4, l + 2,
+ * l + 1): a fixed order, so the same bits every run, and one the AVX-512
+ * rows below follow exactly, two vectors of 8 doubles at a time. */
 typedef struct {
   int k;
   const float *x, *y, *dy;
   float *out;
 } lsm_job;
 
-#define LSM_LANES 8
-#define LSM_CHUNK 256 /* floats of exponentials kept on the stack at a time */
-
-static double sum_fixed_order(const float *v, int n) {
-  double part[LSM_LANES] = {0};
-  int c = 0;
-  for (; c + LSM_LANES <= n; c += LSM_LANES)
-    for (int l = 0; l < LSM_LANES; l++) part[l] += v[c + l];
-  for (int l = 0; c < n; c++, l++) part[l] += v[c];
-  double sum = 0.0;
-  for (int l = 0; l < LSM_LANES; l++) sum += part[l];
-  return sum;
-}
+#define LSM_LANES 16
 
 /* The row's maximum in 16 running maxima, so that it vectorises: one
  * running maximum was a chain of dependent scalar max instructions, 200
@@ -49,34 +40,121 @@ static float max_of(const float *v, int n) {
   return mx;
 }
 
+#ifdef PT_HAVE_EXPF16
+/* The scalar rows below, operation for operation, in vectors: the same
+ * bits. For fmnist-mlp's 100 x 200, what GCC made of the scalar rows took
+ * 22 us forward and 14 us backward, these 14 and 10. Lanes past the
+ * end of a row add +0.0, which changes no partial sum (none is ever -0.0:
+ * they start at +0.0, and a sum is -0.0 only if both terms are). */
+typedef struct {
+  __m512d lo, hi; /* partial sums of lanes 0..7 and 8..15 */
+} sum16;
+
+static inline void sum16_add(sum16 *p, __m512 v) {
+  p->lo = _mm512_add_pd(p->lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+  p->hi = _mm512_add_pd(p->hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+}
+
+static inline double sum16_lanes(sum16 p) {
+  const __m512d h8 = _mm512_add_pd(p.lo, p.hi);
+  const __m256d h4 = _mm256_add_pd(_mm512_castpd512_pd256(h8), _mm512_extractf64x4_pd(h8, 1));
+  const __m128d h2 = _mm_add_pd(_mm256_castpd256_pd128(h4), _mm256_extractf128_pd(h4, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(h2, _mm_unpackhi_pd(h2, h2)));
+}
+
+/* Two running maxima where max_of has one: half the chain of dependent
+ * instructions, and, the order not mattering, the same result. */
+static float max_of16(const float *v, int n) {
+  __m512 a = _mm512_set1_ps(v[0]), b = a;
+  int c = 0;
+  for (; c + 32 <= n; c += 32) { /* max_ps(x, part) is x > part ? x : part */
+    a = _mm512_max_ps(_mm512_loadu_ps(v + c), a);
+    b = _mm512_max_ps(_mm512_loadu_ps(v + c + 16), b);
+  }
+  for (; c < n; c += 16) {
+    const __mmask16 m = pt_lanes(n - c);
+    a = _mm512_mask_max_ps(a, m, _mm512_maskz_loadu_ps(m, v + c), a);
+  }
+  return _mm512_reduce_max_ps(_mm512_max_ps(a, b));
+}
+
+/* Rows in blocks, each step for every row of the block before the next
+ * step: within a row, each step waits for the one before (the maximum, the
+ * exponentials' sum, its log), and across rows the CPU overlaps them. */
+#define LSM_BLOCK 8
+static void lsm_fwd_rows(const float *x, float *y, int rows, int k) {
+  float mx[LSM_BLOCK], lse[LSM_BLOCK];
+  double sum[LSM_BLOCK];
+  for (int r = 0; r < rows; r++) mx[r] = max_of16(x + (size_t)r * k, k);
+  for (int r = 0; r < rows; r++) {
+    const float *xr = x + (size_t)r * k;
+    const __m512 vmx = _mm512_set1_ps(mx[r]);
+    sum16 part = {_mm512_setzero_pd(), _mm512_setzero_pd()};
+    for (int c = 0; c < k; c += 16) {
+      const __mmask16 m = pt_lanes(k - c);
+      sum16_add(&part, _mm512_maskz_mov_ps(m, pt_expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + c), vmx))));
+    }
+    sum[r] = sum16_lanes(part);
+  }
+  for (int r = 0; r < rows; r++) lse[r] = mx[r] + (float)log(sum[r]);
+  for (int r = 0; r < rows; r++) {
+    const __m512 v = _mm512_set1_ps(lse[r]);
+    for (int c = 0; c < k; c += 16) {
+      const __mmask16 m = pt_lanes(k - c);
+      _mm512_mask_storeu_ps(y + (size_t)r * k + c, m, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + (size_t)r * k + c), v));
+    }
+  }
+}
+
+static void lsm_bwd_row(const float *yr, const float *dr, float *xr, int k) {
+  sum16 part = {_mm512_setzero_pd(), _mm512_setzero_pd()};
+  for (int c = 0; c < k; c += 16) sum16_add(&part, _mm512_maskz_loadu_ps(pt_lanes(k - c), dr + c));
+  const __m512 fs = _mm512_set1_ps((float)sum16_lanes(part));
+  for (int c = 0; c < k; c += 16) {
+    const __mmask16 m = pt_lanes(k - c);
+    const __m512 e = pt_expf16(_mm512_maskz_loadu_ps(m, yr + c));
+    _mm512_mask_storeu_ps(xr + c, m, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, dr + c), _mm512_mul_ps(e, fs)));
+  }
+}
+
+#else
+
+static double sum_lanes(double part[LSM_LANES]) {
+  for (int w = LSM_LANES / 2; w >= 1; w /= 2)
+    for (int l = 0; l < w; l++) part[l] += part[l + w];
+  return part[0];
+}
+
+static void lsm_fwd_row(const float *xr, float *yr, int k) {
+  const float mx = max_of(xr, k);
+  double part[LSM_LANES] = {0};
+  for (int c = 0; c < k; c++) part[c % LSM_LANES] += pt_expf(xr[c] - mx);
+  const float lse = mx + (float)log(sum_lanes(part));
+  for (int c = 0; c < k; c++) yr[c] = xr[c] - lse;
+}
+
+static void lsm_bwd_row(const float *yr, const float *dr, float *xr, int k) {
+  double part[LSM_LANES] = {0};
+  for (int c = 0; c < k; c++) part[c % LSM_LANES] += dr[c];
+  const float fs = (float)sum_lanes(part);
+  for (int c = 0; c < k; c++) xr[c] = dr[c] - pt_expf(yr[c]) * fs;
+}
+
+#endif
+
 static void lsm_fwd(void *ctx, size_t lo, size_t hi) {
   const lsm_job *j = ctx;
-  const int k = j->k;
-  float e[LSM_CHUNK];
-  for (size_t s = lo; s < hi; s++) {
-    const float *xr = j->x + s * k;
-    float *yr = j->out + s * k;
-    const float mx = max_of(xr, k);
-    double sum = 0.0;
-    for (int c0 = 0; c0 < k; c0 += LSM_CHUNK) {
-      const int len = k - c0 < LSM_CHUNK ? k - c0 : LSM_CHUNK;
-      for (int c = 0; c < len; c++) e[c] = pt_expf(xr[c0 + c] - mx);
-      sum += sum_fixed_order(e, len);
-    }
-    float lse = mx + (float)log(sum);
-    for (int c = 0; c < k; c++) yr[c] = xr[c] - lse;
-  }
+#ifdef PT_HAVE_EXPF16
+  for (size_t s = lo; s < hi; s += LSM_BLOCK)
+    lsm_fwd_rows(j->x + s * j->k, j->out + s * j->k, hi - s < LSM_BLOCK ? (int)(hi - s) : LSM_BLOCK, j->k);
+#else
+  for (size_t s = lo; s < hi; s++) lsm_fwd_row(j->x + s * j->k, j->out + s * j->k, j->k);
+#endif
 }
 
 static void lsm_bwd(void *ctx, size_t lo, size_t hi) {
   const lsm_job *j = ctx;
-  const int k = j->k;
-  for (size_t s = lo; s < hi; s++) {
-    const float *yr = j->y + s * k, *dr = j->dy + s * k;
-    float *xr = j->out + s * k;
-    const float fs = (float)sum_fixed_order(dr, k);
-    for (int c = 0; c < k; c++) xr[c] = dr[c] - pt_expf(yr[c]) * fs;
-  }
+  for (size_t s = lo; s < hi; s++) lsm_bwd_row(j->y + s * j->k, j->dy + s * j->k, j->out + s * j->k, j->k);
 }
 
 void pt_log_softmax_forward(int n, int k, const float *x, float *y) {

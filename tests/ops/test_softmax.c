@@ -1,0 +1,109 @@
+/* Log-softmax against the order of operations softmax.c documents, written
+ * out here one element at a time: 16 double partial sums (lane l takes
+ * elements l, l + 16, ... in order), combined by halves, exponentials by
+ * pt_expf. The AVX-512 rows must give these bits exactly, at row lengths
+ * that end mid-vector and at every block boundary, with rows of -inf, of
+ * huge values and of NaN. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ops/cpu/expf.h"
+#include "ops/cpu/ops.h"
+#include "util/philox.h"
+
+static double combine(double part[16]) {
+  for (int w = 8; w >= 1; w /= 2)
+    for (int l = 0; l < w; l++) part[l] += part[l + w];
+  return part[0];
+}
+
+static void ref_forward(int n, int k, const float *x, float *y) {
+  for (int s = 0; s < n; s++) {
+    const float *xr = x + (size_t)s * k;
+    float mx = xr[0]; /* a NaN first element makes the row NaN; later NaNs are not the maximum */
+    for (int c = 1; c < k; c++) mx = xr[c] > mx ? xr[c] : mx;
+    double part[16] = {0};
+    for (int c = 0; c < k; c++) part[c % 16] += pt_expf(xr[c] - mx);
+    const float lse = mx + (float)log(combine(part));
+    for (int c = 0; c < k; c++) y[(size_t)s * k + c] = xr[c] - lse;
+  }
+}
+
+static void ref_backward(int n, int k, const float *y, const float *dy, float *dx) {
+  for (int s = 0; s < n; s++) {
+    double part[16] = {0};
+    for (int c = 0; c < k; c++) part[c % 16] += dy[(size_t)s * k + c];
+    const float fs = (float)combine(part);
+    for (int c = 0; c < k; c++) dx[(size_t)s * k + c] = dy[(size_t)s * k + c] - pt_expf(y[(size_t)s * k + c]) * fs;
+  }
+}
+
+/* Same bits, NaN matching NaN. */
+static void assert_same(const float *got, const float *want, size_t n, const char *what, int k) {
+  for (size_t i = 0; i < n; i++) {
+    if (isnan(got[i]) && isnan(want[i])) continue;
+    if (memcmp(&got[i], &want[i], sizeof(float)) != 0)
+      fail_msg("%s, k = %d: element %zu is %.9g, expected %.9g", what, k, i, got[i], want[i]);
+  }
+}
+
+static void test_matches_reference(void **s) {
+  (void)s;
+  static const int ks[] = {1, 2, 10, 15, 16, 17, 31, 32, 33, 200, 257, 1000};
+  const int n = 21; /* more than one block of rows, and not a multiple of it */
+  pt_rng r;
+  pt_rng_init(&r, 11, 0);
+  for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+    const int k = ks[t];
+    const size_t len = (size_t)n * k;
+    float *x = malloc(len * sizeof(float)), *y = malloc(len * sizeof(float)), *yr = malloc(len * sizeof(float));
+    float *dy = malloc(len * sizeof(float)), *dx = malloc(len * sizeof(float)), *dxr = malloc(len * sizeof(float));
+    assert_non_null(x), assert_non_null(y), assert_non_null(yr), assert_non_null(dy), assert_non_null(dx),
+        assert_non_null(dxr);
+    for (size_t i = 0; i < len; i++) {
+      x[i] = 40.0f * (pt_rng_uniform(&r) - 0.5f);
+      dy[i] = pt_rng_uniform(&r) - 0.5f;
+    }
+    /* Row 1 has a -inf, row 2 values far apart (exponentials that underflow
+     * to 0), row 3 a NaN past the first element, row 4 a NaN first. */
+    x[(size_t)1 * k + k / 2] = -INFINITY;
+    for (int c = 0; c < k; c++) x[(size_t)2 * k + c] = c % 3 ? -1e30f : 1e30f;
+    x[(size_t)3 * k + k - 1] = k > 1 ? NAN : x[(size_t)3 * k];
+    x[(size_t)4 * k] = NAN;
+    pt_log_softmax_forward(n, k, x, y);
+    ref_forward(n, k, x, yr);
+    assert_same(y, yr, len, "forward", k);
+    pt_log_softmax_backward(n, k, yr, dy, dx);
+    ref_backward(n, k, yr, dy, dxr);
+    assert_same(dx, dxr, len, "backward", k);
+    free(x), free(y), free(yr), free(dy), free(dx), free(dxr);
+  }
+}
+
+/* The rows sum to 1 after exponentiating, to float precision, and the
+ * gradient of a one-hot loss is softmax minus the one-hot vector. */
+static void test_values(void **s) {
+  (void)s;
+  const float x[3] = {1.0f, 2.0f, 3.0f};
+  float y[3], dx[3];
+  pt_log_softmax_forward(1, 3, x, y);
+  const double z = exp(1.0) + exp(2.0) + exp(3.0);
+  for (int c = 0; c < 3; c++) assert_true(fabs(y[c] - (x[c] - log(z))) < 1e-6);
+  const float dy[3] = {0.0f, -1.0f, 0.0f};
+  pt_log_softmax_backward(1, 3, y, dy, dx);
+  for (int c = 0; c < 3; c++) assert_true(fabs(dx[c] - (exp(x[c]) / z - (c == 1))) < 1e-6);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_matches_reference),
+      cmocka_unit_test(test_values),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
