@@ -92,6 +92,7 @@ static const ocase cases[] = {
     {"conv 32->64 3x3 on 26x26 + bias + relu", OP_CONV, 4, 32, 26, 26, 64, 3, 1, 0, 0, F_BIAS | F_RELU},
     {"linear 7->5 + bias", OP_LINEAR, 3, 7, 1, 1, 5, 0, 0, 0, 0, F_BIAS},
     {"linear 9216->128 + bias", OP_LINEAR, 16, 9216, 1, 1, 128, 0, 0, 0, 0, F_BIAS},
+    {"linear 784->200 + bias, 100 rows", OP_LINEAR, 100, 784, 1, 1, 200, 0, 0, 0, 0, F_BIAS},
     {"linear 128->10, no bias, no dx", OP_LINEAR, 33, 128, 1, 1, 10, 0, 0, 0, 0, F_NO_DX},
     {"maxpool 2", OP_MAXPOOL, 2, 3, 6, 6, 0, 2, 2, 0, 0, 0},
     {"maxpool 3 stride 2 (overlapping)", OP_MAXPOOL, 2, 2, 7, 7, 0, 3, 2, 0, 0, 0},
@@ -261,8 +262,9 @@ static void run_linear(run_t *r, const ocase *tc) {
   float *junk = constant(nx, 7.0f);
   const int bias = (tc->flags & F_BIAS) != 0;
   float *X = put(r, x, nx * 4), *W = put(r, w, nw * 4), *B = bias ? put(r, b, (size_t)out * 4) : NULL;
-  float *Y = put(r, NULL, ny * 4);
-  be->linear_forward(n, in, out, X, W, B, Y);
+  const size_t wsf = be->linear_workspace(in, out, pt_ops_get_threads());
+  float *Y = put(r, NULL, ny * 4), *WS = put(r, NULL, (wsf ? wsf : 1) * 4);
+  be->linear_forward(n, in, out, X, W, B, Y, WS);
   take(r, "y", T_F32, 0, Y, ny);
   float *DY = put(r, dy, ny * 4), *DW = put(r, dw0, nw * 4), *DB = bias ? put(r, db0, (size_t)out * 4) : NULL;
   float *DX = tc->flags & F_NO_DX ? NULL : put(r, junk, nx * 4);

@@ -146,7 +146,7 @@ static double eval_f(ctx_t *t) {
   double f = 0.0;
   switch (gc->op) {
     case OP_CONV: pt_conv2d_forward(&t->geom, gc->n, t->x, t->w, t->b, y, ws); break;
-    case OP_LINEAR: pt_linear_forward(gc->n, gc->c, gc->oc, t->x, t->w, t->b, y); break;
+    case OP_LINEAR: pt_linear_forward(gc->n, gc->c, gc->oc, t->x, t->w, t->b, y, NULL); break;
     case OP_MAXPOOL: pt_maxpool_forward(gc->n, gc->c, gc->h, gc->w, gc->k, gc->s, t->oh, t->ow, t->x, y, am); break;
     case OP_RELU: pt_relu_forward(t->nx, t->x, y); break;
     case OP_DROPOUT: pt_dropout_forward(t->nx, 0.3f, 99, 7, 1, t->x, y, mask); break;

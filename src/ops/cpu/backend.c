@@ -104,6 +104,7 @@ static const pt_backend cpu_backend = {
     .conv_pool_ok = pt_conv_pool_ok,
     .conv2d_pool_forward = pt_conv2d_pool_forward,
     .conv2d_pool_backward = pt_conv2d_pool_backward,
+    .linear_workspace = pt_linear_workspace,
     .linear_forward = pt_linear_forward,
     .linear_backward = pt_linear_backward,
     .maxpool_forward = pt_maxpool_forward,

@@ -1,8 +1,16 @@
 /* Linear layer, PyTorch's convention: weight (out, in), y = x w^T + b. */
 #include "ops/cpu/ops.h"
 
-void pt_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y) {
-  if (pt_linear_forward_dot(n, in, out, x, w, b, y)) return;
+size_t pt_linear_workspace(int in, int out, int nthreads) { return pt_linear_xt_workspace(in, out, nthreads); }
+
+void pt_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws) {
+  /* Whole blocks of 96 rows as outer products, the rest as dot products
+   * or by the BLAS, whichever applies. */
+  const int done = pt_linear_forward_xt(n, in, out, x, w, b, y, ws);
+  n -= done;
+  x += (size_t)done * in;
+  y += (size_t)done * out;
+  if (n == 0 || pt_linear_forward_dot(n, in, out, x, w, b, y)) return;
   if (b) {
     for (int s = 0; s < n; s++)
       for (int o = 0; o < out; o++) y[(size_t)s * out + o] = b[o];

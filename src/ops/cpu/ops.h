@@ -82,11 +82,20 @@ void pt_conv2d_pool_backward(const pt_conv_geom *g, int n, const float *x, const
                              const float *dy, float *dw, float *db, float *dx, float *ws);
 
 /* ---- linear: y (n, out) = x (n, in) w^T (in, out) + b ---- */
-void pt_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y);
+/* ws: pt_linear_workspace(in, out, threads) floats, or NULL (then only the
+ * dot-product pass and the BLAS serve). */
+void pt_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws);
+size_t pt_linear_workspace(int in, int out, int nthreads);
+/* The forward pass as outer products on the batch transposed a block at a
+ * time (linear_xt.c), for the first n / 96 * 96 rows, where the build and
+ * the shape allow (AVX-512; n >= 96, in >= 32, out >= 16, ws not NULL);
+ * returns the number of rows done, 0 elsewhere. */
+int pt_linear_forward_xt(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws);
+size_t pt_linear_xt_workspace(int in, int out, int nthreads);
 /* The forward pass as dot products (linear_dot.c), where the build and the
  * shape make it the faster (AVX-512; 256 to 1,024 inputs, 32 outputs or
  * more); returns 0, having done nothing, elsewhere. pt_linear_forward takes
- * it where it can. */
+ * it for the rows the outer products leave. */
 int pt_linear_forward_dot(int n, int in, int out, const float *x, const float *w, const float *b, float *y);
 void pt_linear_backward(int n, int in, int out, const float *x, const float *w, const float *dy,
                         float *dw, float *db, float *dx);

@@ -163,6 +163,7 @@ pt_backend make_table() {
   b.conv_workspace = pt_cuda_conv_workspace;
   b.conv2d_forward = pt_cuda_conv2d_forward;
   b.conv2d_backward = pt_cuda_conv2d_backward;
+  b.linear_workspace = pt_cuda_linear_workspace;
   b.linear_forward = pt_cuda_linear_forward;
   b.linear_backward = pt_cuda_linear_backward;
   b.maxpool_forward = pt_cuda_maxpool_forward;

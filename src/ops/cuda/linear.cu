@@ -51,8 +51,15 @@ static cublasHandle_t blas_or_note(const char *what) {
   return h;
 }
 
+/* cuBLAS keeps its own workspace. */
+extern "C" size_t pt_cuda_linear_workspace(int in, int out, int nthreads) {
+  (void)in, (void)out, (void)nthreads;
+  return 0;
+}
+
 extern "C" void pt_cuda_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b,
-                                       float *y) {
+                                       float *y, float *ws) {
+  (void)ws;
   if (n <= 0 || out <= 0) return;
   cublasHandle_t h = blas_or_note("linear_forward");
   if (!h) return;

@@ -1,0 +1,125 @@
+/* The outer-product forward pass of the linear layer (linear_xt.c): each
+ * output of its rows is the bias plus a chain of fused multiply-adds over
+ * the inputs in order, checked bit for bit against fmaf; the rows past the
+ * last whole block of 96 go to the other passes, checked against a double
+ * reference; the same bits at 1, 2 and 3 threads; shapes with partial
+ * blocks of inputs, partial tiles and groups of outputs; and which shapes
+ * it declines. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ops/cpu/ops.h"
+#include "util/error.h"
+#include "util/philox.h"
+
+static float *random_floats(pt_rng *r, size_t n, float lo, float hi) {
+  float *v = pt_alloc_aligned(sizeof(float) * (n ? n : 1));
+  assert_non_null(v);
+  for (size_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * pt_rng_uniform(r);
+  return v;
+}
+
+static void forward(int threads, int n, int in, int out, const float *x, const float *w, const float *b, float *y) {
+  assert_int_equal(pt_ops_set_threads(threads), 0);
+  float *ws = pt_alloc_aligned(sizeof(float) * (pt_linear_workspace(in, out, threads) + 1));
+  assert_non_null(ws);
+  pt_linear_forward(n, in, out, x, w, b, y, ws);
+  free(ws);
+  assert_int_equal(pt_ops_set_threads(1), 0);
+}
+
+static void check_shape(int n, int in, int out, int bias) {
+  pt_rng r;
+  pt_rng_init(&r, (uint64_t)n * 1000003u + (uint64_t)in * 1009u + (uint64_t)out, 1);
+  float *x = random_floats(&r, (size_t)n * in, -1, 1), *w = random_floats(&r, (size_t)out * in, -0.1f, 0.1f);
+  float *b = bias ? random_floats(&r, (size_t)out, -0.5f, 0.5f) : NULL;
+  float *y[3];
+  for (int t = 0; t < 3; t++) {
+    y[t] = random_floats(&r, (size_t)n * out, 7, 8);
+    forward(t + 1, n, in, out, x, w, b, y[t]);
+  }
+  for (int t = 1; t < 3; t++)
+    if (memcmp(y[0], y[t], sizeof(float) * (size_t)n * out))
+      fail_msg("%d x %d -> %d: 1 and %d threads differ", n, in, out, t + 1);
+  const int blocked = n / 96 * 96;
+  for (int s = 0; s < n; s++)
+    for (int o = 0; o < out; o++) {
+      const float got = y[0][(size_t)s * out + o];
+      if (s < blocked) {
+        float acc = 0.0f;
+        for (int k = 0; k < in; k++) acc = fmaf(w[(size_t)o * in + k], x[(size_t)s * in + k], acc);
+        const float want = b ? acc + b[o] : acc;
+        if (memcmp(&got, &want, sizeof got))
+          fail_msg("%d x %d -> %d, bias %d: y[%d][%d] = %.9g, expected %.9g", n, in, out, bias, s, o, got, want);
+      } else {
+        double ref = b ? b[o] : 0.0, mag = fabs(ref);
+        for (int k = 0; k < in; k++) {
+          ref += (double)x[(size_t)s * in + k] * w[(size_t)o * in + k];
+          mag += fabs((double)x[(size_t)s * in + k] * w[(size_t)o * in + k]);
+        }
+        const double tol = 4.0 * in * 6e-8 * mag / sqrt((double)in) + 1e-7;
+        if (fabs(got - ref) > tol)
+          fail_msg("%d x %d -> %d, bias %d: tail y[%d][%d] = %.9g, expected %.9g", n, in, out, bias, s, o, got, ref);
+      }
+    }
+  free(x), free(w), free(b);
+  for (int t = 0; t < 3; t++) free(y[t]);
+}
+
+static void test_shapes(void **s) {
+  (void)s;
+  static float probe_x[96 * 32], probe_w[16 * 32], probe_y[96 * 16];
+  float *ws = pt_alloc_aligned(sizeof(float) * (pt_linear_xt_workspace(32, 16, 1) + 1));
+  assert_non_null(ws);
+  const int taken = pt_linear_forward_xt(96, 32, 16, probe_x, probe_w, NULL, probe_y, ws);
+  free(ws);
+  if (!taken) skip(); /* a build without AVX-512 */
+  const int shapes[][3] = {{96, 784, 200}, {100, 784, 200}, {192, 100, 17}, {97, 33, 16},
+                           {250, 1000, 37}, {300, 64, 64}, {96, 2100, 21}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (int bias = 0; bias <= 1; bias++) check_shape(shapes[i][0], shapes[i][1], shapes[i][2], bias);
+}
+
+/* It does the whole blocks of 96 rows and leaves the rest alone. */
+static void test_rows_done(void **s) {
+  (void)s;
+  enum { N = 200, IN = 40, OUT = 20 };
+  static float x[N * IN], w[OUT * IN], y[N * OUT];
+  for (size_t i = 0; i < N * IN; i++) x[i] = 1.0f;
+  for (size_t i = 0; i < OUT * IN; i++) w[i] = 0.5f;
+  for (size_t i = 0; i < N * OUT; i++) y[i] = -1.0f;
+  float *ws = pt_alloc_aligned(sizeof(float) * (pt_linear_xt_workspace(IN, OUT, 1) + 1));
+  assert_non_null(ws);
+  const int done = pt_linear_forward_xt(N, IN, OUT, x, w, NULL, y, ws);
+  free(ws);
+  if (!done) skip();
+  assert_int_equal(done, 192);
+  for (int i = 0; i < N * OUT; i++) assert_true(y[i] == (i < 192 * OUT ? 20.0f : -1.0f));
+}
+
+static void test_declines(void **s) {
+  (void)s;
+  static float x[200 * 64], w[64 * 64], y[200 * 64];
+  float *ws = pt_alloc_aligned(sizeof(float) * (pt_linear_xt_workspace(64, 64, 1) + 1));
+  assert_non_null(ws);
+  assert_int_equal(pt_linear_forward_xt(95, 64, 64, x, w, NULL, y, ws), 0);   /* fewer rows than a block */
+  assert_int_equal(pt_linear_forward_xt(200, 31, 64, x, w, NULL, y, ws), 0);  /* few inputs */
+  assert_int_equal(pt_linear_forward_xt(200, 64, 15, x, w, NULL, y, ws), 0);  /* few outputs */
+  assert_int_equal(pt_linear_forward_xt(200, 64, 64, x, w, NULL, y, NULL), 0); /* no workspace */
+  free(ws);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_shapes),
+      cmocka_unit_test(test_rows_done),
+      cmocka_unit_test(test_declines),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
