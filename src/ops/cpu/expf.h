@@ -24,7 +24,9 @@
 
 static inline float pt_expf(float x) {
   const float lo = -87.33654f, hi = 88.72283f;
-  const float xc = x < lo ? lo : x > hi ? hi : x; /* NaN passes through both tests */
+  /* A NaN becomes 0 here, so that the steps below stay defined (converting
+   * NaN to an integer is undefined behaviour); the result is x again. */
+  const float xc = x < lo ? lo : x > hi ? hi : x == x ? x : 0.0f;
   /* Round to nearest even by the float adder: 1.5 * 2^23 leaves no
    * fraction bits. (roundevenf would be exact too, but blocks vectorising.) */
   const float shift = 12582912.0f;
@@ -48,7 +50,7 @@ static inline float pt_expf(float x) {
   union {
     int32_t i;
     float f;
-  } scale = {.i = (e - big) << 23};
+  } scale = {.i = (int32_t)((uint32_t)(e - big) << 23)};
   const float y = p * scale.f * (big ? 2.0f : 1.0f);
   return x < lo ? 0.0f : x > hi ? __builtin_inff() : x != x ? x : y;
 }
@@ -66,7 +68,8 @@ static inline float pt_expf(float x) {
 static inline __m512 pt_expf16(__m512 x) {
   const __m512 lo = _mm512_set1_ps(-87.33654f), hi = _mm512_set1_ps(88.72283f);
   const __mmask16 below = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), above = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
-  const __m512 xc = _mm512_mask_blend_ps(below, _mm512_mask_blend_ps(above, x, hi), lo);
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __m512 xc = _mm512_mask_blend_ps(below, _mm512_mask_blend_ps(above, _mm512_maskz_mov_ps(~nan, x), hi), lo);
   const __m512 shift = _mm512_set1_ps(12582912.0f);
   const __m512 n = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)), shift), shift);
   const __m512 r = _mm512_sub_ps(_mm512_sub_ps(xc, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f))),
@@ -83,7 +86,6 @@ static inline __m512 pt_expf16(__m512 x) {
   const __mmask16 big = _mm512_cmpgt_epi32_mask(e, _mm512_set1_epi32(254));
   const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_mask_sub_epi32(e, big, e, _mm512_set1_epi32(1)), 23));
   const __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, scale), _mm512_mask_blend_ps(big, _mm512_set1_ps(1.0f), _mm512_set1_ps(2.0f)));
-  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
   __m512 out = _mm512_mask_blend_ps(nan, y, x);
   out = _mm512_mask_blend_ps(above, out, _mm512_set1_ps(__builtin_inff()));
   return _mm512_mask_blend_ps(below, out, _mm512_setzero_ps());
