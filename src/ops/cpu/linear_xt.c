@@ -51,14 +51,14 @@ typedef struct {
   float *y, *yt, *xt; /* yt (out, 96) shared; xt (64, 96) per thread */
 } job;
 
-/* xt[k][s] = x[s0 + s][k0 + k] for k < kc, in 16 x 16 transposes. */
+/* xt[k][s] = x[s0 + s][k0 + k] for k < kc, in 16 x 16 transposes: the
+ * rows of x are the "planes" whose elements go into the lanes. */
 static void pack(const job *j, int s0, int k0, int kc, float *xt) {
   for (int kk = 0; kk < kc; kk += 16) {
     const __mmask16 m = pt_lanes(kc - kk);
     for (int sv = 0; sv < XT_SV; sv++) {
       __m512 r[16];
-      for (int i = 0; i < 16; i++) r[i] = _mm512_maskz_loadu_ps(m, j->x + (size_t)(s0 + sv * 16 + i) * j->in + k0 + kk);
-      pt_transpose16(r);
+      pt_transpose16_planes(j->x + (size_t)(s0 + sv * 16) * j->in + k0 + kk, NULL, (size_t)j->in, 16, m, r);
       for (int i = 0; i < 16 && kk + i < kc; i++) _mm512_store_ps(xt + (size_t)(kk + i) * XT_ROWS + sv * 16, r[i]);
     }
   }
@@ -108,9 +108,7 @@ static void unpack(const job *j, int s0, int o0, int o1) {
     const __m512 bias = j->b ? _mm512_maskz_loadu_ps(m, j->b + g) : _mm512_setzero_ps();
     for (int sv = 0; sv < XT_SV; sv++) {
       __m512 r[16];
-      for (int i = 0; i < 16; i++)
-        r[i] = i < no ? _mm512_load_ps(j->yt + (size_t)(g + i) * XT_ROWS + sv * 16) : _mm512_setzero_ps();
-      pt_transpose16(r);
+      pt_transpose16_planes(j->yt + (size_t)g * XT_ROWS + sv * 16, NULL, XT_ROWS, no, (__mmask16)0xFFFF, r);
       for (int i = 0; i < 16; i++)
         _mm512_mask_storeu_ps(j->y + (size_t)(s0 + sv * 16 + i) * j->out + g, m, _mm512_add_ps(r[i], bias));
     }

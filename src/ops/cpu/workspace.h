@@ -1,7 +1,9 @@
-/* Sizes and alignment for the convolutions' workspaces: the direct and the
- * Winograd kernels (conv_direct.c, conv_winograd.c) both lay their shared
- * and per-thread buffers out, in floats, in one block the caller allocates
- * (pt_conv_workspace), rounded to whole vectors and cache lines. */
+/* Sizes and alignment for the kernels' workspaces: the direct and the
+ * Winograd convolutions (conv_direct.c, conv_winograd.c) and the linear
+ * layer's outer products (linear_xt.c) lay their shared and per-thread
+ * buffers out, in floats, in one block the caller allocates
+ * (pt_conv_workspace, pt_linear_workspace), rounded to whole vectors and
+ * cache lines. */
 #ifndef PT_OPS_CPU_WORKSPACE_H
 #define PT_OPS_CPU_WORKSPACE_H
 
