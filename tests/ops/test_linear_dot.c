@@ -12,16 +12,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "linear_ref.h"
 #include "ops/cpu/ops.h"
-#include "util/error.h"
-#include "util/philox.h"
-
-static float *random_floats(pt_rng *r, size_t n, float lo, float hi) {
-  float *v = pt_alloc_aligned(sizeof(float) * n);
-  assert_non_null(v);
-  for (size_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * pt_rng_uniform(r);
-  return v;
-}
 
 static void check_shape(int n, int in, int out, int bias) {
   pt_rng r;
@@ -41,13 +33,8 @@ static void check_shape(int n, int in, int out, int bias) {
     fail_msg("%d x %d -> %d: 1 and 2 threads differ", n, in, out);
   for (int s = 0; s < n; s++)
     for (int o = 0; o < out; o++) {
-      double ref = b ? b[o] : 0.0, mag = fabs(ref);
-      for (int k = 0; k < in; k++) {
-        ref += (double)x[(size_t)s * in + k] * w[(size_t)o * in + k];
-        mag += fabs((double)x[(size_t)s * in + k] * w[(size_t)o * in + k]);
-      }
-      /* float sums of in terms: a few ulp of the terms' magnitude */
-      const double tol = 4.0 * in * 6e-8 * mag / sqrt((double)in) + 1e-7;
+      double tol;
+      const double ref = linear_ref(in, x + (size_t)s * in, w + (size_t)o * in, b ? b[o] : 0.0f, &tol);
       const double got = y1[(size_t)s * out + o];
       if (fabs(got - ref) > tol)
         fail_msg("%d x %d -> %d, bias %d: y[%d][%d] = %.9g, expected %.9g", n, in, out, bias, s, o, got, ref);

@@ -14,16 +14,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "linear_ref.h"
 #include "ops/cpu/ops.h"
-#include "util/error.h"
-#include "util/philox.h"
-
-static float *random_floats(pt_rng *r, size_t n, float lo, float hi) {
-  float *v = pt_alloc_aligned(sizeof(float) * (n ? n : 1));
-  assert_non_null(v);
-  for (size_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * pt_rng_uniform(r);
-  return v;
-}
 
 static void forward(int threads, int n, int in, int out, const float *x, const float *w, const float *b, float *y) {
   assert_int_equal(pt_ops_set_threads(threads), 0);
@@ -58,12 +50,8 @@ static void check_shape(int n, int in, int out, int bias) {
         if (memcmp(&got, &want, sizeof got))
           fail_msg("%d x %d -> %d, bias %d: y[%d][%d] = %.9g, expected %.9g", n, in, out, bias, s, o, got, want);
       } else {
-        double ref = b ? b[o] : 0.0, mag = fabs(ref);
-        for (int k = 0; k < in; k++) {
-          ref += (double)x[(size_t)s * in + k] * w[(size_t)o * in + k];
-          mag += fabs((double)x[(size_t)s * in + k] * w[(size_t)o * in + k]);
-        }
-        const double tol = 4.0 * in * 6e-8 * mag / sqrt((double)in) + 1e-7;
+        double tol;
+        const double ref = linear_ref(in, x + (size_t)s * in, w + (size_t)o * in, b ? b[o] : 0.0f, &tol);
         if (fabs(got - ref) > tol)
           fail_msg("%d x %d -> %d, bias %d: tail y[%d][%d] = %.9g, expected %.9g", n, in, out, bias, s, o, got, ref);
       }
