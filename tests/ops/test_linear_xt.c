@@ -1,8 +1,8 @@
 /* The outer-product forward pass of the linear layer (linear_xt.c): each
  * output of its rows is the bias plus a chain of fused multiply-adds over
- * the inputs in order, checked bit for bit against fmaf; the rows past the
- * last whole block of 96 go to the other passes, checked against a double
- * reference; the same bits at 1, 2 and 3 threads; shapes with partial
+ * the inputs in order, checked bit for bit against fmaf; the rows past its
+ * blocks (of 96, then one of 64 where that many are left) go to the other
+ * passes, checked against a double reference; the same bits at 1, 2 and 3 threads; shapes with partial
  * blocks of inputs, partial tiles and groups of outputs; and which shapes
  * it declines. */
 #include <math.h>
@@ -16,6 +16,10 @@
 
 #include "linear_ref.h"
 #include "ops/cpu/ops.h"
+
+/* The rows the blocks cover: whole blocks of 96, then one of 64 where at
+ * least that many are left. */
+static int blocked_rows(int n) { return n / 96 * 96 + (n % 96 >= 64 ? 64 : 0); }
 
 static void forward(int threads, int n, int in, int out, const float *x, const float *w, const float *b, float *y) {
   assert_int_equal(pt_ops_set_threads(threads), 0);
@@ -39,7 +43,7 @@ static void check_shape(int n, int in, int out, int bias) {
   for (int t = 1; t < 3; t++)
     if (memcmp(y[0], y[t], sizeof(float) * (size_t)n * out))
       fail_msg("%d x %d -> %d: 1 and %d threads differ", n, in, out, t + 1);
-  const int blocked = n / 96 * 96;
+  const int blocked = blocked_rows(n);
   for (int s = 0; s < n; s++)
     for (int o = 0; o < out; o++) {
       const float got = y[0][(size_t)s * out + o];
@@ -69,14 +73,15 @@ static void test_shapes(void **s) {
   free(ws);
   if (!taken) skip(); /* a build without AVX-512 */
   const int shapes[][3] = {{96, 784, 200}, {100, 784, 200}, {192, 100, 17}, {97, 33, 16},
-                           {250, 1000, 37}, {300, 64, 64}, {96, 2100, 21}};
+                           {250, 1000, 37}, {300, 64, 64}, {96, 2100, 21}, {64, 9216, 128},
+                           {64, 33, 17},   {170, 50, 20},  {127, 200, 40}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
     for (int bias = 0; bias <= 1; bias++) check_shape(shapes[i][0], shapes[i][1], shapes[i][2], bias);
 }
 
-/* It does the whole blocks of 96 rows and leaves the rest alone. */
-static void test_rows_done(void **s) {
-  (void)s;
+/* It does its blocks' rows and leaves the rest alone: 200 rows are two
+ * blocks of 96 and 8 left; 170 are one of 96, one of 64 and 10 left. */
+static void check_rows_done(int n, int want) {
   enum { N = 200, IN = 40, OUT = 20 };
   static float x[N * IN], w[OUT * IN], y[N * OUT];
   for (size_t i = 0; i < N * IN; i++) x[i] = 1.0f;
@@ -84,11 +89,18 @@ static void test_rows_done(void **s) {
   for (size_t i = 0; i < N * OUT; i++) y[i] = -1.0f;
   float *ws = pt_alloc_aligned(sizeof(float) * (pt_linear_xt_workspace(IN, OUT, 1) + 1));
   assert_non_null(ws);
-  const int done = pt_linear_forward_xt(N, IN, OUT, x, w, NULL, y, ws);
+  const int done = pt_linear_forward_xt(n, IN, OUT, x, w, NULL, y, ws);
   free(ws);
   if (!done) skip();
-  assert_int_equal(done, 192);
-  for (int i = 0; i < N * OUT; i++) assert_true(y[i] == (i < 192 * OUT ? 20.0f : -1.0f));
+  assert_int_equal(done, want);
+  for (int i = 0; i < N * OUT; i++) assert_true(y[i] == (i < want * OUT ? 20.0f : -1.0f));
+}
+
+static void test_rows_done(void **s) {
+  (void)s;
+  check_rows_done(200, 192);
+  check_rows_done(170, 160);
+  check_rows_done(64, 64);
 }
 
 static void test_declines(void **s) {
@@ -96,7 +108,7 @@ static void test_declines(void **s) {
   static float x[200 * 64], w[64 * 64], y[200 * 64];
   float *ws = pt_alloc_aligned(sizeof(float) * (pt_linear_xt_workspace(64, 64, 1) + 1));
   assert_non_null(ws);
-  assert_int_equal(pt_linear_forward_xt(95, 64, 64, x, w, NULL, y, ws), 0);   /* fewer rows than a block */
+  assert_int_equal(pt_linear_forward_xt(63, 64, 64, x, w, NULL, y, ws), 0);   /* fewer rows than a block */
   assert_int_equal(pt_linear_forward_xt(200, 31, 64, x, w, NULL, y, ws), 0);  /* few inputs */
   assert_int_equal(pt_linear_forward_xt(200, 64, 15, x, w, NULL, y, ws), 0);  /* few outputs */
   assert_int_equal(pt_linear_forward_xt(200, 64, 64, x, w, NULL, y, NULL), 0); /* no workspace */

@@ -4,7 +4,7 @@
 size_t pt_linear_workspace(int in, int out, int nthreads) { return pt_linear_xt_workspace(in, out, nthreads); }
 
 void pt_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws) {
-  /* Whole blocks of 96 rows as outer products, the rest as dot products
+  /* Blocks of 96 rows (and one of 64) as outer products, the rest as dot products
    * or by the BLAS, whichever applies. */
   const int done = pt_linear_forward_xt(n, in, out, x, w, b, y, ws);
   n -= done;

@@ -15,9 +15,12 @@
  * prefetched into L1; lin1's forward in training went from 0.235-0.254 to
  * 0.209-0.238 ms.
  *
- * Rows past the last whole 96 are left to the caller (pt_linear_forward),
- * which gives them to the dot-product pass or the BLAS: padding 100 rows
- * to 112 cost more than those 4 rows take there.
+ * Where 64 rows or more are left after the blocks of 96, one more block of
+ * 64 takes them with tiles of 4 outputs by 64 samples (16 sums for 8
+ * loads): mnist-cnn's fc1 (64 x 9216 -> 128) went from OpenBLAS's 1.63-1.75
+ * ms a step to 1.08-1.13 at 1 thread. The rows past that are left to the
+ * caller (pt_linear_forward), which gives them to the dot-product pass or
+ * the BLAS: padding 100 rows to 112 cost more than those 4 rows take there.
  *
  * Each output is b + the sum over inputs in order, one fused multiply-add
  * each, whichever thread computes it: threads take whole blocks of 16
@@ -34,6 +37,7 @@
 
 #define XT_SV 6               /* vectors of samples per tile */
 #define XT_ROWS (XT_SV * 16)  /* rows of x per block: 96 */
+#define XT_SV_LAST 4          /* a last block of 64 rows, where that many are left */
 #define XT_KC 64              /* inputs per block: xt is 24 KB */
 #define XT_MR 4               /* outputs per tile */
 
@@ -46,17 +50,18 @@ size_t pt_linear_xt_workspace(int in, int out, int nthreads) {
 }
 
 typedef struct {
-  int n, in, out, nunits; /* units: tiles of XT_MR outputs */
+  int rows, in, out, nunits; /* rows: those done here; units: tiles of XT_MR outputs */
   const float *x, *w, *b;
   float *y, *yt, *xt; /* yt (out, 96) shared; xt (64, 96) per thread */
 } job;
 
-/* xt[k][s] = x[s0 + s][k0 + k] for k < kc, in 16 x 16 transposes: the
- * rows of x are the "planes" whose elements go into the lanes. */
-static void pack(const job *j, int s0, int k0, int kc, float *xt) {
+/* xt[k][s] = x[s0 + s][k0 + k] for k < kc and s < 16 sv_n, in 16 x 16
+ * transposes: the rows of x are the "planes" whose elements go into the
+ * lanes. */
+static void pack(const job *j, int s0, int sv_n, int k0, int kc, float *xt) {
   for (int kk = 0; kk < kc; kk += 16) {
     const __mmask16 m = pt_lanes(kc - kk);
-    for (int sv = 0; sv < XT_SV; sv++) {
+    for (int sv = 0; sv < sv_n; sv++) {
       __m512 r[16];
       pt_transpose16_planes(j->x + (size_t)(s0 + sv * 16) * j->in + k0 + kk, NULL, (size_t)j->in, 16, m, r);
       for (int i = 0; i < 16 && kk + i < kc; i++) _mm512_store_ps(xt + (size_t)(kk + i) * XT_ROWS + sv * 16, r[i]);
@@ -64,18 +69,18 @@ static void pack(const job *j, int s0, int k0, int kc, float *xt) {
   }
 }
 
-/* yt rows [o, o + NR) += w[o .. o + NR)[k0 .. k0 + kc) xt; first: = instead
- * of +=. NR is a constant in each instantiation, so the 24 sums stay in
- * registers. */
-static inline __attribute__((always_inline)) void tile(const int NR, const job *j, int o, int k0, int kc,
-                                                       const float *xt, int first) {
+/* yt rows [o, o + NR) += w[o .. o + NR)[k0 .. k0 + kc) xt, over SV vectors
+ * of samples; first: = instead of +=. NR and SV are constants in each
+ * instantiation, so the NR x SV sums stay in registers. */
+static inline __attribute__((always_inline)) void tile(const int NR, const int SV, const job *j, int o, int k0,
+                                                       int kc, const float *xt, int first) {
   const float *w = j->w + (size_t)o * j->in + k0;
   float *yt = j->yt + (size_t)o * XT_ROWS;
   __m512 acc[XT_MR][XT_SV];
 #pragma GCC unroll 4
   for (int r = 0; r < NR; r++)
 #pragma GCC unroll 6
-    for (int v = 0; v < XT_SV; v++) acc[r][v] = first ? _mm512_setzero_ps() : _mm512_load_ps(yt + r * XT_ROWS + v * 16);
+    for (int v = 0; v < SV; v++) acc[r][v] = first ? _mm512_setzero_ps() : _mm512_load_ps(yt + r * XT_ROWS + v * 16);
   /* The next tile's weights, which otherwise arrive one miss at a time:
    * its rows are in floats apart, too far for the hardware to guess. */
   if (o + 2 * XT_MR <= j->out)
@@ -83,7 +88,7 @@ static inline __attribute__((always_inline)) void tile(const int NR, const job *
       for (int l = 0; l < kc; l += 16) _mm_prefetch((const char *)(w + (size_t)(XT_MR + r) * j->in + l), _MM_HINT_T0);
   for (int k = 0; k < kc; k++) {
 #pragma GCC unroll 6
-    for (int v = 0; v < XT_SV; v++) {
+    for (int v = 0; v < SV; v++) {
       const __m512 xv = _mm512_load_ps(xt + (size_t)k * XT_ROWS + v * 16);
 #pragma GCC unroll 4
       for (int r = 0; r < NR; r++)
@@ -93,20 +98,30 @@ static inline __attribute__((always_inline)) void tile(const int NR, const job *
 #pragma GCC unroll 4
   for (int r = 0; r < NR; r++)
 #pragma GCC unroll 6
-    for (int v = 0; v < XT_SV; v++) _mm512_store_ps(yt + r * XT_ROWS + v * 16, acc[r][v]);
+    for (int v = 0; v < SV; v++) _mm512_store_ps(yt + r * XT_ROWS + v * 16, acc[r][v]);
 }
 
-static void tile4(const job *j, int o, int k0, int kc, const float *xt, int first) { tile(4, j, o, k0, kc, xt, first); }
-static void tile1(const job *j, int o, int k0, int kc, const float *xt, int first) { tile(1, j, o, k0, kc, xt, first); }
+static void tile4(const job *j, int o, int k0, int kc, const float *xt, int first) {
+  tile(4, XT_SV, j, o, k0, kc, xt, first);
+}
+static void tile1(const job *j, int o, int k0, int kc, const float *xt, int first) {
+  tile(1, XT_SV, j, o, k0, kc, xt, first);
+}
+static void tile4_last(const job *j, int o, int k0, int kc, const float *xt, int first) {
+  tile(4, XT_SV_LAST, j, o, k0, kc, xt, first);
+}
+static void tile1_last(const job *j, int o, int k0, int kc, const float *xt, int first) {
+  tile(1, XT_SV_LAST, j, o, k0, kc, xt, first);
+}
 
 /* y[s0 + s][o] = yt[o][s] + b[o] for the outputs [o0, o1), 16 at a time
- * (the last group may be short). */
-static void unpack(const job *j, int s0, int o0, int o1) {
+ * (the last group may be short), and the first 16 sv_n samples. */
+static void unpack(const job *j, int s0, int sv_n, int o0, int o1) {
   for (int g = o0; g < o1; g += 16) {
     const int no = o1 - g < 16 ? o1 - g : 16;
     const __mmask16 m = pt_lanes(no);
     const __m512 bias = j->b ? _mm512_maskz_loadu_ps(m, j->b + g) : _mm512_setzero_ps();
-    for (int sv = 0; sv < XT_SV; sv++) {
+    for (int sv = 0; sv < sv_n; sv++) {
       __m512 r[16];
       pt_transpose16_planes(j->yt + (size_t)g * XT_ROWS + sv * 16, NULL, XT_ROWS, no, (__mmask16)0xFFFF, r);
       for (int i = 0; i < 16; i++)
@@ -122,15 +137,22 @@ static void task(void *ctx, int tid, int nt) {
   const int o0 = (int)lo * XT_MR, o1 = (int)hi * XT_MR < j->out ? (int)hi * XT_MR : j->out;
   if (o0 >= o1) return;
   float *xt = j->xt + (size_t)tid * xt_floats();
-  for (int s0 = 0; s0 + XT_ROWS <= j->n; s0 += XT_ROWS) {
+  for (int s0 = 0; s0 < j->rows; s0 += XT_ROWS) {
+    const int last = j->rows - s0 < XT_ROWS; /* the block of 64 */
+    const int sv_n = last ? XT_SV_LAST : XT_SV;
     for (int k0 = 0; k0 < j->in; k0 += XT_KC) {
       const int kc = j->in - k0 < XT_KC ? j->in - k0 : XT_KC;
-      pack(j, s0, k0, kc, xt);
+      pack(j, s0, sv_n, k0, kc, xt);
       int o = o0;
-      for (; o + XT_MR <= o1; o += XT_MR) tile4(j, o, k0, kc, xt, k0 == 0);
-      for (; o < o1; o++) tile1(j, o, k0, kc, xt, k0 == 0);
+      if (last) {
+        for (; o + XT_MR <= o1; o += XT_MR) tile4_last(j, o, k0, kc, xt, k0 == 0);
+        for (; o < o1; o++) tile1_last(j, o, k0, kc, xt, k0 == 0);
+      } else {
+        for (; o + XT_MR <= o1; o += XT_MR) tile4(j, o, k0, kc, xt, k0 == 0);
+        for (; o < o1; o++) tile1(j, o, k0, kc, xt, k0 == 0);
+      }
     }
-    unpack(j, s0, o0, o1);
+    unpack(j, s0, sv_n, o0, o1);
   }
 }
 
@@ -141,11 +163,13 @@ int pt_linear_forward_xt(int n, int in, int out, const float *x, const float *w,
    * 0.74x at 256 x 9216 -> 128, 0.84x at 100 x 65536 -> 256, 0.69x at 100
    * x 784 -> 16; at 1,000 x 784 -> 200 the same as OpenBLAS. At 2 threads
    * fmnist-mlp's lin1 takes as long as with the dot products. */
-  if (!ws || n < XT_ROWS || in < 32 || out < 16) return 0;
+  const int last = n % XT_ROWS >= XT_SV_LAST * 16 ? XT_SV_LAST * 16 : 0;
+  const int rows = n / XT_ROWS * XT_ROWS + last;
+  if (!ws || rows == 0 || in < 32 || out < 16) return 0;
   float *base = pt_align64(ws);
-  job j = {n, in, out, (out + XT_MR - 1) / XT_MR, x, w, b, y, base, base + yt_floats(out)};
+  job j = {rows, in, out, (out + XT_MR - 1) / XT_MR, x, w, b, y, base, base + yt_floats(out)};
   pt_parallel(task, &j);
-  return n / XT_ROWS * XT_ROWS;
+  return rows;
 }
 
 #else

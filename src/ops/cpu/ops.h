@@ -87,9 +87,10 @@ void pt_conv2d_pool_backward(const pt_conv_geom *g, int n, const float *x, const
 void pt_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws);
 size_t pt_linear_workspace(int in, int out, int nthreads);
 /* The forward pass as outer products on the batch transposed a block at a
- * time (linear_xt.c), for the first n / 96 * 96 rows, where the build and
- * the shape allow (AVX-512; n >= 96, in >= 32, out >= 16, ws not NULL);
- * returns the number of rows done, 0 elsewhere. */
+ * time (linear_xt.c), for the first n / 96 * 96 rows and 64 more where as
+ * many are left, where the build and the shape allow (AVX-512; n >= 64,
+ * in >= 32, out >= 16, ws not NULL); returns the number of rows done, 0
+ * elsewhere. */
 int pt_linear_forward_xt(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws);
 size_t pt_linear_xt_workspace(int in, int out, int nthreads);
 /* The forward pass as dot products (linear_dot.c), where the build and the
