@@ -27,5 +27,5 @@ void pt_linear_backward(int n, int in, int out, const float *x, const float *w, 
       for (int o = 0; o < out; o++) db[o] += dy[(size_t)s * out + o];
   }
   /* dx (n, in) = dy (n, out) w (out, in) */
-  if (dx) pt_sgemm(0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+  if (dx && !pt_linear_backward_dx(n, in, out, dy, w, dx)) pt_sgemm(0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
 }

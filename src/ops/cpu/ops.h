@@ -100,6 +100,10 @@ size_t pt_linear_xt_workspace(int in, int out, int nthreads);
 int pt_linear_forward_dot(int n, int in, int out, const float *x, const float *w, const float *b, float *y);
 void pt_linear_backward(int n, int in, int out, const float *x, const float *w, const float *dy,
                         float *dw, float *db, float *dx);
+/* The input gradient dx = dy w as outer products (linear_dx.c), where the
+ * build and the shape allow (AVX-512; n >= 4, in >= 96, out >= 16):
+ * returns 1 when done, 0, having done nothing, elsewhere. */
+int pt_linear_backward_dx(int n, int in, int out, const float *dy, const float *w, float *dx);
 
 /* ---- max-pool (kernel k, stride s, no padding, floor mode as PyTorch) ---- */
 void pt_maxpool_forward(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *x,
