@@ -58,9 +58,9 @@ static void test_shapes(void **s) {
   static float probe_dy[4 * 16], probe_w[16 * 96], probe_dx[4 * 96];
   if (!pt_linear_backward_dx(4, 96, 16, probe_dy, probe_w, probe_dx)) skip(); /* a build without AVX-512 */
   /* mnist-cnn's fc1; fmnist-mlp's lin1's shape; samples past the last 4;
-   * inputs past the last 96, in whole and partial vectors */
-  const int shapes[][3] = {{64, 9216, 128}, {100, 784, 200}, {7, 100, 20}, {4, 96, 16},
-                           {65, 191, 33},   {10, 1000, 17},  {5, 200, 300}};
+   * inputs past the last 96, in 1 to 6 vectors, whole and partial */
+  const int shapes[][3] = {{64, 9216, 128}, {100, 784, 200}, {7, 100, 20}, {4, 96, 16},  {65, 191, 33},
+                           {10, 1000, 17},  {5, 200, 300},   {5, 116, 17}, {6, 156, 18}, {9, 166, 16}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(shapes[i][0], shapes[i][1], shapes[i][2]);
 }
 

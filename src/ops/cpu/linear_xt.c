@@ -101,17 +101,17 @@ static inline __attribute__((always_inline)) void tile(const int NR, const int S
     for (int v = 0; v < SV; v++) _mm512_store_ps(yt + r * XT_ROWS + v * 16, acc[r][v]);
 }
 
-static void tile4(const job *j, int o, int k0, int kc, const float *xt, int first) {
-  tile(4, XT_SV, j, o, k0, kc, xt, first);
-}
-static void tile1(const job *j, int o, int k0, int kc, const float *xt, int first) {
-  tile(1, XT_SV, j, o, k0, kc, xt, first);
-}
-static void tile4_last(const job *j, int o, int k0, int kc, const float *xt, int first) {
-  tile(4, XT_SV_LAST, j, o, k0, kc, xt, first);
-}
-static void tile1_last(const job *j, int o, int k0, int kc, const float *xt, int first) {
-  tile(1, XT_SV_LAST, j, o, k0, kc, xt, first);
+/* Tiles of 4 outputs, then single outputs, for [o0, o1) over sv_n
+ * vectors of samples: XT_SV, or XT_SV_LAST for the block of 64. */
+static void tiles(const job *j, int sv_n, int o0, int o1, int k0, int kc, const float *xt, int first) {
+  int o = o0;
+  if (sv_n == XT_SV) {
+    for (; o + XT_MR <= o1; o += XT_MR) tile(4, XT_SV, j, o, k0, kc, xt, first);
+    for (; o < o1; o++) tile(1, XT_SV, j, o, k0, kc, xt, first);
+  } else {
+    for (; o + XT_MR <= o1; o += XT_MR) tile(4, XT_SV_LAST, j, o, k0, kc, xt, first);
+    for (; o < o1; o++) tile(1, XT_SV_LAST, j, o, k0, kc, xt, first);
+  }
 }
 
 /* y[s0 + s][o] = yt[o][s] + b[o] for the outputs [o0, o1), 16 at a time
@@ -138,19 +138,11 @@ static void task(void *ctx, int tid, int nt) {
   if (o0 >= o1) return;
   float *xt = j->xt + (size_t)tid * xt_floats();
   for (int s0 = 0; s0 < j->rows; s0 += XT_ROWS) {
-    const int last = j->rows - s0 < XT_ROWS; /* the block of 64 */
-    const int sv_n = last ? XT_SV_LAST : XT_SV;
+    const int sv_n = j->rows - s0 < XT_ROWS ? XT_SV_LAST : XT_SV; /* the block of 64 */
     for (int k0 = 0; k0 < j->in; k0 += XT_KC) {
       const int kc = j->in - k0 < XT_KC ? j->in - k0 : XT_KC;
       pack(j, s0, sv_n, k0, kc, xt);
-      int o = o0;
-      if (last) {
-        for (; o + XT_MR <= o1; o += XT_MR) tile4_last(j, o, k0, kc, xt, k0 == 0);
-        for (; o < o1; o++) tile1_last(j, o, k0, kc, xt, k0 == 0);
-      } else {
-        for (; o + XT_MR <= o1; o += XT_MR) tile4(j, o, k0, kc, xt, k0 == 0);
-        for (; o < o1; o++) tile1(j, o, k0, kc, xt, k0 == 0);
-      }
+      tiles(j, sv_n, o0, o1, k0, kc, xt, k0 == 0);
     }
     unpack(j, s0, sv_n, o0, o1);
   }
