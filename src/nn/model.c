@@ -73,7 +73,7 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
       int64_t ws[2] = {s->out, L->in_c}, bs[1] = {s->out};
       L->w = add_param(m, s->name, "weight", 2, ws);
       if (s->bias) L->b = add_param(m, s->name, "bias", 1, bs);
-      size_t need = (m->be ? m->be : pt_backend_cpu())->linear_workspace(L->in_c, s->out, pt_ops_get_threads());
+      size_t need = (m->be ? m->be : pt_backend_cpu())->linear_workspace(m->max_batch, L->in_c, s->out, pt_ops_get_threads());
       if (need > *ws_max) *ws_max = need;
       break;
     }
@@ -518,7 +518,8 @@ static void layer_backward(pt_model *m, pt_layer *L, const float *x, const float
       else
         m->be->conv2d_backward(&L->conv, n, x, P(m, L->w), L->y, dy, G(m, L->w), G(m, L->b), dx, m->ws);
       break;
-    case PT_L_LINEAR: m->be->linear_backward(n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx); break;
+    case PT_L_LINEAR: m->be->linear_backward(n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx, m->ws);
+      break;
     case PT_L_BATCHNORM2D: {
       pt_bn_geom g = {L->in_c, L->spec.eps, L->spec.momentum};
       if (m->training && m->sum_stats)

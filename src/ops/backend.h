@@ -69,11 +69,11 @@ typedef struct pt_backend {
                               float *y, int32_t *code, float *ws);
   void (*conv2d_pool_backward)(const pt_conv_geom *g, int n, const float *x, const float *w, const int32_t *code,
                                const float *dy, float *dw, float *db, float *dx, float *ws);
-  size_t (*linear_workspace)(int in, int out, int nthreads);
+  size_t (*linear_workspace)(int max_batch, int in, int out, int nthreads);
   void (*linear_forward)(int n, int in, int out, const float *x, const float *w, const float *b, float *y,
                          float *ws);
   void (*linear_backward)(int n, int in, int out, const float *x, const float *w, const float *dy, float *dw,
-                          float *db, float *dx);
+                          float *db, float *dx, float *ws);
   void (*maxpool_forward)(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *x, float *y,
                           int32_t *argmax);
   void (*maxpool_backward)(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *dy,

@@ -262,13 +262,13 @@ static void run_linear(run_t *r, const ocase *tc) {
   float *junk = constant(nx, 7.0f);
   const int bias = (tc->flags & F_BIAS) != 0;
   float *X = put(r, x, nx * 4), *W = put(r, w, nw * 4), *B = bias ? put(r, b, (size_t)out * 4) : NULL;
-  const size_t wsf = be->linear_workspace(in, out, pt_ops_get_threads());
+  const size_t wsf = be->linear_workspace(n, in, out, pt_ops_get_threads());
   float *Y = put(r, NULL, ny * 4), *WS = put(r, NULL, (wsf ? wsf : 1) * 4);
   be->linear_forward(n, in, out, X, W, B, Y, WS);
   take(r, "y", T_F32, 0, Y, ny);
   float *DY = put(r, dy, ny * 4), *DW = put(r, dw0, nw * 4), *DB = bias ? put(r, db0, (size_t)out * 4) : NULL;
   float *DX = tc->flags & F_NO_DX ? NULL : put(r, junk, nx * 4);
-  be->linear_backward(n, in, out, X, W, DY, DW, DB, DX);
+  be->linear_backward(n, in, out, X, W, DY, DW, DB, DX, WS);
   take(r, "dw", T_F32, 0, DW, nw);
   if (DB) take(r, "db", T_F32, 0, DB, (size_t)out);
   if (DX) take(r, "dx", T_F32, 0, DX, nx);

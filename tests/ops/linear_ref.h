@@ -1,5 +1,5 @@
 /* What the linear layer's kernel tests (test_linear_dot.c,
- * test_linear_xt.c, test_linear_dx.c) share: seeded inputs, and one output
+ * test_linear_xt.c, test_linear_outer.c) share: seeded inputs, and one output
  * against a double-precision reference with the tolerance of a float sum.
  * Included once by each. */
 #ifndef PT_TESTS_OPS_LINEAR_REF_H

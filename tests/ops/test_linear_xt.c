@@ -23,7 +23,7 @@ static int blocked_rows(int n) { return n / 96 * 96 + (n % 96 >= 64 ? 64 : 0); }
 
 static void forward(int threads, int n, int in, int out, const float *x, const float *w, const float *b, float *y) {
   assert_int_equal(pt_ops_set_threads(threads), 0);
-  float *ws = pt_alloc_aligned(sizeof(float) * (pt_linear_workspace(in, out, threads) + 1));
+  float *ws = pt_alloc_aligned(sizeof(float) * (pt_linear_workspace(n, in, out, threads) + 1));
   assert_non_null(ws);
   pt_linear_forward(n, in, out, x, w, b, y, ws);
   free(ws);

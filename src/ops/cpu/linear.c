@@ -1,7 +1,12 @@
 /* Linear layer, PyTorch's convention: weight (out, in), y = x w^T + b. */
 #include "ops/cpu/ops.h"
 
-size_t pt_linear_workspace(int in, int out, int nthreads) { return pt_linear_xt_workspace(in, out, nthreads); }
+/* The forward pass's blocks (linear_xt.c) and the weight gradient's copy
+ * of dy (linear_outer.c) are never needed at once. */
+size_t pt_linear_workspace(int max_batch, int in, int out, int nthreads) {
+  const size_t f = pt_linear_xt_workspace(in, out, nthreads), b = pt_linear_dw_workspace(max_batch, out);
+  return f > b ? f : b;
+}
 
 void pt_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws) {
   /* Blocks of 96 rows (and one of 64) as outer products, the rest as dot products
@@ -19,9 +24,9 @@ void pt_linear_forward(int n, int in, int out, const float *x, const float *w, c
 }
 
 void pt_linear_backward(int n, int in, int out, const float *x, const float *w, const float *dy,
-                        float *dw, float *db, float *dx) {
+                        float *dw, float *db, float *dx, float *ws) {
   /* dw (out, in) += dy^T (out, n) x (n, in) */
-  pt_sgemm(1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in);
+  if (!pt_linear_backward_dw(n, in, out, x, dy, dw, ws)) pt_sgemm(1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in);
   if (db) {
     for (int s = 0; s < n; s++)
       for (int o = 0; o < out; o++) db[o] += dy[(size_t)s * out + o];

@@ -82,10 +82,10 @@ void pt_conv2d_pool_backward(const pt_conv_geom *g, int n, const float *x, const
                              const float *dy, float *dw, float *db, float *dx, float *ws);
 
 /* ---- linear: y (n, out) = x (n, in) w^T (in, out) + b ---- */
-/* ws: pt_linear_workspace(in, out, threads) floats, or NULL (then only the
+/* ws: pt_linear_workspace(max_batch, in, out, threads) floats, or NULL (then only the
  * dot-product pass and the BLAS serve). */
 void pt_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws);
-size_t pt_linear_workspace(int in, int out, int nthreads);
+size_t pt_linear_workspace(int max_batch, int in, int out, int nthreads);
 /* The forward pass as outer products on the batch transposed a block at a
  * time (linear_xt.c), for the first n / 96 * 96 rows and 64 more where as
  * many are left, where the build and the shape allow (AVX-512; n >= 64,
@@ -99,11 +99,16 @@ size_t pt_linear_xt_workspace(int in, int out, int nthreads);
  * it for the rows the outer products leave. */
 int pt_linear_forward_dot(int n, int in, int out, const float *x, const float *w, const float *b, float *y);
 void pt_linear_backward(int n, int in, int out, const float *x, const float *w, const float *dy,
-                        float *dw, float *db, float *dx);
-/* The input gradient dx = dy w as outer products (linear_dx.c), where the
- * build and the shape allow (AVX-512; n >= 4, in >= 96, out >= 16):
- * returns 1 when done, 0, having done nothing, elsewhere. */
+                        float *dw, float *db, float *dx, float *ws);
+/* The gradients as sums of outer products (linear_outer.c), where the
+ * build and the shape allow: each returns 1 when done, 0, having done
+ * nothing, elsewhere. The input gradient dx = dy w takes n >= 4, in >= 96,
+ * out >= 16; the weight gradient dw += dy^T x takes n >= 16, in >= 96,
+ * out >= 4, and ws: pt_linear_dw_workspace(n or more, out) floats (NULL:
+ * declined). */
 int pt_linear_backward_dx(int n, int in, int out, const float *dy, const float *w, float *dx);
+int pt_linear_backward_dw(int n, int in, int out, const float *x, const float *dy, float *dw, float *ws);
+size_t pt_linear_dw_workspace(int max_batch, int out);
 
 /* ---- max-pool (kernel k, stride s, no padding, floor mode as PyTorch) ---- */
 void pt_maxpool_forward(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *x,

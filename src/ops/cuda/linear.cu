@@ -52,8 +52,8 @@ static cublasHandle_t blas_or_note(const char *what) {
 }
 
 /* cuBLAS keeps its own workspace. */
-extern "C" size_t pt_cuda_linear_workspace(int in, int out, int nthreads) {
-  (void)in, (void)out, (void)nthreads;
+extern "C" size_t pt_cuda_linear_workspace(int max_batch, int in, int out, int nthreads) {
+  (void)max_batch, (void)in, (void)out, (void)nthreads;
   return 0;
 }
 
@@ -78,7 +78,8 @@ extern "C" void pt_cuda_linear_forward(int n, int in, int out, const float *x, c
 }
 
 extern "C" void pt_cuda_linear_backward(int n, int in, int out, const float *x, const float *w, const float *dy,
-                                        float *dw, float *db, float *dx) {
+                                        float *dw, float *db, float *dx, float *ws) {
+  (void)ws;
   if (n <= 0) return;
   cublasHandle_t h = blas_or_note("linear_backward");
   if (!h) return;

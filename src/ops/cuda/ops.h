@@ -26,11 +26,11 @@ void pt_cuda_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const 
 void pt_cuda_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                              const float *dy, float *dw, float *db, float *dx, float *ws);
 /* linear.cu */
-size_t pt_cuda_linear_workspace(int in, int out, int nthreads);
+size_t pt_cuda_linear_workspace(int max_batch, int in, int out, int nthreads);
 void pt_cuda_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y,
                             float *ws);
 void pt_cuda_linear_backward(int n, int in, int out, const float *x, const float *w, const float *dy, float *dw,
-                             float *db, float *dx);
+                             float *db, float *dx, float *ws);
 /* pool.cu */
 void pt_cuda_maxpool_forward(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *x, float *y,
                              int32_t *argmax);

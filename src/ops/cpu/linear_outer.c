@@ -1,0 +1,192 @@
+/* The linear layer's two gradients as sums of outer products.
+ *
+ * Both are c (m, k) = sum over t of a column of a (m) times a row of b
+ * (k), with b's rows and c's rows along the layer's inputs:
+ *   input gradient  dx (n, in)   = dy (n, out) w (out, in):  t runs over
+ *                   the outputs, a = dy, b = w;
+ *   weight gradient dw (out, in) += dy^T (out, n) x (n, in): t runs over
+ *                   the samples, b = x, and a = dy's columns, copied
+ *                   first into panels of 4 (below).
+ * A register tile of 4 rows of c by 96 inputs (24 vectors of sums) takes,
+ * for each t in turn, 6 vectors of b's row and 4 broadcasts of a: 24 fused
+ * multiply-adds for 10 loads, and each sum ends where it is stored, with
+ * nothing to transpose or reduce and nothing packed first. The threads
+ * take units of 96 inputs by 4 rows of c, chunk by chunk; within a chunk,
+ * every tile passes the same 96 columns of b (t x 384 bytes), which stay
+ * in the cache while the next chunk's are fetched ahead.
+ *
+ * Input gradient, at mnist-cnn's fc1 (64 x 128 -> 9216, at 1 thread):
+ * OpenBLAS took 1.55-1.76 ms alone (85-97 GFLOP/s) and this 1.24-1.38
+ * (110-122; 147 at a shape whose weights fit in L2: fc1's 4.7 MB come from
+ * L3, and neither prefetching them further ahead nor streaming stores for
+ * dx helped). In training, fc1's backward pass went from 3.23-3.59 to
+ * 2.68-2.87 ms, and mnist-cnn gained about 10% at 1 thread with the
+ * forward pass's block of 64 rows (linear_xt.c).
+ *
+ * Weight gradient, at fmnist-mlp's lin1 (100 x 784 -> 200, at 1 thread):
+ * read from dy in place, each tile's broadcasts came from 100 cache
+ * lines, of which it used 16 bytes each; a pass over a chunk streamed all
+ * of dy (80 KB) through the L1 cache and pushed out the chunk of x the
+ * tiles share, and it ran at OpenBLAS's speed (205-215 us). With dy's
+ * columns copied into panels, 4 at a time and along t ((out / 4, n, 4):
+ * 2 us), a tile reads 1.6 KB in order and x's chunk stays: 194-197 us.
+ *
+ * Each element of c is the sum over t in order, one fused multiply-add
+ * each, from 0 (and then added to what c held, for the weight gradient),
+ * whichever thread computes it: the bits do not depend on the thread
+ * count. That is also OpenBLAS's order for these shapes, so the weight
+ * gradient has the bits it had there. */
+#include "ops/cpu/ops.h"
+#include "ops/cpu/workspace.h"
+#include "util/threadpool.h"
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+
+#include "ops/cpu/lanes.h"
+
+#define OP_SV 6             /* vectors of inputs per tile */
+#define OP_KC (OP_SV * 16)  /* inputs per chunk: 96 */
+#define OP_MS 4             /* rows of c per tile */
+
+typedef struct {
+  int m, k, t;    /* c (m, k), summed over t */
+  const float *a; /* a[g * a_g + s * a_m + t * a_t] for row i = 4 g + s of c */
+  size_t a_m, a_t, a_g;
+  const float *b; /* b[t * k + j]: rows as long as c's */
+  float *c;       /* c[i * k + j] */
+  int add;        /* c += the sums, rather than = */
+  int groups;     /* tiles of OP_MS rows per chunk (the last may be short) */
+} job;
+
+/* c[i0 .. i0 + MS)[k0 .. k0 + 16 NV); unless FULL, the last vector is
+ * masked by last. MS, NV and FULL are constants in each instantiation, so
+ * the MS x NV sums stay in registers, and whole chunks load b unmasked
+ * (masked loads there cost 5-8%). */
+static inline __attribute__((always_inline)) void tile(const int MS, const int NV, const int FULL, const job *j,
+                                                       int i0, int k0, __mmask16 last) {
+  __m512 acc[OP_MS][OP_SV];
+#pragma GCC unroll 4
+  for (int s = 0; s < MS; s++)
+#pragma GCC unroll 6
+    for (int v = 0; v < NV; v++) acc[s][v] = _mm512_setzero_ps();
+  /* What c holds, which the tile adds to at its end: from L3 where c is
+   * large (mnist-cnn's fc1: 4.7 MB), and latency the tile's sums can hide. */
+  if (j->add)
+    for (int s = 0; s < MS; s++)
+      for (int v = 0; v < NV; v++) _mm_prefetch((const char *)(j->c + (size_t)(i0 + s) * j->k + k0 + v * 16), _MM_HINT_T0);
+  const float *a = j->a + (size_t)(i0 / OP_MS) * j->a_g + (size_t)(i0 % OP_MS) * j->a_m;
+  const float *b = j->b + k0;
+  for (int t = 0; t < j->t; t++, a += j->a_t, b += j->k) {
+#pragma GCC unroll 6
+    for (int v = 0; v < NV; v++) {
+      const __m512 bv = FULL || v < NV - 1 ? _mm512_loadu_ps(b + v * 16) : _mm512_maskz_loadu_ps(last, b + v * 16);
+#pragma GCC unroll 4
+      for (int s = 0; s < MS; s++) acc[s][v] = _mm512_fmadd_ps(_mm512_set1_ps(a[(size_t)s * j->a_m]), bv, acc[s][v]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int s = 0; s < MS; s++) {
+    float *d = j->c + (size_t)(i0 + s) * j->k + k0;
+#pragma GCC unroll 6
+    for (int v = 0; v < NV; v++) {
+      const __mmask16 mv = v == NV - 1 ? last : (__mmask16)0xFFFF;
+      _mm512_mask_storeu_ps(d + v * 16, mv, j->add ? _mm512_add_ps(_mm512_maskz_loadu_ps(mv, d + v * 16), acc[s][v]) : acc[s][v]);
+    }
+  }
+}
+
+/* The chunk's nv vectors as a constant: a whole chunk, or the last one's
+ * 1 to 6 with the last vector partial. */
+static inline __attribute__((always_inline)) void tile_nv(const int MS, const job *j, int i0, int k0, int nv,
+                                                          __mmask16 last) {
+  if (nv == OP_SV && last == (__mmask16)0xFFFF) {
+    tile(MS, OP_SV, 1, j, i0, k0, last);
+    return;
+  }
+  switch (nv) {
+    case 1: tile(MS, 1, 0, j, i0, k0, last); break;
+    case 2: tile(MS, 2, 0, j, i0, k0, last); break;
+    case 3: tile(MS, 3, 0, j, i0, k0, last); break;
+    case 4: tile(MS, 4, 0, j, i0, k0, last); break;
+    case 5: tile(MS, 5, 0, j, i0, k0, last); break;
+    default: tile(MS, OP_SV, 0, j, i0, k0, last); break;
+  }
+}
+
+static void tile4(const job *j, int i0, int k0, int nv, __mmask16 last) { tile_nv(4, j, i0, k0, nv, last); }
+static void tile1(const job *j, int i0, int k0, int nv, __mmask16 last) { tile_nv(1, j, i0, k0, nv, last); }
+
+static void task(void *ctx, int tid, int nt) {
+  const job *j = ctx;
+  const size_t nchunks = ((size_t)j->k + OP_KC - 1) / OP_KC, groups = (size_t)j->groups;
+  size_t lo, hi;
+  pt_split(nchunks * groups, tid, nt, &lo, &hi);
+  for (size_t u = lo; u < hi; u++) {
+    const size_t c = u / groups, g = u % groups;
+    const int k0 = (int)c * OP_KC, kc = j->k - k0 < OP_KC ? j->k - k0 : OP_KC;
+    const int nv = (kc + 15) / 16;
+    const __mmask16 last = pt_lanes(kc - (nv - 1) * 16);
+    /* The next chunk's rows of b, a share with each tile: they lie k floats
+     * apart, where the hardware does not look ahead. */
+    if ((c + 1) * groups < hi && k0 + OP_KC + OP_KC <= j->k) {
+      const size_t per = ((size_t)j->t + groups - 1) / groups;
+      for (size_t t = g * per; t < (g + 1) * per && t < (size_t)j->t; t++)
+        for (int l = 0; l < OP_KC; l += 16)
+          _mm_prefetch((const char *)(j->b + t * (size_t)j->k + k0 + OP_KC + l), _MM_HINT_T0);
+    }
+    const int i0 = (int)g * OP_MS;
+    if (i0 + OP_MS <= j->m) tile4(j, i0, k0, nv, last);
+    else
+      for (int i = i0; i < j->m; i++) tile1(j, i, k0, nv, last);
+  }
+}
+
+static int run(job j) {
+  j.groups = (j.m + OP_MS - 1) / OP_MS;
+  pt_parallel(task, &j);
+  return 1;
+}
+
+int pt_linear_backward_dx(int n, int in, int out, const float *dy, const float *w, float *dx) {
+  if (n < OP_MS || in < OP_KC || out < 16) return 0;
+  return run((job){n, in, out, dy, (size_t)out, 1, (size_t)OP_MS * out, w, dx, 0, 0});
+}
+
+size_t pt_linear_dw_workspace(int max_batch, int out) {
+  return pt_up16((size_t)pt_round_up(out, OP_MS) * (size_t)max_batch) + 16; /* 16: room to align */
+}
+
+int pt_linear_backward_dw(int n, int in, int out, const float *x, const float *dy, float *dw, float *ws) {
+  if (!ws || out < OP_MS || in < OP_KC || n < 16) return 0;
+  /* panel (out / 4, n, 4): panel[g][t][s] = dy[t][4 g + s], 0 past out */
+  float *panel = pt_align64(ws);
+  const int groups = (out + OP_MS - 1) / OP_MS, whole = out / OP_MS;
+  for (int t = 0; t < n; t++) {
+    const float *d = dy + (size_t)t * out;
+    float *p = panel + (size_t)t * OP_MS;
+    for (int g = 0; g < whole; g++) _mm_store_ps(p + (size_t)g * OP_MS * n, _mm_loadu_ps(d + g * OP_MS));
+    if (whole < groups)
+      for (int s = 0; s < OP_MS; s++) p[(size_t)whole * OP_MS * n + s] = whole * OP_MS + s < out ? d[whole * OP_MS + s] : 0.0f;
+  }
+  return run((job){out, in, n, panel, 1, OP_MS, (size_t)OP_MS * n, x, dw, 1, 0});
+}
+
+#else
+
+int pt_linear_backward_dx(int n, int in, int out, const float *dy, const float *w, float *dx) {
+  (void)n, (void)in, (void)out, (void)dy, (void)w, (void)dx;
+  return 0;
+}
+
+size_t pt_linear_dw_workspace(int max_batch, int out) {
+  (void)max_batch, (void)out;
+  return 0;
+}
+
+int pt_linear_backward_dw(int n, int in, int out, const float *x, const float *dy, float *dw, float *ws) {
+  (void)n, (void)in, (void)out, (void)x, (void)dy, (void)dw, (void)ws;
+  return 0;
+}
+
+#endif
