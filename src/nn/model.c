@@ -366,6 +366,20 @@ void pt_model_init(pt_model *m, uint64_t seed) {
 
 void pt_model_zero_grad(pt_model *m) { m->be->zero(m->grad, sizeof(float) * m->nparam_total); }
 
+/* Clearing fmnist-mlp's 636 KB of gradients was 2% of its step, and the
+ * weight gradient then read the zeros back. */
+void pt_model_start_grads(pt_model *m) {
+  for (int i = 0; i < m->nlayers; i++) {
+    const pt_layer *L = &m->layers[i];
+    if (L->spec.kind == PT_L_LINEAR) continue;
+    const int idx[2] = {L->w, L->b};
+    for (int k = 0; k < 2; k++)
+      if (idx[k] >= 0)
+        m->be->zero(m->grad + m->params[idx[k]].offset, sizeof(float) * m->params[idx[k]].numel);
+  }
+  m->grads_fresh = 1;
+}
+
 static float *P(pt_model *m, int idx) { return idx < 0 ? NULL : m->param + m->params[idx].offset; }
 static float *G(pt_model *m, int idx) { return idx < 0 ? NULL : m->grad + m->params[idx].offset; }
 static float *Bf(pt_model *m, int idx) { return m->buffer + m->buffers[idx].offset; }
@@ -518,7 +532,9 @@ static void layer_backward(pt_model *m, pt_layer *L, const float *x, const float
       else
         m->be->conv2d_backward(&L->conv, n, x, P(m, L->w), L->y, dy, G(m, L->w), G(m, L->b), dx, m->ws);
       break;
-    case PT_L_LINEAR: m->be->linear_backward(n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx, m->ws);
+    case PT_L_LINEAR:
+      m->be->linear_backward(n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx, !m->grads_fresh,
+                             m->ws);
       break;
     case PT_L_BATCHNORM2D: {
       pt_bn_geom g = {L->in_c, L->spec.eps, L->spec.momentum};
@@ -552,7 +568,7 @@ static void layer_backward(pt_model *m, pt_layer *L, const float *x, const float
   }
 }
 
-const float *pt_model_backward_from(pt_model *m, const float *x, const float *dy, int n, int want_dx) {
+static const float *backward_from(pt_model *m, const float *x, const float *dy, int n, int want_dx) {
   int which = 0;
   for (int i = m->nlayers - 1; i >= 0; i--) {
     pt_layer *L = &m->layers[i];
@@ -580,6 +596,12 @@ const float *pt_model_backward_from(pt_model *m, const float *x, const float *dy
     which ^= 1;
   }
   return want_dx ? dy : NULL; /* flatten only: the gradient passes through */
+}
+
+const float *pt_model_backward_from(pt_model *m, const float *x, const float *dy, int n, int want_dx) {
+  const float *dx = backward_from(m, x, dy, n, want_dx);
+  m->grads_fresh = 0;
+  return dx;
 }
 
 void pt_model_backward(pt_model *m, const float *x, int n) { pt_model_backward_from(m, x, m->dlogits, n, 0); }

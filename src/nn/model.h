@@ -97,6 +97,7 @@ typedef struct pt_model {
   uint64_t dropout_key;
   uint64_t step;    /* counter for dropout masks */
   int profile;      /* time each layer */
+  int grads_fresh;  /* the next backward writes the gradients it can, not adds (pt_model_start_grads) */
   /* Called as soon as a layer with parameters has its gradients, last layer
    * first, so data-parallel training can send a bucket of gradients while
    * the backward pass goes on below it. NULL: nothing is called. */
@@ -125,6 +126,11 @@ void pt_model_from_host(pt_model *m);
  * weight and bias; batch-norm: weight 1, bias 0, mean 0, var 1), from Philox. */
 void pt_model_init(pt_model *m, uint64_t seed); /* drawn into hparam, then uploaded */
 void pt_model_zero_grad(pt_model *m);
+/* pt_model_zero_grad for the backward pass that comes next on this model:
+ * the gradients that pass can write rather than add to (the linear
+ * layers') are not cleared first, the others are zeroed. The pass after it
+ * adds to them again, as after pt_model_zero_grad. */
+void pt_model_start_grads(pt_model *m);
 /* x (n, in_c, in_h, in_w) -> returns (n, num_classes), owned by the model. */
 const float *pt_model_forward(pt_model *m, const float *x, int n);
 /* Loss of the last forward against y; fills dlogits with d(loss)/d(output) * scale.

@@ -72,8 +72,10 @@ typedef struct pt_backend {
   size_t (*linear_workspace)(int max_batch, int in, int out, int nthreads);
   void (*linear_forward)(int n, int in, int out, const float *x, const float *w, const float *b, float *y,
                          float *ws);
+  /* add: dw and db += the batch's gradients; 0: = them (what they held is
+   * not read). */
   void (*linear_backward)(int n, int in, int out, const float *x, const float *w, const float *dy, float *dw,
-                          float *db, float *dx, float *ws);
+                          float *db, float *dx, int add, float *ws);
   void (*maxpool_forward)(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *x, float *y,
                           int32_t *argmax);
   void (*maxpool_backward)(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *dy,

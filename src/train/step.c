@@ -11,7 +11,7 @@ static double micro_step(pt_model *m, const float *x, const int32_t *y, int n, u
                          float loss_scale, pt_phase_times *ph, double *loss_acc) {
   const double ta = ph ? pt_now() : 0.0;
   m->step = dropout_step;
-  if (first) pt_model_zero_grad(m);
+  if (first) pt_model_start_grads(m);
   pt_model_forward(m, x, n);
   double loss = NAN;
   if (loss_acc) {

@@ -65,6 +65,7 @@ enum {
   F_DAMP = 1 << 9,      /* sgd: dampening */
   F_CROP = 1 << 10,     /* batch: random crop after padding by pad */
   F_FLIP = 1 << 11,     /* batch: random horizontal flip */
+  F_WRITE = 1 << 12,    /* linear: the gradients written over junk, not added */
 };
 
 /* Shapes: n, c, h, w is the input (n, c, h, w); for row ops (log-softmax,
@@ -93,6 +94,8 @@ static const ocase cases[] = {
     {"linear 7->5 + bias", OP_LINEAR, 3, 7, 1, 1, 5, 0, 0, 0, 0, F_BIAS},
     {"linear 9216->128 + bias", OP_LINEAR, 16, 9216, 1, 1, 128, 0, 0, 0, 0, F_BIAS},
     {"linear 784->200 + bias, 100 rows", OP_LINEAR, 100, 784, 1, 1, 200, 0, 0, 0, 0, F_BIAS},
+    {"linear 784->200 + bias, gradients written", OP_LINEAR, 100, 784, 1, 1, 200, 0, 0, 0, 0, F_BIAS | F_WRITE},
+    {"linear 7->5 + bias, gradients written", OP_LINEAR, 3, 7, 1, 1, 5, 0, 0, 0, 0, F_BIAS | F_WRITE},
     {"linear 128->10, no bias, no dx", OP_LINEAR, 33, 128, 1, 1, 10, 0, 0, 0, 0, F_NO_DX},
     {"maxpool 2", OP_MAXPOOL, 2, 3, 6, 6, 0, 2, 2, 0, 0, 0},
     {"maxpool 3 stride 2 (overlapping)", OP_MAXPOOL, 2, 2, 7, 7, 0, 3, 2, 0, 0, 0},
@@ -259,16 +262,18 @@ static void run_linear(run_t *r, const ocase *tc) {
   const size_t nx = (size_t)n * in, nw = (size_t)out * in, ny = (size_t)n * out;
   float *x = rnd(nx, 1, -1, 1), *w = rnd(nw, 2, -0.1f, 0.1f), *b = rnd((size_t)out, 3, -0.5f, 0.5f);
   float *dy = rnd(ny, 4, -1, 1), *dw0 = rnd(nw, 5, -0.1f, 0.1f), *db0 = rnd((size_t)out, 6, -0.1f, 0.1f);
-  float *junk = constant(nx, 7.0f);
+  float *junk = constant(nx > nw ? nx : nw, 7.0f); /* dx, or dw and db when written over */
   const int bias = (tc->flags & F_BIAS) != 0;
   float *X = put(r, x, nx * 4), *W = put(r, w, nw * 4), *B = bias ? put(r, b, (size_t)out * 4) : NULL;
   const size_t wsf = be->linear_workspace(n, in, out, pt_ops_get_threads());
   float *Y = put(r, NULL, ny * 4), *WS = put(r, NULL, (wsf ? wsf : 1) * 4);
   be->linear_forward(n, in, out, X, W, B, Y, WS);
   take(r, "y", T_F32, 0, Y, ny);
-  float *DY = put(r, dy, ny * 4), *DW = put(r, dw0, nw * 4), *DB = bias ? put(r, db0, (size_t)out * 4) : NULL;
+  const int add = !(tc->flags & F_WRITE);
+  float *DY = put(r, dy, ny * 4), *DW = put(r, add ? dw0 : junk, nw * 4);
+  float *DB = bias ? put(r, add ? db0 : junk, (size_t)out * 4) : NULL;
   float *DX = tc->flags & F_NO_DX ? NULL : put(r, junk, nx * 4);
-  be->linear_backward(n, in, out, X, W, DY, DW, DB, DX, WS);
+  be->linear_backward(n, in, out, X, W, DY, DW, DB, DX, add, WS);
   take(r, "dw", T_F32, 0, DW, nw);
   if (DB) take(r, "db", T_F32, 0, DB, (size_t)out);
   if (DX) take(r, "dx", T_F32, 0, DX, nx);

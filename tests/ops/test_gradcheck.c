@@ -186,7 +186,7 @@ static void analytic(ctx_t *t, float *dx, float *dw, float *db) {
       pt_conv2d_forward(&t->geom, gc->n, t->x, t->w, t->b, y, ws);
       pt_conv2d_backward(&t->geom, gc->n, t->x, t->w, y, t->r, dw, db, dx, ws);
       break;
-    case OP_LINEAR: pt_linear_backward(gc->n, gc->c, gc->oc, t->x, t->w, t->r, dw, db, dx, NULL); break;
+    case OP_LINEAR: pt_linear_backward(gc->n, gc->c, gc->oc, t->x, t->w, t->r, dw, db, dx, 1, NULL); break;
     case OP_MAXPOOL:
       pt_maxpool_forward(gc->n, gc->c, gc->h, gc->w, gc->k, gc->s, t->oh, t->ow, t->x, y, am);
       pt_maxpool_backward(gc->n, gc->c, gc->h, gc->w, gc->k, gc->s, t->oh, t->ow, t->r, am, dx);

@@ -2,7 +2,8 @@
  * Input gradient: each dx[s][k] is a chain of fused multiply-adds over the
  * outputs in order, from 0. Weight gradient: each dw[o][k] is what it held
  * plus a chain over the samples in order, from 0 (OpenBLAS's order, which
- * the layer used before). Both checked bit for bit against fmaf; the same
+ * the layer used before), or that chain alone where the layer writes the
+ * gradient, with what dw held (NaN here) not read. Both checked bit for bit against fmaf; the same
  * bits at 1, 2 and 3 threads; shapes with rows past the last tile of 4,
  * partial chunks of inputs and partial vectors; what they leave outside dx
  * and dw untouched; and the shapes they decline. Through
@@ -22,11 +23,11 @@
 #define GUARD 16 /* floats past dx's and dw's ends that must stay as they were */
 
 static void backward(int threads, int n, int in, int out, const float *x, const float *w, const float *dy,
-                     float *dw, float *dx) {
+                     float *dw, float *dx, int add) {
   assert_int_equal(pt_ops_set_threads(threads), 0);
   float *ws = pt_alloc_aligned(sizeof(float) * (pt_linear_workspace(n, in, out, threads) + 1));
   assert_non_null(ws);
-  pt_linear_backward(n, in, out, x, w, dy, dw, NULL, dx, ws);
+  pt_linear_backward(n, in, out, x, w, dy, dw, NULL, dx, add, ws);
   free(ws);
   assert_int_equal(pt_ops_set_threads(1), 0);
 }
@@ -41,7 +42,7 @@ static void same_bits(float got, float want, const char *what, int i, int k, int
     fail_msg("%d x %d -> %d: %s[%d][%d] = %.9g, expected %.9g", n, in, out, what, i, k, got, want);
 }
 
-static void check_shape(int n, int in, int out) {
+static void check_shape(int n, int in, int out, int add) {
   pt_rng r;
   pt_rng_init(&r, (uint64_t)n * 1000003u + (uint64_t)in * 1009u + (uint64_t)out, 2);
   const size_t nx = (size_t)n * in, nw = (size_t)out * in;
@@ -51,8 +52,8 @@ static void check_shape(int n, int in, int out) {
   for (int t = 0; t < 3; t++) {
     dx[t] = random_floats(&r, nx + GUARD, 7, 8);
     dw[t] = random_floats(&r, nw + GUARD, 7, 8);
-    memcpy(dw[t], dw0, sizeof(float) * nw); /* the gradient so far, which dw adds to */
-    backward(t + 1, n, in, out, x, w, dy, dw[t], dx[t]);
+    for (size_t i = 0; i < nw; i++) dw[t][i] = add ? dw0[i] : NAN; /* the gradient so far, or junk */
+    backward(t + 1, n, in, out, x, w, dy, dw[t], dx[t], add);
     untouched(dx[t], nx, "dx", n, in, out);
     untouched(dw[t], nw, "dw", n, in, out);
   }
@@ -66,20 +67,21 @@ static void check_shape(int n, int in, int out) {
       for (int o = 0; o < out; o++) acc = fmaf(dy[(size_t)s * out + o], w[(size_t)o * in + k], acc);
       same_bits(dx[0][(size_t)s * in + k], acc, "dx", s, k, n, in, out);
     }
-  /* Where the outer products decline (fewer than 16 samples), the BLAS
+  /* Where the outer products decline (under 16 samples or outputs), the BLAS
    * sums in an order of its own: there, within a float sum's tolerance. */
-  const int ours = n >= 16;
+  const int ours = n >= 16 && out >= 16;
   for (int o = 0; o < out; o++)
     for (int k = 0; k < in; k++) {
       float acc = 0.0f;
-      double ref = dw0[(size_t)o * in + k], mag = fabs(ref);
+      const float before = add ? dw0[(size_t)o * in + k] : 0.0f;
+      double ref = before, mag = fabs(ref);
       for (int s = 0; s < n; s++) {
         acc = fmaf(dy[(size_t)s * out + o], x[(size_t)s * in + k], acc);
         ref += (double)dy[(size_t)s * out + o] * x[(size_t)s * in + k];
         mag += fabs((double)dy[(size_t)s * out + o] * x[(size_t)s * in + k]);
       }
       const float got = dw[0][(size_t)o * in + k];
-      if (ours) same_bits(got, dw0[(size_t)o * in + k] + acc, "dw", o, k, n, in, out);
+      if (ours) same_bits(got, add ? before + acc : acc, "dw", o, k, n, in, out);
       else if (fabs(got - ref) > 4.0 * (n + 1) * 6e-8 * mag + 1e-7)
         fail_msg("%d x %d -> %d: dw[%d][%d] = %.9g, expected %.9g", n, in, out, o, k, got, ref);
     }
@@ -93,11 +95,13 @@ static void test_shapes(void **s) {
   if (!pt_linear_backward_dx(4, 96, 16, probe_dy, probe_w, probe_dx)) skip(); /* a build without AVX-512 */
   /* mnist-cnn's fc1; fmnist-mlp's lin1; rows of dx past the last 4
    * samples and of dw past the last 4 outputs; inputs past the last 96, in
-   * 1 to 6 vectors, whole and partial; few samples (dw declines below 16) */
+   * 1 to 6 vectors, whole and partial; few samples or outputs (dw declines
+   * below 16 of either) */
   const int shapes[][3] = {{64, 9216, 128}, {100, 784, 200}, {7, 100, 20}, {4, 96, 16},  {65, 191, 33},
                            {10, 1000, 17},  {5, 200, 300},   {5, 116, 17}, {6, 156, 18}, {9, 166, 16},
-                           {16, 96, 4},     {17, 130, 7},    {33, 250, 6}, {20, 100, 5}};
-  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(shapes[i][0], shapes[i][1], shapes[i][2]);
+                           {16, 96, 16},    {17, 130, 17},   {33, 250, 18}, {20, 100, 19}, {16, 200, 15}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (int add = 0; add <= 1; add++) check_shape(shapes[i][0], shapes[i][1], shapes[i][2], add);
 }
 
 static void test_declines(void **s) {
@@ -106,10 +110,10 @@ static void test_declines(void **s) {
   assert_int_equal(pt_linear_backward_dx(3, 200, 64, dy, w, dx), 0);   /* fewer samples than a tile */
   assert_int_equal(pt_linear_backward_dx(200, 95, 64, dy, w, dx), 0);  /* fewer inputs than a chunk */
   assert_int_equal(pt_linear_backward_dx(200, 200, 15, dy, w, dx), 0); /* few outputs */
-  assert_int_equal(pt_linear_backward_dw(15, 200, 64, w, dy, dx, ws), 0);  /* few samples */
-  assert_int_equal(pt_linear_backward_dw(64, 95, 64, w, dy, dx, ws), 0);   /* fewer inputs than a chunk */
-  assert_int_equal(pt_linear_backward_dw(64, 200, 3, w, dy, dx, ws), 0);   /* fewer outputs than a tile */
-  assert_int_equal(pt_linear_backward_dw(64, 200, 64, w, dy, dx, NULL), 0); /* no workspace */
+  assert_int_equal(pt_linear_backward_dw(15, 200, 64, w, dy, dx, 1, ws), 0);  /* few samples */
+  assert_int_equal(pt_linear_backward_dw(64, 95, 64, w, dy, dx, 1, ws), 0);   /* fewer inputs than a chunk */
+  assert_int_equal(pt_linear_backward_dw(64, 200, 15, w, dy, dx, 1, ws), 0);  /* few outputs */
+  assert_int_equal(pt_linear_backward_dw(64, 200, 64, w, dy, dx, 1, NULL), 0); /* no workspace */
 }
 
 int main(void) {

@@ -24,10 +24,13 @@ void pt_linear_forward(int n, int in, int out, const float *x, const float *w, c
 }
 
 void pt_linear_backward(int n, int in, int out, const float *x, const float *w, const float *dy,
-                        float *dw, float *db, float *dx, float *ws) {
-  /* dw (out, in) += dy^T (out, n) x (n, in) */
-  if (!pt_linear_backward_dw(n, in, out, x, dy, dw, ws)) pt_sgemm(1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in);
+                        float *dw, float *db, float *dx, int add, float *ws) {
+  /* dw (out, in) (+)= dy^T (out, n) x (n, in) */
+  if (!pt_linear_backward_dw(n, in, out, x, dy, dw, add, ws))
+    pt_sgemm(1, 0, out, in, n, 1.0f, dy, out, x, in, add ? 1.0f : 0.0f, dw, in);
   if (db) {
+    if (!add)
+      for (int o = 0; o < out; o++) db[o] = 0.0f;
     for (int s = 0; s < n; s++)
       for (int o = 0; o < out; o++) db[o] += dy[(size_t)s * out + o];
   }

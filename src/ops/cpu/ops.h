@@ -98,16 +98,17 @@ size_t pt_linear_xt_workspace(int in, int out, int nthreads);
  * more); returns 0, having done nothing, elsewhere. pt_linear_forward takes
  * it for the rows the outer products leave. */
 int pt_linear_forward_dot(int n, int in, int out, const float *x, const float *w, const float *b, float *y);
+/* add: dw and db += the gradients; 0: = them. */
 void pt_linear_backward(int n, int in, int out, const float *x, const float *w, const float *dy,
-                        float *dw, float *db, float *dx, float *ws);
+                        float *dw, float *db, float *dx, int add, float *ws);
 /* The gradients as sums of outer products (linear_outer.c), where the
  * build and the shape allow: each returns 1 when done, 0, having done
  * nothing, elsewhere. The input gradient dx = dy w takes n >= 4, in >= 96,
- * out >= 16; the weight gradient dw += dy^T x takes n >= 16, in >= 96,
- * out >= 4, and ws: pt_linear_dw_workspace(n or more, out) floats (NULL:
+ * out >= 16; the weight gradient dw (+)= dy^T x takes n >= 16, in >= 96,
+ * out >= 16, and ws: pt_linear_dw_workspace(n or more, out) floats (NULL:
  * declined). */
 int pt_linear_backward_dx(int n, int in, int out, const float *dy, const float *w, float *dx);
-int pt_linear_backward_dw(int n, int in, int out, const float *x, const float *dy, float *dw, float *ws);
+int pt_linear_backward_dw(int n, int in, int out, const float *x, const float *dy, float *dw, int add, float *ws);
 size_t pt_linear_dw_workspace(int max_batch, int out);
 
 /* ---- max-pool (kernel k, stride s, no padding, floor mode as PyTorch) ---- */

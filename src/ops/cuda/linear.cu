@@ -30,7 +30,8 @@ static __global__ void fill_bias_kernel(size_t total, int out, const float *__re
  * columns), then lane 0 adds the 8 partials in lane order. The order
  * depends only on n, so the result is the same on every run. */
 enum { kColTile = 32, kRowLanes = 8 };
-static __global__ void column_sum_kernel(int n, int out, const float *__restrict__ dy, float *__restrict__ db) {
+static __global__ void column_sum_kernel(int n, int out, const float *__restrict__ dy, float *__restrict__ db,
+                                         int add) {
   __shared__ float part[kRowLanes][kColTile];
   const int col = blockIdx.x * kColTile + threadIdx.x;
   float acc = 0.0f;
@@ -41,7 +42,7 @@ static __global__ void column_sum_kernel(int n, int out, const float *__restrict
   if (threadIdx.y == 0 && col < out) {
     float sum = 0.0f;
     for (int l = 0; l < kRowLanes; l++) sum += part[l][threadIdx.x];
-    db[col] += sum;
+    db[col] = add ? db[col] + sum : sum;
   }
 }
 
@@ -78,21 +79,21 @@ extern "C" void pt_cuda_linear_forward(int n, int in, int out, const float *x, c
 }
 
 extern "C" void pt_cuda_linear_backward(int n, int in, int out, const float *x, const float *w, const float *dy,
-                                        float *dw, float *db, float *dx, float *ws) {
+                                        float *dw, float *db, float *dx, int add, float *ws) {
   (void)ws;
   if (n <= 0) return;
   cublasHandle_t h = blas_or_note("linear_backward");
   if (!h) return;
   cudaStream_t st = (cudaStream_t)pt_cuda_current_stream();
-  const float one = 1.0f, zero = 0.0f;
-  /* dw (out, in) += dy^T x. Column-major: dw^T (in, out) += x^T (in, n) .
+  const float one = 1.0f, zero = 0.0f, beta = add ? 1.0f : 0.0f;
+  /* dw (out, in) (+)= dy^T x. Column-major: dw^T (in, out) += x^T (in, n) .
    * dy (n, out); x^T is x's own memory (op N, ld in), dy is stored as
    * dy^T (out, n) (op T, ld out). */
-  PT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x, in, dy, out, &one, dw, in),
+  PT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x, in, dy, out, &beta, dw, in),
                   "linear_backward: dw sgemm");
   if (db && out > 0) {
     const dim3 block(kColTile, kRowLanes);
-    column_sum_kernel<<<(unsigned)((out + kColTile - 1) / kColTile), block, 0, st>>>(n, out, dy, db);
+    column_sum_kernel<<<(unsigned)((out + kColTile - 1) / kColTile), block, 0, st>>>(n, out, dy, db, add);
     PT_CUDA_CHECK_LAUNCH("linear_backward: bias");
   }
   /* dx (n, in) = dy (n, out) w (out, in). Column-major: dx^T (in, n) =

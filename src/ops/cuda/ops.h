@@ -30,7 +30,7 @@ size_t pt_cuda_linear_workspace(int max_batch, int in, int out, int nthreads);
 void pt_cuda_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y,
                             float *ws);
 void pt_cuda_linear_backward(int n, int in, int out, const float *x, const float *w, const float *dy, float *dw,
-                             float *db, float *dx, float *ws);
+                             float *db, float *dx, int add, float *ws);
 /* pool.cu */
 void pt_cuda_maxpool_forward(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *x, float *y,
                              int32_t *argmax);
