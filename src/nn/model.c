@@ -73,7 +73,8 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
       int64_t ws[2] = {s->out, L->in_c}, bs[1] = {s->out};
       L->w = add_param(m, s->name, "weight", 2, ws);
       if (s->bias) L->b = add_param(m, s->name, "bias", 1, bs);
-      size_t need = (m->be ? m->be : pt_backend_cpu())->linear_workspace(m->max_batch, L->in_c, s->out, pt_ops_get_threads());
+      size_t need = (m->be ? m->be : pt_backend_cpu())
+                        ->linear_workspace(m->max_batch, L->in_c, s->out, pt_ops_get_threads());
       if (need > *ws_max) *ws_max = need;
       break;
     }
@@ -366,22 +367,25 @@ void pt_model_init(pt_model *m, uint64_t seed) {
 
 void pt_model_zero_grad(pt_model *m) { m->be->zero(m->grad, sizeof(float) * m->nparam_total); }
 
+static float *P(pt_model *m, int idx) { return idx < 0 ? NULL : m->param + m->params[idx].offset; }
+static float *G(pt_model *m, int idx) { return idx < 0 ? NULL : m->grad + m->params[idx].offset; }
+
+/* The layers whose backward pass can write its parameters' gradients
+ * rather than add to them (the backend's linear_backward takes add). */
+static int writes_grads(const pt_layer *L) { return L->spec.kind == PT_L_LINEAR; }
+
 /* Clearing fmnist-mlp's 636 KB of gradients was 2% of its step, and the
  * weight gradient then read the zeros back. */
 void pt_model_start_grads(pt_model *m) {
   for (int i = 0; i < m->nlayers; i++) {
     const pt_layer *L = &m->layers[i];
-    if (L->spec.kind == PT_L_LINEAR) continue;
+    if (writes_grads(L)) continue;
     const int idx[2] = {L->w, L->b};
     for (int k = 0; k < 2; k++)
-      if (idx[k] >= 0)
-        m->be->zero(m->grad + m->params[idx[k]].offset, sizeof(float) * m->params[idx[k]].numel);
+      if (idx[k] >= 0) m->be->zero(G(m, idx[k]), sizeof(float) * m->params[idx[k]].numel);
   }
   m->grads_fresh = 1;
 }
-
-static float *P(pt_model *m, int idx) { return idx < 0 ? NULL : m->param + m->params[idx].offset; }
-static float *G(pt_model *m, int idx) { return idx < 0 ? NULL : m->grad + m->params[idx].offset; }
 static float *Bf(pt_model *m, int idx) { return m->buffer + m->buffers[idx].offset; }
 
 /* The input a layer saw in the last forward. */
@@ -533,8 +537,8 @@ static void layer_backward(pt_model *m, pt_layer *L, const float *x, const float
         m->be->conv2d_backward(&L->conv, n, x, P(m, L->w), L->y, dy, G(m, L->w), G(m, L->b), dx, m->ws);
       break;
     case PT_L_LINEAR:
-      m->be->linear_backward(n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx, !m->grads_fresh,
-                             m->ws);
+      m->be->linear_backward(n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx,
+                             !(m->grads_fresh && writes_grads(L)), m->ws);
       break;
     case PT_L_BATCHNORM2D: {
       pt_bn_geom g = {L->in_c, L->spec.eps, L->spec.momentum};

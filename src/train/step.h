@@ -10,7 +10,8 @@
 #include "train/profile.h"
 
 /* One micro-batch: the gradients cleared (when first, by
- * pt_model_start_grads), forward, loss, backward, the gradients accumulating into m->grad with the loss gradient scaled by
+ * pt_model_start_grads), forward, loss, backward, the gradients
+ * accumulating into m->grad with the loss gradient scaled by
  * loss_scale (1 / micro-batches per step / workers). dropout_step keys the
  * dropout masks. With ph, forward (with the loss) and backward are timed
  * into it and the images counted. Returns the mean loss of the batch. */

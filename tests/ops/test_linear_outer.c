@@ -58,8 +58,10 @@ static void check_shape(int n, int in, int out, int add) {
     untouched(dw[t], nw, "dw", n, in, out);
   }
   for (int t = 1; t < 3; t++) {
-    if (memcmp(dx[0], dx[t], sizeof(float) * nx)) fail_msg("%d x %d -> %d: dx at 1 and %d threads differ", n, in, out, t + 1);
-    if (memcmp(dw[0], dw[t], sizeof(float) * nw)) fail_msg("%d x %d -> %d: dw at 1 and %d threads differ", n, in, out, t + 1);
+    if (memcmp(dx[0], dx[t], sizeof(float) * nx))
+      fail_msg("%d x %d -> %d: dx at 1 and %d threads differ", n, in, out, t + 1);
+    if (memcmp(dw[0], dw[t], sizeof(float) * nw))
+      fail_msg("%d x %d -> %d: dw at 1 and %d threads differ", n, in, out, t + 1);
   }
   for (int s = 0; s < n; s++)
     for (int k = 0; k < in; k++) {

@@ -33,9 +33,8 @@
  *
  * Each element of c is the sum over t in order, one fused multiply-add
  * each, from 0 (and then added to what c held, for a weight gradient that
- * accumulates),
- * whichever thread computes it: the bits do not depend on the thread
- * count. That is also OpenBLAS's order for these shapes, so the weight
+ * accumulates), whichever thread computes it: the bits do not depend on
+ * the thread count. That is also OpenBLAS's order for these shapes, so the weight
  * gradient has the bits it had there. */
 #include "ops/cpu/ops.h"
 #include "ops/cpu/workspace.h"
@@ -57,7 +56,6 @@ typedef struct {
   const float *b; /* b[t * k + j]: rows as long as c's */
   float *c;       /* c[i * k + j] */
   int add;        /* c += the sums, rather than = */
-  int groups;     /* tiles of OP_MS rows per chunk (the last may be short) */
 } job;
 
 /* c[i0 .. i0 + MS)[k0 .. k0 + 16 NV); unless FULL, the last vector is
@@ -75,7 +73,8 @@ static inline __attribute__((always_inline)) void tile(const int MS, const int N
    * large (mnist-cnn's fc1: 4.7 MB), and latency the tile's sums can hide. */
   if (j->add)
     for (int s = 0; s < MS; s++)
-      for (int v = 0; v < NV; v++) _mm_prefetch((const char *)(j->c + (size_t)(i0 + s) * j->k + k0 + v * 16), _MM_HINT_T0);
+      for (int v = 0; v < NV; v++)
+        _mm_prefetch((const char *)(j->c + (size_t)(i0 + s) * j->k + k0 + v * 16), _MM_HINT_T0);
   const float *a = j->a + (size_t)(i0 / OP_MS) * j->a_g + (size_t)(i0 % OP_MS) * j->a_m;
   const float *b = j->b + k0;
   for (int t = 0; t < j->t; t++, a += j->a_t, b += j->k) {
@@ -92,7 +91,8 @@ static inline __attribute__((always_inline)) void tile(const int MS, const int N
 #pragma GCC unroll 6
     for (int v = 0; v < NV; v++) {
       const __mmask16 mv = v == NV - 1 ? last : (__mmask16)0xFFFF;
-      _mm512_mask_storeu_ps(d + v * 16, mv, j->add ? _mm512_add_ps(_mm512_maskz_loadu_ps(mv, d + v * 16), acc[s][v]) : acc[s][v]);
+      const __m512 sum = j->add ? _mm512_add_ps(_mm512_maskz_loadu_ps(mv, d + v * 16), acc[s][v]) : acc[s][v];
+      _mm512_mask_storeu_ps(d + v * 16, mv, sum);
     }
   }
 }
@@ -120,7 +120,8 @@ static void tile1(const job *j, int i0, int k0, int nv, __mmask16 last) { tile_n
 
 static void task(void *ctx, int tid, int nt) {
   const job *j = ctx;
-  const size_t nchunks = ((size_t)j->k + OP_KC - 1) / OP_KC, groups = (size_t)j->groups;
+  /* units: chunks of OP_KC inputs by tiles of OP_MS rows (the last may be short) */
+  const size_t nchunks = ((size_t)j->k + OP_KC - 1) / OP_KC, groups = ((size_t)j->m + OP_MS - 1) / OP_MS;
   size_t lo, hi;
   pt_split(nchunks * groups, tid, nt, &lo, &hi);
   for (size_t u = lo; u < hi; u++) {
@@ -144,14 +145,13 @@ static void task(void *ctx, int tid, int nt) {
 }
 
 static int run(job j) {
-  j.groups = (j.m + OP_MS - 1) / OP_MS;
   pt_parallel(task, &j);
   return 1;
 }
 
 int pt_linear_backward_dx(int n, int in, int out, const float *dy, const float *w, float *dx) {
   if (n < OP_MS || in < OP_KC || out < 16) return 0;
-  return run((job){n, in, out, dy, (size_t)out, 1, (size_t)OP_MS * out, w, dx, 0, 0});
+  return run((job){n, in, out, dy, (size_t)out, 1, (size_t)OP_MS * out, w, dx, 0});
 }
 
 size_t pt_linear_dw_workspace(int max_batch, int out) {
@@ -171,9 +171,10 @@ int pt_linear_backward_dw(int n, int in, int out, const float *x, const float *d
     float *p = panel + (size_t)t * OP_MS;
     for (int g = 0; g < whole; g++) _mm_store_ps(p + (size_t)g * OP_MS * n, _mm_loadu_ps(d + g * OP_MS));
     if (whole < groups)
-      for (int s = 0; s < OP_MS; s++) p[(size_t)whole * OP_MS * n + s] = whole * OP_MS + s < out ? d[whole * OP_MS + s] : 0.0f;
+      for (int s = 0; s < OP_MS; s++)
+        p[(size_t)whole * OP_MS * n + s] = whole * OP_MS + s < out ? d[whole * OP_MS + s] : 0.0f;
   }
-  return run((job){out, in, n, panel, 1, OP_MS, (size_t)OP_MS * n, x, dw, add, 0});
+  return run((job){out, in, n, panel, 1, OP_MS, (size_t)OP_MS * n, x, dw, add});
 }
 
 #else

@@ -86,7 +86,7 @@ extern "C" void pt_cuda_linear_backward(int n, int in, int out, const float *x, 
   if (!h) return;
   cudaStream_t st = (cudaStream_t)pt_cuda_current_stream();
   const float one = 1.0f, zero = 0.0f, beta = add ? 1.0f : 0.0f;
-  /* dw (out, in) (+)= dy^T x. Column-major: dw^T (in, out) += x^T (in, n) .
+  /* dw (out, in) (+)= dy^T x. Column-major: dw^T (in, out) (+)= x^T (in, n) .
    * dy (n, out); x^T is x's own memory (op N, ld in), dy is stored as
    * dy^T (out, n) (op T, ld out). */
   PT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x, in, dy, out, &beta, dw, in),
