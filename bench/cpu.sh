@@ -10,7 +10,7 @@
 # --json (the SGEMM ceiling the GFLOP/s are compared with). Every framework
 # trains the preset's model (train mode, dropout on) with the preset's
 # optimizer and batch size on Fashion-MNIST batches staged in memory before
-# timing: W warm-up steps, then N timed steps.
+# timing: W warm-up steps, then N timed steps (per model unless STEPS is set).
 #
 # The runs are interleaved (ptrain, old, new, ptrain, ...) so that a noisy
 # neighbour hits all three alike, and repeated ROUNDS times so the noise
@@ -34,7 +34,9 @@
 #   MODELS       presets (default: mnist-cnn tutorial-cnn fmnist-mlp)
 #   THREADS      thread counts (default: 1 2)
 #   ROUNDS       rounds (default 3)
-#   STEPS        timed steps per run (default 50)
+#   STEPS        timed steps per run, for every model (default: per model,
+#                so that PyTorch's slowest run times at least half a second:
+#                mnist-cnn 40, tutorial-cnn 100, fmnist-mlp 400, others 50)
 #   WARMUP       warm-up steps per run (default 5)
 #   PTRAIN       the ptrain binary (default build/ptrain; the script runs a
 #                copy taken at the start, so a rebuild mid-run cannot mix builds)
@@ -55,7 +57,25 @@ cd "$(dirname "$0")/.."
 MODELS=${MODELS:-"mnist-cnn tutorial-cnn fmnist-mlp"}
 THREADS=${THREADS:-"1 2"}
 ROUNDS=${ROUNDS:-3}
-STEPS=${STEPS:-50}
+STEPS=${STEPS:-}
+# Timed steps for a model. fmnist-mlp's 50 steps took 30 ms for ptrain and
+# 80 ms for PyTorch, short enough that one scheduler hiccup moved a median by
+# 20%; 400 keep it in the hundreds, where the staged batches do not yet drive
+# its values into denormal floats (docs/benchmarks.md).
+steps_for() {
+  if [[ -n $STEPS ]]; then
+    echo "$STEPS"
+    return
+  fi
+  case $1 in
+    mnist-cnn) echo 40 ;;
+    tutorial-cnn) echo 100 ;;
+    fmnist-mlp) echo 400 ;;
+    *) echo 50 ;;
+  esac
+}
+steps_meta=$(for m in $MODELS; do printf '%s=%s ' "$m" "$(steps_for "$m")"; done)
+steps_meta=${steps_meta% }
 WARMUP=${WARMUP:-5}
 PTRAIN=${PTRAIN:-build/ptrain}
 PY_OLD=${PY_OLD:-/usr/bin/python3}
@@ -88,14 +108,14 @@ git_dirty=$([[ -n $(git status --porcelain --untracked-files=no 2>/dev/null) ]] 
 jq -cn --arg date "$(date -Iseconds)" --arg cpu "$cpu_model" --argjson cores "$(nproc)" \
   --arg ptrain "$ptrain_version" --arg git "$git_rev" --argjson dirty "$git_dirty" \
   --arg torch_old "$torch_old" --arg py_old "$PY_OLD" --arg torch_new "$torch_new" --arg py_new "$PY_NEW" \
-  --argjson rounds "$ROUNDS" --argjson steps "$STEPS" --argjson warmup "$WARMUP" \
+  --argjson rounds "$ROUNDS" --arg steps "$steps_meta" --argjson warmup "$WARMUP" \
   '{meta: true, date: $date, cpu: $cpu, cores: $cores, ptrain: $ptrain, git: $git, git_dirty: $dirty,
     torch_old: $torch_old, python_old: $py_old, torch_new: $torch_new, python_new: $py_new,
     rounds: $rounds, steps: $steps, warmup: $warmup}' > "$RESULTS"
 
 echo "ptrain: $ptrain_version (git $git_rev$([[ $git_dirty == true ]] && echo ', uncommitted changes'))"
 echo "PyTorch $torch_old ($PY_OLD) and $torch_new ($PY_NEW)"
-echo "CPU: $cpu_model, $(nproc) cores; $ROUNDS rounds of $WARMUP warm-up + $STEPS timed steps"
+echo "CPU: $cpu_model, $(nproc) cores; $ROUNDS rounds of $WARMUP warm-up + timed steps ($steps_meta)"
 echo "results: $RESULTS"
 echo
 
@@ -150,11 +170,12 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for t in $THREADS; do
     run "$r" "sgemm T=$t" "$BIN" bench --sgemm --threads "$t" --json
     for m in $MODELS; do
-      run "$r" "$m T=$t ptrain" "$BIN" bench --model "$m" --threads "$t" --steps "$STEPS" --warmup "$WARMUP" --json
+      n=$(steps_for "$m")
+      run "$r" "$m T=$t ptrain" "$BIN" bench --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP" --json
       run "$r" "$m T=$t torch $torch_old" \
-        "$PY_OLD" bench/pytorch_bench.py --model "$m" --threads "$t" --steps "$STEPS" --warmup "$WARMUP"
+        "$PY_OLD" bench/pytorch_bench.py --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP"
       run "$r" "$m T=$t torch $torch_new" \
-        "$PY_NEW" bench/pytorch_bench.py --model "$m" --threads "$t" --steps "$STEPS" --warmup "$WARMUP"
+        "$PY_NEW" bench/pytorch_bench.py --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP"
     done
   done
 done

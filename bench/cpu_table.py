@@ -91,8 +91,9 @@ def main(argv):
         print(f"ptrain {meta.get('ptrain', '?')} (git {meta.get('git', '?')}"
               f"{', uncommitted changes' if meta.get('git_dirty') else ''}); {meta.get('cpu', '?')}, "
               f"{meta.get('cores', '?')} cores; {meta.get('date', '?')}")
-        print(f"{meta.get('rounds', '?')} rounds of {meta.get('warmup', '?')} warm-up + "
-              f"{meta.get('steps', '?')} timed steps per run; images/s median (best) over the rounds")
+        # steps: one number for every model, or "model=N ..." (cpu.sh's per-model default)
+        print(f"{meta.get('rounds', '?')} rounds of {meta.get('warmup', '?')} warm-up + timed steps per run "
+              f"({meta.get('steps', '?')}); images/s median (best) over the rounds")
         print()
 
     print("Training throughput, images/s: median (best)")
