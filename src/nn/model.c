@@ -584,6 +584,7 @@ static const float *backward_from(pt_model *m, const float *x, const float *dy, 
     for (int j = i - 1; j >= 0 && !needs_dx; j--)
       if (m->layers[j].w >= 0) needs_dx = 1;
     float *dx = needs_dx ? m->dbuf[which] : NULL;
+    L->bwd_dx = needs_dx;
     const int timing = m->profile || pt_trace_enabled();
     if (timing && m->be->kind != PT_BACKEND_CPU) m->be->sync();
     double t0 = timing ? pt_now() : 0.0;

@@ -46,6 +46,7 @@ typedef struct {
   double *bn_sums;          /* batch-norm: (2 * out_c + 1) per-channel sums */
   double bn_count;          /* batch-norm: samples x pixels the statistics came from */
   double fwd_ms, bwd_ms;    /* profiler accumulators */
+  int bwd_dx;               /* the last backward pass computed this layer's input gradient */
   char label[PT_NAME_LEN + 24]; /* "conv2d conv1", for profiles and traces */
 } pt_layer;
 

@@ -7,6 +7,11 @@ void pt_profile_reset(pt_model *m, pt_phase_times *t) {
   for (int i = 0; i < m->nlayers; i++) m->layers[i].fwd_ms = m->layers[i].bwd_ms = 0.0;
 }
 
+double pt_profile_layer_gflops(const pt_layer *L, double images, double fwd_ms, double bwd_ms) {
+  const double flops = pt_layer_flops(L) * images * (L->bwd_dx ? 3.0 : 2.0);
+  return fwd_ms + bwd_ms > 0.0 && flops > 0.0 ? flops / ((fwd_ms + bwd_ms) * 1e-3) / 1e9 : 0.0;
+}
+
 void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t) {
   if (t->steps == 0) return;
   const double steps = (double)t->steps, step_ms = 1e3 * t->total_s / steps;
@@ -20,9 +25,7 @@ void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t) {
     char name[96];
     snprintf(name, sizeof name, "%s%s", L->label, L->fused ? " (fused)" : "");
     double f = L->fwd_ms / steps, b = L->bwd_ms / steps;
-    double flops = pt_layer_flops(L) * per_step_images;
-    /* backward does two GEMMs of the forward's size, less the skipped input gradient */
-    double gf = (f + b) > 0 && flops > 0 ? 3.0 * flops / ((f + b) * 1e-3) / 1e9 : 0.0;
+    const double gf = pt_profile_layer_gflops(L, per_step_images, f, b);
     fprintf(out, "%-22s %10.3f %10.3f %6.1f%% ", name, f, b, 100.0 * (f + b) / step_ms);
     if (gf > 0) fprintf(out, "%9.1f\n", gf);
     else fprintf(out, "%9s\n", "-");

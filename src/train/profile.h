@@ -21,6 +21,11 @@ typedef struct {
 } pt_phase_times;
 
 void pt_profile_reset(pt_model *m, pt_phase_times *t);
+/* A layer's achieved GFLOP/s over fwd_ms + bwd_ms for images samples: the
+ * forward FLOPs, once more for the weight gradient, and once more for the
+ * input gradient where its last backward pass computed one (the first layer
+ * with parameters computes none). 0 for layers without FLOPs. */
+double pt_profile_layer_gflops(const pt_layer *L, double images, double fwd_ms, double bwd_ms);
 void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t);
 
 #endif
