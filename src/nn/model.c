@@ -369,6 +369,7 @@ void pt_model_zero_grad(pt_model *m) { m->be->zero(m->grad, sizeof(float) * m->n
 
 static float *P(pt_model *m, int idx) { return idx < 0 ? NULL : m->param + m->params[idx].offset; }
 static float *G(pt_model *m, int idx) { return idx < 0 ? NULL : m->grad + m->params[idx].offset; }
+static float *Bf(pt_model *m, int idx) { return m->buffer + m->buffers[idx].offset; }
 
 /* The layers whose backward pass can write its parameters' gradients
  * rather than add to them (the backend's linear_backward takes add). */
@@ -386,7 +387,6 @@ void pt_model_start_grads(pt_model *m) {
   }
   m->grads_fresh = 1;
 }
-static float *Bf(pt_model *m, int idx) { return m->buffer + m->buffers[idx].offset; }
 
 /* The input a layer saw in the last forward. */
 static const float *layer_input(const pt_model *m, int i, const float *x) {
