@@ -4,8 +4,9 @@
 /* The forward pass's blocks (linear_xt.c) and the weight gradient's copy
  * of dy (linear_outer.c) are never needed at once. */
 size_t pt_linear_workspace(int max_batch, int in, int out, int nthreads) {
-  const size_t f = pt_linear_xt_workspace(in, out, nthreads), b = pt_linear_dw_workspace(max_batch, out);
-  return f > b ? f : b;
+  const size_t f = pt_linear_xt_workspace(in, out, nthreads), b = pt_linear_dw_workspace(max_batch, out),
+               s = pt_linear_sparse_workspace(max_batch, in, out, nthreads);
+  return f > b ? (f > s ? f : s) : (b > s ? b : s);
 }
 
 void pt_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws) {
@@ -25,8 +26,10 @@ void pt_linear_forward(int n, int in, int out, const float *x, const float *w, c
 
 void pt_linear_backward(int n, int in, int out, const float *x, const float *w, const float *dy,
                         float *dw, float *db, float *dx, int add, float *ws) {
-  /* dw (out, in) (+)= dy^T (out, n) x (n, in) */
-  if (!pt_linear_backward_dw(n, in, out, x, dy, dw, add, ws))
+  /* dw (out, in) (+)= dy^T (out, n) x (n, in): skipping zero inputs where
+   * they are many, else the outer products, else the BLAS */
+  if (!pt_linear_backward_dw_sparse(n, in, out, x, dy, dw, add, ws) &&
+      !pt_linear_backward_dw(n, in, out, x, dy, dw, add, ws))
     pt_sgemm(1, 0, out, in, n, 1.0f, dy, out, x, in, add ? 1.0f : 0.0f, dw, in);
   if (db) {
     if (!add)

@@ -110,6 +110,15 @@ void pt_linear_backward(int n, int in, int out, const float *x, const float *w, 
 int pt_linear_backward_dx(int n, int in, int out, const float *dy, const float *w, float *dx);
 int pt_linear_backward_dw(int n, int in, int out, const float *x, const float *dy, float *dw, int add, float *ws);
 size_t pt_linear_dw_workspace(int max_batch, int out);
+/* The weight gradient skipping the samples where 4 adjacent inputs are all
+ * zero (linear_sparse.c), with pt_linear_backward_dw's bits, where the
+ * build and the shape allow (AVX-512; in a multiple of 16 and >= 64, out >=
+ * 16, n >= 16, x at most 512 KB) and at most 66% of the samples are listed;
+ * returns 1 when done, 0, having done nothing, elsewhere. ws:
+ * pt_linear_sparse_workspace(n or more, in, out, threads) floats. */
+int pt_linear_backward_dw_sparse(int n, int in, int out, const float *x, const float *dy, float *dw, int add,
+                                 float *ws);
+size_t pt_linear_sparse_workspace(int max_batch, int in, int out, int nthreads);
 
 /* ---- max-pool (kernel k, stride s, no padding, floor mode as PyTorch) ---- */
 void pt_maxpool_forward(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *x,
