@@ -1,9 +1,9 @@
-/* Log-softmax against the order of operations softmax.c documents, written
- * out here one element at a time: 16 double partial sums (lane l takes
- * elements l, l + 16, ... in order), combined by halves, exponentials by
- * pt_expf. The AVX-512 rows must give these bits exactly, at row lengths
- * that end mid-vector and at every block boundary, with rows of -inf, of
- * huge values and of NaN. */
+/* Log-softmax and cross-entropy against the order of operations softmax.c
+ * documents, written out here one element at a time: 16 double partial
+ * sums (lane l takes elements l, l + 16, ... in order), combined by halves,
+ * exponentials by pt_expf. The AVX-512 rows must give these bits exactly,
+ * at row lengths that end mid-vector and at every block boundary, with
+ * rows of -inf, of huge values and (log-softmax) of NaN. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -42,6 +42,22 @@ static void ref_backward(int n, int k, const float *y, const float *dy, float *d
     const float fs = (float)combine(part);
     for (int c = 0; c < k; c++) dx[(size_t)s * k + c] = dy[(size_t)s * k + c] - pt_expf(y[(size_t)s * k + c]) * fs;
   }
+}
+
+static double ref_cross_entropy(int n, int k, const float *z, const int32_t *y, float *dz, float scale) {
+  double loss = 0.0;
+  for (int s = 0; s < n; s++) {
+    const float *zr = z + (size_t)s * k;
+    float mx = zr[0];
+    for (int c = 1; c < k; c++) mx = zr[c] > mx ? zr[c] : mx;
+    double part[16] = {0};
+    for (int c = 0; c < k; c++) part[c % 16] += pt_expf(zr[c] - mx);
+    const double sum = combine(part);
+    loss += (double)mx + log(sum) - zr[y[s]];
+    for (int c = 0; c < k; c++)
+      dz[(size_t)s * k + c] = (float)((double)pt_expf(zr[c] - mx) / sum * scale / n) - (c == y[s] ? scale / (float)n : 0.0f);
+  }
+  return loss / n;
 }
 
 /* Same bits, NaN matching NaN. */
@@ -86,6 +102,43 @@ static void test_matches_reference(void **s) {
   }
 }
 
+static void test_cross_entropy_matches_reference(void **s) {
+  (void)s;
+  static const int ks[] = {1, 2, 10, 15, 16, 17, 31, 32, 33, 200, 257};
+  const int n = 13;
+  pt_rng r;
+  pt_rng_init(&r, 12, 0);
+  for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+    const int k = ks[t];
+    const size_t len = (size_t)n * k;
+    float *z = malloc(len * sizeof(float)), *dz = malloc(len * sizeof(float)), *dzr = malloc(len * sizeof(float));
+    int32_t *y = malloc(n * sizeof(int32_t));
+    assert_non_null(z), assert_non_null(dz), assert_non_null(dzr), assert_non_null(y);
+    for (size_t i = 0; i < len; i++) z[i] = 40.0f * (pt_rng_uniform(&r) - 0.5f);
+    for (int i = 0; i < n; i++) y[i] = (int32_t)(pt_rng_uniform(&r) * k) % k;
+    /* Row 1 has a -inf away from its label, row 2 values far apart. */
+    if (k > 1) z[(size_t)1 * k + (y[1] + 1) % k] = -INFINITY;
+    for (int c = 0; c < k; c++) z[(size_t)2 * k + c] = c % 3 ? -1e30f : 1e30f;
+    const double got = pt_cross_entropy_loss(n, k, z, y, dz, 0.5f), want = ref_cross_entropy(n, k, z, y, dzr, 0.5f);
+    if (memcmp(&got, &want, sizeof got)) fail_msg("cross-entropy, k = %d: loss %.17g, expected %.17g", k, got, want);
+    assert_same(dz, dzr, len, "cross-entropy gradient", k);
+    assert_true(pt_cross_entropy_loss(n, k, z, y, NULL, 0.5f) == got); /* the loss alone, without a gradient */
+    free(z), free(dz), free(dzr), free(y);
+  }
+}
+
+/* The cross-entropy of logits (1, 2, 3) with label 1, and its gradient
+ * softmax minus the one-hot vector, against double arithmetic. */
+static void test_cross_entropy_values(void **s) {
+  (void)s;
+  const float z[3] = {1.0f, 2.0f, 3.0f};
+  const int32_t y[1] = {1};
+  float dz[3];
+  const double sum = exp(1.0) + exp(2.0) + exp(3.0);
+  assert_true(fabs(pt_cross_entropy_loss(1, 3, z, y, dz, 1.0f) - (log(sum) - 2.0)) < 1e-6);
+  for (int c = 0; c < 3; c++) assert_true(fabs(dz[c] - (exp(z[c]) / sum - (c == 1))) < 1e-6);
+}
+
 /* The rows sum to 1 after exponentiating, to float precision, and the
  * gradient of a one-hot loss is softmax minus the one-hot vector. */
 static void test_values(void **s) {
@@ -104,6 +157,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matches_reference),
       cmocka_unit_test(test_values),
+      cmocka_unit_test(test_cross_entropy_matches_reference),
+      cmocka_unit_test(test_cross_entropy_values),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
