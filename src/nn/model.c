@@ -131,7 +131,7 @@ static pt_status alloc_activations(pt_model *m, size_t ws_max) {
       if (!(L->argmax_mem = balloc(m, sizeof(int32_t) * S * B * o))) return PT_ERR_NOMEM;
       m->slot_bytes += sizeof(int32_t) * B * o;
     }
-    if (L->spec.kind == PT_L_DROPOUT) {
+    if (L->spec.kind == PT_L_DROPOUT || L->spec.kind == PT_L_LOGSOFTMAX) {
       if (!(L->mask_mem = balloc(m, sizeof(float) * S * B * o))) return PT_ERR_NOMEM;
       m->slot_bytes += sizeof(float) * B * o;
     }
@@ -481,7 +481,7 @@ static void layer_forward(pt_model *m, pt_layer *L, const float *x, int n) {
       else
         m->be->copy(L->y, x, sizeof(float) * (size_t)n * o);
       break;
-    case PT_L_LOGSOFTMAX: m->be->log_softmax_forward(n, L->in_c, x, L->y); break;
+    case PT_L_LOGSOFTMAX: m->be->log_softmax_forward(n, L->in_c, x, L->y, m->training ? L->mask : NULL); break;
     case PT_L_FLATTEN: break;
   }
 }
@@ -566,7 +566,7 @@ static void layer_backward(pt_model *m, pt_layer *L, const float *x, const float
       else m->be->copy(dx, dy, sizeof(float) * (size_t)n * o);
       break;
     case PT_L_LOGSOFTMAX:
-      if (dx) m->be->log_softmax_backward(n, L->in_c, L->y, dy, dx);
+      if (dx) m->be->log_softmax_backward(n, L->in_c, L->y, m->training ? L->mask : NULL, dy, dx);
       break;
     case PT_L_FLATTEN: break;
   }

@@ -37,7 +37,7 @@ typedef struct {
   int conv_pool;            /* conv: the ReLU and max-pool after it are fused into it */
   float *y;                 /* (max_batch, out_c, out_h, out_w) output of the current slot */
   int32_t *argmax;          /* max-pool: (max_batch, out) */
-  float *mask;              /* dropout: (max_batch, out) */
+  float *mask;              /* dropout: its mask; log-softmax: the softmax, for the backward pass (max_batch, out) */
   float *save_mean, *save_invstd; /* batch-norm: (out_c) */
   /* The allocations the pointers above point into: nslots slots of
    * max_batch samples each (of out_c channels for the batch-norm saves). */

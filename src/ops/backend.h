@@ -85,8 +85,11 @@ typedef struct pt_backend {
   void (*dropout_forward)(size_t n, float p, uint64_t key, uint64_t step, uint32_t layer, const float *x,
                           float *y, float *mask);
   void (*dropout_backward)(size_t n, const float *mask, const float *dy, float *dx);
-  void (*log_softmax_forward)(int n, int k, const float *x, float *y);
-  void (*log_softmax_backward)(int n, int k, const float *y, const float *dy, float *dx);
+  /* p (n, k): room the backend may use to keep the softmax from the forward
+   * pass for the backward pass (the CPU does; a GPU takes exp(y) again),
+   * or NULL where there will be no backward pass. */
+  void (*log_softmax_forward)(int n, int k, const float *x, float *y, float *p);
+  void (*log_softmax_backward)(int n, int k, const float *y, const float *p, const float *dy, float *dx);
   /* *loss (one double, backend memory) = the batch's mean loss, as the CPU's
    * pt_nll_loss / pt_cross_entropy_loss return it; dlp may be NULL. */
   void (*nll_loss)(int n, int k, const float *lp, const int32_t *y, float *dlp, float scale, double *loss);

@@ -127,7 +127,7 @@ static void setup_case(ctx_t *t, const gcase *gc) {
   if (gc->op == OP_BN_TRAIN || gc->op == OP_BN_EVAL)
     for (size_t i = 0; i < t->nw; i++) t->w[i] += 1.0f;
   for (int i = 0; i < gc->n; i++) t->labels[i] = (i * 7 + 3) % gc->c;
-  if (gc->op == OP_NLL) pt_log_softmax_forward(gc->n, gc->c, t->x, t->x); /* valid log-probabilities */
+  if (gc->op == OP_NLL) pt_log_softmax_forward(gc->n, gc->c, t->x, t->x, NULL); /* valid log-probabilities */
 }
 
 static void teardown_case(ctx_t *t) {
@@ -150,7 +150,7 @@ static double eval_f(ctx_t *t) {
     case OP_MAXPOOL: pt_maxpool_forward(gc->n, gc->c, gc->h, gc->w, gc->k, gc->s, t->oh, t->ow, t->x, y, am); break;
     case OP_RELU: pt_relu_forward(t->nx, t->x, y); break;
     case OP_DROPOUT: pt_dropout_forward(t->nx, 0.3f, 99, 7, 1, t->x, y, mask); break;
-    case OP_LOGSOFTMAX: pt_log_softmax_forward(gc->n, gc->c, t->x, y); break;
+    case OP_LOGSOFTMAX: pt_log_softmax_forward(gc->n, gc->c, t->x, y, NULL); break;
     case OP_BN_TRAIN: {
       pt_bn_geom g = {gc->c, 1e-5f, 0.1f};
       memcpy(rm, t->rmean, sizeof(float) * gc->c);
@@ -200,8 +200,8 @@ static void analytic(ctx_t *t, float *dx, float *dw, float *db) {
       pt_dropout_backward(t->nx, mask, t->r, dx);
       break;
     case OP_LOGSOFTMAX:
-      pt_log_softmax_forward(gc->n, gc->c, t->x, y);
-      pt_log_softmax_backward(gc->n, gc->c, y, t->r, dx);
+      pt_log_softmax_forward(gc->n, gc->c, t->x, y, mask); /* as in training: the softmax kept */
+      pt_log_softmax_backward(gc->n, gc->c, y, mask, t->r, dx);
       break;
     case OP_BN_TRAIN:
       memcpy(rm, t->rmean, sizeof(float) * gc->c);

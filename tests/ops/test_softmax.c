@@ -35,12 +35,30 @@ static void ref_forward(int n, int k, const float *x, float *y) {
   }
 }
 
-static void ref_backward(int n, int k, const float *y, const float *dy, float *dx) {
+/* The softmax the forward pass keeps: each exponential times the float
+ * nearest 1 / sum. */
+static void ref_softmax(int n, int k, const float *x, float *p) {
+  for (int s = 0; s < n; s++) {
+    const float *xr = x + (size_t)s * k;
+    float mx = xr[0];
+    for (int c = 1; c < k; c++) mx = xr[c] > mx ? xr[c] : mx;
+    double part[16] = {0};
+    for (int c = 0; c < k; c++) part[c % 16] += pt_expf(xr[c] - mx);
+    const float inv = (float)(1.0 / combine(part));
+    for (int c = 0; c < k; c++) p[(size_t)s * k + c] = pt_expf(xr[c] - mx) * inv;
+  }
+}
+
+/* p: the kept softmax, or NULL: exp(y) */
+static void ref_backward(int n, int k, const float *y, const float *p, const float *dy, float *dx) {
   for (int s = 0; s < n; s++) {
     double part[16] = {0};
     for (int c = 0; c < k; c++) part[c % 16] += dy[(size_t)s * k + c];
     const float fs = (float)combine(part);
-    for (int c = 0; c < k; c++) dx[(size_t)s * k + c] = dy[(size_t)s * k + c] - pt_expf(y[(size_t)s * k + c]) * fs;
+    for (int c = 0; c < k; c++) {
+      const size_t i = (size_t)s * k + c;
+      dx[i] = dy[i] - (p ? p[i] : pt_expf(y[i])) * fs;
+    }
   }
 }
 
@@ -92,13 +110,23 @@ static void test_matches_reference(void **s) {
     for (int c = 0; c < k; c++) x[(size_t)2 * k + c] = c % 3 ? -1e30f : 1e30f;
     x[(size_t)3 * k + k - 1] = k > 1 ? NAN : x[(size_t)3 * k];
     x[(size_t)4 * k] = NAN;
-    pt_log_softmax_forward(n, k, x, y);
+    pt_log_softmax_forward(n, k, x, y, NULL);
     ref_forward(n, k, x, yr);
     assert_same(y, yr, len, "forward", k);
-    pt_log_softmax_backward(n, k, yr, dy, dx);
-    ref_backward(n, k, yr, dy, dxr);
+    pt_log_softmax_backward(n, k, yr, NULL, dy, dx);
+    ref_backward(n, k, yr, NULL, dy, dxr);
     assert_same(dx, dxr, len, "backward", k);
-    free(x), free(y), free(yr), free(dy), free(dx), free(dxr);
+    /* as in training: the softmax kept by the forward pass and read back */
+    float *p = malloc(len * sizeof(float)), *pr = malloc(len * sizeof(float));
+    assert_non_null(p), assert_non_null(pr);
+    pt_log_softmax_forward(n, k, x, y, p);
+    assert_same(y, yr, len, "forward keeping the softmax", k);
+    ref_softmax(n, k, x, pr);
+    assert_same(p, pr, len, "kept softmax", k);
+    pt_log_softmax_backward(n, k, yr, pr, dy, dx);
+    ref_backward(n, k, yr, pr, dy, dxr);
+    assert_same(dx, dxr, len, "backward from the kept softmax", k);
+    free(x), free(y), free(yr), free(dy), free(dx), free(dxr), free(p), free(pr);
   }
 }
 
@@ -145,12 +173,16 @@ static void test_values(void **s) {
   (void)s;
   const float x[3] = {1.0f, 2.0f, 3.0f};
   float y[3], dx[3];
-  pt_log_softmax_forward(1, 3, x, y);
+  float p[3];
+  pt_log_softmax_forward(1, 3, x, y, p);
   const double z = exp(1.0) + exp(2.0) + exp(3.0);
   for (int c = 0; c < 3; c++) assert_true(fabs(y[c] - (x[c] - log(z))) < 1e-6);
+  for (int c = 0; c < 3; c++) assert_true(fabs(p[c] - exp(x[c]) / z) < 1e-7);
   const float dy[3] = {0.0f, -1.0f, 0.0f};
-  pt_log_softmax_backward(1, 3, y, dy, dx);
-  for (int c = 0; c < 3; c++) assert_true(fabs(dx[c] - (exp(x[c]) / z - (c == 1))) < 1e-6);
+  for (int kept = 0; kept <= 1; kept++) {
+    pt_log_softmax_backward(1, 3, y, kept ? p : NULL, dy, dx);
+    for (int c = 0; c < 3; c++) assert_true(fabs(dx[c] - (exp(x[c]) / z - (c == 1))) < 1e-6);
+  }
 }
 
 int main(void) {

@@ -137,8 +137,11 @@ void pt_dropout_forward(size_t n, float p, uint64_t key, uint64_t step, uint32_t
 void pt_dropout_backward(size_t n, const float *mask, const float *dy, float *dx);
 
 /* ---- log-softmax over rows (n, k) ---- */
-void pt_log_softmax_forward(int n, int k, const float *x, float *y);
-void pt_log_softmax_backward(int n, int k, const float *y, const float *dy, float *dx);
+/* p (n, k), or NULL: the forward pass writes the softmax there (the
+ * exponentials it sums, times 1 / sum), and the backward pass, given it,
+ * reads it where it would take exp(y) again. */
+void pt_log_softmax_forward(int n, int k, const float *x, float *y, float *p);
+void pt_log_softmax_backward(int n, int k, const float *y, const float *p, const float *dy, float *dx);
 
 /* ---- losses: mean over the batch, as PyTorch's default reduction ---- */
 /* NLL of log-probabilities lp (n, k); dlp (n, k) receives d(loss)/d(lp) * scale. */

@@ -18,6 +18,7 @@ typedef struct {
   int k;
   const float *x, *y, *dy;
   float *out;
+  float *p; /* softmax (n, k): written forward, read backward; or NULL */
 } lsm_job;
 
 #define LSM_LANES 16
@@ -64,7 +65,7 @@ static float max_of16(const float *v, int n) {
  * step: within a row, each step waits for the one before (the maximum, the
  * exponentials' sum, its log), and across rows the CPU overlaps them. */
 #define LSM_BLOCK 8
-static void lsm_fwd_rows(const float *x, float *y, int rows, int k) {
+static void lsm_fwd_rows(const float *x, float *y, float *p, int rows, int k) {
   float mx[LSM_BLOCK], lse[LSM_BLOCK];
   double sum[LSM_BLOCK];
   for (int r = 0; r < rows; r++) mx[r] = max_of16(x + (size_t)r * k, k);
@@ -74,27 +75,33 @@ static void lsm_fwd_rows(const float *x, float *y, int rows, int k) {
     sum16 part = {_mm512_setzero_pd(), _mm512_setzero_pd()};
     for (int c = 0; c < k; c += 16) {
       const __mmask16 m = pt_lanes(k - c);
-      sum16_add(&part, _mm512_maskz_mov_ps(m, pt_expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + c), vmx))));
+      const __m512 e = _mm512_maskz_mov_ps(m, pt_expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + c), vmx)));
+      sum16_add(&part, e);
+      if (p) _mm512_mask_storeu_ps(p + (size_t)r * k + c, m, e);
     }
     sum[r] = sum16_lanes(part);
   }
   for (int r = 0; r < rows; r++) lse[r] = mx[r] + (float)log(sum[r]);
   for (int r = 0; r < rows; r++) {
-    const __m512 v = _mm512_set1_ps(lse[r]);
+    const __m512 v = _mm512_set1_ps(lse[r]), inv = _mm512_set1_ps((float)(1.0 / sum[r]));
     for (int c = 0; c < k; c += 16) {
       const __mmask16 m = pt_lanes(k - c);
       _mm512_mask_storeu_ps(y + (size_t)r * k + c, m, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + (size_t)r * k + c), v));
+      if (p) {
+        float *pr = p + (size_t)r * k + c;
+        _mm512_mask_storeu_ps(pr, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, pr), inv));
+      }
     }
   }
 }
 
-static void lsm_bwd_row(const float *yr, const float *dr, float *xr, int k) {
+static void lsm_bwd_row(const float *yr, const float *pr, const float *dr, float *xr, int k) {
   sum16 part = {_mm512_setzero_pd(), _mm512_setzero_pd()};
   for (int c = 0; c < k; c += 16) sum16_add(&part, _mm512_maskz_loadu_ps(pt_lanes(k - c), dr + c));
   const __m512 fs = _mm512_set1_ps((float)sum16_lanes(part));
   for (int c = 0; c < k; c += 16) {
     const __mmask16 m = pt_lanes(k - c);
-    const __m512 e = pt_expf16(_mm512_maskz_loadu_ps(m, yr + c));
+    const __m512 e = pr ? _mm512_maskz_loadu_ps(m, pr + c) : pt_expf16(_mm512_maskz_loadu_ps(m, yr + c));
     _mm512_mask_storeu_ps(xr + c, m, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, dr + c), _mm512_mul_ps(e, fs)));
   }
 }
@@ -125,19 +132,26 @@ static double sum_lanes(double part[LSM_LANES]) {
   return part[0];
 }
 
-static void lsm_fwd_row(const float *xr, float *yr, int k) {
+static void lsm_fwd_row(const float *xr, float *yr, float *pr, int k) {
   const float mx = max_of(xr, k);
   double part[LSM_LANES] = {0};
-  for (int c = 0; c < k; c++) part[c % LSM_LANES] += pt_expf(xr[c] - mx);
-  const float lse = mx + (float)log(sum_lanes(part));
+  for (int c = 0; c < k; c++) {
+    const float e = pt_expf(xr[c] - mx);
+    part[c % LSM_LANES] += e;
+    if (pr) pr[c] = e;
+  }
+  const double sum = sum_lanes(part);
+  const float lse = mx + (float)log(sum), inv = (float)(1.0 / sum);
   for (int c = 0; c < k; c++) yr[c] = xr[c] - lse;
+  if (pr)
+    for (int c = 0; c < k; c++) pr[c] *= inv;
 }
 
-static void lsm_bwd_row(const float *yr, const float *dr, float *xr, int k) {
+static void lsm_bwd_row(const float *yr, const float *pr, const float *dr, float *xr, int k) {
   double part[LSM_LANES] = {0};
   for (int c = 0; c < k; c++) part[c % LSM_LANES] += dr[c];
   const float fs = (float)sum_lanes(part);
-  for (int c = 0; c < k; c++) xr[c] = dr[c] - pt_expf(yr[c]) * fs;
+  for (int c = 0; c < k; c++) xr[c] = dr[c] - (pr ? pr[c] : pt_expf(yr[c])) * fs;
 }
 
 #endif
@@ -146,24 +160,26 @@ static void lsm_fwd(void *ctx, size_t lo, size_t hi) {
   const lsm_job *j = ctx;
 #ifdef PT_HAVE_EXPF16
   for (size_t s = lo; s < hi; s += LSM_BLOCK)
-    lsm_fwd_rows(j->x + s * j->k, j->out + s * j->k, hi - s < LSM_BLOCK ? (int)(hi - s) : LSM_BLOCK, j->k);
+    lsm_fwd_rows(j->x + s * j->k, j->out + s * j->k, j->p ? j->p + s * j->k : NULL,
+                 hi - s < LSM_BLOCK ? (int)(hi - s) : LSM_BLOCK, j->k);
 #else
-  for (size_t s = lo; s < hi; s++) lsm_fwd_row(j->x + s * j->k, j->out + s * j->k, j->k);
+  for (size_t s = lo; s < hi; s++) lsm_fwd_row(j->x + s * j->k, j->out + s * j->k, j->p ? j->p + s * j->k : NULL, j->k);
 #endif
 }
 
 static void lsm_bwd(void *ctx, size_t lo, size_t hi) {
   const lsm_job *j = ctx;
-  for (size_t s = lo; s < hi; s++) lsm_bwd_row(j->y + s * j->k, j->dy + s * j->k, j->out + s * j->k, j->k);
+  for (size_t s = lo; s < hi; s++)
+    lsm_bwd_row(j->y + s * j->k, j->p ? j->p + s * j->k : NULL, j->dy + s * j->k, j->out + s * j->k, j->k);
 }
 
-void pt_log_softmax_forward(int n, int k, const float *x, float *y) {
-  lsm_job j = {k, x, NULL, NULL, y};
+void pt_log_softmax_forward(int n, int k, const float *x, float *y, float *p) {
+  lsm_job j = {k, x, NULL, NULL, y, p};
   pt_parallel_for((size_t)n, (size_t)(4096 / (k > 0 ? k : 1)) + 1, lsm_fwd, &j);
 }
 
-void pt_log_softmax_backward(int n, int k, const float *y, const float *dy, float *dx) {
-  lsm_job j = {k, NULL, y, dy, dx};
+void pt_log_softmax_backward(int n, int k, const float *y, const float *p, const float *dy, float *dx) {
+  lsm_job j = {k, NULL, y, dy, dx, (float *)p}; /* read only here */
   pt_parallel_for((size_t)n, (size_t)(4096 / (k > 0 ? k : 1)) + 1, lsm_bwd, &j);
 }
 

@@ -44,8 +44,8 @@ void pt_cuda_dropout_forward(size_t n, float p, uint64_t key, uint64_t step, uin
 void pt_cuda_dropout_backward(size_t n, const float *mask, const float *dy, float *dx);
 void pt_cuda_scale(size_t n, float a, float *x);
 /* softmax.cu: log-softmax, losses, counts */
-void pt_cuda_log_softmax_forward(int n, int k, const float *x, float *y);
-void pt_cuda_log_softmax_backward(int n, int k, const float *y, const float *dy, float *dx);
+void pt_cuda_log_softmax_forward(int n, int k, const float *x, float *y, float *p);
+void pt_cuda_log_softmax_backward(int n, int k, const float *y, const float *p, const float *dy, float *dx);
 void pt_cuda_nll_loss(int n, int k, const float *lp, const int32_t *y, float *dlp, float scale, double *loss);
 void pt_cuda_cross_entropy_loss(int n, int k, const float *z, const int32_t *y, float *dz, float scale,
                                 double *loss);

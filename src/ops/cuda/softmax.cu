@@ -173,13 +173,18 @@ __global__ void accumulate_loss_kernel(const double *loss, int n, double *acc) {
 
 } // namespace
 
-extern "C" void pt_cuda_log_softmax_forward(int n, int k, const float *x, float *y) {
+/* p, the room the CPU keeps the softmax in, is not used here: the backward
+ * kernel takes exp(y) again, as it always has. */
+extern "C" void pt_cuda_log_softmax_forward(int n, int k, const float *x, float *y, float *p) {
+  (void)p;
   if (n <= 0 || k <= 0) return;
   log_softmax_fwd_kernel<<<(n + kRowsPerBlock - 1) / kRowsPerBlock, kThreads, 0, stream()>>>(n, k, x, y);
   PT_CUDA_CHECK_LAUNCH("log_softmax_forward");
 }
 
-extern "C" void pt_cuda_log_softmax_backward(int n, int k, const float *y, const float *dy, float *dx) {
+extern "C" void pt_cuda_log_softmax_backward(int n, int k, const float *y, const float *p, const float *dy,
+                                             float *dx) {
+  (void)p;
   if (n <= 0 || k <= 0) return;
   log_softmax_bwd_kernel<<<(n + kRowsPerBlock - 1) / kRowsPerBlock, kThreads, 0, stream()>>>(n, k, y, dy, dx);
   PT_CUDA_CHECK_LAUNCH("log_softmax_backward");
