@@ -23,14 +23,22 @@ static double combine(double part[16]) {
   return part[0];
 }
 
+/* A row's maximum *mx and the sum of exp(x - mx) over it. */
+static double ref_row(const float *xr, int k, float *mx) {
+  float m = xr[0]; /* a NaN first element makes the row NaN; later NaNs are not the maximum */
+  for (int c = 1; c < k; c++) m = xr[c] > m ? xr[c] : m;
+  double part[16] = {0};
+  for (int c = 0; c < k; c++) part[c % 16] += pt_expf(xr[c] - m);
+  *mx = m;
+  return combine(part);
+}
+
 static void ref_forward(int n, int k, const float *x, float *y) {
   for (int s = 0; s < n; s++) {
     const float *xr = x + (size_t)s * k;
-    float mx = xr[0]; /* a NaN first element makes the row NaN; later NaNs are not the maximum */
-    for (int c = 1; c < k; c++) mx = xr[c] > mx ? xr[c] : mx;
-    double part[16] = {0};
-    for (int c = 0; c < k; c++) part[c % 16] += pt_expf(xr[c] - mx);
-    const float lse = mx + (float)log(combine(part));
+    float mx;
+    const double sum = ref_row(xr, k, &mx);
+    const float lse = mx + (float)log(sum);
     for (int c = 0; c < k; c++) y[(size_t)s * k + c] = xr[c] - lse;
   }
 }
@@ -40,11 +48,8 @@ static void ref_forward(int n, int k, const float *x, float *y) {
 static void ref_softmax(int n, int k, const float *x, float *p) {
   for (int s = 0; s < n; s++) {
     const float *xr = x + (size_t)s * k;
-    float mx = xr[0];
-    for (int c = 1; c < k; c++) mx = xr[c] > mx ? xr[c] : mx;
-    double part[16] = {0};
-    for (int c = 0; c < k; c++) part[c % 16] += pt_expf(xr[c] - mx);
-    const float inv = (float)(1.0 / combine(part));
+    float mx;
+    const float inv = (float)(1.0 / ref_row(xr, k, &mx));
     for (int c = 0; c < k; c++) p[(size_t)s * k + c] = pt_expf(xr[c] - mx) * inv;
   }
 }
@@ -66,11 +71,8 @@ static double ref_cross_entropy(int n, int k, const float *z, const int32_t *y, 
   double loss = 0.0;
   for (int s = 0; s < n; s++) {
     const float *zr = z + (size_t)s * k;
-    float mx = zr[0];
-    for (int c = 1; c < k; c++) mx = zr[c] > mx ? zr[c] : mx;
-    double part[16] = {0};
-    for (int c = 0; c < k; c++) part[c % 16] += pt_expf(zr[c] - mx);
-    const double sum = combine(part);
+    float mx;
+    const double sum = ref_row(zr, k, &mx);
     loss += (double)mx + log(sum) - zr[y[s]];
     for (int c = 0; c < k; c++)
       dz[(size_t)s * k + c] = (float)((double)pt_expf(zr[c] - mx) / sum * scale / n) - (c == y[s] ? scale / (float)n : 0.0f);

@@ -132,15 +132,23 @@ static double sum_lanes(double part[LSM_LANES]) {
   return part[0];
 }
 
-static void lsm_fwd_row(const float *xr, float *yr, float *pr, int k) {
+/* A row's maximum, and in *sum the sum of exp(x - max) over it; the
+ * exponentials also go to e where it is not NULL. */
+static float exp_row(const float *xr, int k, float *e, double *sum) {
   const float mx = max_of(xr, k);
   double part[LSM_LANES] = {0};
   for (int c = 0; c < k; c++) {
-    const float e = pt_expf(xr[c] - mx);
-    part[c % LSM_LANES] += e;
-    if (pr) pr[c] = e;
+    const float ec = pt_expf(xr[c] - mx);
+    part[c % LSM_LANES] += ec;
+    if (e) e[c] = ec;
   }
-  const double sum = sum_lanes(part);
+  *sum = sum_lanes(part);
+  return mx;
+}
+
+static void lsm_fwd_row(const float *xr, float *yr, float *pr, int k) {
+  double sum;
+  const float mx = exp_row(xr, k, pr, &sum);
   const float lse = mx + (float)log(sum), inv = (float)(1.0 / sum);
   for (int c = 0; c < k; c++) yr[c] = xr[c] - lse;
   if (pr)
@@ -223,17 +231,7 @@ static double ce_row(const float *zr, int k, float *dr, double *sum) {
   return mx;
 }
 #else
-static double ce_row(const float *zr, int k, float *dr, double *sum) {
-  const float mx = max_of(zr, k);
-  double part[LSM_LANES] = {0};
-  for (int c = 0; c < k; c++) {
-    const float e = pt_expf(zr[c] - mx);
-    part[c % LSM_LANES] += e;
-    if (dr) dr[c] = e;
-  }
-  *sum = sum_lanes(part);
-  return mx;
-}
+static double ce_row(const float *zr, int k, float *dr, double *sum) { return exp_row(zr, k, dr, sum); }
 #endif
 
 double pt_cross_entropy_loss(int n, int k, const float *z, const int32_t *y, float *dz, float scale) {
