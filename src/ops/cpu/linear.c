@@ -1,8 +1,9 @@
 /* Linear layer, PyTorch's convention: weight (out, in), y = x w^T + b. */
 #include "ops/cpu/ops.h"
 
-/* The forward pass's blocks (linear_xt.c) and the weight gradient's copy
- * of dy (linear_outer.c) are never needed at once. */
+/* The forward pass's blocks (linear_xt.c) and the weight gradient's
+ * copies of dy (linear_outer.c, or linear_sparse.c with its masks) are
+ * never needed at once. */
 size_t pt_linear_workspace(int max_batch, int in, int out, int nthreads) {
   const size_t f = pt_linear_xt_workspace(in, out, nthreads), b = pt_linear_dw_workspace(max_batch, out),
                s = pt_linear_sparse_workspace(max_batch, in, out, nthreads);

@@ -125,8 +125,7 @@ static void slab(const job *j, int s, int v0, int nv, float *buf) {
   /* buf (16 inputs, nv vectors of outputs) into dw's rows, 16 x 16 at a time */
   for (int v = 0; v < nv; v++) {
     __m512 r[16];
-    for (int i = 0; i < 16; i++) r[i] = _mm512_load_ps(buf + (size_t)i * SP_NV * 16 + v * 16);
-    pt_transpose16(r);
+    pt_transpose16_planes(buf + v * 16, NULL, SP_NV * 16, 16, (__mmask16)0xFFFF, r);
     const int o0 = (v0 + v) * 16;
     for (int i = 0; i < 16 && o0 + i < j->out; i++) {
       float *d = j->dw + (size_t)(o0 + i) * j->in + s * SP_SLAB;

@@ -61,6 +61,28 @@ static float max_of16(const float *v, int n) {
   return _mm512_reduce_max_ps(_mm512_max_ps(a, b));
 }
 
+/* The sum of exp(x - mx) over a row, in the 16 partial lanes; the
+ * exponentials also go to e where it is not NULL. */
+static inline double exp_sum16(const float *xr, int k, float mx, float *e) {
+  const __m512 vmx = _mm512_set1_ps(mx);
+  sum16 part = {_mm512_setzero_pd(), _mm512_setzero_pd()};
+  for (int c = 0; c < k; c += 16) {
+    const __mmask16 m = pt_lanes(k - c);
+    const __m512 ec = _mm512_maskz_mov_ps(m, pt_expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + c), vmx)));
+    sum16_add(&part, ec);
+    if (e) _mm512_mask_storeu_ps(e + c, m, ec);
+  }
+  return sum16_lanes(part);
+}
+
+/* A row's maximum, and in *sum the sum of exp(x - max) over it; the
+ * exponentials also go to e where it is not NULL. */
+static float exp_row(const float *xr, int k, float *e, double *sum) {
+  const float mx = max_of16(xr, k);
+  *sum = exp_sum16(xr, k, mx, e);
+  return mx;
+}
+
 /* Rows in blocks, each step for every row of the block before the next
  * step: within a row, each step waits for the one before (the maximum, the
  * exponentials' sum, its log), and across rows the CPU overlaps them. */
@@ -69,18 +91,7 @@ static void lsm_fwd_rows(const float *x, float *y, float *p, int rows, int k) {
   float mx[LSM_BLOCK], lse[LSM_BLOCK];
   double sum[LSM_BLOCK];
   for (int r = 0; r < rows; r++) mx[r] = max_of16(x + (size_t)r * k, k);
-  for (int r = 0; r < rows; r++) {
-    const float *xr = x + (size_t)r * k;
-    const __m512 vmx = _mm512_set1_ps(mx[r]);
-    sum16 part = {_mm512_setzero_pd(), _mm512_setzero_pd()};
-    for (int c = 0; c < k; c += 16) {
-      const __mmask16 m = pt_lanes(k - c);
-      const __m512 e = _mm512_maskz_mov_ps(m, pt_expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + c), vmx)));
-      sum16_add(&part, e);
-      if (p) _mm512_mask_storeu_ps(p + (size_t)r * k + c, m, e);
-    }
-    sum[r] = sum16_lanes(part);
-  }
+  for (int r = 0; r < rows; r++) sum[r] = exp_sum16(x + (size_t)r * k, k, mx[r], p ? p + (size_t)r * k : NULL);
   for (int r = 0; r < rows; r++) lse[r] = mx[r] + (float)log(sum[r]);
   for (int r = 0; r < rows; r++) {
     const __m512 v = _mm512_set1_ps(lse[r]), inv = _mm512_set1_ps((float)(1.0 / sum[r]));
@@ -216,31 +227,13 @@ static void ce_grad(float *dr, int k, double sum, float scale, int n, int label)
   dr[label] -= scale / (float)n;
 }
 
-#ifdef PT_HAVE_EXPF16
-static double ce_row(const float *zr, int k, float *dr, double *sum) {
-  const float mx = max_of16(zr, k);
-  const __m512 vmx = _mm512_set1_ps(mx);
-  sum16 part = {_mm512_setzero_pd(), _mm512_setzero_pd()};
-  for (int c = 0; c < k; c += 16) {
-    const __mmask16 m = pt_lanes(k - c);
-    const __m512 e = _mm512_maskz_mov_ps(m, pt_expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, zr + c), vmx)));
-    sum16_add(&part, e);
-    if (dr) _mm512_mask_storeu_ps(dr + c, m, e);
-  }
-  *sum = sum16_lanes(part);
-  return mx;
-}
-#else
-static double ce_row(const float *zr, int k, float *dr, double *sum) { return exp_row(zr, k, dr, sum); }
-#endif
-
 double pt_cross_entropy_loss(int n, int k, const float *z, const int32_t *y, float *dz, float scale) {
   double loss = 0.0;
   for (int s = 0; s < n; s++) {
     const float *zr = z + (size_t)s * k;
     float *dr = dz ? dz + (size_t)s * k : NULL;
     double sum;
-    const double mx = ce_row(zr, k, dr, &sum);
+    const double mx = exp_row(zr, k, dr, &sum);
     loss += mx + log(sum) - zr[y[s]];
     if (dr) ce_grad(dr, k, sum, scale, n, y[s]);
   }

@@ -1,9 +1,9 @@
 /* Sizes and alignment for the kernels' workspaces: the direct and the
  * Winograd convolutions (conv_direct.c, conv_winograd.c) and the linear
- * layer's outer products (linear_xt.c) lay their shared and per-thread
- * buffers out, in floats, in one block the caller allocates
- * (pt_conv_workspace, pt_linear_workspace), rounded to whole vectors and
- * cache lines. */
+ * layer's kernels (linear_xt.c, linear_outer.c, linear_sparse.c) lay
+ * their shared and per-thread buffers out, in floats, in one block the
+ * caller allocates (pt_conv_workspace, pt_linear_workspace), rounded to
+ * whole vectors and cache lines. */
 #ifndef PT_OPS_CPU_WORKSPACE_H
 #define PT_OPS_CPU_WORKSPACE_H
 
