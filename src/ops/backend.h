@@ -76,6 +76,15 @@ typedef struct pt_backend {
    * not read). */
   void (*linear_backward)(int n, int in, int out, const float *x, const float *w, const float *dy, float *dw,
                           float *db, float *dx, int add, float *ws);
+  /* The same with w and dw in panels (pt_linear_panel_index), for layers
+   * whose inputs are mostly zeros; linear_panels_ok NULL, or 0 for the
+   * shape: the backend has no such kernels, and the model keeps PyTorch's
+   * order. */
+  int (*linear_panels_ok)(int in, int out);
+  void (*linear_forward_p)(int n, int in, int out, const float *x, const float *wp, const float *b, float *y,
+                           float *ws);
+  void (*linear_backward_p)(int n, int in, int out, const float *x, const float *wp, const float *dy, float *dwp,
+                            float *db, float *dx, int add, float *ws);
   void (*maxpool_forward)(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *x, float *y,
                           int32_t *argmax);
   void (*maxpool_backward)(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *dy,

@@ -1,4 +1,5 @@
-/* Linear layer, PyTorch's convention: weight (out, in), y = x w^T + b. */
+/* Linear layer, PyTorch's convention: weight (out, in), y = x w^T + b;
+ * or with the weight in panels (pt_linear_panel_index). */
 #include "ops/cpu/ops.h"
 
 /* The forward pass's blocks (linear_xt.c) and the weight gradient's
@@ -6,8 +7,10 @@
  * never needed at once. */
 size_t pt_linear_workspace(int max_batch, int in, int out, int nthreads) {
   const size_t f = pt_linear_xt_workspace(in, out, nthreads), b = pt_linear_dw_workspace(max_batch, out),
-               s = pt_linear_sparse_workspace(max_batch, in, out, nthreads);
-  return f > b ? (f > s ? f : s) : (b > s ? b : s);
+               s = pt_linear_sparse_workspace(max_batch, in, out, nthreads),
+               p = pt_linear_sparse_forward_workspace(max_batch, in);
+  const size_t fb = f > b ? f : b, sp = s > p ? s : p;
+  return fb > sp ? fb : sp;
 }
 
 void pt_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws) {
@@ -25,6 +28,13 @@ void pt_linear_forward(int n, int in, int out, const float *x, const float *w, c
   pt_sgemm(0, 1, n, out, in, 1.0f, x, in, w, in, b ? 1.0f : 0.0f, y, out);
 }
 
+static void bias_grad(int n, int out, const float *dy, float *db, int add) {
+  if (!add)
+    for (int o = 0; o < out; o++) db[o] = 0.0f;
+  for (int s = 0; s < n; s++)
+    for (int o = 0; o < out; o++) db[o] += dy[(size_t)s * out + o];
+}
+
 void pt_linear_backward(int n, int in, int out, const float *x, const float *w, const float *dy,
                         float *dw, float *db, float *dx, int add, float *ws) {
   /* dw (out, in) (+)= dy^T (out, n) x (n, in): skipping zero inputs where
@@ -32,12 +42,52 @@ void pt_linear_backward(int n, int in, int out, const float *x, const float *w, 
   if (!pt_linear_backward_dw_sparse(n, in, out, x, dy, dw, add, ws) &&
       !pt_linear_backward_dw(n, in, out, x, dy, dw, add, ws))
     pt_sgemm(1, 0, out, in, n, 1.0f, dy, out, x, in, add ? 1.0f : 0.0f, dw, in);
-  if (db) {
-    if (!add)
-      for (int o = 0; o < out; o++) db[o] = 0.0f;
-    for (int s = 0; s < n; s++)
-      for (int o = 0; o < out; o++) db[o] += dy[(size_t)s * out + o];
-  }
+  if (db) bias_grad(n, out, dy, db, add);
   /* dx (n, in) = dy (n, out) w (out, in) */
   if (dx && !pt_linear_backward_dx(n, in, out, dy, w, dx)) pt_sgemm(0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+}
+
+/* ---- w in panels (see pt_linear_panel_index) ---- */
+
+int pt_linear_panels_ok(int in, int out) {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  /* the shapes the zero-skipping kernels take; elsewhere the panels would
+   * only slow the BLAS */
+  return in % 16 == 0 && in >= 64 && out >= 16;
+#else
+  (void)in, (void)out;
+  return 0;
+#endif
+}
+
+/* Panel p: its first output and width. */
+static int panel_width(int out, int p) { return out - 16 * p < 16 ? out - 16 * p : 16; }
+
+void pt_linear_forward_p(int n, int in, int out, const float *x, const float *wp, const float *b, float *y,
+                         float *ws) {
+  if (pt_linear_forward_sparse(n, in, out, x, wp, b, y, ws)) return;
+  /* y[:, panel p] (n, wd) = x (n, in) panel (in, wd), panel by panel */
+  for (int s = 0; s < n; s++)
+    for (int o = 0; o < out; o++) y[(size_t)s * out + o] = b ? b[o] : 0.0f;
+  for (int p = 0; 16 * p < out; p++) {
+    const int wd = panel_width(out, p);
+    pt_sgemm(0, 0, n, wd, in, 1.0f, x, in, wp + (size_t)16 * in * p, wd, 1.0f, y + 16 * p, out);
+  }
+}
+
+void pt_linear_backward_p(int n, int in, int out, const float *x, const float *wp, const float *dy, float *dwp,
+                          float *db, float *dx, int add, float *ws) {
+  /* panel p of dw (in, wd) (+)= x^T (in, n) dy[:, panel p] (n, wd) */
+  if (!pt_linear_backward_dwp_sparse(n, in, out, x, dy, dwp, add, ws))
+    for (int p = 0; 16 * p < out; p++) {
+      const int wd = panel_width(out, p);
+      pt_sgemm(1, 0, in, wd, n, 1.0f, x, in, dy + 16 * p, out, add ? 1.0f : 0.0f, dwp + (size_t)16 * in * p, wd);
+    }
+  if (db) bias_grad(n, out, dy, db, add);
+  if (!dx) return;
+  /* dx (n, in) = sum over panels of dy[:, panel p] (n, wd) panel^T (wd, in) */
+  for (int p = 0; 16 * p < out; p++) {
+    const int wd = panel_width(out, p);
+    pt_sgemm(0, 1, n, in, wd, 1.0f, dy + 16 * p, out, wp + (size_t)16 * in * p, wd, p ? 1.0f : 0.0f, dx, in);
+  }
 }

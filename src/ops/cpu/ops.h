@@ -82,6 +82,24 @@ void pt_conv2d_pool_backward(const pt_conv_geom *g, int n, const float *x, const
                              const float *dy, float *dw, float *db, float *dx, float *ws);
 
 /* ---- linear: y (n, out) = x (n, in) w^T (in, out) + b ---- */
+/* ... or with w in panels: for a layer whose inputs are mostly zeros
+ * (unnormalised images), the forward pass skips each sample's zeros one by
+ * one, which needs w's columns along the lanes. Panel p holds outputs
+ * [16 p, 16 p + wd), wd = min(16, out - 16 p), as an (in, wd) matrix: every
+ * row a whole, aligned cache line (rows of w^T would be 800 bytes at
+ * fmnist-mlp's lin1, half of them straddling lines), and the whole still
+ * out x in floats, so the flat parameter array keeps its offsets. */
+static inline size_t pt_linear_panel_index(int in, int out, int o, int k) {
+  const int p = o / 16, wd = out - 16 * p < 16 ? out - 16 * p : 16;
+  return (size_t)16 * in * p + (size_t)k * wd + (size_t)(o % 16);
+}
+/* Whether the backend's kernels for w in panels serve this shape (then
+ * pt_linear_forward_p and pt_linear_backward_p take dw, w in panels). */
+int pt_linear_panels_ok(int in, int out);
+void pt_linear_forward_p(int n, int in, int out, const float *x, const float *wp, const float *b, float *y,
+                         float *ws);
+void pt_linear_backward_p(int n, int in, int out, const float *x, const float *wp, const float *dy, float *dwp,
+                          float *db, float *dx, int add, float *ws);
 /* ws: pt_linear_workspace(max_batch, in, out, threads) floats, or NULL (then only the
  * dot-product pass and the BLAS serve). */
 void pt_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws);
@@ -119,6 +137,17 @@ size_t pt_linear_dw_workspace(int max_batch, int out);
 int pt_linear_backward_dw_sparse(int n, int in, int out, const float *x, const float *dy, float *dw, int add,
                                  float *ws);
 size_t pt_linear_sparse_workspace(int max_batch, int in, int out, int nthreads);
+/* The same into weights in panels (see pt_linear_panels). */
+int pt_linear_backward_dwp_sparse(int n, int in, int out, const float *x, const float *dy, float *dwp, int add,
+                                  float *ws);
+/* The forward pass on w in panels skipping each sample's zero inputs
+ * (linear_sparse_forward.c), where the build and the shape allow (AVX-512;
+ * in a multiple of 16 and >= 64, out >= 16, ws not NULL); returns 1 when
+ * done, 0, having done nothing, elsewhere. ws:
+ * pt_linear_sparse_forward_workspace(n or more, in) floats. */
+int pt_linear_forward_sparse(int n, int in, int out, const float *x, const float *wp, const float *b, float *y,
+                             float *ws);
+size_t pt_linear_sparse_forward_workspace(int max_batch, int in);
 
 /* ---- max-pool (kernel k, stride s, no padding, floor mode as PyTorch) ---- */
 void pt_maxpool_forward(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *x,

@@ -1,0 +1,161 @@
+/* The linear layer's forward pass on a weight in panels (pt_linear_panel_index)
+ * for inputs with many zeros: each sample's row of y is its bias plus, for
+ * each nonzero input k, x[t][k] times row k of every panel.
+ *
+ * Unnormalised Fashion-MNIST, fmnist-mlp's input, is half zeros. The dense
+ * pass (linear_xt.c) has samples along the lanes and can skip an input
+ * only where it is zero in every sample of a vector, which is rare (8% of
+ * the inputs for 16 samples). With the outputs along the lanes, one
+ * sample's zero inputs are skipped one by one: per nonzero input, a
+ * broadcast of x and one aligned row from each of 13 panels, for 13 fused
+ * multiply-adds.
+ *
+ * The weight does not fit in L1 (627 KB at lin1), so the inputs go in
+ * slabs of 32 (26 KB of panel rows for 200 outputs) and every sample
+ * passes through a slab before the next: each row of the weight is loaded
+ * from L2 once per call, and the partial rows of y go back and forth
+ * instead. Outputs go in blocks of at most 13 vectors, the sums in
+ * registers. Which inputs are nonzero, 32 bits per slab, is found first in
+ * one pass over x.
+ *
+ * At lin1 (100 x 784 -> 200, 1 thread, alone, Fashion-MNIST batches):
+ * 188-195 us with the caches warm against 193-205 for the dense pass on
+ * PyTorch's order; 215-220 against 238-247 with 4 MB touched between
+ * calls; in training about the same as the dense pass (0.203 ms). What it
+ * buys is the panels themselves, which let the weight gradient skip its
+ * transpositions (linear_sparse.c): the BLAS on panels takes 390 us. At
+ * 100% nonzero inputs it takes 337 us; a layer whose inputs are dense
+ * should not be given panels (the model gives them only to a first layer
+ * whose input has no mean subtracted).
+ *
+ * Each element of y is its bias plus the products in the order of the
+ * inputs, one fused multiply-add each, computed whole by one thread: the
+ * bits do not depend on the threads. A skipped product is x = +0 or -0
+ * times a finite weight; adding it to a nonzero sum changes nothing. NaN
+ * inputs compare as nonzero and are kept. */
+#include "ops/cpu/ops.h"
+#include "ops/cpu/workspace.h"
+#include "util/threadpool.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+#include "ops/cpu/lanes.h"
+
+#define SF_SLAB 32 /* inputs per pass over the samples */
+#define SF_NV 13   /* at most this many vectors of outputs per block */
+
+typedef struct {
+  int n, in, out, nslabs, nblocks, nvec;
+  const float *x, *wp, *b; /* x (n, in), wp (out, in) in panels, b (out) or NULL */
+  const uint32_t *codes;   /* (n, nslabs): bit i set where x[t][32 s + i] is nonzero */
+  float *y;                /* (n, out) */
+} job;
+
+size_t pt_linear_sparse_forward_workspace(int max_batch, int in) {
+  return pt_up16((size_t)max_batch * (size_t)((in + SF_SLAB - 1) / SF_SLAB)) + 16;
+}
+
+/* y[t][16 v0 .. 16 (v0 + NV)) for the samples [lo, hi), through slab s. */
+static inline __attribute__((always_inline)) void block(const int NV, const job *j, int s, int v0, int lo, int hi) {
+  const int out = j->out, in = j->in, o0 = v0 * 16;
+  const int wl = out - (o0 + (NV - 1) * 16) < 16 ? out - (o0 + (NV - 1) * 16) : 16; /* the last panel's width */
+  const __mmask16 last = pt_lanes(wl);
+  /* panel v0 + v, row 32 s: the first NV - 1 are 16 wide, 16 in apart */
+  const float *ws = j->wp + (size_t)o0 * in + (size_t)s * SF_SLAB * 16;
+  const float *wls = j->wp + (size_t)(o0 + (NV - 1) * 16) * in + (size_t)s * SF_SLAB * wl;
+  const size_t pstride = (size_t)16 * in;
+  for (int t = lo; t < hi; t++) {
+    float *yr = j->y + (size_t)t * out + o0;
+    __m512 acc[SF_NV];
+#pragma GCC unroll 13
+    for (int v = 0; v < NV; v++) {
+      const __mmask16 m = v == NV - 1 ? last : (__mmask16)0xFFFF;
+      if (s > 0) acc[v] = _mm512_maskz_loadu_ps(m, yr + v * 16);
+      else if (j->b) acc[v] = _mm512_maskz_loadu_ps(m, j->b + o0 + v * 16);
+      else acc[v] = _mm512_setzero_ps();
+    }
+    const float *xr = j->x + (size_t)t * j->in + s * SF_SLAB;
+    for (uint32_t bits = j->codes[(size_t)t * j->nslabs + s]; bits; bits &= bits - 1) {
+      const int k = __builtin_ctz(bits);
+      const __m512 xv = _mm512_set1_ps(xr[k]);
+      const float *wr = ws + (size_t)k * 16;
+#pragma GCC unroll 13
+      for (int v = 0; v < NV - 1; v++) acc[v] = _mm512_fmadd_ps(xv, _mm512_load_ps(wr + v * pstride), acc[v]);
+      acc[NV - 1] = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(last, wls + (size_t)k * wl), acc[NV - 1]);
+    }
+#pragma GCC unroll 13
+    for (int v = 0; v < NV; v++)
+      _mm512_mask_storeu_ps(yr + v * 16, v == NV - 1 ? last : (__mmask16)0xFFFF, acc[v]);
+  }
+}
+
+static void pass(const job *j, int s, int v0, int nv, int lo, int hi) {
+  /* nv as a constant in each instantiation, so that the sums stay in registers */
+  switch (nv) {
+    case 1: block(1, j, s, v0, lo, hi); break;
+    case 2: block(2, j, s, v0, lo, hi); break;
+    case 3: block(3, j, s, v0, lo, hi); break;
+    case 4: block(4, j, s, v0, lo, hi); break;
+    case 5: block(5, j, s, v0, lo, hi); break;
+    case 6: block(6, j, s, v0, lo, hi); break;
+    case 7: block(7, j, s, v0, lo, hi); break;
+    case 8: block(8, j, s, v0, lo, hi); break;
+    case 9: block(9, j, s, v0, lo, hi); break;
+    case 10: block(10, j, s, v0, lo, hi); break;
+    case 11: block(11, j, s, v0, lo, hi); break;
+    case 12: block(12, j, s, v0, lo, hi); break;
+    default: block(13, j, s, v0, lo, hi); break;
+  }
+}
+
+/* Each thread takes a run of samples through every block and slab, so a
+ * row of y is one thread's, summed in the same order for any thread count. */
+static void task(void *ctx, int tid, int nt) {
+  const job *j = ctx;
+  size_t lo, hi;
+  pt_split((size_t)j->n, tid, nt, &lo, &hi);
+  if (lo == hi) return;
+  const int per = j->nvec / j->nblocks, extra = j->nvec % j->nblocks;
+  for (int b = 0, v0 = 0; b < j->nblocks; b++) {
+    const int nv = per + (b < extra);
+    for (int s = 0; s < j->nslabs; s++) pass(j, s, v0, nv, (int)lo, (int)hi);
+    v0 += nv;
+  }
+}
+
+int pt_linear_forward_sparse(int n, int in, int out, const float *x, const float *wp, const float *b, float *y,
+                             float *ws) {
+  if (!ws || in % 16 || in < 64 || out < 16 || n < 1) return 0;
+  const int nslabs = (in + SF_SLAB - 1) / SF_SLAB;
+  uint32_t *codes = (uint32_t *)pt_align64(ws); /* (n, nslabs) */
+  const __m512 zero = _mm512_setzero_ps();
+  for (int t = 0; t < n; t++) {
+    const float *xr = x + (size_t)t * in;
+    for (int s = 0; s < nslabs; s++) {
+      const int k = s * SF_SLAB;
+      uint32_t c = _mm512_cmp_ps_mask(_mm512_loadu_ps(xr + k), zero, _CMP_NEQ_UQ);
+      if (k + 16 < in) c |= (uint32_t)_mm512_cmp_ps_mask(_mm512_loadu_ps(xr + k + 16), zero, _CMP_NEQ_UQ) << 16;
+      codes[(size_t)t * nslabs + s] = c;
+    }
+  }
+  const int nvec = (out + 15) / 16;
+  job j = {n, in, out, nslabs, (nvec + SF_NV - 1) / SF_NV, nvec, x, wp, b, codes, y};
+  pt_parallel(task, &j);
+  return 1;
+}
+
+#else
+
+size_t pt_linear_sparse_forward_workspace(int max_batch, int in) {
+  (void)max_batch, (void)in;
+  return 0;
+}
+
+int pt_linear_forward_sparse(int n, int in, int out, const float *x, const float *wp, const float *b, float *y,
+                             float *ws) {
+  (void)n, (void)in, (void)out, (void)x, (void)wp, (void)b, (void)y, (void)ws;
+  return 0;
+}
+
+#endif
