@@ -42,6 +42,19 @@ static pt_status shape_error(const pt_layer *L, const char *origin, const char *
                  L->in_h, L->in_w, what);
 }
 
+/* Whether layer i sees the model's input as it is (nothing but flatten
+ * before it, in the whole model for a stage) and that input keeps the
+ * data's zeros (no mean subtracted): unnormalised images are half zeros,
+ * which a linear layer with its weight in panels skips. */
+static int zeros_kept(const pt_model *m, int i) {
+  const pt_model_spec *whole = m->whole ? &m->whole->spec : &m->spec;
+  for (int c = 0; c < whole->in_c && c < 3; c++)
+    if (whole->mean[c] != 0.0f) return 0;
+  for (int j = 0; j < m->layer_base + i; j++)
+    if (whole->layers[j].kind != PT_L_FLATTEN) return 0;
+  return 1;
+}
+
 /* Infers L's output shape from its input and registers its parameters. */
 static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
   const pt_layer_spec *s = &L->spec;
@@ -73,8 +86,9 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
       int64_t ws[2] = {s->out, L->in_c}, bs[1] = {s->out};
       L->w = add_param(m, s->name, "weight", 2, ws);
       if (s->bias) L->b = add_param(m, s->name, "bias", 1, bs);
-      size_t need = (m->be ? m->be : pt_backend_cpu())
-                        ->linear_workspace(m->max_batch, L->in_c, s->out, pt_ops_get_threads());
+      const pt_backend *be = m->be ? m->be : pt_backend_cpu();
+      m->params[L->w].panels = zeros_kept(m, L->index) && be->linear_panels_ok && be->linear_panels_ok(L->in_c, s->out);
+      size_t need = be->linear_workspace(m->max_batch, L->in_c, s->out, pt_ops_get_threads());
       if (need > *ws_max) *ws_max = need;
       break;
     }
@@ -355,7 +369,13 @@ void pt_model_init(pt_model *m, uint64_t seed) {
     float bound = 1.0f / sqrtf((float)fan_in);
     pt_rng r;
     pt_rng_init(&r, key, (uint64_t)L->w);
-    for (size_t k = 0; k < w->numel; k++) m->hparam[w->offset + k] = (2.0f * pt_rng_uniform(&r) - 1.0f) * bound;
+    /* drawn in PyTorch's order, whatever the order kept */
+    float *dst = m->hparam + w->offset;
+    const int rows = (int)w->shape[0], cols = (int)(w->numel / (size_t)w->shape[0]);
+    for (int o = 0; o < rows; o++)
+      for (int k = 0; k < cols; k++)
+        dst[w->panels ? pt_linear_panel_index(cols, rows, o, k) : (size_t)o * cols + k] =
+            (2.0f * pt_rng_uniform(&r) - 1.0f) * bound;
     if (L->b >= 0) {
       pt_tensor_info *b = &m->params[L->b];
       pt_rng_init(&r, key, (uint64_t)L->b);
@@ -453,7 +473,10 @@ static void layer_forward(pt_model *m, pt_layer *L, const float *x, int n) {
       else
         m->be->conv2d_forward(&L->conv, n, x, P(m, L->w), P(m, L->b), L->y, m->ws);
       break;
-    case PT_L_LINEAR: m->be->linear_forward(n, L->in_c, L->out_c, x, P(m, L->w), P(m, L->b), L->y, m->ws); break;
+    case PT_L_LINEAR:
+      (m->params[L->w].panels ? m->be->linear_forward_p : m->be->linear_forward)(n, L->in_c, L->out_c, x, P(m, L->w),
+                                                                                 P(m, L->b), L->y, m->ws);
+      break;
     case PT_L_BATCHNORM2D: {
       pt_bn_geom g = {L->in_c, L->spec.eps, L->spec.momentum};
       if (m->training && m->sum_stats) {
@@ -537,8 +560,9 @@ static void layer_backward(pt_model *m, pt_layer *L, const float *x, const float
         m->be->conv2d_backward(&L->conv, n, x, P(m, L->w), L->y, dy, G(m, L->w), G(m, L->b), dx, m->ws);
       break;
     case PT_L_LINEAR:
-      m->be->linear_backward(n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx,
-                             !(m->grads_fresh && writes_grads(L)), m->ws);
+      (m->params[L->w].panels ? m->be->linear_backward_p : m->be->linear_backward)(
+          n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx, !(m->grads_fresh && writes_grads(L)),
+          m->ws);
       break;
     case PT_L_BATCHNORM2D: {
       pt_bn_geom g = {L->in_c, L->spec.eps, L->spec.momentum};

@@ -21,7 +21,18 @@ typedef struct {
   int ndim;
   int64_t shape[4];
   size_t offset, numel;        /* into the flat array */
+  /* A linear weight (out, in) the backend keeps in panels of 16 outputs
+   * (pt_linear_panels in ops/cpu/ops.h) rather than in PyTorch's order:
+   * the gradient and the optimizer's state alike. Checkpoints hold
+   * PyTorch's order; pt_tensor_to_torch and pt_tensor_from_torch convert. */
+  int panels;
 } pt_tensor_info;
+
+/* dst (t's numel floats, PyTorch's order) <- src (t's order in the model's
+ * arrays), and back; a plain copy for tensors without panels. src and dst
+ * must not overlap. */
+void pt_tensor_to_torch(const pt_tensor_info *t, const float *src, float *dst);
+void pt_tensor_from_torch(const pt_tensor_info *t, const float *src, float *dst);
 
 typedef struct {
   pt_layer_spec spec;
@@ -171,6 +182,8 @@ typedef struct {
   size_t activation_floats; /* all layers' outputs, per sample */
 } pt_model_summary;
 pt_status pt_model_summarize(const pt_model_spec *spec, pt_model_summary *out);
+/* The tensor called name, and (data) where it is in hparam or hbuffer, in
+ * the model's order (see pt_tensor_info.panels). */
 const pt_tensor_info *pt_model_find(const pt_model *m, const char *name, const float **data, int *is_buffer);
 
 #endif

@@ -43,8 +43,29 @@ pt_status pt_checkpoint_prepare_dir(const char *dir) {
   return PT_OK;
 }
 
-static pt_status add_tensor(pt_st_writer *w, const char *name, const pt_tensor_info *t, const float *data) {
+/* Tensors the model keeps in panels are written in PyTorch's order from a
+ * copy: *scratch points into room for them all (room_for), which lives
+ * until the file is written. */
+static pt_status add_tensor(pt_st_writer *w, const char *name, const pt_tensor_info *t, const float *data,
+                            float **scratch) {
+  if (t->panels) {
+    pt_tensor_to_torch(t, data, *scratch);
+    data = *scratch;
+    *scratch += t->numel;
+  }
   return pt_st_writer_add(w, name, PT_ST_F32, t->ndim, t->shape, data);
+}
+
+/* Room for copies tensors of each parameter kept in panels. */
+static pt_status room_for(const pt_model *m, int copies, float **room) {
+  size_t n = 0;
+  for (int i = 0; i < m->nparams; i++)
+    if (m->params[i].panels) n += m->params[i].numel;
+  *room = NULL;
+  if (!n || !copies) return PT_OK;
+  if (!(*room = malloc(sizeof(float) * n * (size_t)copies)))
+    return pt_fail(PT_ERR_NOMEM, "checkpoint: out of memory for %zu floats of weights", n * (size_t)copies);
+  return PT_OK;
 }
 
 static pt_status meta_i64(pt_st_writer *w, const char *key, int64_t v) {
@@ -60,15 +81,21 @@ static pt_status meta_num(pt_st_writer *w, const char *key, double v) {
 }
 
 static pt_status write_model(const char *path, const pt_model *m, const char *spec_text) {
+  float *room;
+  PT_TRY(room_for(m, 1, &room));
   pt_st_writer *w = pt_st_writer_new();
-  if (!w) return PT_ERR_NOMEM;
+  if (!w) {
+    free(room);
+    return PT_ERR_NOMEM;
+  }
   pt_status st = PT_OK;
+  float *scratch = room;
   /* num_batches_tracked is an int64 scalar per batch-norm layer in PyTorch's state_dict */
   int64_t nbt[PT_MAX_LAYERS];
   for (int i = 0; i < m->nparams && st == PT_OK; i++)
-    st = add_tensor(w, m->params[i].name, &m->params[i], m->hparam + m->params[i].offset);
+    st = add_tensor(w, m->params[i].name, &m->params[i], m->hparam + m->params[i].offset, &scratch);
   for (int i = 0; i < m->nbuffers && st == PT_OK; i++)
-    st = add_tensor(w, m->buffers[i].name, &m->buffers[i], m->hbuffer + m->buffers[i].offset);
+    st = add_tensor(w, m->buffers[i].name, &m->buffers[i], m->hbuffer + m->buffers[i].offset, &scratch);
   for (int i = 0; i < m->nlayers && st == PT_OK; i++) {
     const pt_layer *L = &m->layers[i];
     if (L->spec.kind != PT_L_BATCHNORM2D) continue;
@@ -82,19 +109,26 @@ static pt_status write_model(const char *path, const pt_model *m, const char *sp
   if (st == PT_OK && spec_text) st = pt_st_writer_meta(w, "ptrain.spec", spec_text);
   if (st == PT_OK) st = pt_st_writer_write(w, path);
   pt_st_writer_free(w);
+  free(room);
   return st;
 }
 
 static pt_status write_state(const char *path, const pt_model *m, const pt_optimizer *opt,
                              const pt_train_position *pos) {
+  float *room;
+  PT_TRY(room_for(m, opt->nstate, &room));
   pt_st_writer *w = pt_st_writer_new();
-  if (!w) return PT_ERR_NOMEM;
+  if (!w) {
+    free(room);
+    return PT_ERR_NOMEM;
+  }
   pt_status st = PT_OK;
+  float *scratch = room;
   char name[256];
   for (int k = 0; k < opt->nstate && st == PT_OK; k++)
     for (int i = 0; i < m->nparams && st == PT_OK; i++) {
       snprintf(name, sizeof name, "optimizer.%s.%s", m->params[i].name, opt->state_name[k]);
-      st = add_tensor(w, name, &m->params[i], opt->hstate[k] + m->params[i].offset);
+      st = add_tensor(w, name, &m->params[i], opt->hstate[k] + m->params[i].offset, &scratch);
     }
   const pt_opt_config *c = &opt->cfg;
   if (st == PT_OK) st = pt_st_writer_meta(w, "ptrain.state_version", META_FMT_VERSION);
@@ -112,6 +146,7 @@ static pt_status write_state(const char *path, const pt_model *m, const pt_optim
   if (st == PT_OK) st = meta_num(w, "epoch_seconds", pos->epoch_seconds);
   if (st == PT_OK) st = pt_st_writer_write(w, path);
   pt_st_writer_free(w);
+  free(room);
   return st;
 }
 
@@ -141,7 +176,14 @@ static pt_status load_into(const pt_st_file *f, const char *path, const char *pr
       snprintf(got + strlen(got), sizeof got - strlen(got), "%s%" PRId64, d ? "," : "", s->shape[d]);
     return pt_fail(PT_ERR_FORMAT, "%s: tensor '%s' has shape [%s], the model expects [%s]", path, name, got, want);
   }
-  pt_status st = pt_st_get_f32(f, name, dst, t->numel);
+  float *tmp = NULL;
+  if (t->panels && !(tmp = malloc(sizeof(float) * t->numel)))
+    return pt_fail(PT_ERR_NOMEM, "%s: out of memory for tensor '%s'", path, name);
+  pt_status st = pt_st_get_f32(f, name, tmp ? tmp : dst, t->numel);
+  if (tmp) {
+    if (st == PT_OK) pt_tensor_from_torch(t, tmp, dst);
+    free(tmp);
+  }
   return st == PT_OK ? PT_OK : pt_wrap(st, "%s", path);
 }
 
