@@ -220,7 +220,8 @@ static void test_presets_fuse_pools(void **s) {
 
 /* The fmnist-mlp parity test covers weights in panels only if the preset
  * takes them: lin1, which sees the unnormalised pixels, has them where the
- * build does (AVX-512); lin2, and lin1 behind a mean subtracted, do not.
+ * build does (AVX-512); lin2, lin1 behind a mean subtracted, and a linear
+ * layer on colour images do not.
  * Either way the initial weights are PyTorch's draws in PyTorch's order. */
 static void test_fmnist_mlp_panels(void **s) {
   (void)s;
@@ -247,6 +248,13 @@ static void test_fmnist_mlp_panels(void **s) {
   assert_int_equal(pt_preset_spec("mnist-cnn", &spec), PT_OK); /* fc1 sees conv features */
   assert_int_equal(pt_model_create(&m, &spec, 2), PT_OK);
   for (int i = 0; i < m->nparams; i++) assert_false(m->params[i].panels);
+  pt_model_destroy(m);
+  /* colour images, unnormalised: few zeros */
+  assert_int_equal(pt_spec_parse("name rgb\ninput 3 32 32\nflatten\nlinear fc out=64\nlinear out out=10\n", "rgb",
+                                 &spec),
+                   PT_OK);
+  assert_int_equal(pt_model_create(&m, &spec, 2), PT_OK);
+  assert_false(m->params[0].panels);
   pt_model_destroy(m);
 }
 

@@ -26,7 +26,7 @@
  * transpositions (linear_sparse.c): the BLAS on panels takes 390 us. At
  * 100% nonzero inputs it takes 337 us; a layer whose inputs are dense
  * should not be given panels (the model gives them only to a first layer
- * whose input has no mean subtracted).
+ * on one-channel images with no mean subtracted).
  *
  * Each element of y is its bias plus the products in the order of the
  * inputs, one fused multiply-add each, computed whole by one thread: the
