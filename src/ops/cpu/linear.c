@@ -13,6 +13,12 @@ size_t pt_linear_workspace(int max_batch, int in, int out, int nthreads) {
   return fb > sp ? fb : sp;
 }
 
+/* y (n, out): every row b, for the BLAS to add to. */
+static void bias_rows(int n, int out, const float *b, float *y) {
+  for (int s = 0; s < n; s++)
+    for (int o = 0; o < out; o++) y[(size_t)s * out + o] = b[o];
+}
+
 void pt_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws) {
   /* Blocks of 96 rows (and one of 64) as outer products, the rest as dot products
    * or by the BLAS, whichever applies. */
@@ -21,10 +27,7 @@ void pt_linear_forward(int n, int in, int out, const float *x, const float *w, c
   x += (size_t)done * in;
   y += (size_t)done * out;
   if (n == 0 || pt_linear_forward_dot(n, in, out, x, w, b, y)) return;
-  if (b) {
-    for (int s = 0; s < n; s++)
-      for (int o = 0; o < out; o++) y[(size_t)s * out + o] = b[o];
-  }
+  if (b) bias_rows(n, out, b, y);
   pt_sgemm(0, 1, n, out, in, 1.0f, x, in, w, in, b ? 1.0f : 0.0f, y, out);
 }
 
@@ -60,18 +63,14 @@ int pt_linear_panels_ok(int in, int out) {
 #endif
 }
 
-/* Panel p: its first output and width. */
-static int panel_width(int out, int p) { return out - 16 * p < 16 ? out - 16 * p : 16; }
-
 void pt_linear_forward_p(int n, int in, int out, const float *x, const float *wp, const float *b, float *y,
                          float *ws) {
   if (pt_linear_forward_sparse(n, in, out, x, wp, b, y, ws)) return;
   /* y[:, panel p] (n, wd) = x (n, in) panel (in, wd), panel by panel */
-  for (int s = 0; s < n; s++)
-    for (int o = 0; o < out; o++) y[(size_t)s * out + o] = b ? b[o] : 0.0f;
+  if (b) bias_rows(n, out, b, y);
   for (int p = 0; 16 * p < out; p++) {
-    const int wd = panel_width(out, p);
-    pt_sgemm(0, 0, n, wd, in, 1.0f, x, in, wp + (size_t)16 * in * p, wd, 1.0f, y + 16 * p, out);
+    const int wd = pt_linear_panel_width(out, p);
+    pt_sgemm(0, 0, n, wd, in, 1.0f, x, in, wp + pt_linear_panel_offset(in, p), wd, b ? 1.0f : 0.0f, y + 16 * p, out);
   }
 }
 
@@ -80,14 +79,15 @@ void pt_linear_backward_p(int n, int in, int out, const float *x, const float *w
   /* panel p of dw (in, wd) (+)= x^T (in, n) dy[:, panel p] (n, wd) */
   if (!pt_linear_backward_dwp_sparse(n, in, out, x, dy, dwp, add, ws))
     for (int p = 0; 16 * p < out; p++) {
-      const int wd = panel_width(out, p);
-      pt_sgemm(1, 0, in, wd, n, 1.0f, x, in, dy + 16 * p, out, add ? 1.0f : 0.0f, dwp + (size_t)16 * in * p, wd);
+      const int wd = pt_linear_panel_width(out, p);
+      pt_sgemm(1, 0, in, wd, n, 1.0f, x, in, dy + 16 * p, out, add ? 1.0f : 0.0f, dwp + pt_linear_panel_offset(in, p),
+               wd);
     }
   if (db) bias_grad(n, out, dy, db, add);
   if (!dx) return;
   /* dx (n, in) = sum over panels of dy[:, panel p] (n, wd) panel^T (wd, in) */
   for (int p = 0; 16 * p < out; p++) {
-    const int wd = panel_width(out, p);
-    pt_sgemm(0, 1, n, in, wd, 1.0f, dy + 16 * p, out, wp + (size_t)16 * in * p, wd, p ? 1.0f : 0.0f, dx, in);
+    const int wd = pt_linear_panel_width(out, p);
+    pt_sgemm(0, 1, n, in, wd, 1.0f, dy + 16 * p, out, wp + pt_linear_panel_offset(in, p), wd, p ? 1.0f : 0.0f, dx, in);
   }
 }

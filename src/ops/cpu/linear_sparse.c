@@ -110,9 +110,9 @@ static inline __attribute__((always_inline)) void tile(const int NV, const job *
   if (j->panels) { /* the sums are rows of the panels: stored as they are */
 #pragma GCC unroll 6
     for (int v = 0; v < NV; v++) {
-      const int o0 = (v0 + v) * 16, wd = j->out - o0 < 16 ? j->out - o0 : 16;
+      const int wd = pt_linear_panel_width(j->out, v0 + v);
       const __mmask16 m = pt_lanes(wd);
-      float *d = j->dw + (size_t)o0 * j->in + (size_t)k * wd;
+      float *d = j->dw + pt_linear_panel_offset(j->in, v0 + v) + (size_t)k * wd;
 #pragma GCC unroll 4
       for (int i = 0; i < SP_G; i++) {
         float *r = d + (size_t)i * wd;

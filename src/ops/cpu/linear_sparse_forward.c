@@ -59,12 +59,12 @@ size_t pt_linear_sparse_forward_workspace(int max_batch, int in) {
 /* y[t][16 v0 .. 16 (v0 + NV)) for the samples [lo, hi), through slab s. */
 static inline __attribute__((always_inline)) void block(const int NV, const job *j, int s, int v0, int lo, int hi) {
   const int out = j->out, in = j->in, o0 = v0 * 16;
-  const int wl = out - (o0 + (NV - 1) * 16) < 16 ? out - (o0 + (NV - 1) * 16) : 16; /* the last panel's width */
+  const int wl = pt_linear_panel_width(out, v0 + NV - 1); /* the block's last panel's width */
   const __mmask16 last = pt_lanes(wl);
   /* panel v0 + v, row 32 s: the first NV - 1 are 16 wide, 16 in apart */
-  const float *ws = j->wp + (size_t)o0 * in + (size_t)s * SF_SLAB * 16;
-  const float *wls = j->wp + (size_t)(o0 + (NV - 1) * 16) * in + (size_t)s * SF_SLAB * wl;
-  const size_t pstride = (size_t)16 * in;
+  const float *ws = j->wp + pt_linear_panel_offset(in, v0) + (size_t)s * SF_SLAB * 16;
+  const float *wls = j->wp + pt_linear_panel_offset(in, v0 + NV - 1) + (size_t)s * SF_SLAB * wl;
+  const size_t pstride = pt_linear_panel_offset(in, 1);
   for (int t = lo; t < hi; t++) {
     float *yr = j->y + (size_t)t * out + o0;
     __m512 acc[SF_NV];

@@ -89,9 +89,12 @@ void pt_conv2d_pool_backward(const pt_conv_geom *g, int n, const float *x, const
  * row a whole, aligned cache line (rows of w^T would be 800 bytes at
  * fmnist-mlp's lin1, half of them straddling lines), and the whole still
  * out x in floats, so the flat parameter array keeps its offsets. */
+static inline int pt_linear_panel_width(int out, int p) { return out - 16 * p < 16 ? out - 16 * p : 16; }
+/* Where panel p starts, in floats from the weight's first. */
+static inline size_t pt_linear_panel_offset(int in, int p) { return (size_t)16 * in * p; }
 static inline size_t pt_linear_panel_index(int in, int out, int o, int k) {
-  const int p = o / 16, wd = out - 16 * p < 16 ? out - 16 * p : 16;
-  return (size_t)16 * in * p + (size_t)k * wd + (size_t)(o % 16);
+  const int p = o / 16;
+  return pt_linear_panel_offset(in, p) + (size_t)k * pt_linear_panel_width(out, p) + (size_t)(o % 16);
 }
 /* Whether the backend's kernels for w in panels serve this shape (then
  * pt_linear_forward_p and pt_linear_backward_p take dw, w in panels). */
