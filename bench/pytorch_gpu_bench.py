@@ -31,8 +31,9 @@ search, compilation, the partial batch's shape too) and the model, optimizer
 and random state are then put back, so every epoch figure is training alone:
 torch.cuda.synchronize() before and after each epoch, time.perf_counter().
 Evaluation on the whole test split (eval mode, --test-batch-size) follows
-the last epoch, untimed. Precision is PyTorch's default (TF32 for cuDNN
-convolutions, full FP32 for matmuls) unless --tf32 enables it for matmuls.
+the last epoch, untimed. Precision is full FP32 (--precision fp32: TF32 off for cuDNN
+convolutions and matmuls alike, where PyTorch's default would run cuDNN in
+TF32), or TF32 in both with --precision tf32.
 
 Output (one line):
 
@@ -322,8 +323,11 @@ def train(args):
     n = x_train.shape[0]
     load_seconds = time.perf_counter() - t_load
 
-    if args.tf32:
-        torch.backends.cuda.matmul.allow_tf32 = True
+    # FP32 means FP32 on both sides: PyTorch's default runs cuDNN's
+    # convolutions in TF32, which ptrain's FP32 does not.
+    tf32 = args.precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = best
     torch.manual_seed(args.seed)
     model = model_class(name)().to(device)
@@ -449,7 +453,7 @@ def train(args):
         "images_per_s": round(images / last, 1), "train_loss": round(train_losses[-1], 5),
         "test_loss": round(test_loss, 5), "test_accuracy": round(test_acc, 4),
         "compiled": compiled, **({"compile_error": compile_error[:300]} if compile_error else {}),
-        "cudnn_benchmark": best, "tf32_matmul": bool(args.tf32), "warmup_steps": len(sizes),
+        "cudnn_benchmark": best, "precision": args.precision, "warmup_steps": len(sizes),
         "warmup_seconds": round(warmup_seconds, 2), "load_seconds": round(load_seconds, 2),
         "upload_seconds": round(upload_seconds, 3), "device": args.device, "gpu": gpu_name(device),
         **({"max_steps": args.max_steps} if args.max_steps else {}),
@@ -684,7 +688,8 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
                     help="--mode best: torch.compile the model (auto: when it works here)")
-    ap.add_argument("--tf32", action="store_true", help="allow TF32 in matmuls too")
+    ap.add_argument("--precision", choices=("fp32", "tf32"), default="fp32",
+                    help="fp32: TF32 off in cuDNN and matmuls (default); tf32: on in both")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--log-interval", type=int, default=10)
     ap.add_argument("--max-steps", type=int, default=0, help="stop early (smoke tests)")

@@ -25,6 +25,12 @@ typedef struct {
 typedef struct {
   unsigned long long total, free, used;
 } nvml_memory; /* nvmlMemory_t (version 1) */
+typedef struct {
+  unsigned int version;
+  unsigned long long total, reserved, free, used;
+} nvml_memory_v2; /* nvmlMemory_v2_t */
+/* NVML_STRUCT_VERSION(Memory, 2): the struct's size, and the version in the top byte. */
+#define NVML_MEMORY_V2 ((unsigned int)(sizeof(nvml_memory_v2) | (2u << 24)))
 
 #define NVML_LIBRARY "libnvidia-ml.so.1"
 #define MAX_GPUS 256
@@ -37,6 +43,7 @@ typedef struct {
   nvml_return (*by_index)(unsigned int, nvml_device *);
   nvml_return (*utilization)(nvml_device, nvml_utilization *);
   nvml_return (*memory)(nvml_device, nvml_memory *);
+  nvml_return (*memory_v2)(nvml_device, nvml_memory_v2 *); /* NULL before driver 510 */
 } nvml_api;
 
 struct pt_nvml {
@@ -109,6 +116,16 @@ static void read_one(pt_nvml *nv, int i, pt_gpu_sample *x) {
   if (nv->api.utilization(nv->dev[i], &u) == 0) {
     x->has_util = 1;
     x->util_pct = u.gpu;
+  }
+  /* Version 2 leaves out what the driver reserves for itself (about
+   * 500 MiB on an H100), as nvidia-smi's memory.used does; version 1
+   * counts it as used. */
+  nvml_memory_v2 m2 = {.version = NVML_MEMORY_V2};
+  if (nv->api.memory_v2 && nv->api.memory_v2(nv->dev[i], &m2) == 0) {
+    x->has_mem = 1;
+    x->mem_used = m2.used;
+    x->mem_total = m2.total;
+    return;
   }
   nvml_memory m;
   if (nv->api.memory(nv->dev[i], &m) == 0) {
@@ -239,6 +256,7 @@ pt_status pt_nvml_open_library(pt_nvml **out, const char *library, const char *c
       return PT_OK;
     }
   }
+  (void)resolve(nv->lib, "nvmlDeviceGetMemoryInfo_v2", &nv->api.memory_v2, sizeof nv->api.memory_v2);
   nvml_return r = nv->api.init();
   if (r != 0) {
     char what[160];

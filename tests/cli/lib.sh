@@ -29,3 +29,19 @@ need_fmnist() {
 
 # The test accuracy printed on the final epoch line.
 accuracy_of() { sed -n 's/.*test accuracy \([0-9.]*\).*/\1/p' "$1" | tail -n 1; }
+
+# make_cifar DIR N: a CIFAR-10-shaped set of N records per file in DIR (the
+# five training batches and the test batch), deterministic noise with labels
+# 0..9, for tests of cifar-convnet where the real set is absent.
+make_cifar() {
+  mkdir -p "$1"
+  python3 - "$1" "$2" <<'PY'
+import random, sys
+d, n = sys.argv[1], int(sys.argv[2])
+rng = random.Random(7)
+for name in ["data_batch_%d.bin" % i for i in range(1, 6)] + ["test_batch.bin"]:
+    with open("%s/%s" % (d, name), "wb") as f:
+        for i in range(n):
+            f.write(bytes([i % 10]) + bytes(rng.getrandbits(8) for _ in range(3072)))
+PY
+}
