@@ -360,14 +360,18 @@ void *cudnn_choice(const char *what) {
  * (cudnnGet*_v7), not from timing them (cudnnFind*): a timed choice could
  * differ from run to run and with it the result's rounding. Of the
  * heuristics' list, fastest first, the first entry that is deterministic, in
- * plain FMA math and within kAlgoWorkspaceLimit is taken; none means the
- * gemm path for that direction. The workspace is one buffer per thread,
+ * plain FMA math and within kAlgoWorkspaceLimit is taken, except that wide
+ * 3x3 layers take Winograd where it is usable (wants_winograd); none means
+ * the gemm path for that direction. The workspace is one buffer per thread,
  * grown when a new geometry needs more (after the stream drains, so no
  * queued kernel still uses the old one); once every geometry has run, no
  * call allocates. */
 
 const int kPlans = 16;
-const size_t kAlgoWorkspaceLimit = (size_t)256 << 20;
+/* Winograd's workspace for cifar-convnet's conv6 (512 to 1024 channels,
+ * 16x16, batch 64) is over 256 MiB; at 1 GiB it fits, while evaluation's
+ * batches of 1000 still go to the algorithms that need less. */
+const size_t kAlgoWorkspaceLimit = (size_t)1 << 30;
 
 struct conv_plan {
   bool used;
@@ -447,20 +451,42 @@ bool grow_workspace(size_t bytes, cudaStream_t st) {
   return true;
 }
 
+/* Winograd's nonfused algorithms for 3x3, stride-1 layers with at least
+ * kWinogradChannels channels in and out. cuDNN's heuristics pick FFT or
+ * implicit GEMM there, which timed on an H100 (cuDNN 9.14, FP32 FMA math,
+ * batch 64) at 2.2-4.9x Winograd's time in every direction for
+ * cifar-convnet's conv3 to conv6 (conv6 forward: 1.01 ms against 4.9).
+ * Below 64 channels the heuristics' choice was as fast or faster. A fixed
+ * rule, not a timed choice (cudnnFind), so the same run picks the same
+ * algorithms and gives the same bits every time. */
+const int kWinogradChannels = 64;
+
+bool wants_winograd(const pt_conv_geom *g) {
+  return g->kh == 3 && g->kw == 3 && g->stride == 1 && g->c >= kWinogradChannels && g->oc >= kWinogradChannels;
+}
+
+template <typename Perf, typename WsFn>
+bool usable(const Perf &p, WsFn ws_of, size_t *ws) {
+  if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) return false;
+  /* The descriptor stays in FMA math whatever the entry says; an entry
+   * that needs tensor cores would not run under it. */
+  if (p.mathType != CUDNN_FMA_MATH && p.mathType != CUDNN_DEFAULT_MATH) return false;
+  return ws_of(p.algo, ws) == CUDNN_STATUS_SUCCESS && *ws <= kAlgoWorkspaceLimit;
+}
+
+/* prefer: an algorithm to take when it is usable, else -1. */
 template <typename Perf, typename Algo, typename WsFn>
-bool pick_algo(const Perf *perf, int count, WsFn ws_of, Algo *algo, size_t *ws) {
-  for (int i = 0; i < count; i++) {
-    const Perf &p = perf[i];
-    if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) continue;
-    /* The descriptor stays in FMA math whatever the entry says; an entry
-     * that needs tensor cores would not run under it. */
-    if (p.mathType != CUDNN_FMA_MATH && p.mathType != CUDNN_DEFAULT_MATH) continue;
-    size_t bytes = 0;
-    if (ws_of(p.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > kAlgoWorkspaceLimit) continue;
-    *algo = p.algo;
-    *ws = bytes;
-    return true;
-  }
+bool pick_algo(const Perf *perf, int count, WsFn ws_of, int prefer, Algo *algo, size_t *ws) {
+  for (int pass = prefer >= 0 ? 0 : 1; pass < 2; pass++)
+    for (int i = 0; i < count; i++) {
+      const Perf &p = perf[i];
+      size_t bytes = 0;
+      if (pass == 0 && (int)p.algo != prefer) continue;
+      if (!usable(p, ws_of, &bytes)) continue;
+      *algo = p.algo;
+      *ws = bytes;
+      return true;
+    }
   return false;
 }
 
@@ -489,6 +515,7 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
       dn != n || dc != oc || dh != oh || dw != ow)
     return;
 
+  const bool winograd = wants_winograd(g);
   int got = 0;
   cudnnConvolutionFwdAlgoPerf_t fperf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   if (cudnnGetConvolutionForwardAlgorithm_v7(h, p->xd, p->wd, p->cd, p->yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
@@ -498,7 +525,7 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
         [&](cudnnConvolutionFwdAlgo_t a, size_t *b) {
           return cudnnGetConvolutionForwardWorkspaceSize(h, p->xd, p->wd, p->cd, p->yd, a, b);
         },
-        &p->fwd, &p->fwd_ws);
+        winograd ? (int)CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED : -1, &p->fwd, &p->fwd_ws);
 
   got = 0;
   cudnnConvolutionBwdDataAlgoPerf_t dperf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -509,7 +536,7 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
         [&](cudnnConvolutionBwdDataAlgo_t a, size_t *b) {
           return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->wd, p->yd, p->cd, p->xd, a, b);
         },
-        &p->data, &p->data_ws);
+        winograd ? (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED : -1, &p->data, &p->data_ws);
 
   got = 0;
   cudnnConvolutionBwdFilterAlgoPerf_t wperf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
@@ -521,7 +548,7 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
         [&](cudnnConvolutionBwdFilterAlgo_t a, size_t *b) {
           return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p->xd, p->yd, p->cd, p->wd, a, b);
         },
-        &p->filter, &p->filter_ws);
+        winograd ? (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED : -1, &p->filter, &p->filter_ws);
 }
 
 /* The plan for (g, n) on this thread's handle, built at first use; the
