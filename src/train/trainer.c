@@ -29,6 +29,7 @@
 #include "train/grad_sync.h"
 #include "train/profile.h"
 #include "train/stages.h"
+#include "train/warm_up.h"
 #include "train/step.h"
 #include "util/fpmode.h"
 #include "util/philox.h"
@@ -602,6 +603,8 @@ static pt_status train_loop(worker_t *W) {
   const int nb = pt_loader_num_batches(W->train);
   const int K = r->accum;
   const double t_run = pt_now();
+  /* Single-stage runs only: a stage's pass needs its neighbours. */
+  if (!r->staged) PT_TRY(pt_train_warm_up(m, r->batch));
   pt_phase_times ph;
   pt_profile_reset(m, &ph);
   m->profile = c->profile;
