@@ -425,7 +425,10 @@ static const float *layer_input(const pt_model *m, int i, const float *x) {
  * parameters, averaged with the others. */
 static void sum_stats(pt_model *m, double *buf, size_t n) {
   pt_status st = m->sum_stats(m->sum_stats_ctx, buf, n);
-  if (st != PT_OK && m->sync_status == PT_OK) m->sync_status = st;
+  if (st != PT_OK && m->sync_status == PT_OK) {
+    m->sync_status = st;
+    snprintf(m->sync_error, sizeof m->sync_error, "%s", pt_error_message());
+  }
 }
 
 static void bn_forward_synced(pt_model *m, pt_layer *L, const pt_bn_geom *g, int n, int hw, const float *x) {
@@ -511,6 +514,22 @@ static void layer_forward(pt_model *m, pt_layer *L, const float *x, int n) {
   }
 }
 
+/* The wait that timing a GPU layer needs. Its failure (a cuBLAS or cuDNN
+ * error noted by an op, a faulting kernel, a dead peer) is kept in
+ * sync_status like a synchronised statistic's, for the caller to check
+ * after the step; later layers then skip their waits, so the first
+ * message is the one reported. Where the stream may hold NCCL work the
+ * trainer's device_wait bounds the wait by the communicator's timeout. */
+static void timing_sync(pt_model *m) {
+  if (m->be->kind == PT_BACKEND_CPU || m->sync_status != PT_OK) return;
+  pt_status st = m->device_wait ? m->device_wait(m->device_wait_ctx) : PT_OK;
+  if (st == PT_OK) st = m->be->sync();
+  if (st != PT_OK) {
+    m->sync_status = st;
+    snprintf(m->sync_error, sizeof m->sync_error, "%s", pt_error_message());
+  }
+}
+
 const float *pt_model_forward(pt_model *m, const float *x, int n) {
   const float *cur = x;
   for (int i = 0; i < m->nlayers; i++) {
@@ -519,11 +538,11 @@ const float *pt_model_forward(pt_model *m, const float *x, int n) {
     const int timing = m->profile || pt_trace_enabled();
     /* A GPU only queues the layer: its time is known after a sync, which
      * profiling and tracing pay for and a plain run does not. */
-    if (timing && m->be->kind != PT_BACKEND_CPU) m->be->sync();
+    if (timing) timing_sync(m);
     double t0 = timing ? pt_now() : 0.0;
     layer_forward(m, L, cur, n);
     if (timing) {
-      if (m->be->kind != PT_BACKEND_CPU) m->be->sync();
+      timing_sync(m);
       double t1 = pt_now();
       if (m->profile) L->fwd_ms += 1e3 * (t1 - t0);
       pt_trace_span(L->label, "forward", t0, t1);
@@ -612,11 +631,11 @@ static const float *backward_from(pt_model *m, const float *x, const float *dy, 
     float *dx = needs_dx ? m->dbuf[which] : NULL;
     L->bwd_dx = needs_dx;
     const int timing = m->profile || pt_trace_enabled();
-    if (timing && m->be->kind != PT_BACKEND_CPU) m->be->sync();
+    if (timing) timing_sync(m);
     double t0 = timing ? pt_now() : 0.0;
     layer_backward(m, L, layer_input(m, i, x), dy, dx, n);
     if (timing) {
-      if (m->be->kind != PT_BACKEND_CPU) m->be->sync();
+      timing_sync(m);
       double t1 = pt_now();
       if (m->profile) L->bwd_ms += 1e3 * (t1 - t0);
       pt_trace_span(L->label, "backward", t0, t1);

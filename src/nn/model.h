@@ -121,7 +121,13 @@ typedef struct pt_model {
    * caller checks it after the step. */
   pt_status (*sum_stats)(void *ctx, double *buf, size_t n);
   void *sum_stats_ctx;
+  /* Waits for this worker's GPU stream where it may hold collective work
+   * (NCCL), bounded by the communicator's timeout; called before the
+   * backend's sync when layers are timed. NULL: the backend's sync alone. */
+  pt_status (*device_wait)(void *ctx);
+  void *device_wait_ctx;
   pt_status sync_status;
+  char sync_error[512]; /* sync_status's message, as it was when it failed */
 } pt_model;
 
 /* Builds the model for batches of at most max_batch; checks shapes layer by

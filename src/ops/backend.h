@@ -55,7 +55,7 @@ typedef struct pt_backend {
   pt_status (*sync)(void);
   /* See pt_backend_bind / pt_backend_unbind. */
   pt_status (*bind)(int device);
-  void (*unbind)(void);
+  pt_status (*unbind)(void);
 
   /* ---- ops: as in ops/cpu/ops.h, on backend memory ---- */
   size_t (*conv_workspace)(const pt_conv_geom *g, int nthreads);
@@ -148,8 +148,10 @@ const pt_backend *pt_backend_cuda(void);
  * the CPU): selects the GPU, creates the thread's stream and cuBLAS/cuDNN
  * handles. Fails with a message naming the device when it cannot. */
 pt_status pt_backend_bind(const pt_backend *be, int device);
-/* Frees this thread's stream and handles (before the thread ends). */
-void pt_backend_unbind(const pt_backend *be);
+/* Frees this thread's stream and handles (before the thread ends), after
+ * waiting for its queued work; fails with what that work or an op since
+ * the last sync hit. */
+pt_status pt_backend_unbind(const pt_backend *be);
 
 /* One device name, "cpu", "cpu:N", "cuda" (= cuda:0) or "cuda:N", into its
  * kind and index; an error names flag (the option it came from) and what

@@ -9,6 +9,11 @@
 #include <cmocka.h>
 
 #include "cuda/device.h"
+#ifdef PT_HAVE_CUDA
+#include "ops/cuda/context.h"
+/* From ops/cuda/check.h, which needs the CUDA headers. */
+void pt_cuda_note_error(const char *what, const char *msg);
+#endif
 
 static void test_count_never_fails(void **s) {
   (void)s;
@@ -85,6 +90,27 @@ static void test_selftest(void **s) {
   assert_int_equal(pt_cuda_selftest(n), PT_ERR_ARG);
 }
 
+#ifdef PT_HAVE_CUDA
+/* An error an op notes is reported once, by the next sync, whatever
+ * happens between: a bind must not drop one noted before it, and unbind
+ * (the end of a worker) must report one no sync has yet. */
+static void test_errors_survive_bind_and_unbind(void **s) {
+  (void)s;
+  assert_int_equal(pt_cuda_unbind(), PT_OK); /* nothing bound */
+  pt_cuda_note_error("an op before binding", "planted 1");
+  assert_int_equal(pt_cuda_bind(0), PT_OK);
+  assert_int_equal(pt_cuda_sync(), PT_ERR_DEVICE);
+  assert_non_null(strstr(pt_error_message(), "planted 1"));
+  assert_int_equal(pt_cuda_sync(), PT_OK); /* reported once */
+  pt_cuda_note_error("an op before unbinding", "planted 2");
+  assert_int_equal(pt_cuda_unbind(), PT_ERR_DEVICE);
+  assert_non_null(strstr(pt_error_message(), "planted 2"));
+  assert_int_equal(pt_cuda_bind(0), PT_OK);
+  assert_int_equal(pt_cuda_sync(), PT_OK); /* the unbind reported it */
+  assert_int_equal(pt_cuda_unbind(), PT_OK);
+}
+#endif
+
 int main(void) {
   if (!pt_cuda_built()) {
     const struct CMUnitTest t[] = {cmocka_unit_test(test_without_cuda)};
@@ -106,6 +132,9 @@ int main(void) {
   const struct CMUnitTest gpu[] = {
       cmocka_unit_test(test_device_info_sane),
       cmocka_unit_test(test_selftest),
+#ifdef PT_HAVE_CUDA
+      cmocka_unit_test(test_errors_survive_bind_and_unbind),
+#endif
   };
   return cmocka_run_group_tests_name("cuda devices", gpu, NULL, NULL);
 }

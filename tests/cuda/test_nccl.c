@@ -247,7 +247,7 @@ static void *run_worker(void *arg) {
   if (w->late) note(w, 5, pt_comm_allreduce_f32(c, d, 4));
   pthread_barrier_wait(w->bar);
   cudaFree(d);
-  pt_cuda_unbind();
+  (void)pt_cuda_unbind();
   return NULL;
 }
 

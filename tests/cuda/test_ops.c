@@ -667,7 +667,7 @@ static void test_no_gpu(void **s) {
   assert_null(pt_cuda_current_stream());
   assert_null(pt_cuda_cublas());
   assert_null(pt_cuda_cudnn());
-  pt_cuda_unbind(); /* harmless when not bound */
+  (void)pt_cuda_unbind(); /* harmless when not bound */
   /* Error capture needs no device: the first error is kept, reported as
    * PT_ERR_DEVICE, and cleared by a sync. */
   assert_int_equal(pt_cuda_last_error(), PT_OK);
@@ -734,7 +734,7 @@ static void test_context(void **s) {
   be->free(d);
 
   /* Unbinding frees the stream; binding again makes a new one. */
-  pt_backend_unbind(be);
+  (void)pt_backend_unbind(be);
   assert_int_equal(pt_cuda_current_device(), -1);
   assert_null(pt_cuda_current_stream());
   assert_int_equal(pt_backend_bind(be, 0), PT_OK);
@@ -754,7 +754,7 @@ static int bind_gpu(void **s) {
 static int unbind_gpu(void **s) {
   (void)s;
   const pt_backend *be = pt_backend_cuda();
-  if (be) pt_backend_unbind(be);
+  if (be) (void)pt_backend_unbind(be);
   return 0;
 }
 #endif

@@ -29,7 +29,7 @@ static pt_status cpu_bind(int device) {
   (void)device;
   return PT_OK;
 }
-static void cpu_unbind(void) {}
+static pt_status cpu_unbind(void) { return PT_OK; }
 
 static void cpu_nll(int n, int k, const float *lp, const int32_t *y, float *dlp, float scale, double *loss) {
   *loss = pt_nll_loss(n, k, lp, y, dlp, scale);
@@ -135,7 +135,7 @@ static const pt_backend cpu_backend = {
 const pt_backend *pt_backend_cpu(void) { return &cpu_backend; }
 
 pt_status pt_backend_bind(const pt_backend *be, int device) { return be->bind(device); }
-void pt_backend_unbind(const pt_backend *be) { be->unbind(); }
+pt_status pt_backend_unbind(const pt_backend *be) { return be->unbind(); }
 
 pt_status pt_device_parse(const char *dev, const char *flag, pt_backend_kind *kind, int *index) {
   const char *num;

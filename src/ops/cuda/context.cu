@@ -95,7 +95,9 @@ extern "C" pt_status pt_cuda_bind(int device) {
   if (count == 0) return pt_fail(PT_ERR_DEVICE, "cuda:%d: %s", device, why);
   if (device < 0 || device >= count)
     return pt_fail(PT_ERR_ARG, "cuda:%d: no such device (this machine has cuda:0 to cuda:%d)", device, count - 1);
-  if (c->device >= 0) pt_cuda_unbind();
+  /* Leaving the old GPU reports what went wrong there, rather than
+   * dropping it with its stream. */
+  if (c->device >= 0) PT_TRY(pt_cuda_unbind());
   cudaError_t e = cudaSetDevice(device);
   if (e != cudaSuccess) return cuda_fail(c, device, "selecting it", e);
   /* Non-blocking: the legacy default stream, which other libraries or a
@@ -125,21 +127,29 @@ extern "C" pt_status pt_cuda_bind(int device) {
   if ((ds = cudnnSetStream(c->cudnn, c->stream)) != CUDNN_STATUS_SUCCESS)
     return bind_fail(c, device, "binding the cuDNN handle to its stream", cudnnGetErrorString(ds));
 #endif
+  /* An error noted before binding (an op run on the legacy stream) stays
+   * noted, for the next sync to report. */
   c->device = device;
-  c->has_error = 0;
-  c->error[0] = '\0';
   return PT_OK;
 }
 
-extern "C" void pt_cuda_unbind(void) {
+extern "C" pt_status pt_cuda_unbind(void) {
   thread_ctx *c = &t_ctx;
-  if (c->device < 0) return;
-  /* Let queued work finish before its stream and handles go; a fault it
-   * hits has nobody left to report to. */
-  if (c->stream) (void)cudaStreamSynchronize(c->stream);
+  if (c->device < 0) return PT_OK;
+  /* Queued work finishes before its stream and handles go, and what it
+   * hit, or what an op noted since the last sync, is the caller's to
+   * report: the run's last steps may not have been read back. */
+  const cudaError_t e = c->stream ? cudaStreamSynchronize(c->stream) : cudaSuccess;
+  pt_status st = PT_OK;
+  if (c->has_error)
+    st = pt_fail(PT_ERR_DEVICE, "%s", c->error);
+  else if (e != cudaSuccess)
+    st = pt_fail(PT_ERR_DEVICE, "cuda:%d: a queued operation failed: %s (%s)", c->device, cudaGetErrorString(e),
+                 cudaGetErrorName(e));
   release(c);
   c->has_error = 0;
   c->error[0] = '\0';
+  return st;
 }
 
 extern "C" int pt_cuda_current_device(void) { return t_ctx.device; }

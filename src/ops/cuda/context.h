@@ -22,7 +22,7 @@ extern "C" {
  * that stream) and, when built in, cuDNN handle. Binding the same device
  * again does nothing; another device rebinds. */
 pt_status pt_cuda_bind(int device);
-void pt_cuda_unbind(void);
+pt_status pt_cuda_unbind(void);
 /* -1 when this thread is not bound. */
 int pt_cuda_current_device(void);
 /* The thread's cudaStream_t; NULL when not bound. */

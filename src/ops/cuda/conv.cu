@@ -367,7 +367,11 @@ void *cudnn_choice(const char *what) {
  * queued kernel still uses the old one); once every geometry has run, no
  * call allocates. */
 
-const int kPlans = 16;
+/* A plan per convolution and batch size: cifar-convnet alone needs 24 (6
+ * convolutions at the training batch, its last partial batch, the
+ * evaluation batch and its tail); fewer slots re-ran the heuristics every
+ * epoch. */
+const int kPlans = 64;
 /* Winograd's workspace for cifar-convnet's conv6 (512 to 1024 channels,
  * 16x16, batch 64) is over 256 MiB; at 1 GiB it fits, while evaluation's
  * batches of 1000 still go to the algorithms that need less. */
