@@ -671,7 +671,9 @@ def table(path):
             cells.append(f"{sec:.2f} s, {ips:,.0f}, {acc:.4f}{note}")
         ratio = [f"{med['ptrain'] / med[m]:.2f}x" if "ptrain" in med and m in med else "-" for m in ("tutorial", "best")]
         print(f"| {model} | {mine[0].get('dataset', '?')} | " + " | ".join(cells) + " | " + " | ".join(ratio) + " |")
-    print("\nRatios are images/s, ptrain over PyTorch: above 1, ptrain is faster.")
+    precisions = sorted({r.get("precision", "default (TF32 in cuDNN)") for r in runs if r.get("framework") != "ptrain"})
+    print("\nRatios are images/s, ptrain over PyTorch: above 1, ptrain is faster. Precision: ptrain FP32 "
+          "(cuBLAS and cuDNN in FMA math, no TF32); PyTorch " + ", ".join(precisions) + ".")
     return 0
 
 
