@@ -446,12 +446,7 @@ static void bn_backward_synced(pt_model *m, pt_layer *L, const pt_bn_geom *g, in
                                const float *dy, float *dx) {
   const int C = g->c;
   double *sums = L->bn_sums; /* (2, C): sum dy, sum dy * xhat */
-  pt_batchnorm_backward_sums(g, n, hw, x, L->save_mean, L->save_invstd, dy, sums);
-  float *dgamma = G(m, L->w), *dbeta = G(m, L->b);
-  for (int c = 0; c < C; c++) {
-    dgamma[c] += (float)sums[C + c];
-    dbeta[c] += (float)sums[c];
-  }
+  pt_batchnorm_backward_sums(g, n, hw, x, L->save_mean, L->save_invstd, dy, G(m, L->w), G(m, L->b), sums);
   if (!dx) return;
   sum_stats(m, sums, 2 * (size_t)C);
   pt_batchnorm_backward_dx(g, n, hw, x, P(m, L->w), L->save_mean, L->save_invstd, dy, sums, L->bn_count, dx);
