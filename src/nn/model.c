@@ -156,6 +156,11 @@ static pt_status alloc_activations(pt_model *m, size_t ws_max) {
       if (!(L->save_mem = balloc(m, sizeof(float) * S * 2 * L->out_c)) ||
           !(L->bn_sums = balloc(m, sizeof(double) * (2 * (size_t)L->out_c + 1))))
         return PT_ERR_NOMEM;
+      if (m->be->kind == PT_BACKEND_CPU) {
+        L->bn_host = L->bn_sums;
+      } else if (!(L->bn_host = calloc(2 * (size_t)L->out_c + 1, sizeof(double)))) {
+        return pt_fail(PT_ERR_NOMEM, "%s: host copy of %d channels' batch-norm sums", L->label, L->out_c);
+      }
       m->slot_bytes += sizeof(float) * 2 * L->out_c;
     }
   }
@@ -320,6 +325,7 @@ void pt_model_destroy(pt_model *m) {
       bfree(L->argmax_mem);
       bfree(L->mask_mem);
       bfree(L->save_mem);
+      if (L->bn_host != L->bn_sums) free(L->bn_host);
       bfree(L->bn_sums);
     }
     bfree(m->dbuf[0]);
@@ -422,42 +428,59 @@ static const float *layer_input(const pt_model *m, int i, const float *x) {
  * batch, as torch.nn.SyncBatchNorm does. Forward: sum(x) and the count, then
  * sum((x - mean)^2) around the global mean; backward: sum(dy) and
  * sum(dy * xhat). The gradients of gamma and beta stay local sums: they are
- * parameters, averaged with the others. */
-static void sum_stats(pt_model *m, double *buf, size_t n) {
-  pt_status st = m->sum_stats(m->sum_stats_ctx, buf, n);
+ * parameters, averaged with the others.
+ *
+ * The backend computes the sums where the activations are (bn_sums); the
+ * callback adds them up over the workers into bn_host, and what the next
+ * step needs goes back. On the CPU both are one array and nothing moves. On
+ * a GPU each of the three additions per layer and step waits for the
+ * device and moves a few (C + 1) doubles through host memory and the host
+ * communicator: a pause per batch-norm layer that --sync-bn accepts, since
+ * the count and the global means are needed on the host anyway (the ops
+ * take count as a number, as the CPU's do). */
+static void sum_stats(pt_model *m, double *host, const double *buf, size_t n) {
+  pt_status st = m->sum_stats(m->sum_stats_ctx, host, buf, n);
   if (st != PT_OK && m->sync_status == PT_OK) {
     m->sync_status = st;
     snprintf(m->sync_error, sizeof m->sync_error, "%s", pt_error_message());
   }
 }
 
+/* The global sums back where the backend reads them; nothing on the CPU. */
+static void stats_to_backend(const pt_model *m, double *buf, const double *host, size_t n) {
+  if (buf != host) m->be->upload(buf, host, n * sizeof(double));
+}
+
 static void bn_forward_synced(pt_model *m, pt_layer *L, const pt_bn_geom *g, int n, int hw, const float *x) {
   const int C = g->c;
+  const pt_backend *be = m->be;
+  /* (C + 1): the sums of x, then the means, and the count at [C]; (C): the
+   * sums of squares. Backend memory, and its host view. */
   double *mean = L->bn_sums, *sq = L->bn_sums + C + 1;
-  pt_batchnorm_sums(g, n, hw, x, NULL, mean);
-  mean[C] = (double)n * hw;
-  sum_stats(m, mean, (size_t)C + 1);
-  L->bn_count = mean[C];
-  for (int c = 0; c < C; c++) mean[c] /= L->bn_count;
-  pt_batchnorm_sums(g, n, hw, x, mean, sq);
-  sum_stats(m, sq, (size_t)C);
-  pt_batchnorm_normalize(g, n, hw, x, P(m, L->w), P(m, L->b), mean, sq, L->bn_count, Bf(m, L->rmean),
-                         Bf(m, L->rvar), L->save_mean, L->save_invstd, L->y);
+  double *hmean = L->bn_host, *hsq = L->bn_host + C + 1;
+  const double count = (double)n * hw;
+  be->batchnorm_sums(g, n, hw, x, NULL, mean);
+  be->upload(mean + C, &count, sizeof count); /* the count travels with the sums */
+  sum_stats(m, hmean, mean, (size_t)C + 1);
+  L->bn_count = hmean[C];
+  for (int c = 0; c < C; c++) hmean[c] /= L->bn_count;
+  stats_to_backend(m, mean, hmean, (size_t)C);
+  be->batchnorm_sums(g, n, hw, x, mean, sq);
+  sum_stats(m, hsq, sq, (size_t)C);
+  stats_to_backend(m, sq, hsq, (size_t)C);
+  be->batchnorm_normalize(g, n, hw, x, P(m, L->w), P(m, L->b), mean, sq, L->bn_count, Bf(m, L->rmean),
+                          Bf(m, L->rvar), L->save_mean, L->save_invstd, L->y);
 }
 
 static void bn_backward_synced(pt_model *m, pt_layer *L, const pt_bn_geom *g, int n, int hw, const float *x,
                                const float *dy, float *dx) {
-  const int C = g->c;
-  double *sums = L->bn_sums; /* (2, C): sum dy, sum dy * xhat */
-  pt_batchnorm_backward_sums(g, n, hw, x, L->save_mean, L->save_invstd, dy, sums);
-  float *dgamma = G(m, L->w), *dbeta = G(m, L->b);
-  for (int c = 0; c < C; c++) {
-    dgamma[c] += (float)sums[C + c];
-    dbeta[c] += (float)sums[c];
-  }
+  const size_t C = (size_t)g->c;
+  double *sums = L->bn_sums, *hsums = L->bn_host; /* (2, C): sum dy, sum dy * xhat */
+  m->be->batchnorm_backward_sums(g, n, hw, x, L->save_mean, L->save_invstd, dy, G(m, L->w), G(m, L->b), sums);
   if (!dx) return;
-  sum_stats(m, sums, 2 * (size_t)C);
-  pt_batchnorm_backward_dx(g, n, hw, x, P(m, L->w), L->save_mean, L->save_invstd, dy, sums, L->bn_count, dx);
+  sum_stats(m, hsums, sums, 2 * C);
+  stats_to_backend(m, sums, hsums, 2 * C);
+  m->be->batchnorm_backward_dx(g, n, hw, x, P(m, L->w), L->save_mean, L->save_invstd, dy, sums, L->bn_count, dx);
 }
 
 /* A stage counts its batch-norm batches in the whole model, whose counts

@@ -54,7 +54,8 @@ typedef struct {
    * max_batch samples each (of out_c channels for the batch-norm saves). */
   float *y_mem, *mask_mem, *save_mem;
   int32_t *argmax_mem;
-  double *bn_sums;          /* batch-norm: (2 * out_c + 1) per-channel sums */
+  double *bn_sums;          /* batch-norm: (2 * out_c + 1) per-channel sums, backend memory */
+  double *bn_host;          /* the same in host memory (bn_sums itself on the CPU), for --sync-bn */
   double bn_count;          /* batch-norm: samples x pixels the statistics came from */
   double fwd_ms, bwd_ms;    /* profiler accumulators */
   int bwd_dx;               /* the last backward pass computed this layer's input gradient */
@@ -115,11 +116,13 @@ typedef struct pt_model {
    * the backward pass goes on below it. NULL: nothing is called. */
   void (*grad_ready)(void *ctx, int layer);
   void *grad_ready_ctx;
-  /* Synchronised batch norm: sums buf over all workers in place. NULL:
+  /* Synchronised batch norm: buf holds this worker's n sums in backend
+   * memory; host (n doubles of host memory, buf itself on the CPU) gets
+   * their sums over all workers (buf is left as it was on a GPU). NULL:
    * each worker normalises with its own batch's statistics. A failure is
    * kept in sync_status (the passes themselves return nothing) and the
    * caller checks it after the step. */
-  pt_status (*sum_stats)(void *ctx, double *buf, size_t n);
+  pt_status (*sum_stats)(void *ctx, double *host, const double *buf, size_t n);
   void *sum_stats_ctx;
   /* Waits for this worker's GPU stream where it may hold collective work
    * (NCCL), bounded by the communicator's timeout; called before the

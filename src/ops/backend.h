@@ -121,6 +121,22 @@ typedef struct pt_backend {
   void (*batchnorm_backward_eval)(const pt_bn_geom *g, int n, int hw, const float *x, const float *gamma,
                                   const float *running_mean, const float *running_var, const float *dy,
                                   float *dgamma, float *dbeta, float *dx);
+  /* Synchronised batch norm: the training forward and backward in the
+   * steps between which the caller adds up every worker's sums (see
+   * pt_batchnorm_sums and pt_batchnorm_backward_sums in ops/cpu/ops.h).
+   * Every double * is backend memory; count is the global number of values
+   * per channel. Sums are in double, in an order fixed by the shape. */
+  void (*batchnorm_sums)(const pt_bn_geom *g, int n, int hw, const float *x, const double *center, double *out);
+  void (*batchnorm_normalize)(const pt_bn_geom *g, int n, int hw, const float *x, const float *gamma,
+                              const float *beta, const double *mean, const double *sq, double count,
+                              float *running_mean, float *running_var, float *save_mean, float *save_invstd,
+                              float *y);
+  void (*batchnorm_backward_sums)(const pt_bn_geom *g, int n, int hw, const float *x, const float *save_mean,
+                                  const float *save_invstd, const float *dy, float *dgamma, float *dbeta,
+                                  double *sums);
+  void (*batchnorm_backward_dx)(const pt_bn_geom *g, int n, int hw, const float *x, const float *gamma,
+                                const float *save_mean, const float *save_invstd, const float *dy,
+                                const double *sums, double count, float *dx);
 
   /* ---- optimizer updates: as in ops/cpu/updates.h ---- */
   void (*sgd_update)(const pt_opt_config *c, size_t n, float *p, const float *g, float *buf, int first, float lr);

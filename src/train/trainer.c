@@ -220,9 +220,6 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
       r->device_pinned = strchr(c->device, ':') != NULL;
     }
   }
-  if (r->backend != PT_BACKEND_CPU && c->sync_bn)
-    return pt_fail(PT_ERR_ARG, "--sync-bn on CUDA devices is not built yet; leave it out (each GPU then normalises "
-                               "with its own batch's statistics, as DDP without SyncBatchNorm)");
   if (!r->staged && (c->stages || c->micro_batches || c->schedule || c->split))
     return pt_fail(PT_ERR_ARG, "--stages, --micro-batches, --schedule and --split are for --parallel model or pipeline");
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -312,10 +309,18 @@ static void worker_loader_config(const worker_t *W, int batch, int augment, pt_l
   lc->indices_only = W->r->backend != PT_BACKEND_CPU;
 }
 
-static pt_status sum_bn_stats(void *ctx, double *buf, size_t n) {
+/* On a GPU the few sums come to the host and go through the host
+ * communicator (model.c says why that pause is accepted). The download
+ * waits for the thread's stream, which may hold NCCL's reductions: that
+ * wait is bounded by --timeout first, so a dead peer ends in an error. */
+static pt_status sum_bn_stats(void *ctx, double *host, const double *buf, size_t n) {
   worker_t *W = ctx;
-  W->comm->what = "the synchronised batch-norm statistics";
-  return pt_comm_allreduce_f64(W->comm, buf, n);
+  W->comm->what = W->dcomm->what = "the synchronised batch-norm statistics";
+  if (host != buf) {
+    PT_TRY(pt_comm_nccl_sync(W->dcomm));
+    PT_TRY(W->be->download(host, buf, n * sizeof *host));
+  }
+  return pt_comm_allreduce_f64(W->comm, host, n);
 }
 
 /* A timed layer's wait: NCCL's reductions may be on the stream, and a dead

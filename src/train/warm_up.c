@@ -21,7 +21,7 @@ pt_status pt_train_warm_up(pt_model *m, int n) {
   int64_t tracked[PT_MAX_LAYERS];
   for (int i = 0; i < m->nlayers; i++) tracked[i] = m->layers[i].num_batches_tracked;
   void (*grad_ready)(void *, int) = m->grad_ready;
-  pt_status (*sum_stats)(void *, double *, size_t) = m->sum_stats;
+  pt_status (*sum_stats)(void *, double *, const double *, size_t) = m->sum_stats;
   const int training = m->training, profile = m->profile;
   const uint64_t step = m->step;
   m->grad_ready = NULL;

@@ -13,7 +13,6 @@ expect_exit 1 "mixes CPU and CUDA devices" -- "${T[@]}" --parallel dp --devices 
 expect_exit 1 "cuda:0 is named twice" -- "${T[@]}" --parallel dp --devices cuda:0,cuda:0
 expect_exit 1 "list the GPUs with --devices cuda:0,cuda:1" -- "${T[@]}" --parallel dp --device cuda
 expect_exit 1 "--device names the one device" -- "${T[@]}" --device cuda --parallel dp --devices cuda:0,cuda:1
-expect_exit 1 "--sync-bn on CUDA devices is not built yet" -- "${T[@]}" --device cuda --sync-bn
 expect_exit 1 "stages on CUDA devices are not built yet" -- "${T[@]}" --device cuda --parallel model
 expect_exit 1 "--parallel pipeline on CUDA devices is not built yet" -- "${T[@]}" --parallel pipeline \
   --devices cuda:0,cuda:1
@@ -34,4 +33,7 @@ if ! "$PTRAIN" info | grep -Eq "^  cuda:[0-9]+: "; then
   expect_exit 1 "training on cuda:0: .*(no NVIDIA driver|no CUDA-capable|built without CUDA|CUDA_VISIBLE_DEVICES|driver)" \
     -- "${T[@]}" --device cuda
   expect_exit 1 "cuda:[01]: .*(driver|device|built without)" -- "${T[@]}" --parallel dp --devices cuda:0,cuda:1
+  # --sync-bn is built for GPUs: refused here for the missing GPU only.
+  expect_exit 1 "cuda:[01]: .*(driver|device|built without)" -- "${T[@]}" --parallel dp --devices cuda:0,cuda:1 \
+    --sync-bn
 fi

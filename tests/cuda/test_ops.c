@@ -11,6 +11,11 @@
  *    the largest difference against the array's largest magnitude (a small
  *    entry of a wide-ranging array, such as a gradient, may carry the
  *    rounding of its large neighbours); NaN must meet NaN;
+ *  - the synchronised batch-norm steps' outputs also per element: each
+ *    within 1e-4 of its own value, |cuda_i - cpu_i| <= 1e-4 * |cpu_i|
+ *    (an element under a millionth of the array's largest magnitude is held
+ *    to 1e-4 of that millionth instead), since a worker's sums and
+ *    statistics are each used on their own, not as one array;
  *  - what is exact by construction, exactly: dropout masks and outputs,
  *    max-pool argmax, ReLU, scaling, correct-counts, and a batch made on
  *    the device (crops, flips, normalisation, labels) against the loader's.
@@ -49,7 +54,7 @@ void pt_cuda_note_error(const char *what, const char *msg);
 
 typedef enum {
   OP_CONV, OP_LINEAR, OP_MAXPOOL, OP_RELU, OP_DROPOUT, OP_LOGSOFTMAX, OP_NLL, OP_XENT, OP_COUNT, OP_BN_TRAIN,
-  OP_BN_EVAL, OP_SGD, OP_ADAM, OP_ADAMW, OP_ADADELTA, OP_SCALE, OP_BATCH
+  OP_BN_EVAL, OP_BN_SYNC, OP_SGD, OP_ADAM, OP_ADAMW, OP_ADADELTA, OP_SCALE, OP_BATCH
 } op_t;
 
 enum {
@@ -76,7 +81,8 @@ typedef struct {
   const char *label;
   op_t op;
   int n, c, h, w;
-  int oc, k, s, pad; /* conv: out channels, kernel, stride, padding; linear: out = oc; pool: k, s; dropout: layer = oc */
+  int oc, k, s, pad; /* conv: out channels, kernel, stride, padding; linear: out = oc; pool: k, s; dropout: layer = oc;
+                      * batchnorm sync: workers = oc */
   float a;
   int flags;
 } ocase;
@@ -127,6 +133,12 @@ static const ocase cases[] = {
     {"batchnorm train 2x5x33x35, no dx", OP_BN_TRAIN, 2, 5, 33, 35, 0, 0, 0, 0, 0, F_NO_DX},
     {"batchnorm eval 3x4x3x3", OP_BN_EVAL, 3, 4, 3, 3, 0, 0, 0, 0, 0, 0},
     {"batchnorm eval 8x3x16x16, no dx", OP_BN_EVAL, 8, 3, 16, 16, 0, 0, 0, 0, 0, F_NO_DX},
+    {"batchnorm sync steps 3x4x3x3, 1 worker", OP_BN_SYNC, 3, 4, 3, 3, 1, 0, 0, 0, 0, 0},
+    {"batchnorm sync steps 3x4x3x3 of 2 workers", OP_BN_SYNC, 3, 4, 3, 3, 2, 0, 0, 0, 0, 0},
+    {"batchnorm sync steps 8x3x16x16 of 4 workers", OP_BN_SYNC, 8, 3, 16, 16, 4, 0, 0, 0, 0, 0},
+    {"batchnorm sync steps 32x6x1x1 (hw = 1) of 2 workers", OP_BN_SYNC, 32, 6, 1, 1, 2, 0, 0, 0, 0, 0},
+    {"batchnorm sync steps 2x5x33x35 of 3 workers, no dx", OP_BN_SYNC, 2, 5, 33, 35, 3, 0, 0, 0, 0, F_NO_DX},
+    {"batchnorm sync steps 32x16x28x28 of 2 workers (small-cnn bn1)", OP_BN_SYNC, 32, 16, 28, 28, 2, 0, 0, 0, 0, 0},
     {"sgd", OP_SGD, 1, 1, 1, 1000, 0, 0, 0, 0, 0.0f, 0},
     {"sgd weight decay", OP_SGD, 1, 1, 1, 1000, 0, 0, 0, 0, 0.0f, F_WD},
     {"sgd momentum 0.9", OP_SGD, 1, 1, 1, 70001, 0, 0, 0, 0, 0.9f, 0},
@@ -154,6 +166,7 @@ typedef struct {
   const char *name;
   dtype t;
   int exact;
+  int per_elem; /* also within TOL of each element's own value */
   size_t count;
   void *host;
 } result;
@@ -187,7 +200,13 @@ static void take(run_t *r, const char *name, dtype t, int exact, const void *dev
   assert_non_null(h);
   const pt_status st = r->be->download(h, dev, count * dsize(t));
   if (st != PT_OK) fail_msg("%s: download of %s: %s", r->be->name, name, pt_error_message());
-  r->res[r->nres++] = (result){name, t, exact, count, h};
+  r->res[r->nres++] = (result){name, t, exact, 0, count, h};
+}
+
+/* take, for an array compared element by element too. */
+static void take_each(run_t *r, const char *name, dtype t, const void *dev, size_t count) {
+  take(r, name, t, 0, dev, count);
+  r->res[r->nres - 1].per_elem = 1;
 }
 
 static void release(run_t *r) {
@@ -427,6 +446,62 @@ static void run_batchnorm(run_t *r, const ocase *tc) {
   FREE_ALL(x, dy, junk, gamma, beta, rm, rv, dg0, db0);
 }
 
+/* The four steps of synchronised batch norm, each on its own inputs: the
+ * global sums and statistics they take come from all workers (oc of them,
+ * this one's shard among them), so they are made up here, near what such a
+ * batch gives, and count is the global batch's. */
+static void run_bn_sync(run_t *r, const ocase *tc) {
+  const pt_backend *be = r->be;
+  const int c = tc->c, hw = tc->h * tc->w;
+  const size_t nx = (size_t)tc->n * c * hw, C = (size_t)c;
+  const pt_bn_geom g = {c, 1e-5f, 0.1f};
+  const double count = (double)tc->oc * tc->n * hw;
+  float *x = rnd(nx, 1, 2, 4), *dy = rnd(nx, 2, -1, 1), *junk = constant(nx, 7.0f);
+  float *gamma = rnd(C, 3, 0.5f, 1.5f), *beta = rnd(C, 4, -0.5f, 0.5f);
+  float *rm = rnd(C, 5, -0.3f, 0.3f), *rv = rnd(C, 6, 0.5f, 1.5f);
+  float *dg0 = rnd(C, 7, -0.1f, 0.1f), *db0 = rnd(C, 8, -0.1f, 0.1f);
+  /* x is uniform on [2, 4]: mean 3, variance 1/3, 1/std about 1.7. */
+  float *u = rnd(C, 9, -1, 1), *v = rnd(C, 10, 0.2f, 0.5f), *w1 = rnd(C, 11, -1, 1), *w2 = rnd(C, 12, -1, 1);
+  float *sm = rnd(C, 13, 2.8f, 3.2f), *si = rnd(C, 14, 1.4f, 2.0f);
+  double *center = malloc(C * sizeof *center), *sq = malloc(C * sizeof *sq), *sums = malloc(2 * C * sizeof *sums);
+  double *djunk = malloc(2 * C * sizeof *djunk); /* outputs start as garbage: written, not added to */
+  assert_true(center && sq && sums && djunk);
+  for (size_t i = 0; i < 2 * C; i++) djunk[i] = 7.0;
+  for (size_t i = 0; i < C; i++) {
+    center[i] = 3.0 + u[i] / 7.0; /* not a float */
+    sq[i] = count * v[i];
+    sums[i] = sqrt(count) * w1[i];
+    sums[C + i] = sqrt(count) * w2[i];
+  }
+  float *X = put(r, x, nx * 4), *GA = put(r, gamma, C * 4), *BE = put(r, beta, C * 4);
+  float *RM = put(r, rm, C * 4), *RV = put(r, rv, C * 4), *Y = put(r, junk, nx * 4);
+  float *DY = put(r, dy, nx * 4), *DG = put(r, dg0, C * 4), *DB = put(r, db0, C * 4);
+  float *SM = put(r, sm, C * 4), *SI = put(r, si, C * 4);
+  float *SM2 = put(r, junk, C * 4), *SI2 = put(r, junk, C * 4);
+  double *CENTER = put(r, center, C * 8), *SQ = put(r, sq, C * 8), *SUMS = put(r, sums, 2 * C * 8);
+  double *OUT = put(r, djunk, C * 8), *OUT2 = put(r, djunk, C * 8), *BSUMS = put(r, djunk, 2 * C * 8);
+  float *DX = tc->flags & F_NO_DX ? NULL : put(r, junk, nx * 4);
+  be->batchnorm_sums(&g, tc->n, hw, X, NULL, OUT);
+  take_each(r, "sum x", T_F64, OUT, C);
+  be->batchnorm_sums(&g, tc->n, hw, X, CENTER, OUT2);
+  take_each(r, "sum (x - center)^2", T_F64, OUT2, C);
+  be->batchnorm_normalize(&g, tc->n, hw, X, GA, BE, CENTER, SQ, count, RM, RV, SM2, SI2, Y);
+  take_each(r, "y", T_F32, Y, nx);
+  take_each(r, "running_mean", T_F32, RM, C);
+  take_each(r, "running_var", T_F32, RV, C);
+  take_each(r, "save_mean", T_F32, SM2, C);
+  take_each(r, "save_invstd", T_F32, SI2, C);
+  be->batchnorm_backward_sums(&g, tc->n, hw, X, SM, SI, DY, DG, DB, BSUMS);
+  take_each(r, "sums (sum dy, sum dy*xhat)", T_F64, BSUMS, 2 * C);
+  take_each(r, "dgamma", T_F32, DG, C);
+  take_each(r, "dbeta", T_F32, DB, C);
+  if (DX) {
+    be->batchnorm_backward_dx(&g, tc->n, hw, X, GA, SM, SI, DY, SUMS, count, DX);
+    take_each(r, "dx", T_F32, DX, nx);
+  }
+  FREE_ALL(x, dy, junk, gamma, beta, rm, rv, dg0, db0, u, v, w1, w2, sm, si, center, sq, sums, djunk);
+}
+
 /* Three steps with fresh gradients and a decaying learning rate, from
  * non-zero state, so every term of each update rule is exercised. */
 static void run_optimizer(run_t *r, const ocase *tc) {
@@ -553,6 +628,7 @@ static void run_case(const pt_backend *be, const ocase *tc, run_t *r) {
     case OP_COUNT: run_count(r, tc); break;
     case OP_BN_TRAIN:
     case OP_BN_EVAL: run_batchnorm(r, tc); break;
+    case OP_BN_SYNC: run_bn_sync(r, tc); break;
     case OP_SGD:
     case OP_ADAM:
     case OP_ADAMW:
@@ -637,6 +713,17 @@ static void test_cuda_matches_cpu(void **state) {
       }
     }
     const double rel = maxdiff / (maxref > TINY ? maxref : TINY);
+    if (ra->per_elem) {
+      const double floor = maxref * 1e-6 > TINY ? maxref * 1e-6 : TINY;
+      for (size_t j = 0; j < ra->count; j++) {
+        const double u = value(ra, j), v = value(rb, j);
+        if (isnan(u) || isnan(v)) continue;
+        const double e = fabs(u - v) / (fabs(u) > floor ? fabs(u) : floor);
+        if (e > TOL)
+          fail_msg("%s: %s[%zu]: relative error %.3g > %g per element (cpu %.17g, cuda %.17g)", tc->label, ra->name,
+                   j, e, TOL, u, v);
+      }
+    }
     if (rel > TOL)
       fail_msg("%s: %s: relative error %.3g > %g (element %zu: cpu %.9g, cuda %.9g; max |cpu| %.3g)", tc->label,
                ra->name, rel, TOL, at, value(ra, at), value(rb, at), maxref);

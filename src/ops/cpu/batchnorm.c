@@ -82,9 +82,12 @@ void pt_batchnorm_forward_eval(const pt_bn_geom *g, int n, int hw, const float *
 }
 
 /* sums (2, c): sum dy and sum dy * xhat per channel over this worker's
- * batch; they are also the gradients of beta and gamma. */
+ * batch; they are also the gradients of beta and gamma, added here from the
+ * local sums: under synchronised batch norm the parameters' gradients are
+ * averaged with the others, not summed over the workers twice. */
 void pt_batchnorm_backward_sums(const pt_bn_geom *g, int n, int hw, const float *x, const float *save_mean,
-                                const float *save_invstd, const float *dy, double *sums) {
+                                const float *save_invstd, const float *dy, float *dgamma, float *dbeta,
+                                double *sums) {
   for (int c = 0; c < g->c; c++) {
     const float mean = save_mean[c], invstd = save_invstd[c];
     double sdy = 0.0, sdyx = 0.0;
@@ -98,6 +101,8 @@ void pt_batchnorm_backward_sums(const pt_bn_geom *g, int n, int hw, const float 
     }
     sums[c] = sdy;
     sums[g->c + c] = sdyx;
+    dgamma[c] += (float)sdyx;
+    dbeta[c] += (float)sdy;
   }
 }
 
@@ -122,11 +127,7 @@ void pt_batchnorm_backward_train(const pt_bn_geom *g, int n, int hw, const float
                                  const float *gamma, const float *save_mean,
                                  const float *save_invstd, const float *dy, float *dgamma,
                                  float *dbeta, float *dx, double *scratch) {
-  pt_batchnorm_backward_sums(g, n, hw, x, save_mean, save_invstd, dy, scratch);
-  for (int c = 0; c < g->c; c++) {
-    dgamma[c] += (float)scratch[g->c + c];
-    dbeta[c] += (float)scratch[c];
-  }
+  pt_batchnorm_backward_sums(g, n, hw, x, save_mean, save_invstd, dy, dgamma, dbeta, scratch);
   if (dx) pt_batchnorm_backward_dx(g, n, hw, x, gamma, save_mean, save_invstd, dy, scratch, (double)n * hw, dx);
 }
 

@@ -210,10 +210,11 @@ void pt_batchnorm_backward_train(const pt_bn_geom *g, int n, int hw, const float
                                  const float *gamma, const float *save_mean,
                                  const float *save_invstd, const float *dy, float *dgamma,
                                  float *dbeta, float *dx, double *scratch);
-/* The pieces of backward_train: sums (2, c) = sum dy, sum dy*xhat; then dx
- * from sums over count samples. */
+/* The pieces of backward_train: sums (2, c) = sum dy, sum dy*xhat, which
+ * dbeta and dgamma accumulate; then dx from sums over count samples. */
 void pt_batchnorm_backward_sums(const pt_bn_geom *g, int n, int hw, const float *x, const float *save_mean,
-                                const float *save_invstd, const float *dy, double *sums);
+                                const float *save_invstd, const float *dy, float *dgamma, float *dbeta,
+                                double *sums);
 void pt_batchnorm_backward_dx(const pt_bn_geom *g, int n, int hw, const float *x, const float *gamma,
                               const float *save_mean, const float *save_invstd, const float *dy,
                               const double *sums, double count, float *dx);

@@ -182,6 +182,10 @@ pt_backend make_table() {
   b.batchnorm_forward_eval = pt_cuda_batchnorm_forward_eval;
   b.batchnorm_backward_train = pt_cuda_batchnorm_backward_train;
   b.batchnorm_backward_eval = pt_cuda_batchnorm_backward_eval;
+  b.batchnorm_sums = pt_cuda_batchnorm_sums;
+  b.batchnorm_normalize = pt_cuda_batchnorm_normalize;
+  b.batchnorm_backward_sums = pt_cuda_batchnorm_backward_sums;
+  b.batchnorm_backward_dx = pt_cuda_batchnorm_backward_dx;
   b.sgd_update = pt_cuda_sgd_update;
   b.adam_update = pt_cuda_adam_update;
   b.adadelta_update = pt_cuda_adadelta_update;

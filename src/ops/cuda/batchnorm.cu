@@ -44,6 +44,20 @@ struct channel_walk {
   }
 };
 
+/* A channel's statistics from its mean and sum of squares around it over
+ * cnt values, as pt_batchnorm_normalize: save_mean, save_invstd, and the
+ * running stats updated with the unbiased variance. */
+__device__ void channel_stats(int c, double mean, double sq, double cnt, float eps, float momentum,
+                              float *running_mean, float *running_var, float *save_mean, float *save_invstd) {
+  const double var = sq / cnt;
+  save_mean[c] = (float)mean;
+  save_invstd[c] = (float)(1.0 / sqrt(var + (double)eps));
+  const double unbiased = cnt > 1 ? sq / (cnt - 1) : var;
+  const double m = (double)momentum, keep = 1.0 - m;
+  running_mean[c] = (float)dadd_rn(dmul_rn(keep, (double)running_mean[c]), dmul_rn(m, mean));
+  running_var[c] = (float)dadd_rn(dmul_rn(keep, (double)running_var[c]), dmul_rn(m, unbiased));
+}
+
 /* Forward training statistics of channel blockIdx.x: mean, then the sum of
  * squares around it; updates the running stats and writes save_mean,
  * save_invstd and scratch (mean, sq) as pt_batchnorm_forward_train does. */
@@ -66,14 +80,37 @@ __global__ void __launch_bounds__(kChannelThreads) bn_stats_kernel(int n, int C,
   if (threadIdx.x == 0) {
     scratch[c] = mean;
     scratch[C + c] = sq;
-    const double var = sq / cnt;
-    save_mean[c] = (float)mean;
-    save_invstd[c] = (float)(1.0 / sqrt(var + (double)eps));
-    const double unbiased = cnt > 1 ? sq / (cnt - 1) : var;
-    const double m = (double)momentum, keep = 1.0 - m;
-    running_mean[c] = (float)dadd_rn(dmul_rn(keep, (double)running_mean[c]), dmul_rn(m, mean));
-    running_var[c] = (float)dadd_rn(dmul_rn(keep, (double)running_var[c]), dmul_rn(m, unbiased));
+    channel_stats(c, mean, sq, cnt, eps, momentum, running_mean, running_var, save_mean, save_invstd);
   }
+}
+
+/* Synchronised batch norm, this worker's part of channel blockIdx.x's sums
+ * (pt_batchnorm_sums): sum x (center NULL) or sum (x - center[c])^2, each
+ * in the order of bn_stats_kernel's. */
+__global__ void __launch_bounds__(kChannelThreads) bn_sums_kernel(int n, int C, int hw, const float *x,
+                                                                  const double *center, double *out) {
+  __shared__ double sh[32];
+  const int c = blockIdx.x;
+  double acc = 0.0;
+  if (!center) {
+    for (channel_walk w(hw); w.s < (size_t)n; w.next()) acc += (double)x[(w.s * C + c) * hw + w.i];
+  } else {
+    const double mean = center[c];
+    for (channel_walk w(hw); w.s < (size_t)n; w.next()) {
+      const double d = (double)x[(w.s * C + c) * hw + w.i] - mean;
+      acc = dadd_rn(acc, dmul_rn(d, d));
+    }
+  }
+  const double total = block_sum(acc, sh);
+  if (threadIdx.x == 0) out[c] = total;
+}
+
+/* The statistics of every channel from the global sums: one thread each. */
+__global__ void bn_global_stats_kernel(int C, double cnt, float eps, float momentum, const double *mean,
+                                       const double *sq, float *running_mean, float *running_var, float *save_mean,
+                                       float *save_invstd) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c < C) channel_stats(c, mean[c], sq[c], cnt, eps, momentum, running_mean, running_var, save_mean, save_invstd);
 }
 
 /* y = x * a + b with a = gamma * invstd, b = beta - mean * a per channel:
@@ -208,4 +245,61 @@ extern "C" void pt_cuda_batchnorm_backward_eval(const pt_bn_geom *g, int n, int 
   bn_bwd_eval_dx_kernel<<<grid_for(total), kThreads, 0, stream()>>>(total, C, hw, g->eps, gamma, running_var, dy,
                                                                     dx);
   PT_CUDA_CHECK_LAUNCH("batchnorm_backward_eval: dx");
+}
+
+/* Synchronised batch norm: the same kernels, the sums in between coming
+ * from every worker (nn/model.c adds them up). */
+
+extern "C" void pt_cuda_batchnorm_sums(const pt_bn_geom *g, int n, int hw, const float *x, const double *center,
+                                       double *out) {
+  const int C = g->c;
+  if (C <= 0) return;
+  if (n <= 0 || hw <= 0) { /* an empty shard adds nothing, as the CPU's loops */
+    PT_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(double) * (size_t)C, stream()), "batchnorm_sums: empty batch");
+    return;
+  }
+  bn_sums_kernel<<<C, kChannelThreads, 0, stream()>>>(n, C, hw, x, center, out);
+  PT_CUDA_CHECK_LAUNCH(center ? "batchnorm_sums: squares" : "batchnorm_sums");
+}
+
+extern "C" void pt_cuda_batchnorm_normalize(const pt_bn_geom *g, int n, int hw, const float *x, const float *gamma,
+                                            const float *beta, const double *mean, const double *sq, double count,
+                                            float *running_mean, float *running_var, float *save_mean,
+                                            float *save_invstd, float *y) {
+  const int C = g->c;
+  if (C <= 0) return;
+  bn_global_stats_kernel<<<(C + kThreads - 1) / kThreads, kThreads, 0, stream()>>>(
+      C, count, g->eps, g->momentum, mean, sq, running_mean, running_var, save_mean, save_invstd);
+  PT_CUDA_CHECK_LAUNCH("batchnorm_normalize: statistics");
+  const size_t total = (size_t)n * C * hw;
+  if (!total) return;
+  bn_apply_kernel<false><<<grid_for(total), kThreads, 0, stream()>>>(total, C, hw, g->eps, x, gamma, beta,
+                                                                     save_mean, save_invstd, y);
+  PT_CUDA_CHECK_LAUNCH("batchnorm_normalize");
+}
+
+extern "C" void pt_cuda_batchnorm_backward_sums(const pt_bn_geom *g, int n, int hw, const float *x,
+                                                const float *save_mean, const float *save_invstd, const float *dy,
+                                                float *dgamma, float *dbeta, double *sums) {
+  const int C = g->c;
+  if (C <= 0) return;
+  if (n <= 0 || hw <= 0) { /* nothing to add to dgamma and dbeta */
+    PT_CUDA_CHECK(cudaMemsetAsync(sums, 0, sizeof(double) * 2 * (size_t)C, stream()),
+                  "batchnorm_backward_sums: empty batch");
+    return;
+  }
+  bn_bwd_sums_kernel<false><<<C, kChannelThreads, 0, stream()>>>(n, C, hw, g->eps, x, save_mean, save_invstd, dy,
+                                                                 dgamma, dbeta, sums);
+  PT_CUDA_CHECK_LAUNCH("batchnorm_backward_sums");
+}
+
+extern "C" void pt_cuda_batchnorm_backward_dx(const pt_bn_geom *g, int n, int hw, const float *x, const float *gamma,
+                                              const float *save_mean, const float *save_invstd, const float *dy,
+                                              const double *sums, double count, float *dx) {
+  const int C = g->c;
+  const size_t total = (size_t)n * C * hw;
+  if (C <= 0 || n <= 0 || hw <= 0) return;
+  bn_bwd_dx_kernel<<<grid_for(total), kThreads, 0, stream()>>>(total, C, hw, count, x, gamma, save_mean, save_invstd,
+                                                               dy, sums, dx);
+  PT_CUDA_CHECK_LAUNCH("batchnorm_backward_dx");
 }

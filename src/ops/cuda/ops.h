@@ -64,6 +64,20 @@ void pt_cuda_batchnorm_backward_train(const pt_bn_geom *g, int n, int hw, const 
 void pt_cuda_batchnorm_backward_eval(const pt_bn_geom *g, int n, int hw, const float *x, const float *gamma,
                                      const float *running_mean, const float *running_var, const float *dy,
                                      float *dgamma, float *dbeta, float *dx);
+/* The four steps of synchronised batch norm, as pt_batchnorm_sums,
+ * pt_batchnorm_normalize, pt_batchnorm_backward_sums and
+ * pt_batchnorm_backward_dx; center, mean, sq, out and sums are device memory. */
+void pt_cuda_batchnorm_sums(const pt_bn_geom *g, int n, int hw, const float *x, const double *center, double *out);
+void pt_cuda_batchnorm_normalize(const pt_bn_geom *g, int n, int hw, const float *x, const float *gamma,
+                                 const float *beta, const double *mean, const double *sq, double count,
+                                 float *running_mean, float *running_var, float *save_mean, float *save_invstd,
+                                 float *y);
+void pt_cuda_batchnorm_backward_sums(const pt_bn_geom *g, int n, int hw, const float *x, const float *save_mean,
+                                     const float *save_invstd, const float *dy, float *dgamma, float *dbeta,
+                                     double *sums);
+void pt_cuda_batchnorm_backward_dx(const pt_bn_geom *g, int n, int hw, const float *x, const float *gamma,
+                                   const float *save_mean, const float *save_invstd, const float *dy,
+                                   const double *sums, double count, float *dx);
 /* optim.cu */
 void pt_cuda_sgd_update(const pt_opt_config *c, size_t n, float *p, const float *g, float *buf, int first, float lr);
 void pt_cuda_adam_update(const pt_opt_config *c, size_t n, float *p, const float *g, float *m, float *v,
