@@ -91,8 +91,9 @@ int pt_cmd_eval(int argc, char **argv) {
   if (be && be->kind != PT_BACKEND_CPU) { /* the GPU memory before the thread's stream and handles */
     pt_model_destroy(m);
     m = NULL;
-    const pt_status us = pt_backend_unbind(be);
-    if (st == PT_OK) st = us;
+    /* A fault in the evaluation's last kernels shows only here. */
+    const pt_status ust = pt_backend_unbind(be);
+    if (st == PT_OK) st = ust;
   }
   if (st == PT_OK)
     printf("%s on %s test: loss %.4f, accuracy %.4f (%lld/%lld)\n", spec.name, pt_dataset_kind_name(kind),

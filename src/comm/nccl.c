@@ -202,8 +202,12 @@ static pt_status check_async(nccl_comm *nc, const char *op) {
   return st == ncclSuccess || st == ncclInProgress ? PT_OK : nccl_fail(nc, st, op);
 }
 
+static pt_status wait_device(void *ctx, const char *what, int (*ready)(void *), void *ready_ctx);
+
 /* Collectives are queued behind the calling thread's stream, so the thread
- * must be bound to this communicator's GPU. */
+ * must be bound to this communicator's GPU. From its first collective on,
+ * the thread's stream may wait for NCCL's, so every host wait of the
+ * thread's CUDA backend goes through wait_device from then on. */
 static pt_status thread_stream(nccl_comm *nc, cudaStream_t *out) {
   const int dev = pt_cuda_current_device();
   if (dev != nc->device) {
@@ -219,6 +223,7 @@ static pt_status thread_stream(nccl_comm *nc, cudaStream_t *out) {
   if (!*out)
     return pt_fail(PT_ERR_STATE, "rank %d (cuda:%d): the thread is bound but has no stream", nc->base.rank,
                    nc->device);
+  pt_cuda_set_wait(wait_device, nc);
   return PT_OK;
 }
 
@@ -292,6 +297,40 @@ static pt_status host_wait(nccl_comm *nc, cudaStream_t stream) {
   return PT_OK;
 }
 
+typedef struct {
+  nccl_comm *nc;
+  int (*ready)(void *);
+  void *ready_ctx;
+} device_wait;
+
+static int poll_device(void *ctx) {
+  device_wait *w = ctx;
+  nccl_comm *nc = w->nc;
+  if (poll_state(nc) && (nc->gone || nc->err != ncclSuccess)) return 1;
+  nc->err = ncclSuccess;
+  return w->ready(w->ready_ctx);
+}
+
+/* The CUDA backend's host waits on this thread (pt_cuda_set_wait): for
+ * an upload slot, a download, a sync, an allocation. The same bound and
+ * error check as host_wait, for waits the backend makes on its own; what
+ * names the wait in the timeout's message. */
+static pt_status wait_device(void *ctx, const char *what, int (*ready)(void *), void *ready_ctx) {
+  nccl_comm *nc = ctx;
+  device_wait w = {nc, ready, ready_ctx};
+  const char *was = nc->base.what;
+  char named[160];
+  snprintf(named, sizeof named, "%s (behind NCCL's work on the GPU)", what ? what : "waiting for the GPU");
+  nc->base.what = named;
+  nc->gone = 0;
+  nc->err = ncclSuccess;
+  pt_status st = pt_comm_poll_wait(&nc->base, poll_device, &w);
+  if (st == PT_OK && nc->gone) st = gone_status(nc);
+  else if (st == PT_OK && nc->err != ncclSuccess) st = nccl_fail(nc, nc->err, "waiting for the GPU");
+  nc->base.what = was;
+  return st;
+}
+
 static pt_status blocking(nccl_comm *nc, void *buf, size_t count, ncclDataType_t type, int bcast, int root) {
   PT_TRY(enqueue(nc, buf, count, type, bcast, root));
   PT_TRY(nccl_wait_all(&nc->base));
@@ -327,6 +366,26 @@ static void abort_one(nccl_comm *nc) {
   pthread_mutex_unlock(&nc->mu);
 }
 
+/* Aborts every member still open, all in one NCCL group call: NCCL wants
+ * each local member of a communicator aborted, and one thread that owns
+ * several must do it as it made them, grouped, or an abort may wait for
+ * the members not yet aborted. The mutexes are taken in index order, so
+ * two threads aborting at once cannot deadlock, and are held only for the
+ * group call (aborts do not wait for peers). */
+static void abort_members(nccl_comm *m, int n) {
+  for (int r = 0; r < n; r++) pthread_mutex_lock(&m[r].mu);
+  int any = 0;
+  for (int r = 0; r < n && !any; r++) any = m[r].comm != NULL;
+  if (any) {
+    (void)ncclGroupStart();
+    for (int r = 0; r < n; r++)
+      if (m[r].comm) (void)ncclCommAbort(m[r].comm);
+    (void)ncclGroupEnd();
+  }
+  for (int r = 0; r < n; r++) m[r].comm = NULL;
+  for (int r = n - 1; r >= 0; r--) pthread_mutex_unlock(&m[r].mu);
+}
+
 static void nccl_abort(pt_comm *c, const char *why) {
   nccl_comm *nc = (nccl_comm *)c;
   pt_comm_nccl_group *g = nc->g;
@@ -338,7 +397,7 @@ static void nccl_abort(pt_comm *c, const char *why) {
       snprintf(g->why, sizeof g->why, "%s", why);
     }
     pthread_mutex_unlock(&g->mu);
-    for (int r = 0; r < g->n; r++) abort_one(&g->members[r]);
+    abort_members(g->members, g->n);
     return;
   }
   abort_one(nc);
@@ -418,12 +477,19 @@ static int poll_finalized(void *ctx) {
  * so it too is bounded; whatever does not finish in time is aborted. */
 static void close_all(nccl_comm *members, int n) {
   pt_comm_nccl_group tmp = {.n = n, .members = members};
-  int any = 0;
+  /* This thread's host waits must not outlive the communicator. */
+  for (int r = 0; r < n; r++) pt_cuda_clear_wait(&members[r]);
+  int any = 0, failed = 0;
   for (int r = 0; r < n; r++) {
     if (!members[r].comm) continue;
     ncclResult_t res = ncclCommFinalize(members[r].comm);
-    if (res != ncclSuccess && res != ncclInProgress) abort_one(&members[r]);
+    if (res != ncclSuccess && res != ncclInProgress) failed = 1;
     else any = 1;
+  }
+  /* One member that cannot finalize leaves the others waiting for it. */
+  if (failed) {
+    abort_members(members, n);
+    any = 0;
   }
   if (any) {
     pt_comm *c = &members[0].base;
@@ -436,10 +502,9 @@ static void close_all(nccl_comm *members, int n) {
       if (ok && state(&members[r]) == ncclSuccess) {
         (void)ncclCommDestroy(members[r].comm);
         members[r].comm = NULL;
-      } else {
-        abort_one(&members[r]);
       }
     }
+    abort_members(members, n); /* those that did not finish in time */
   }
   for (int r = 0; r < n; r++) {
     free_stream(&members[r]);
@@ -598,7 +663,7 @@ pt_status pt_comm_nccl_group_create(pt_comm_nccl_group **out, int n, const int *
   }
   for (int r = 0; r < n && st == PT_OK; r++) st = make_stream(&m[r]);
   if (st != PT_OK) {
-    for (int r = 0; r < n; r++) abort_one(&m[r]);
+    abort_members(m, n);
     close_all(m, n);
     group_free(g);
     return st;

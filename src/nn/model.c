@@ -423,6 +423,29 @@ static const float *layer_input(const pt_model *m, int i, const float *x) {
   return x;
 }
 
+/* The first failure wins: later ones are usually its consequences. */
+static void keep_status(pt_model *m, pt_status st) {
+  if (st == PT_OK || m->sync_status != PT_OK) return;
+  m->sync_status = st;
+  snprintf(m->sync_error, sizeof m->sync_error, "%s", pt_error_message());
+}
+
+pt_status pt_model_take_status(pt_model *m) {
+  const pt_status st = m->sync_status;
+  if (st == PT_OK) return PT_OK;
+  m->sync_status = PT_OK;
+  return pt_fail(st, "%s", m->sync_error);
+}
+
+/* A layer's time on a GPU is known only once its kernels ran. The wait
+ * also reports any fault queued before it, and reporting clears it from
+ * the device's context, so what it returns is kept here for the caller
+ * rather than dropped: otherwise a failed cuBLAS or cuDNN call under
+ * --profile would leave the step to go on with garbage. */
+static void timing_sync(pt_model *m) {
+  if (m->be->kind != PT_BACKEND_CPU) keep_status(m, m->be->sync());
+}
+
 /* Synchronised batch norm: the per-channel sums of every worker's batch
  * are added up, so each worker normalises with the statistics of the global
  * batch, as torch.nn.SyncBatchNorm does. Forward: sum(x) and the count, then
@@ -439,11 +462,7 @@ static const float *layer_input(const pt_model *m, int i, const float *x) {
  * the count and the global means are needed on the host anyway (the ops
  * take count as a number, as the CPU's do). */
 static void sum_stats(pt_model *m, double *host, const double *buf, size_t n) {
-  pt_status st = m->sum_stats(m->sum_stats_ctx, host, buf, n);
-  if (st != PT_OK && m->sync_status == PT_OK) {
-    m->sync_status = st;
-    snprintf(m->sync_error, sizeof m->sync_error, "%s", pt_error_message());
-  }
+  keep_status(m, m->sum_stats(m->sum_stats_ctx, host, buf, n));
 }
 
 /* The global sums back where the backend reads them; nothing on the CPU. */
@@ -537,22 +556,6 @@ static void layer_forward(pt_model *m, pt_layer *L, const float *x, int n) {
   }
 }
 
-/* The wait that timing a GPU layer needs. Its failure (a cuBLAS or cuDNN
- * error noted by an op, a faulting kernel, a dead peer) is kept in
- * sync_status like a synchronised statistic's, for the caller to check
- * after the step; later layers then skip their waits, so the first
- * message is the one reported. Where the stream may hold NCCL work the
- * trainer's device_wait bounds the wait by the communicator's timeout. */
-static void timing_sync(pt_model *m) {
-  if (m->be->kind == PT_BACKEND_CPU || m->sync_status != PT_OK) return;
-  pt_status st = m->device_wait ? m->device_wait(m->device_wait_ctx) : PT_OK;
-  if (st == PT_OK) st = m->be->sync();
-  if (st != PT_OK) {
-    m->sync_status = st;
-    snprintf(m->sync_error, sizeof m->sync_error, "%s", pt_error_message());
-  }
-}
-
 const float *pt_model_forward(pt_model *m, const float *x, int n) {
   const float *cur = x;
   for (int i = 0; i < m->nlayers; i++) {
@@ -586,8 +589,13 @@ double pt_model_loss(pt_model *m, const int32_t *y, int n, float scale) {
   double loss = NAN;
   const double *at = m->loss_val;
   /* A device fault leaves NAN, which every caller already treats as a
-   * failed step; the fault itself is reported at the next sync. */
-  if (m->be->download(&loss, at, sizeof loss) != PT_OK) return NAN;
+   * failed step; the download reported (and so cleared) the fault, so it
+   * is kept for the caller's check to name it. */
+  const pt_status st = m->be->download(&loss, at, sizeof loss);
+  if (st != PT_OK) {
+    keep_status(m, st);
+    return NAN;
+  }
   return loss;
 }
 

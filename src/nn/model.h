@@ -119,18 +119,16 @@ typedef struct pt_model {
   /* Synchronised batch norm: buf holds this worker's n sums in backend
    * memory; host (n doubles of host memory, buf itself on the CPU) gets
    * their sums over all workers (buf is left as it was on a GPU). NULL:
-   * each worker normalises with its own batch's statistics. A failure is
-   * kept in sync_status (the passes themselves return nothing) and the
-   * caller checks it after the step. */
+   * each worker normalises with its own batch's statistics. */
   pt_status (*sum_stats)(void *ctx, double *host, const double *buf, size_t n);
   void *sum_stats_ctx;
-  /* Waits for this worker's GPU stream where it may hold collective work
-   * (NCCL), bounded by the communicator's timeout; called before the
-   * backend's sync when layers are timed. NULL: the backend's sync alone. */
-  pt_status (*device_wait)(void *ctx);
-  void *device_wait_ctx;
+  /* The first failure a pass met but cannot return (the passes return
+   * nothing): a batch-norm sum, or a device wait under --profile or
+   * --trace, which also reports the device's faults. Its message is kept
+   * with it, since the thread's message may be overwritten before the
+   * caller looks; pt_model_take_status reports and clears both. */
   pt_status sync_status;
-  char sync_error[512]; /* sync_status's message, as it was when it failed */
+  char sync_error[512];
 } pt_model;
 
 /* Builds the model for batches of at most max_batch; checks shapes layer by
@@ -161,6 +159,10 @@ double pt_model_loss(pt_model *m, const int32_t *y, int n, float scale);
 void pt_model_loss_queue(pt_model *m, const int32_t *y, int n, float scale);
 /* Accumulates parameter gradients of the last forward/loss into m->grad. */
 void pt_model_backward(pt_model *m, const float *x, int n);
+/* The failure kept in sync_status since the last call, with its message
+ * (pt_fail), and clears it; PT_OK if none. Callers check it after a step
+ * or an evaluation, before trusting what the passes computed. */
+pt_status pt_model_take_status(pt_model *m);
 
 /* A pipeline stage: layers [lo, hi) of whole, taking that layer's input and
  * producing its output (the loss only when hi is the last layer), with

@@ -165,8 +165,8 @@ const pt_backend *pt_backend_cuda(void);
  * handles. Fails with a message naming the device when it cannot. */
 pt_status pt_backend_bind(const pt_backend *be, int device);
 /* Frees this thread's stream and handles (before the thread ends), after
- * waiting for its queued work; fails with what that work or an op since
- * the last sync hit. */
+ * waiting for its queued work; returns the error that work met, which no
+ * later call could report. Unbound either way. */
 pt_status pt_backend_unbind(const pt_backend *be);
 
 /* One device name, "cpu", "cpu:N", "cuda" (= cuda:0) or "cuda:N", into its

@@ -71,7 +71,8 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, int 
       if (i >= warmup) images += ns[k];
     }
     double dt = pt_now() - t0;
-    if (profile) {
+    st = pt_model_take_status(m);
+    if (st == PT_OK && profile) {
       ph.total_s = dt;
       pt_profile_print(stderr, m, &ph);
     }

@@ -24,6 +24,9 @@ pt_status pt_evaluate(pt_model *m, pt_loader *loader, pt_device_data *dd, pt_eva
     m->be->count_correct(b.n, m->num_classes, out, y, dd->correct);
   }
   if (st == PT_OK) st = pt_device_data_take_sums(dd, sums, &correct);
+  /* A device fault that a traced forward pass's wait reported (and so
+   * cleared) is not seen by the download above. */
+  if (st == PT_OK) st = pt_model_take_status(m);
   if (st == PT_OK) {
     s->loss_sum = sums[0];
     s->correct = correct;

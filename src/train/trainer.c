@@ -323,14 +323,6 @@ static pt_status sum_bn_stats(void *ctx, double *host, const double *buf, size_t
   return pt_comm_allreduce_f64(W->comm, host, n);
 }
 
-/* A timed layer's wait: NCCL's reductions may be on the stream, and a dead
- * peer must end the run after --timeout rather than hang it (no-op for the
- * other communicators). */
-static pt_status wait_device_comm(void *ctx) {
-  worker_t *W = ctx;
-  return pt_comm_nccl_sync(W->dcomm);
-}
-
 /* The communicator for a GPU worker's device memory: NCCL (a dp worker's
  * comes made, from its group), or host staging over the host communicator
  * where NCCL cannot run (ranks sharing a GPU, or a build without NCCL). */
@@ -407,10 +399,6 @@ static pt_status setup_worker(worker_t *W) {
   if (W->rank == 0) {
     if (c->metrics_path) PT_TRY(pt_metrics_open(c->metrics_path, 1, &W->metrics));
     if (c->save_model) PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
-  }
-  if (be->kind != PT_BACKEND_CPU) {
-    W->model->device_wait = wait_device_comm;
-    W->model->device_wait_ctx = W;
   }
   if (c->sync_bn && W->world > 1) {
     W->model->sum_stats = sum_bn_stats;
@@ -697,7 +685,7 @@ static pt_status train_loop(worker_t *W) {
         stats[0] += loss * batch.n;
         stats[1] += batch.n;
       }
-      if (m->sync_status != PT_OK) return pt_fail(m->sync_status, "%s", m->sync_error);
+      PT_TRY(pt_model_take_status(m));
       comm->step = W->dcomm->step = pos.step;
       comm->what = "the loss allreduce";
       if (!on_device) PT_TRY(pt_comm_iallreduce_f64(comm, stats, 2));
@@ -804,12 +792,11 @@ static void *dp_worker_main(void *arg) {
     abort_worker(W, W->error);
   }
   pt_ops_set_threads(1);
-  if (W->be) { /* the thread's stream and handles */
-    const pt_status us = pt_backend_unbind(W->be);
-    if (us != PT_OK && W->status == PT_OK) {
-      W->status = us;
-      snprintf(W->error, sizeof W->error, "%s", pt_error_message());
-    }
+  /* The thread's stream and handles; a fault in its last queued work is
+   * this worker's failure too. */
+  if (W->be && pt_backend_unbind(W->be) != PT_OK && W->status == PT_OK) {
+    W->status = PT_ERR_DEVICE;
+    snprintf(W->error, sizeof W->error, "%s", pt_error_message());
   }
   return NULL;
 }
@@ -962,8 +949,8 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   const pt_backend *main_be = W ? W[0].be : NULL; /* bound on this thread by worker 0 */
   for (int i = 0; W && i < nlocal; i++) worker_free(&W[i]);
   if (main_be) {
-    const pt_status us = pt_backend_unbind(main_be);
-    if (st == PT_OK) st = us;
+    const pt_status ust = pt_backend_unbind(main_be);
+    if (st == PT_OK) st = ust;
   }
   free(W);
   pt_comm_nccl_group_destroy(ngroup);

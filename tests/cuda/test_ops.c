@@ -5,22 +5,30 @@
  * fixed seed, then runs forward and backward through pt_backend_cpu() and
  * through pt_backend_cuda() alike (alloc, upload, run, download), and the
  * two sets of downloads must agree:
- *  - floating-point outputs within a relative error of 1e-4, where the
- *    relative error of an output array is
- *        max_i |cuda_i - cpu_i| / max(max_i |cpu_i|, 1e-30),
- *    the largest difference against the array's largest magnitude (a small
- *    entry of a wide-ranging array, such as a gradient, may carry the
- *    rounding of its large neighbours); NaN must meet NaN;
- *  - the synchronised batch-norm steps' outputs also per element: each
- *    within 1e-4 of its own value, |cuda_i - cpu_i| <= 1e-4 * |cpu_i|
- *    (an element under a millionth of the array's largest magnitude is held
- *    to 1e-4 of that millionth instead), since a worker's sums and
- *    statistics are each used on their own, not as one array;
+ *  - floating-point outputs element by element within a relative error of
+ *    1e-4:
+ *        |cuda_i - cpu_i| <= 1e-4 * max(|cpu_i|, floor),
+ *    floor being 1% of the array's largest magnitude (and at least 1e-30):
+ *    an entry far below its array's scale (a sum that mostly cancelled)
+ *    carries rounding of that scale, but one wrong entry, however small
+ *    (one channel's bias gradient), is caught, which a tolerance against
+ *    the array's largest value alone let through; NaN must meet NaN;
+ *  - the synchronised batch-norm steps' outputs with a stricter floor: an
+ *    element under a millionth of the array's largest magnitude is held to
+ *    1e-4 of that millionth, since a worker's sums and statistics are each
+ *    used on their own, not as one array;
  *  - what is exact by construction, exactly: dropout masks and outputs,
  *    max-pool argmax, ReLU, scaling, correct-counts, and a batch made on
  *    the device (crops, flips, normalisation, labels) against the loader's.
  * Parameter gradients and optimizer state start non-zero, so accumulation
  * is checked too; input gradients start as garbage, so overwriting is.
+ * Convolutions over 200 samples run the gemm path in several chunks (its
+ * offsets, and dw summed chunk after chunk).
+ *
+ * PT_CUDA_CONV picks the convolution (ctest runs the test once for each
+ * value), and every convolution row checks that the implementation asked
+ * for is the one that ran: a direction that cuDNN turns down would
+ * otherwise pass on the gemm path unnoticed.
  *
  * Where no GPU is usable the CPU side of every row still runs, the no-GPU
  * behaviour is checked (pt_backend_cuda() is NULL with the reason), and the
@@ -38,8 +46,10 @@
 
 #include "cuda/device.h"
 #include "data/loader.h"
+#include "nn/presets.h"
 #include "ops/backend.h"
 #include "ops/cuda/context.h"
+#include "ops/cuda/ops.h"
 #include "util/philox.h"
 
 #include "random_dataset.h"
@@ -51,6 +61,9 @@ void pt_cuda_note_error(const char *what, const char *msg);
 
 #define TOL 1e-4
 #define TINY 1e-30
+/* An element's tolerance is TOL of itself, or of this fraction of its
+ * array's largest magnitude where it is smaller. */
+#define FLOOR_FRACTION 1e-2
 
 typedef enum {
   OP_CONV, OP_LINEAR, OP_MAXPOOL, OP_RELU, OP_DROPOUT, OP_LOGSOFTMAX, OP_NLL, OP_XENT, OP_COUNT, OP_BN_TRAIN,
@@ -97,6 +110,11 @@ static const ocase cases[] = {
     {"conv first layer 1->32 3x3 on 28x28 + relu, no dx", OP_CONV, 8, 1, 28, 28, 32, 3, 1, 0, 0,
      F_BIAS | F_RELU | F_NO_DX},
     {"conv 32->64 3x3 on 26x26 + bias + relu", OP_CONV, 4, 32, 26, 26, 64, 3, 1, 0, 0, F_BIAS | F_RELU},
+    /* Several chunks of the gemm path (test_chunks checks how many). */
+    {"conv 1->2 5x5 on 104x104 + bias, 200 samples", OP_CONV, 200, 1, 104, 104, 2, 5, 1, 0, 0, F_BIAS},
+    {"conv 1->2 7x7 pad 3 on 60x60 + bias + relu, 200 samples", OP_CONV, 200, 1, 60, 60, 2, 7, 1, 3, 0,
+     F_BIAS | F_RELU},
+    {"conv 1->3 3x3 stride 2 pad 1 on 180x180, no bias, 200 samples", OP_CONV, 200, 1, 180, 180, 3, 3, 2, 1, 0, 0},
     {"linear 7->5 + bias", OP_LINEAR, 3, 7, 1, 1, 5, 0, 0, 0, 0, F_BIAS},
     {"linear 9216->128 + bias", OP_LINEAR, 16, 9216, 1, 1, 128, 0, 0, 0, 0, F_BIAS},
     {"linear 784->200 + bias, 100 rows", OP_LINEAR, 100, 784, 1, 1, 200, 0, 0, 0, 0, F_BIAS},
@@ -502,6 +520,17 @@ static void run_bn_sync(run_t *r, const ocase *tc) {
   FREE_ALL(x, dy, junk, gamma, beta, rm, rv, dg0, db0, u, v, w1, w2, sm, si, center, sq, sums, djunk);
 }
 
+/* Gradients of magnitude 0.05 to 1, sign kept. Adam's and Adadelta's
+ * steps divide by a root of the square average, so where it and the
+ * gradient are both near zero the step is about lr * sign(g), and an
+ * element compared there measures how each backend rounds 0/0 rather than
+ * the update; the tests/nn parity tests meet the same with gradients
+ * that come out of a backward pass and compare what is well conditioned. */
+static float *away_from_zero(float *g, size_t n) {
+  for (size_t i = 0; i < n; i++) g[i] = (g[i] < 0.0f ? -1.0f : 1.0f) * (0.05f + 0.95f * fabsf(g[i]));
+  return g;
+}
+
 /* Three steps with fresh gradients and a decaying learning rate, from
  * non-zero state, so every term of each update rule is exercised. */
 static void run_optimizer(run_t *r, const ocase *tc) {
@@ -535,15 +564,16 @@ static void run_optimizer(run_t *r, const ocase *tc) {
   }
   cfg.lr = lr;
   /* State 0: momentum or Adam's first moment (any sign), Adadelta's
-   * square average (not negative); state 1 is a square average. */
-  float *p = rnd(n, 1, -1, 1), *s1 = rnd(n, 3, 0.0f, 1e-4f);
+   * square average (not negative); state 1 is a square average, kept off
+   * zero for the reason the gradients are (away_from_zero). */
+  float *p = rnd(n, 1, -1, 1), *s1 = rnd(n, 3, 1e-6f, 1e-4f);
   float *s0 = tc->op == OP_ADADELTA ? rnd(n, 2, 0.0f, 0.01f) : rnd(n, 2, -0.01f, 0.01f);
   float *P = put(r, p, n * 4);
   float *S0 = tc->op == OP_SGD && cfg.momentum == 0.0f ? NULL : put(r, s0, n * 4);
   float *S1 = tc->op == OP_SGD ? NULL : put(r, s1, n * 4);
   float *G = put(r, NULL, n * 4);
   for (int t = 0; t < 3; t++) {
-    float *g = rnd(n, 10 + (uint64_t)t, -1, 1);
+    float *g = away_from_zero(rnd(n, 10 + (uint64_t)t, -1, 1), n);
     be->upload(G, g, n * 4);
     free(g);
     const float lr_t = lr * (1.0f - 0.2f * (float)t);
@@ -673,13 +703,69 @@ static void test_without_cuda(void **s) {
 
 /* The rest needs the CUDA context (ops/cuda/context.cu): CUDA builds only. */
 #ifdef PT_HAVE_CUDA
+/* The plan cache of the cuDNN path holds every preset's convolutions at
+ * the four batch sizes a run meets (training, its short last batch, and
+ * the same for evaluation), twice over: otherwise each epoch evicts plans
+ * and queries cuDNN's heuristics again. */
+static void test_plan_cache_fits_presets(void **s) {
+  (void)s;
+  const char *names[] = {"mnist-cnn", "tutorial-cnn", "fmnist-mlp", "cifar-convnet"};
+  int most = 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    pt_model_spec spec;
+    assert_int_equal(pt_preset_spec(names[i], &spec), PT_OK);
+    int convs = 0;
+    for (int l = 0; l < spec.nlayers; l++) convs += spec.layers[l].kind == PT_L_CONV2D;
+    if (4 * convs > most) most = 4 * convs;
+  }
+  assert_int_equal(most, 24); /* cifar-convnet's six convolutions */
+  if (pt_cuda_conv_plan_slots() == 0) return; /* no cuDNN in this build */
+  if (pt_cuda_conv_plan_slots() < 2 * most)
+    fail_msg("the cuDNN plan cache holds %d plans; the presets need up to %d, and twice that leaves room",
+             pt_cuda_conv_plan_slots(), most);
+}
+
+/* The 200-sample convolution rows run the gemm path in several chunks
+ * (the chunk size follows the layer, so a change of budget could quietly
+ * make them one chunk). */
+static void test_chunks(void **s) {
+  (void)s;
+  int rows = 0;
+  for (size_t i = 0; i < NCASES; i++) {
+    const ocase *tc = &cases[i];
+    if (tc->op != OP_CONV || tc->n < 200) continue;
+    pt_conv_geom g = {tc->c, tc->h, tc->w, tc->oc, tc->k, tc->k, tc->s, tc->pad, 0, 0, 0};
+    assert_true(pt_conv_init(&g));
+    const int chunk = pt_cuda_conv_chunk(&g);
+    if ((tc->n + chunk - 1) / chunk < 2) fail_msg("%s: one chunk of %d samples", tc->label, chunk);
+    rows++;
+  }
+  assert_true(rows >= 2);
+}
+
+/* The convolution asked for (PT_CUDA_CONV) is the one that ran, in every
+ * direction; unset, the default (cuDNN where built in) may hand a
+ * direction to the gemm path, and the row says so. */
+static void check_conv_path(const ocase *tc) {
+  const pt_cuda_conv_paths p = pt_cuda_conv_paths_get();
+  const char *want = getenv("PT_CUDA_CONV");
+  if (p.cudnn + p.gemm == 0) fail_msg("%s: no convolution direction was counted", tc->label);
+  if (want && !strcmp(want, "cudnn") && p.gemm)
+    fail_msg("%s: PT_CUDA_CONV=cudnn, but %llu direction(s) ran on the gemm path: %s", tc->label, p.gemm, p.why);
+  if (want && !strcmp(want, "gemm") && p.cudnn)
+    fail_msg("%s: PT_CUDA_CONV=gemm, but %llu direction(s) ran on cuDNN", tc->label, p.cudnn);
+  if (!want && p.gemm) print_message("    %s: %llu direction(s) on the gemm path: %s\n", tc->label, p.gemm, p.why);
+}
+
 static void test_cuda_matches_cpu(void **state) {
   const ocase *tc = *state;
   const pt_backend *cuda = pt_backend_cuda();
   assert_non_null(cuda);
   run_t a, b;
   run_case(pt_backend_cpu(), tc, &a);
+  pt_cuda_conv_paths_reset();
   run_case(cuda, tc, &b);
+  if (tc->op == OP_CONV) check_conv_path(tc);
   assert_int_equal(a.nres, b.nres);
   double worst = 0.0;
   const char *worst_name = "";
@@ -698,8 +784,7 @@ static void test_cuda_matches_cpu(void **state) {
       }
       continue;
     }
-    double maxref = 0.0, maxdiff = 0.0;
-    size_t at = 0;
+    double maxref = 0.0;
     for (size_t j = 0; j < ra->count; j++) {
       const double u = value(ra, j), v = value(rb, j);
       if (isnan(u) || isnan(v)) {
@@ -707,12 +792,19 @@ static void test_cuda_matches_cpu(void **state) {
         continue;
       }
       if (fabs(u) > maxref) maxref = fabs(u);
-      if (fabs(u - v) > maxdiff) {
-        maxdiff = fabs(u - v);
+    }
+    const double floor_ = FLOOR_FRACTION * maxref > TINY ? FLOOR_FRACTION * maxref : TINY;
+    double rel = 0.0;
+    size_t at = 0;
+    for (size_t j = 0; j < ra->count; j++) {
+      const double u = value(ra, j), v = value(rb, j);
+      if (isnan(u)) continue;
+      const double e = fabs(u - v) / (fabs(u) > floor_ ? fabs(u) : floor_);
+      if (e > rel) {
+        rel = e;
         at = j;
       }
     }
-    const double rel = maxdiff / (maxref > TINY ? maxref : TINY);
     if (ra->per_elem) {
       const double floor = maxref * 1e-6 > TINY ? maxref * 1e-6 : TINY;
       for (size_t j = 0; j < ra->count; j++) {
@@ -725,8 +817,9 @@ static void test_cuda_matches_cpu(void **state) {
       }
     }
     if (rel > TOL)
-      fail_msg("%s: %s: relative error %.3g > %g (element %zu: cpu %.9g, cuda %.9g; max |cpu| %.3g)", tc->label,
-               ra->name, rel, TOL, at, value(ra, at), value(rb, at), maxref);
+      fail_msg("%s: %s[%zu]: relative error %.3g > %g (cpu %.9g, cuda %.9g; max |cpu| %.3g, so errors of entries "
+               "below %.3g count against %.3g)",
+               tc->label, ra->name, at, rel, TOL, value(ra, at), value(rb, at), maxref, floor_, floor_);
     if (rel >= worst) {
       worst = rel;
       worst_name = ra->name;
@@ -765,6 +858,72 @@ static void test_no_gpu(void **s) {
   assert_null(strstr(pt_error_message(), "second op"));
   assert_int_equal(pt_cuda_sync(), PT_ERR_DEVICE);
   assert_non_null(strstr(pt_error_message(), "first op: it failed"));
+  assert_int_equal(pt_cuda_last_error(), PT_OK);
+}
+
+/* The bounded waits' plumbing, with fake wait functions (no GPU needed:
+ * without a driver every stream query answers at once, with an error). */
+static int fake_calls;
+static int fake_ctx, other_ctx;
+
+/* A communicator that found its peer dead. */
+static pt_status fake_dead_peer(void *ctx, const char *what, int (*ready)(void *), void *ready_ctx) {
+  (void)ready, (void)ready_ctx;
+  assert_ptr_equal(ctx, &fake_ctx);
+  fake_calls++;
+  return pt_fail(PT_ERR_COMM, "rank 1 (cuda:0): NCCL failed in %s: remote process exited", what);
+}
+
+/* A communicator in good health: polls until the GPU answers. */
+static pt_status fake_healthy(void *ctx, const char *what, int (*ready)(void *), void *ready_ctx) {
+  (void)ctx, (void)what;
+  fake_calls++;
+  while (!ready(ready_ctx)) {
+  }
+  return PT_OK;
+}
+
+static void test_waits_without_gpu(void **s) {
+  (void)s;
+  pt_error_clear();
+  /* Unbinding with nothing bound reports nothing. */
+  assert_int_equal(pt_cuda_unbind(), PT_OK);
+  /* An error noted before a bind stays pending through it. */
+  pt_cuda_note_error("an op before bind", "it failed");
+  assert_int_equal(pt_cuda_bind(0), PT_ERR_DEVICE);
+  assert_int_equal(pt_cuda_last_error(), PT_ERR_DEVICE);
+  assert_non_null(strstr(pt_error_message(), "an op before bind: it failed"));
+  assert_int_equal(pt_cuda_sync(), PT_ERR_DEVICE);
+
+  /* A wait function that gives up: sync reports its failure with its
+   * code, and later waits fail at once instead of waiting out a timeout
+   * again. */
+  fake_calls = 0;
+  pt_cuda_set_wait(fake_dead_peer, &fake_ctx);
+  assert_int_equal(pt_cuda_sync(), PT_ERR_COMM);
+  assert_non_null(strstr(pt_error_message(), "remote process exited"));
+  assert_int_equal(pt_cuda_wait_stream("upload: waiting for a staging slot"), PT_ERR_COMM);
+  assert_non_null(strstr(pt_error_message(), "remote process exited"));
+  assert_int_equal(fake_calls, 1);
+  /* An op's error pending is named first, the wait's after it. */
+  pt_cuda_note_error("conv2d_forward: sgemm", "CUBLAS_STATUS_EXECUTION_FAILED");
+  assert_int_equal(pt_cuda_sync(), PT_ERR_DEVICE);
+  assert_non_null(strstr(pt_error_message(), "conv2d_forward: sgemm: CUBLAS_STATUS_EXECUTION_FAILED"));
+  assert_non_null(strstr(pt_error_message(), "remote process exited"));
+  /* Only the communicator that set it clears it. */
+  pt_cuda_clear_wait(&other_ctx);
+  assert_int_equal(pt_cuda_sync(), PT_ERR_COMM);
+  pt_cuda_clear_wait(&fake_ctx);
+  assert_int_equal(fake_calls, 1);
+
+  /* A healthy wait function polls the GPU; what it finds (here: no
+   * driver) is reported as the device's error, naming the wait. */
+  fake_calls = 0;
+  pt_cuda_set_wait(fake_healthy, &fake_ctx);
+  assert_int_equal(pt_cuda_wait_stream("conv2d: waiting to grow the cuDNN workspace"), PT_ERR_DEVICE);
+  assert_non_null(strstr(pt_error_message(), "waiting to grow the cuDNN workspace"));
+  assert_int_equal(fake_calls, 1);
+  pt_cuda_set_wait(NULL, NULL);
   assert_int_equal(pt_cuda_last_error(), PT_OK);
 }
 
@@ -821,11 +980,39 @@ static void test_context(void **s) {
   be->free(d);
 
   /* Unbinding frees the stream; binding again makes a new one. */
-  (void)pt_backend_unbind(be);
+  assert_int_equal(pt_backend_unbind(be), PT_OK);
   assert_int_equal(pt_cuda_current_device(), -1);
   assert_null(pt_cuda_current_stream());
   assert_int_equal(pt_backend_bind(be, 0), PT_OK);
   assert_non_null(pt_cuda_current_stream());
+
+  /* An error pending at unbind is reported by it, not dropped; one noted
+   * before a bind is still pending after it. */
+  pt_cuda_note_error("the last op", "it failed");
+  assert_int_equal(pt_backend_unbind(be), PT_ERR_DEVICE);
+  assert_non_null(strstr(pt_error_message(), "the last op: it failed"));
+  pt_cuda_note_error("an op before bind", "it failed too");
+  assert_int_equal(pt_backend_bind(be, 0), PT_OK);
+  assert_int_equal(be->sync(), PT_ERR_DEVICE);
+  assert_non_null(strstr(pt_error_message(), "an op before bind: it failed too"));
+  assert_int_equal(be->sync(), PT_OK);
+
+  /* With a wait function set (as NCCL sets one), the backend's waits go
+   * through it: downloads and allocations included. */
+  fake_calls = 0;
+  pt_cuda_set_wait(fake_healthy, &fake_ctx);
+  float *e = be->alloc(sizeof host);
+  assert_non_null(e);
+  be->upload(e, host, sizeof host);
+  assert_int_equal(be->download(back, e, sizeof back), PT_OK);
+  for (int i = 0; i < 5; i++) assert_true(back[i] == host[i]);
+  assert_true(fake_calls >= 2);
+  pt_cuda_set_wait(fake_dead_peer, &fake_ctx);
+  assert_int_equal(be->download(back, e, sizeof back), PT_ERR_COMM);
+  assert_non_null(strstr(pt_error_message(), "remote process exited"));
+  pt_cuda_set_wait(NULL, NULL);
+  assert_int_equal(be->sync(), PT_OK);
+  be->free(e);
 }
 
 static int bind_gpu(void **s) {
@@ -872,16 +1059,18 @@ int main(void) {
   char why[256] = "";
   if (pt_cuda_device_count(&n, why, sizeof why) != PT_OK) return 1;
   if (n == 0) {
-    const struct CMUnitTest first[] = {cmocka_unit_test(test_no_gpu)};
-    struct CMUnitTest *t = row_tests(test_cpu_side, first, 1, &count);
+    const struct CMUnitTest first[] = {cmocka_unit_test(test_no_gpu), cmocka_unit_test(test_waits_without_gpu),
+                                       cmocka_unit_test(test_plan_cache_fits_presets), cmocka_unit_test(test_chunks)};
+    struct CMUnitTest *t = row_tests(test_cpu_side, first, sizeof first / sizeof first[0], &count);
     const int failed = _cmocka_run_group_tests("cuda ops (no GPU): the CPU side", t, count, NULL, NULL);
     free(t);
     if (failed) return failed;
     printf("SKIPPED: no GPU (%s)\n", why);
     return 77;
   }
-  const struct CMUnitTest first[] = {cmocka_unit_test(test_context)};
-  struct CMUnitTest *t = row_tests(test_cuda_matches_cpu, first, 1, &count);
+  const struct CMUnitTest first[] = {cmocka_unit_test(test_context), cmocka_unit_test(test_plan_cache_fits_presets),
+                                     cmocka_unit_test(test_chunks)};
+  struct CMUnitTest *t = row_tests(test_cuda_matches_cpu, first, sizeof first / sizeof first[0], &count);
   const int failed = _cmocka_run_group_tests("cuda ops against the cpu", t, count, bind_gpu, unbind_gpu);
   free(t);
   return failed;

@@ -34,7 +34,8 @@ int device_for_message() {
 /* Zeroed like the CPU's allocations, and waited for: the memory may be
  * handed to another thread, whose non-blocking stream would not be ordered
  * after this one's. Allocation happens at setup, never in a step, so the
- * wait costs nothing that matters. cudaMalloc aligns to 256. */
+ * wait costs nothing that matters; it is the thread's bounded one
+ * (context.h), as the stream may hold NCCL work. cudaMalloc aligns to 256. */
 void *cuda_alloc(size_t bytes) {
   void *p = nullptr;
   const size_t size = bytes ? bytes : 1; /* NULL must mean failure */
@@ -50,7 +51,12 @@ void *cuda_alloc(size_t bytes) {
     return nullptr;
   }
   PT_CUDA_CHECK(cudaMemsetAsync(p, 0, size, stream()), "alloc: zeroing");
-  PT_CUDA_CHECK(cudaStreamSynchronize(stream()), "alloc: zeroing");
+  if (pt_cuda_wait_stream("alloc: waiting for the zeroing") != PT_OK) {
+    /* Not freed: cudaFree waits for the whole device, which is what just
+     * failed to finish. The run is ending; the memory goes with it. */
+    pt_wrap(PT_ERR_DEVICE, "cuda:%d: cannot allocate %zu bytes", device_for_message(), bytes);
+    return nullptr;
+  }
   return p;
 }
 
@@ -113,16 +119,26 @@ bool ring_ready() {
   return !ring.broken;
 }
 
+/* A bounded wait that failed, kept for the next sync; false then. */
+bool waited(pt_status st) {
+  if (st == PT_OK) return true;
+  pt_cuda_note_status(st, pt_error_message());
+  return false;
+}
+
 void plain_upload(void *dst, const void *host_src, size_t bytes) {
-  PT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream()), "upload");
   cudaPointerAttributes attr;
   if (cudaPointerGetAttributes(&attr, host_src) != cudaSuccess) {
     (void)cudaGetLastError();
-    return;
+    attr.type = cudaMemoryTypeUnregistered;
   }
+  const bool pinned = attr.type == cudaMemoryTypeHost || attr.type == cudaMemoryTypeManaged;
+  /* From pageable memory the copy first waits, unbounded, for the stream:
+   * drained here through the bounded wait, it has nothing to wait for. */
+  if (!pinned && !waited(pt_cuda_wait_stream("upload: waiting for the GPU before a copy"))) return;
+  PT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream()), "upload");
   /* From page-locked or managed memory the copy runs truly asynchronously. */
-  if (attr.type == cudaMemoryTypeHost || attr.type == cudaMemoryTypeManaged)
-    PT_CUDA_CHECK(cudaStreamSynchronize(stream()), "upload: waiting for the copy");
+  if (pinned) (void)waited(pt_cuda_wait_stream("upload: waiting for the copy"));
 }
 
 void cuda_upload(void *dst, const void *host_src, size_t bytes) {
@@ -134,7 +150,11 @@ void cuda_upload(void *dst, const void *host_src, size_t bytes) {
   const int i = ring.next;
   ring.next = (ring.next + 1) % RING_SLOTS;
   unsigned char *slot = ring.host + (size_t)i * RING_SLOT_BYTES;
-  PT_CUDA_CHECK(cudaEventSynchronize(ring.done[i]), "upload: waiting for a staging slot");
+  /* Blocks only when the host is RING_SLOTS uploads ahead of the GPU (a
+   * long log interval). A slot whose copy never finished (a dead peer's
+   * NCCL work ahead of it) must not be overwritten: the upload is dropped,
+   * and the error waits for the next sync. */
+  if (!waited(pt_cuda_wait_event(ring.done[i], "upload: waiting for a staging slot"))) return;
   memcpy(slot, host_src, bytes);
   PT_CUDA_CHECK(cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, stream()), "upload");
   PT_CUDA_CHECK(cudaEventRecord(ring.done[i], stream()), "upload: marking a staging slot");

@@ -14,6 +14,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "util/error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -21,6 +23,9 @@ extern "C" {
 /* Records "what: msg" as the thread's error unless one is already pending.
  * what names the op and step ("conv2d_forward: im2col"). */
 void pt_cuda_note_error(const char *what, const char *msg);
+/* Records a whole message (already naming the device) with its code, for
+ * a failure that came as a status: a bounded wait that gave up. */
+void pt_cuda_note_status(pt_status code, const char *msg);
 
 #ifdef __cplusplus
 }

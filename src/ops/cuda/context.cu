@@ -30,14 +30,21 @@ struct thread_ctx {
   cudnnHandle_t cudnn;
 #endif
   int has_error;
-  char error[512]; /* "cuda:N: what: message" */
+  pt_status error_code; /* PT_ERR_DEVICE, or a failed wait's (PT_ERR_COMM) */
+  char error[512];      /* "cuda:N: what: message" */
+  pt_cuda_wait_fn wait; /* NULL: plain blocking waits */
+  void *wait_ctx;
+  /* A wait function that failed (a peer's error, the timeout) fails every
+   * later wait at once: each would otherwise sit out the timeout again. */
+  pt_status wait_failed;
+  char wait_error[512];
 };
 
 thread_local thread_ctx t_ctx = {-1, nullptr, nullptr,
 #ifdef PT_HAVE_CUDNN
                                  nullptr,
 #endif
-                                 0, {0}};
+                                 0, PT_OK, {0}, nullptr, nullptr, PT_OK, {0}};
 
 /* The device an error happened on: the bound one, else CUDA's current one
  * (an op run before bind uses it and the legacy default stream). */
@@ -76,13 +83,92 @@ pt_status cuda_fail(thread_ctx *c, int device, const char *what, cudaError_t e) 
   return bind_fail(c, device, what, msg);
 }
 
+/* Keeps a whole message (pt_error_message) as the thread's pending error,
+ * unless one is pending already. */
+void keep_error(thread_ctx *c, pt_status code, const char *msg) {
+  if (c->has_error) return;
+  c->has_error = 1;
+  c->error_code = code;
+  snprintf(c->error, sizeof c->error, "%s", msg);
+}
+
+/* What a bounded wait polls: the event when there is one, else the stream. */
+struct query {
+  cudaStream_t stream;
+  cudaEvent_t event;
+  cudaError_t err;
+};
+
+int query_ready(void *p) {
+  query *q = (query *)p;
+  q->err = q->event ? cudaEventQuery(q->event) : cudaStreamQuery(q->stream);
+  if (q->err != cudaErrorNotReady) return 1;
+  /* "Not ready" is an answer, not a failure: it must not be what the next
+   * launch's check finds pending. */
+  if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
+  return 0;
+}
+
+/* Waits for q through the thread's wait function, or blocking without one.
+ * PT_OK with q->err the CUDA outcome, or the wait function's failure. */
+pt_status wait_for(query *q, const char *what) {
+  thread_ctx *c = &t_ctx;
+  if (!c->wait) {
+    q->err = q->event ? cudaEventSynchronize(q->event) : cudaStreamSynchronize(q->stream);
+    return PT_OK;
+  }
+  if (c->wait_failed != PT_OK) return pt_fail(c->wait_failed, "%s", c->wait_error);
+  q->err = cudaSuccess;
+  const pt_status st = c->wait(c->wait_ctx, what, query_ready, q);
+  if (st != PT_OK) {
+    c->wait_failed = st;
+    snprintf(c->wait_error, sizeof c->wait_error, "%s", pt_error_message());
+  }
+  return st;
+}
+
+pt_status wait_status(query *q, const char *what) {
+  PT_TRY(wait_for(q, what));
+  if (q->err == cudaSuccess) return PT_OK;
+  const cudaError_t e = q->err;
+  (void)cudaGetLastError();
+  return pt_fail(PT_ERR_DEVICE, "cuda:%d: %s: %s (%s)", error_device(), what ? what : "waiting for the GPU",
+                 cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
 } // namespace
 
 extern "C" void pt_cuda_note_error(const char *what, const char *msg) {
   if (t_ctx.has_error) return;
   t_ctx.has_error = 1;
+  t_ctx.error_code = PT_ERR_DEVICE;
   snprintf(t_ctx.error, sizeof t_ctx.error, "cuda:%d: %s: %s", error_device(), what ? what : "?",
            msg ? msg : "?");
+}
+
+extern "C" void pt_cuda_note_status(pt_status code, const char *msg) {
+  if (code != PT_OK) keep_error(&t_ctx, code, msg ? msg : "?");
+}
+
+extern "C" void pt_cuda_set_wait(pt_cuda_wait_fn fn, void *ctx) {
+  t_ctx.wait = fn;
+  t_ctx.wait_ctx = fn ? ctx : nullptr;
+  t_ctx.wait_failed = PT_OK;
+  t_ctx.wait_error[0] = '\0';
+}
+
+extern "C" void pt_cuda_clear_wait(void *ctx) {
+  if (t_ctx.wait && t_ctx.wait_ctx == ctx) pt_cuda_set_wait(nullptr, nullptr);
+}
+
+extern "C" pt_status pt_cuda_wait_stream(const char *what) {
+  query q = {t_ctx.stream, nullptr, cudaSuccess};
+  return wait_status(&q, what);
+}
+
+extern "C" pt_status pt_cuda_wait_event(void *event, const char *what) {
+  query q = {t_ctx.stream, (cudaEvent_t)event, cudaSuccess};
+  return wait_status(&q, what);
 }
 
 extern "C" pt_status pt_cuda_bind(int device) {
@@ -95,9 +181,13 @@ extern "C" pt_status pt_cuda_bind(int device) {
   if (count == 0) return pt_fail(PT_ERR_DEVICE, "cuda:%d: %s", device, why);
   if (device < 0 || device >= count)
     return pt_fail(PT_ERR_ARG, "cuda:%d: no such device (this machine has cuda:0 to cuda:%d)", device, count - 1);
-  /* Leaving the old GPU reports what went wrong there, rather than
-   * dropping it with its stream. */
-  if (c->device >= 0) PT_TRY(pt_cuda_unbind());
+  if (c->device >= 0) {
+    /* What the old binding's work met is not this call's failure: it stays
+     * pending, for the next sync to report (keep_error below, after the
+     * unbind that cleared it). */
+    const pt_status old = pt_cuda_unbind();
+    if (old != PT_OK) keep_error(c, old, pt_error_message());
+  }
   cudaError_t e = cudaSetDevice(device);
   if (e != cudaSuccess) return cuda_fail(c, device, "selecting it", e);
   /* Non-blocking: the legacy default stream, which other libraries or a
@@ -127,8 +217,8 @@ extern "C" pt_status pt_cuda_bind(int device) {
   if ((ds = cudnnSetStream(c->cudnn, c->stream)) != CUDNN_STATUS_SUCCESS)
     return bind_fail(c, device, "binding the cuDNN handle to its stream", cudnnGetErrorString(ds));
 #endif
-  /* An error noted before binding (an op run on the legacy stream) stays
-   * noted, for the next sync to report. */
+  /* An error noted before binding (an op run on no stream, or the old
+   * binding's) stays pending: clearing it here would lose it. */
   c->device = device;
   return PT_OK;
 }
@@ -136,19 +226,14 @@ extern "C" pt_status pt_cuda_bind(int device) {
 extern "C" pt_status pt_cuda_unbind(void) {
   thread_ctx *c = &t_ctx;
   if (c->device < 0) return PT_OK;
-  /* Queued work finishes before its stream and handles go, and what it
-   * hit, or what an op noted since the last sync, is the caller's to
-   * report: the run's last steps may not have been read back. */
-  const cudaError_t e = c->stream ? cudaStreamSynchronize(c->stream) : cudaSuccess;
-  pt_status st = PT_OK;
-  if (c->has_error)
-    st = pt_fail(PT_ERR_DEVICE, "%s", c->error);
-  else if (e != cudaSuccess)
-    st = pt_fail(PT_ERR_DEVICE, "cuda:%d: a queued operation failed: %s (%s)", c->device, cudaGetErrorString(e),
-                 cudaGetErrorName(e));
+  /* Let queued work finish before its stream and handles go, and report
+   * what it met: after this there is no stream left to sync. */
+  const pt_status st = c->stream ? pt_cuda_sync() : pt_cuda_last_error();
   release(c);
   c->has_error = 0;
   c->error[0] = '\0';
+  /* The wait function belongs to a communicator of this binding. */
+  pt_cuda_set_wait(nullptr, nullptr);
   return st;
 }
 
@@ -166,12 +251,21 @@ extern "C" void *pt_cuda_cudnn(void) {
 
 extern "C" pt_status pt_cuda_last_error(void) {
   if (!t_ctx.has_error) return PT_OK;
-  return pt_fail(PT_ERR_DEVICE, "%s", t_ctx.error);
+  return pt_fail(t_ctx.error_code, "%s", t_ctx.error);
 }
 
 extern "C" pt_status pt_cuda_sync(void) {
   thread_ctx *c = &t_ctx;
-  const cudaError_t e = cudaStreamSynchronize(c->stream);
+  query q = {c->stream, nullptr, cudaSuccess};
+  const pt_status waited = wait_for(&q, "waiting for the GPU");
+  if (waited != PT_OK) {
+    /* The wait gave up (a peer's NCCL failure, or the timeout); the op
+     * error pending, if any, is older and more to the point. */
+    if (!c->has_error) return waited;
+    c->has_error = 0;
+    return pt_wrap(c->error_code, "%s; then", c->error);
+  }
+  const cudaError_t e = q.err;
   /* Read the runtime's pending error too: otherwise a failure reported
    * here would be blamed again on the next launch's check. */
   const cudaError_t pending = cudaGetLastError();
@@ -179,9 +273,9 @@ extern "C" pt_status pt_cuda_sync(void) {
   if (c->has_error) {
     c->has_error = 0;
     if (stream_err != cudaSuccess)
-      return pt_fail(PT_ERR_DEVICE, "%s; then, at sync: %s (%s)", c->error, cudaGetErrorString(stream_err),
+      return pt_fail(c->error_code, "%s; then, at sync: %s (%s)", c->error, cudaGetErrorString(stream_err),
                      cudaGetErrorName(stream_err));
-    return pt_fail(PT_ERR_DEVICE, "%s", c->error);
+    return pt_fail(c->error_code, "%s", c->error);
   }
   if (stream_err != cudaSuccess)
     return pt_fail(PT_ERR_DEVICE, "cuda:%d: a queued operation failed: %s (%s)", error_device(),

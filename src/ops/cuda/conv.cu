@@ -32,8 +32,11 @@
  */
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <atomic>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -334,19 +337,39 @@ conv_mode mode_from_env() {
   return mode;
 }
 
+/* ---- which path ran ----
+ *
+ * Counted per thread and per direction (forward, data gradient, filter
+ * gradient), so a test or a benchmark that asked for one implementation
+ * can check it got it: a direction cuDNN cannot run goes to the gemm path
+ * silently otherwise, for good in the case of a cuDNN status error. why
+ * keeps the reason of the latest fallback. */
+thread_local pt_cuda_conv_paths t_paths;
+
+void note_gemm(const pt_conv_geom *g, int n, const char *direction, const char *reason) {
+  t_paths.gemm++;
+  snprintf(t_paths.why, sizeof t_paths.why, "%s of conv %dx%dx%d -> %d, kernel %dx%d, stride %d, pad %d, n %d: %s",
+           direction, g->c, g->h, g->w, g->oc, g->kh, g->kw, g->stride, g->pad, n, reason);
+}
+
 /* The cuDNN handle to use, or NULL for the gemm path. A misspelt or
  * unsatisfiable PT_CUDA_CONV is reported (at the next sync) rather than
  * quietly measuring something else. */
-void *cudnn_choice(const char *what) {
+void *cudnn_choice(const char *what, char *why, size_t why_size) {
   const conv_mode mode = mode_from_env();
   if (mode == MODE_BAD) pt_cuda_note_error(what, "PT_CUDA_CONV must be \"cudnn\" or \"gemm\"");
-  if (mode == MODE_GEMM) return nullptr;
+  if (mode == MODE_GEMM) {
+    snprintf(why, why_size, "PT_CUDA_CONV=gemm");
+    return nullptr;
+  }
 #ifdef PT_HAVE_CUDNN
   void *h = pt_cuda_cudnn();
   if (!h && mode == MODE_CUDNN) pt_cuda_note_error(what, "PT_CUDA_CONV=cudnn, but this thread has no cuDNN handle");
+  snprintf(why, why_size, "this thread has no cuDNN handle");
   return h;
 #else
   if (mode == MODE_CUDNN) pt_cuda_note_error(what, "PT_CUDA_CONV=cudnn, but this build has no cuDNN");
+  snprintf(why, why_size, "this build has no cuDNN");
   return nullptr;
 #endif
 }
@@ -363,15 +386,18 @@ void *cudnn_choice(const char *what) {
  * plain FMA math and within kAlgoWorkspaceLimit is taken, except that wide
  * 3x3 layers take Winograd where it is usable (wants_winograd); none means
  * the gemm path for that direction. The workspace is one buffer per thread,
- * grown when a new geometry needs more (after the stream drains, so no
- * queued kernel still uses the old one); once every geometry has run, no
- * call allocates. */
+ * grown in stream order when a new geometry needs more; once every
+ * geometry has run, no call allocates.
+ *
+ * A plan is needed per convolution and batch size, and a run meets four
+ * batch sizes (the training batch, the epoch's short last one, and the
+ * same two for evaluation): cifar-convnet's six convolutions need 24. The
+ * cache holds several times the largest preset's need, so a run's working
+ * set always fits and nothing is evicted once warmed up; past that (a
+ * user's spec with many convolutions), the least recently used plan goes,
+ * and the eviction only costs a heuristics query. */
 
-/* A plan per convolution and batch size: cifar-convnet alone needs 24 (6
- * convolutions at the training batch, its last partial batch, the
- * evaluation batch and its tail); fewer slots re-ran the heuristics every
- * epoch. */
-const int kPlans = 64;
+const int kPlans = 96;
 /* Winograd's workspace for cifar-convnet's conv6 (512 to 1024 channels,
  * 16x16, batch 64) is over 256 MiB; at 1 GiB it fits, while evaluation's
  * batches of 1000 still go to the algorithms that need less. */
@@ -385,6 +411,9 @@ struct conv_plan {
   cudnnFilterDescriptor_t wd;
   cudnnConvolutionDescriptor_t cd;
   bool fwd_ok, data_ok, filter_ok;
+  /* Why a direction is off after failing to run (SUCCESS: the heuristics
+   * offered nothing that qualifies). */
+  cudnnStatus_t fwd_err, data_err, filter_err;
   cudnnConvolutionFwdAlgo_t fwd;
   cudnnConvolutionBwdDataAlgo_t data;
   cudnnConvolutionBwdFilterAlgo_t filter;
@@ -406,6 +435,7 @@ struct conv_cache {
   conv_plan plans[kPlans] = {};
   void *ws = nullptr; /* device memory of device */
   size_t ws_bytes = 0;
+  bool ws_async = false; /* ws from cudaMallocAsync (else cudaMalloc) */
 
   /* Drops everything: on thread exit, or when the thread's handle changes
    * (a rebind, possibly to another GPU). The device is drained first: the
@@ -418,12 +448,14 @@ struct conv_cache {
       (void)cudaGetDevice(&cur);
       if (cur != device) (void)cudaSetDevice(device);
       (void)cudaDeviceSynchronize();
-      (void)cudaFree(ws);
+      if (ws_async) (void)cudaFreeAsync(ws, 0); /* the device is idle: no order to keep */
+      else (void)cudaFree(ws);
       if (cur != device && cur >= 0) (void)cudaSetDevice(cur);
       (void)cudaGetLastError(); /* at process exit the runtime may already be gone */
     }
     ws = nullptr;
     ws_bytes = 0;
+    ws_async = false;
     handle = nullptr;
     device = -1;
   }
@@ -434,22 +466,42 @@ thread_local conv_cache t_cache;
 
 /* Makes t_cache.ws at least bytes long; false (after clearing the error) if
  * the memory is not there, and the caller falls back to the gemm path,
- * whose workspace the caller of the op already holds. */
+ * whose workspace the caller of the op already holds.
+ *
+ * In stream order (cudaFreeAsync, cudaMallocAsync on the thread's stream),
+ * so the host never waits: the old buffer is freed after the kernels queued
+ * before it, and the new one is there for those after. cudaFree would wait
+ * for the whole device, NCCL's stream included, which behind a dead peer
+ * never drains. Where the device has no stream-ordered allocator, the
+ * stream is drained through the thread's bounded wait first. */
 bool grow_workspace(size_t bytes, cudaStream_t st) {
   conv_cache &c = t_cache;
   if (bytes <= c.ws_bytes) return true;
   const size_t mib = (size_t)1 << 20;
   bytes = (bytes + mib - 1) / mib * mib;
-  if (c.ws) {
-    PT_CUDA_CHECK(cudaStreamSynchronize(st), "conv2d: waiting to grow the cuDNN workspace");
-    (void)cudaFree(c.ws);
-    c.ws = nullptr;
-    c.ws_bytes = 0;
+  if (c.ws && c.ws_async) {
+    PT_CUDA_CHECK(cudaFreeAsync(c.ws, st), "conv2d: freeing the cuDNN workspace to grow it");
+  } else if (c.ws) {
+    const pt_status w = pt_cuda_wait_stream("conv2d: waiting to grow the cuDNN workspace");
+    if (w != PT_OK) {
+      /* Kernels may still use the old buffer: keep it, and run this call
+       * on the gemm path; the failure is reported at the next sync. */
+      pt_cuda_note_status(w, pt_error_message());
+      return false;
+    }
+    PT_CUDA_CHECK(cudaFree(c.ws), "conv2d: freeing the cuDNN workspace to grow it");
   }
-  if (cudaMalloc(&c.ws, bytes) != cudaSuccess) {
+  c.ws = nullptr;
+  c.ws_bytes = 0;
+  c.ws_async = cudaMallocAsync(&c.ws, bytes, st) == cudaSuccess;
+  if (!c.ws_async) {
     (void)cudaGetLastError();
     c.ws = nullptr;
-    return false;
+    if (cudaMalloc(&c.ws, bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      c.ws = nullptr;
+      return false;
+    }
   }
   c.ws_bytes = bytes;
   return true;
@@ -587,19 +639,47 @@ conv_plan *find_plan(cudnnHandle_t h, const pt_conv_geom *g, int n) {
  * failure while running): the direction moves to the gemm path for good. */
 bool unsupported(cudnnStatus_t s) { return s >= CUDNN_STATUS_NOT_SUPPORTED && s < CUDNN_STATUS_INTERNAL_ERROR; }
 
+/* Said once per process: a cuDNN error that moves a direction to the gemm
+ * path changes what a run measures, and the user should know which. */
+std::atomic<bool> warned_fallback{false};
+
+void disable(bool *ok, cudnnStatus_t *err, cudnnStatus_t s, const char *fn, const pt_conv_geom *g, int n) {
+  *ok = false;
+  *err = s;
+  if (warned_fallback.exchange(true)) return;
+  fprintf(stderr,
+          "warning: %s returned %s for conv %dx%dx%d -> %d (kernel %dx%d, stride %d, pad %d, batch %d); that "
+          "direction of that convolution runs on the gemm path from now on\n",
+          fn, cudnnGetErrorString(s), g->c, g->h, g->w, g->oc, g->kh, g->kw, g->stride, g->pad, n);
+}
+
+/* Why a direction of plan p is not cuDNN's, into buf. */
+const char *off_why(bool ok, cudnnStatus_t err, const char *fn, char *buf, size_t size) {
+  if (ok) snprintf(buf, size, "the cuDNN workspace could not be grown");
+  else if (err == CUDNN_STATUS_SUCCESS)
+    snprintf(buf, size, "cuDNN's heuristics offer no deterministic FMA-math algorithm within %zu MiB of workspace",
+             kAlgoWorkspaceLimit >> 20);
+  else snprintf(buf, size, "%s returned %s", fn, cudnnGetErrorString(err));
+  return buf;
+}
+
 size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
-/* True when done; false leaves y untouched for the gemm path. */
+/* True when done; false leaves y untouched for the gemm path, with why. */
 bool cudnn_forward(cudnnHandle_t h, const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
-                   float *y) {
+                   float *y, char *why, size_t why_size) {
   conv_plan *p = find_plan(h, g, n);
   cudaStream_t st = (cudaStream_t)pt_cuda_current_stream();
-  if (!p->fwd_ok || !grow_workspace(p->fwd_ws, st)) return false;
+  if (!p->fwd_ok || !grow_workspace(p->fwd_ws, st)) {
+    off_why(p->fwd_ok, p->fwd_err, "cudnnConvolutionForward", why, why_size);
+    return false;
+  }
   const float one = 1.0f, zero = 0.0f;
   cudnnStatus_t s = cudnnConvolutionForward(h, &one, p->xd, x, p->wd, w, p->cd, p->fwd, t_cache.ws, p->fwd_ws, &zero,
                                             p->yd, y);
   if (unsupported(s)) {
-    p->fwd_ok = false;
+    disable(&p->fwd_ok, &p->fwd_err, s, "cudnnConvolutionForward", g, n);
+    off_why(false, s, "cudnnConvolutionForward", why, why_size);
     return false;
   }
   if (s != CUDNN_STATUS_SUCCESS) {
@@ -615,11 +695,15 @@ bool cudnn_forward(cudnnHandle_t h, const pt_conv_geom *g, int n, const float *x
 }
 
 /* Does what of dw += and dx = it can, clearing *dw and *dx for each one
- * done; the gemm path does the rest. */
+ * done; the gemm path does the rest, and why_w / why_x say why. */
 void cudnn_backward(cudnnHandle_t h, const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
-                    const float *dy, float **dw, float **dx) {
+                    const float *dy, float **dw, float **dx, char *why_w, char *why_x, size_t why_size) {
   conv_plan *p = find_plan(h, g, n);
   const bool do_w = *dw && p->filter_ok, do_x = *dx && p->data_ok;
+  /* Reasons for whatever is left to the gemm path below, set now while
+   * the plan says why; a direction done here clears its pointer. */
+  off_why(p->filter_ok, p->filter_err, "cudnnConvolutionBackwardFilter", why_w, why_size);
+  off_why(p->data_ok, p->data_err, "cudnnConvolutionBackwardData", why_x, why_size);
   if (!do_w && !do_x) return;
   cudaStream_t st = (cudaStream_t)pt_cuda_current_stream();
   /* ws: the algorithms' workspace (one at a time), then dy masked by the
@@ -643,7 +727,8 @@ void cudnn_backward(cudnnHandle_t h, const pt_conv_geom *g, int n, const float *
     cudnnStatus_t s = cudnnConvolutionBackwardFilter(h, &one, p->xd, x, p->yd, d, p->cd, p->filter, t_cache.ws,
                                                      p->filter_ws, &one, p->wd, *dw);
     if (unsupported(s)) {
-      p->filter_ok = false;
+      disable(&p->filter_ok, &p->filter_err, s, "cudnnConvolutionBackwardFilter", g, n);
+      off_why(false, s, "cudnnConvolutionBackwardFilter", why_w, why_size);
     } else {
       if (s != CUDNN_STATUS_SUCCESS)
         pt_cuda_note_error("conv2d_backward: cudnnConvolutionBackwardFilter", cudnnGetErrorString(s));
@@ -654,7 +739,8 @@ void cudnn_backward(cudnnHandle_t h, const pt_conv_geom *g, int n, const float *
     cudnnStatus_t s = cudnnConvolutionBackwardData(h, &one, p->wd, w, p->yd, d, p->cd, p->data, t_cache.ws,
                                                    p->data_ws, &zero, p->xd, *dx);
     if (unsupported(s)) {
-      p->data_ok = false;
+      disable(&p->data_ok, &p->data_err, s, "cudnnConvolutionBackwardData", g, n);
+      off_why(false, s, "cudnnConvolutionBackwardData", why_x, why_size);
     } else {
       if (s != CUDNN_STATUS_SUCCESS)
         pt_cuda_note_error("conv2d_backward: cudnnConvolutionBackwardData", cudnnGetErrorString(s));
@@ -674,27 +760,52 @@ extern "C" size_t pt_cuda_conv_workspace(const pt_conv_geom *g, int nthreads) {
   return col_floats(g) + (size_t)g->oc * g->oh * g->ow * (size_t)chunk_of(g);
 }
 
+extern "C" int pt_cuda_conv_plan_slots(void) {
+#ifdef PT_HAVE_CUDNN
+  return kPlans;
+#else
+  return 0;
+#endif
+}
+
+extern "C" int pt_cuda_conv_chunk(const pt_conv_geom *g) { return chunk_of(g); }
+
+extern "C" pt_cuda_conv_paths pt_cuda_conv_paths_get(void) { return t_paths; }
+
+extern "C" void pt_cuda_conv_paths_reset(void) { memset(&t_paths, 0, sizeof t_paths); }
+
 extern "C" void pt_cuda_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
                                        float *y, float *ws) {
   if (n <= 0) return;
-  void *h = cudnn_choice("conv2d_forward");
+  char why[192];
+  void *h = cudnn_choice("conv2d_forward", why, sizeof why);
 #ifdef PT_HAVE_CUDNN
-  if (h && cudnn_forward((cudnnHandle_t)h, g, n, x, w, b, y)) return;
+  if (h && cudnn_forward((cudnnHandle_t)h, g, n, x, w, b, y, why, sizeof why)) {
+    t_paths.cudnn++;
+    return;
+  }
 #else
   (void)h;
 #endif
+  note_gemm(g, n, "forward", why);
   gemm_forward(g, n, x, w, b, y, ws);
 }
 
 extern "C" void pt_cuda_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                                         const float *dy, float *dw, float *db, float *dx, float *ws) {
   if (n <= 0) return;
-  void *h = cudnn_choice("conv2d_backward");
+  char why_w[192], why_x[192];
+  void *h = cudnn_choice("conv2d_backward", why_w, sizeof why_w);
+  memcpy(why_x, why_w, sizeof why_x);
 #ifdef PT_HAVE_CUDNN
-  if (h) cudnn_backward((cudnnHandle_t)h, g, n, x, w, y, dy, &dw, &dx);
+  const bool want_w = dw, want_x = dx;
+  if (h) cudnn_backward((cudnnHandle_t)h, g, n, x, w, y, dy, &dw, &dx, why_w, why_x, sizeof why_w);
+  t_paths.cudnn += (unsigned long long)(want_w && !dw) + (unsigned long long)(want_x && !dx);
 #else
   (void)h;
 #endif
+  if (dw) note_gemm(g, n, "filter gradient", why_w);
+  if (dx) note_gemm(g, n, "data gradient", why_x);
   gemm_backward(g, n, x, w, y, dy, dw, dx, ws);
   if (db) launch_bias_grad(g, n, y, dy, db, (cudaStream_t)pt_cuda_current_stream());
 }

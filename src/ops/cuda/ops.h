@@ -21,6 +21,22 @@ extern "C" {
 
 /* conv.cu: im2col + cuBLAS, or cuDNN when built in and faster */
 size_t pt_cuda_conv_workspace(const pt_conv_geom *g, int nthreads);
+/* Which implementation ran this thread's conv2d calls since the last
+ * reset, counted per direction (forward, filter gradient, data gradient):
+ * how many cuDNN ran and how many the gemm path did, and why the latest
+ * gemm one was not cuDNN's (PT_CUDA_CONV=gemm, no cuDNN, no qualifying
+ * algorithm, or the cuDNN error that turned the direction off). */
+typedef struct {
+  unsigned long long cudnn, gemm;
+  char why[384];
+} pt_cuda_conv_paths;
+pt_cuda_conv_paths pt_cuda_conv_paths_get(void);
+void pt_cuda_conv_paths_reset(void);
+/* cuDNN plans cached per thread (one per convolution and batch size); 0
+ * without cuDNN. */
+int pt_cuda_conv_plan_slots(void);
+/* Samples per chunk of the gemm path for g. */
+int pt_cuda_conv_chunk(const pt_conv_geom *g);
 void pt_cuda_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
                             float *ws);
 void pt_cuda_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
