@@ -15,24 +15,23 @@ void pt_pool_codes_forward(size_t planes, int h, int w, const float *x, float *y
  * elsewhere: what the unfused pool's and ReLU's backward passes give. */
 void pt_pool_codes_backward(size_t planes, int h, int w, const float *dy, const int32_t *code, float *dx);
 
-#ifdef __AVX512F__
-#include "ops/cpu/lanes.h"
+#include "ops/cpu/simd/v16.h"
 #include "ops/cpu/transpose16.h"
 
 /* One window per lane: *best = the maximum of v[0..3] (the window's
  * positions, row by row) and *code where it was, the first of equal
  * maxima, or -1 where the maximum is not above 0. Both the planar pool
  * (pool_codes.c) and the Winograd path's take their windows through it. */
-static inline void pt_pool_codes_max4(const __m512 v[4], __m512 *best, __m512i *code) {
-  __m512 b = v[0];
-  __m512i at = _mm512_setzero_si512();
+static inline void pt_pool_codes_max4(const pt_v16 v[4], pt_v16 *best, pt_vi16 *code) {
+  pt_v16 b = v[0];
+  pt_vi16 at = vi16_zero();
   for (int k = 1; k < 4; k++) {
-    const __mmask16 gt = _mm512_cmp_ps_mask(v[k], b, _CMP_GT_OQ);
-    b = _mm512_mask_mov_ps(b, gt, v[k]);
-    at = _mm512_mask_mov_epi32(at, gt, _mm512_set1_epi32(k));
+    const pt_m16 gt = v16_cmpgt(v[k], b);
+    b = v16_mask_mov(b, gt, v[k]);
+    at = vi16_mask_mov(at, gt, vi16_set1(k));
   }
   *best = b;
-  *code = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), _mm512_cmp_ps_mask(b, _mm512_setzero_ps(), _CMP_GT_OQ), at);
+  *code = vi16_mask_mov(vi16_set1(-1), v16_cmpgt(b, v16_zero()), at);
 }
 
 /* Backward into a channels-in-lanes layout (the Winograd and direct
@@ -43,21 +42,19 @@ static inline void pt_pool_codes_max4(const __m512 v[4], __m512 *best, __m512i *
  * the code is not q, so each of the four is written. */
 static inline void pt_pool_codes_scatter16(const float *dy, const int32_t *code, size_t plane, int nc, int n,
                                            float *dst, size_t row, size_t col) {
-  const __mmask16 m = pt_lanes(n);
-  const __m512 none = _mm512_castsi512_ps(_mm512_set1_epi32(-1));
-  __m512 r[16], a[16];
+  const pt_m16 m = v16_lanes(n);
+  const pt_v16 none = vi16_as_float(vi16_set1(-1));
+  pt_v16 r[16], a[16];
   pt_transpose16_planes(dy, NULL, plane, nc, m, r);
   for (int c = 0; c < 16; c++) /* the codes as floats' bits; -1 (no position) past nc and n */
-    a[c] = c < nc ? _mm512_mask_loadu_ps(none, m, (const float *)(code + plane * c)) : none;
+    a[c] = c < nc ? v16_mask_loadu(none, m, (const float *)(code + plane * c)) : none;
   pt_transpose16(a);
   for (int l = 0; l < n; l++) {
-    const __m512i k = _mm512_castps_si512(a[l]);
+    const pt_vi16 k = v16_as_int(a[l]);
     float *d = dst + 2 * (size_t)l * col;
     for (int q = 0; q < 4; q++)
-      _mm512_store_ps(d + (size_t)(q / 2) * row + (size_t)(q % 2) * col,
-                      _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(q)), r[l]));
+      v16_store(d + (size_t)(q / 2) * row + (size_t)(q % 2) * col, v16_maskz_mov(vi16_cmpeq(k, vi16_set1(q)), r[l]));
   }
 }
-#endif
 
 #endif

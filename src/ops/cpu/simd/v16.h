@@ -1,0 +1,84 @@
+/* The vector layer every CPU kernel is written over: 16 floats (pt_v16),
+ * 16 int32 (pt_vi16), 8 doubles (pt_vd8) and a 16-bit lane mask (pt_m16),
+ * with one set of inline operations implemented once per instruction-set
+ * level. A kernel's source is written once, against these names, and built
+ * once per level (see src/ops/cpu/isa/): one 512-bit register on AVX-512,
+ * two 256-bit ones on AVX2 + FMA, four 128-bit ones (SSE2 on x86-64, NEON
+ * on Arm, plain C elsewhere) in the portable build.
+ *
+ * Why 16 lanes everywhere rather than the machine's width: the kernels'
+ * data layouts (linear weights in panels of 16 outputs, pool codes, the
+ * Philox streams, 16x16 transposes) then stay the same at every level, so
+ * checkpoints, masks and tests do not depend on the CPU; what a narrower
+ * level changes is how many of these vectors a register tile holds, which
+ * each kernel takes from PT_V16_REGS rather than forking its source.
+ *
+ * Semantics follow the AVX-512 intrinsics they are named after, including
+ * the ones that matter for correctness: masked loads never touch memory in
+ * unselected lanes (they may be past the end of a buffer), and a blend
+ * takes b where the mask is set. Results are deterministic at each level;
+ * they may differ between levels (FMA contracts, reduction trees), which is
+ * why tests compare each level with the portable reference within a
+ * tolerance and with itself bit for bit.
+ */
+#ifndef PT_OPS_CPU_SIMD_V16_H
+#define PT_OPS_CPU_SIMD_V16_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The bits of the lanes selected, lane i at bit i. */
+typedef uint32_t pt_m16;
+
+/* The first n lanes (none for n <= 0, all for n >= 16). */
+static inline pt_m16 v16_lanes(int n) { return n >= 16 ? 0xFFFFu : n <= 0 ? 0u : (1u << n) - 1u; }
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#include "ops/cpu/simd/v16_avx512.h"
+#elif defined(__AVX2__) && defined(__FMA__)
+#include "ops/cpu/simd/v16_avx2.h"
+#else
+#include "ops/cpu/simd/v16_portable.h"
+#endif
+
+/* ---- built from the above, the same at every level ---- */
+
+static inline pt_v16 v16_mask_mov(pt_v16 src, pt_m16 m, pt_v16 a) { return v16_blend(m, src, a); }
+static inline pt_v16 v16_maskz_mov(pt_m16 m, pt_v16 a) { return v16_blend(m, v16_zero(), a); }
+static inline pt_v16 v16_maskz_loadu(pt_m16 m, const float *p) { return v16_mask_loadu(v16_zero(), m, p); }
+/* c - a * b, fused where a * b + c is. */
+static inline pt_v16 v16_fnmadd(pt_v16 a, pt_v16 b, pt_v16 c) { return v16_fmadd(v16_sub(v16_zero(), a), b, c); }
+static inline pt_vi16 vi16_mask_mov(pt_vi16 src, pt_m16 m, pt_vi16 a) { return vi16_blend(m, src, a); }
+static inline pt_vi16 vi16_maskz_loadu(pt_m16 m, const int32_t *p) {
+  return v16_as_int(v16_maskz_loadu(m, (const float *)p));
+}
+static inline void vi16_mask_storeu(int32_t *p, pt_m16 m, pt_vi16 v) { v16_mask_storeu((float *)p, m, vi16_as_float(v)); }
+static inline pt_vi16 vi16_loadu(const int32_t *p) { return v16_as_int(v16_loadu((const float *)p)); }
+static inline void vi16_storeu(int32_t *p, pt_vi16 v) { v16_storeu((float *)p, vi16_as_float(v)); }
+
+/* The used lanes m of v to the front, in order, the rest 0
+ * (_mm512_maskz_compress_ps), and its inverse (_mm512_maskz_expand_ps). */
+static inline pt_v16 v16_compress(pt_m16 m, pt_v16 v) {
+#if PT_V16_HAS_COMPRESS
+  return v16_compress_native(m, v);
+#else
+  float in[16], out[16] = {0};
+  v16_storeu(in, v);
+  for (int l = 0, k = 0; l < 16; l++)
+    if (m >> l & 1u) out[k++] = in[l];
+  return v16_loadu(out);
+#endif
+}
+static inline pt_v16 v16_expand(pt_m16 m, pt_v16 v) {
+#if PT_V16_HAS_COMPRESS
+  return v16_expand_native(m, v);
+#else
+  float in[16], out[16] = {0};
+  v16_storeu(in, v);
+  for (int l = 0, k = 0; l < 16; l++)
+    if (m >> l & 1u) out[l] = in[k++];
+  return v16_loadu(out);
+#endif
+}
+
+#endif

@@ -1,0 +1,263 @@
+/* pt_v16 in portable C: four 4-lane GCC vectors per vector, which the
+ * compiler lowers to SSE2 on any x86-64, NEON on aarch64 and scalar code
+ * elsewhere. No fused multiply-add: x86-64's baseline has none, and a
+ * software fmaf would cost more than the kernels gain. Included by v16.h
+ * only. */
+#ifndef PT_OPS_CPU_SIMD_V16_PORTABLE_H
+#define PT_OPS_CPU_SIMD_V16_PORTABLE_H
+
+#include <math.h>
+#include <string.h>
+
+#define PT_V16_LEVEL "generic"
+#define PT_V16_REGS 4 /* 16 SSE or 32 NEON registers; the tiles stay small */
+#define PT_V16_HAS_COMPRESS 0
+
+typedef float pt_f4 __attribute__((vector_size(16)));
+typedef int32_t pt_i4 __attribute__((vector_size(16)));
+typedef double pt_d2 __attribute__((vector_size(16)));
+typedef struct {
+  pt_f4 q[4];
+} pt_v16;
+typedef struct {
+  pt_i4 q[4];
+} pt_vi16;
+typedef struct {
+  pt_d2 q[4];
+} pt_vd8;
+
+#define V16_P_MAP(T, expr)                                                                                           \
+  do {                                                                                                               \
+    for (int i_ = 0; i_ < 4; i_++) r.q[i_] = (expr);                                                                 \
+  } while (0)
+
+static inline pt_v16 v16_zero(void) { return (pt_v16){{{0}, {0}, {0}, {0}}}; }
+static inline pt_v16 v16_set1(float f) {
+  const pt_f4 s = {f, f, f, f};
+  return (pt_v16){{s, s, s, s}};
+}
+static inline pt_v16 v16_loadu(const float *p) {
+  pt_v16 r;
+  memcpy(&r, p, sizeof r);
+  return r;
+}
+static inline pt_v16 v16_load(const float *p) { return v16_loadu(p); }
+static inline void v16_storeu(float *p, pt_v16 v) { memcpy(p, &v, sizeof v); }
+static inline void v16_store(float *p, pt_v16 v) { memcpy(p, &v, sizeof v); }
+static inline pt_v16 v16_mask_loadu(pt_v16 src, pt_m16 m, const float *p) {
+  for (int l = 0; l < 16; l++)
+    if (m >> l & 1u) src.q[l / 4][l % 4] = p[l];
+  return src;
+}
+static inline void v16_mask_storeu(float *p, pt_m16 m, pt_v16 v) {
+  for (int l = 0; l < 16; l++)
+    if (m >> l & 1u) p[l] = v.q[l / 4][l % 4];
+}
+
+static inline pt_v16 v16_add(pt_v16 a, pt_v16 b) {
+  pt_v16 r;
+  V16_P_MAP(pt_f4, a.q[i_] + b.q[i_]);
+  return r;
+}
+static inline pt_v16 v16_sub(pt_v16 a, pt_v16 b) {
+  pt_v16 r;
+  V16_P_MAP(pt_f4, a.q[i_] - b.q[i_]);
+  return r;
+}
+static inline pt_v16 v16_mul(pt_v16 a, pt_v16 b) {
+  pt_v16 r;
+  V16_P_MAP(pt_f4, a.q[i_] * b.q[i_]);
+  return r;
+}
+static inline pt_v16 v16_div(pt_v16 a, pt_v16 b) {
+  pt_v16 r;
+  V16_P_MAP(pt_f4, a.q[i_] / b.q[i_]);
+  return r;
+}
+/* As maxps: b where either is NaN or they are equal. */
+static inline pt_v16 v16_max(pt_v16 a, pt_v16 b) {
+  pt_v16 r;
+  for (int l = 0; l < 16; l++) r.q[l / 4][l % 4] = a.q[l / 4][l % 4] > b.q[l / 4][l % 4] ? a.q[l / 4][l % 4] : b.q[l / 4][l % 4];
+  return r;
+}
+static inline pt_v16 v16_min(pt_v16 a, pt_v16 b) {
+  pt_v16 r;
+  for (int l = 0; l < 16; l++) r.q[l / 4][l % 4] = a.q[l / 4][l % 4] < b.q[l / 4][l % 4] ? a.q[l / 4][l % 4] : b.q[l / 4][l % 4];
+  return r;
+}
+static inline pt_v16 v16_sqrt(pt_v16 a) {
+  pt_v16 r;
+  for (int l = 0; l < 16; l++) r.q[l / 4][l % 4] = sqrtf(a.q[l / 4][l % 4]);
+  return r;
+}
+static inline pt_v16 v16_fmadd(pt_v16 a, pt_v16 b, pt_v16 c) {
+  pt_v16 r;
+  V16_P_MAP(pt_f4, a.q[i_] * b.q[i_] + c.q[i_]);
+  return r;
+}
+
+static inline pt_m16 v16_p_bits(pt_vi16 t) {
+  pt_m16 m = 0;
+  for (int l = 0; l < 16; l++) m |= (pt_m16)(t.q[l / 4][l % 4] != 0) << l;
+  return m;
+}
+#define V16_P_CMP(a, b, expr)                                                                                        \
+  do {                                                                                                               \
+    pt_vi16 t_;                                                                                                      \
+    for (int i_ = 0; i_ < 4; i_++) {                                                                                 \
+      const pt_f4 x_ = (a).q[i_], y_ = (b).q[i_];                                                                    \
+      t_.q[i_] = (expr);                                                                                             \
+    }                                                                                                                \
+    return v16_p_bits(t_);                                                                                           \
+  } while (0)
+static inline pt_m16 v16_cmpgt(pt_v16 a, pt_v16 b) { V16_P_CMP(a, b, x_ > y_); }
+static inline pt_m16 v16_cmpge(pt_v16 a, pt_v16 b) { V16_P_CMP(a, b, x_ >= y_); }
+static inline pt_m16 v16_cmplt(pt_v16 a, pt_v16 b) { V16_P_CMP(a, b, x_ < y_); }
+static inline pt_m16 v16_cmpeq(pt_v16 a, pt_v16 b) { V16_P_CMP(a, b, x_ == y_); }
+static inline pt_m16 v16_cmpunord(pt_v16 a, pt_v16 b) { V16_P_CMP(a, b, (x_ != x_) | (y_ != y_)); }
+static inline pt_v16 v16_blend(pt_m16 m, pt_v16 a, pt_v16 b) {
+  for (int l = 0; l < 16; l++)
+    if (m >> l & 1u) a.q[l / 4][l % 4] = b.q[l / 4][l % 4];
+  return a;
+}
+
+/* The order of v16_avx512.h's: lane i + i+8, i + i+4, i + i+2, 0 + 1. */
+static inline float v16_reduce_add(pt_v16 v) {
+  const pt_f4 h8a = v.q[0] + v.q[2], h8b = v.q[1] + v.q[3], h4 = h8a + h8b;
+  const float h20 = h4[0] + h4[2], h21 = h4[1] + h4[3];
+  return h20 + h21;
+}
+static inline float v16_reduce_max(pt_v16 v) {
+  float m = v.q[0][0];
+  for (int l = 1; l < 16; l++) m = v.q[l / 4][l % 4] > m ? v.q[l / 4][l % 4] : m;
+  return m;
+}
+
+static inline void v16_transpose(pt_v16 r[16]) {
+  float t[16][16];
+  for (int i = 0; i < 16; i++) v16_storeu(t[i], r[i]);
+  for (int i = 0; i < 16; i++)
+    for (int l = 0; l < 16; l++) r[i].q[l / 4][l % 4] = t[l][i];
+}
+static inline void v16_deinterleave(pt_v16 a, pt_v16 b, pt_v16 *even, pt_v16 *odd) {
+  float t[32];
+  v16_storeu(t, a);
+  v16_storeu(t + 16, b);
+  for (int l = 0; l < 16; l++) even->q[l / 4][l % 4] = t[2 * l], odd->q[l / 4][l % 4] = t[2 * l + 1];
+}
+static inline void v16_interleave(pt_v16 e, pt_v16 o, pt_v16 *lo, pt_v16 *hi) {
+  float t[32];
+  for (int l = 0; l < 16; l++) t[2 * l] = e.q[l / 4][l % 4], t[2 * l + 1] = o.q[l / 4][l % 4];
+  *lo = v16_loadu(t);
+  *hi = v16_loadu(t + 16);
+}
+
+/* ---- 16 x int32 ---- */
+static inline pt_vi16 vi16_zero(void) { return (pt_vi16){{{0}, {0}, {0}, {0}}}; }
+static inline pt_vi16 vi16_set1(int32_t i) {
+  const pt_i4 s = {i, i, i, i};
+  return (pt_vi16){{s, s, s, s}};
+}
+static inline pt_vi16 v16_as_int(pt_v16 v) {
+  pt_vi16 r;
+  memcpy(&r, &v, sizeof r);
+  return r;
+}
+static inline pt_v16 vi16_as_float(pt_vi16 v) {
+  pt_v16 r;
+  memcpy(&r, &v, sizeof r);
+  return r;
+}
+/* Wrapping arithmetic, as the vector instructions: through unsigned lanes. */
+typedef uint32_t pt_u4 __attribute__((vector_size(16)));
+#define VI16_P_U(a, b, op)                                                                                           \
+  do {                                                                                                               \
+    pt_vi16 r;                                                                                                       \
+    for (int i_ = 0; i_ < 4; i_++) r.q[i_] = (pt_i4)((pt_u4)(a).q[i_] op (pt_u4)(b).q[i_]);                          \
+    return r;                                                                                                        \
+  } while (0)
+static inline pt_vi16 vi16_add(pt_vi16 a, pt_vi16 b) { VI16_P_U(a, b, +); }
+static inline pt_vi16 vi16_sub(pt_vi16 a, pt_vi16 b) { VI16_P_U(a, b, -); }
+static inline pt_vi16 vi16_mullo(pt_vi16 a, pt_vi16 b) { VI16_P_U(a, b, *); }
+static inline pt_vi16 vi16_and(pt_vi16 a, pt_vi16 b) { VI16_P_U(a, b, &); }
+static inline pt_vi16 vi16_or(pt_vi16 a, pt_vi16 b) { VI16_P_U(a, b, |); }
+static inline pt_vi16 vi16_xor(pt_vi16 a, pt_vi16 b) { VI16_P_U(a, b, ^); }
+static inline pt_vi16 vi16_slli(pt_vi16 a, unsigned n) {
+  pt_vi16 r;
+  for (int i = 0; i < 4; i++) r.q[i] = n > 31 ? (pt_i4){0} : (pt_i4)((pt_u4)a.q[i] << n);
+  return r;
+}
+static inline pt_vi16 vi16_srli(pt_vi16 a, unsigned n) {
+  pt_vi16 r;
+  for (int i = 0; i < 4; i++) r.q[i] = n > 31 ? (pt_i4){0} : (pt_i4)((pt_u4)a.q[i] >> n);
+  return r;
+}
+static inline pt_m16 vi16_cmpeq(pt_vi16 a, pt_vi16 b) {
+  pt_vi16 t;
+  for (int i = 0; i < 4; i++) t.q[i] = a.q[i] == b.q[i];
+  return v16_p_bits(t);
+}
+static inline pt_m16 vi16_cmpgt(pt_vi16 a, pt_vi16 b) {
+  pt_vi16 t;
+  for (int i = 0; i < 4; i++) t.q[i] = a.q[i] > b.q[i];
+  return v16_p_bits(t);
+}
+static inline pt_vi16 vi16_blend(pt_m16 m, pt_vi16 a, pt_vi16 b) {
+  for (int l = 0; l < 16; l++)
+    if (m >> l & 1u) a.q[l / 4][l % 4] = b.q[l / 4][l % 4];
+  return a;
+}
+/* Out-of-range lanes give INT32_MIN, as cvttps2dq (C's cast would be undefined). */
+static inline pt_vi16 vi16_from_v16(pt_v16 v) {
+  pt_vi16 r;
+  for (int l = 0; l < 16; l++) {
+    const float f = v.q[l / 4][l % 4];
+    r.q[l / 4][l % 4] = f > -2147483648.0f && f < 2147483648.0f ? (int32_t)f : INT32_MIN;
+  }
+  return r;
+}
+
+/* ---- 8 x double ---- */
+static inline pt_vd8 vd8_zero(void) { return (pt_vd8){{{0}, {0}, {0}, {0}}}; }
+static inline pt_vd8 vd8_set1(double d) {
+  const pt_d2 s = {d, d};
+  return (pt_vd8){{s, s, s, s}};
+}
+static inline pt_vd8 vd8_loadu(const double *p) {
+  pt_vd8 r;
+  memcpy(&r, p, sizeof r);
+  return r;
+}
+static inline pt_vd8 vd8_load(const double *p) { return vd8_loadu(p); }
+static inline void vd8_storeu(double *p, pt_vd8 v) { memcpy(p, &v, sizeof v); }
+static inline void vd8_store(double *p, pt_vd8 v) { memcpy(p, &v, sizeof v); }
+static inline pt_vd8 vd8_add(pt_vd8 a, pt_vd8 b) {
+  for (int i = 0; i < 4; i++) a.q[i] += b.q[i];
+  return a;
+}
+static inline pt_vd8 vd8_mul(pt_vd8 a, pt_vd8 b) {
+  for (int i = 0; i < 4; i++) a.q[i] *= b.q[i];
+  return a;
+}
+static inline pt_vd8 vd8_from_lo(pt_v16 v) {
+  pt_vd8 r;
+  for (int l = 0; l < 8; l++) r.q[l / 2][l % 2] = v.q[l / 4][l % 4];
+  return r;
+}
+static inline pt_vd8 vd8_from_hi(pt_v16 v) {
+  pt_vd8 r;
+  for (int l = 0; l < 8; l++) r.q[l / 2][l % 2] = v.q[2 + l / 4][l % 4];
+  return r;
+}
+static inline pt_v16 v16_from_vd8(pt_vd8 lo, pt_vd8 hi) {
+  pt_v16 r;
+  for (int l = 0; l < 8; l++) r.q[l / 4][l % 4] = (float)lo.q[l / 2][l % 2], r.q[2 + l / 4][l % 4] = (float)hi.q[l / 2][l % 2];
+  return r;
+}
+/* The order of v16_avx512.h's: (0+4, 1+5, 2+6, 3+7), (0+2, 1+3), 0+1. */
+static inline double vd8_reduce_add(pt_vd8 v) {
+  const pt_d2 a = v.q[0] + v.q[2], b = v.q[1] + v.q[3], c = a + b;
+  return c[0] + c[1];
+}
+
+#endif
