@@ -11,6 +11,14 @@
 
 #include "ops/cpu/ops.h"
 
+/* Whether this build has the kernel (being ported from AVX-512 only to
+ * every level). */
+#ifdef __AVX512F__
+#define PT_CONV_DIRECT 1
+#else
+#define PT_CONV_DIRECT 0
+#endif
+
 /* Defined in builds with AVX-512 (__AVX512F__) only; conv.c calls them
  * under the same test. Non-zero when the geometry can take the direct path. */
 int pt_conv_direct_ok(const pt_conv_geom *g);

@@ -14,6 +14,14 @@
 
 #include "ops/cpu/ops.h"
 
+/* Whether this build has the kernel (being ported from AVX-512 only to
+ * every level). */
+#ifdef __AVX512F__
+#define PT_CONV_WINO 1
+#else
+#define PT_CONV_WINO 0
+#endif
+
 /* Defined in builds with AVX-512 (__AVX512F__) only; conv.c calls them
  * under the same test. Non-zero when the geometry can take this path and
  * it is expected to be faster than the direct one. */
