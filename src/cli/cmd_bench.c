@@ -4,6 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "ops/cpu/isa/cpu_level.h"
 #include "train/bench.h"
 
 int pt_cmd_bench(int argc, char **argv) {
@@ -54,11 +55,14 @@ int pt_cmd_bench(int argc, char **argv) {
   const char *name = c.model_file ? c.model_file : c.model ? c.model : "mnist-cnn";
   if (json)
     printf("{\"framework\":\"ptrain\",\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"steps\":%d,\"images_per_s\":%.2f,"
-           "\"step_ms\":%.3f,\"flops_per_image\":%.6g,\"gflops\":%.2f,\"peak_rss_mb\":%.1f}\n",
-           name, r.batch, r.threads, r.steps, r.images_per_s, r.step_ms, r.flops_per_image, r.gflops, r.peak_rss_mb);
+           "\"step_ms\":%.3f,\"flops_per_image\":%.6g,\"gflops\":%.2f,\"peak_rss_mb\":%.1f,\"cpu\":\"%s\","
+           "\"cpu_level\":\"%s\"}\n",
+           name, r.batch, r.threads, r.steps, r.images_per_s, r.step_ms, r.flops_per_image, r.gflops, r.peak_rss_mb,
+           pt_cpu_model(), pt_cpu_level_name(pt_cpu_level_current()));
   else
-    printf("%s: batch %d, %d thread%s: %.0f images/s (%.2f ms/step), %.1f MFLOP/image, %.1f GFLOP/s, peak %.0f MiB\n",
+    printf("%s: batch %d, %d thread%s: %.0f images/s (%.2f ms/step), %.1f MFLOP/image, %.1f GFLOP/s, peak %.0f MiB; "
+           "%s, %s kernels\n",
            name, r.batch, r.threads, r.threads == 1 ? "" : "s", r.images_per_s, r.step_ms, r.flops_per_image / 1e6,
-           r.gflops, r.peak_rss_mb);
+           r.gflops, r.peak_rss_mb, pt_cpu_model(), pt_cpu_level_name(pt_cpu_level_current()));
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "comm/comm.h"
 #include "cuda/device.h"
 #include "data/dataset.h"
+#include "ops/cpu/isa/cpu_level.h"
 #include "ops/cpu/ops.h"
 
 char *openblas_get_config(void);
@@ -55,7 +56,15 @@ int pt_cmd_info(int argc, char **argv) {
     return 0;
   }
   printf("ptrain %s\n", PT_VERSION);
-  printf("devices:\n  cpu: %ld cores online, BLAS %s\n", sysconf(_SC_NPROCESSORS_ONLN), openblas_get_config());
+  printf("devices:\n  cpu: %s, %ld cores online, BLAS %s\n", pt_cpu_model(), sysconf(_SC_NPROCESSORS_ONLN),
+         openblas_get_config());
+  char have[256], built[64] = "";
+  pt_cpu_features(have, sizeof have);
+  for (int l = 0; l < PT_CPU_LEVELS; l++)
+    if (pt_cpu_level_built((pt_cpu_level)l))
+      snprintf(built + strlen(built), sizeof built - strlen(built), "%s%s", built[0] ? " " : "", pt_cpu_level_name((pt_cpu_level)l));
+  printf("  cpu kernels: %s (best here: %s; built: %s; PTRAIN_CPU chooses one)\n  cpu features: %s\n",
+         pt_cpu_level_name(pt_cpu_level_current()), pt_cpu_level_name(pt_cpu_level_best()), built, have);
   print_cuda_devices();
   printf("backends built in:\n  CPU: yes\n");
   print_cuda_backends();

@@ -4,6 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "ops/cpu/isa/cpu_level.h"
 #include "util/error.h"
 
 int pt_cli_fail(const char *cmd) {
@@ -41,6 +42,12 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "--version")) {
     printf("ptrain %s\n", PT_VERSION);
     return 0;
+  }
+  /* PTRAIN_CPU names the kernels' instruction-set level; a bad one ends
+   * the program here, before any command runs */
+  if (pt_cpu_check_env() != PT_OK) {
+    fprintf(stderr, "ptrain: error: %s\n", pt_error_message());
+    return PT_USAGE_ERROR;
   }
   if (!strcmp(cmd, "train")) return pt_cmd_train(argc, argv);
   if (!strcmp(cmd, "eval")) return pt_cmd_eval(argc, argv);

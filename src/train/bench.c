@@ -4,6 +4,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "ops/cpu/isa/cpu_level.h"
+
 #include "data/loader.h"
 #include "train/profile.h"
 #include "train/step.h"
@@ -20,6 +22,7 @@ static double peak_rss_mb(void) {
 
 pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, int profile, pt_bench_result *out) {
   memset(out, 0, sizeof *out);
+  PT_TRY(pt_cpu_check_env());
   pt_train_plan plan;
   PT_TRY(pt_train_plan_make(cfg, &plan));
   if (pt_ops_set_threads(plan.threads)) return pt_fail(PT_ERR_STATE, "cannot start %d threads", plan.threads);

@@ -21,6 +21,7 @@
 #include "io/metrics.h"
 #include "io/progress.h"
 #include "nn/presets.h"
+#include "ops/cpu/isa/cpu_level.h"
 #include "comm/comm.h"
 #include "cuda/device.h"
 #include "train/checkpoint.h"
@@ -411,9 +412,9 @@ static void print_header(const worker_t *W) {
   const pt_train_plan *r = W->r;
   const pt_model *m = W->whole;
   FILE *out = W->out;
-  fprintf(out, "ptrain %s: %s (%zu parameters, %.1f MFLOP/image forward), %s from %s (%d train, %d test)\n",
+  fprintf(out, "ptrain %s: %s (%zu parameters, %.1f MFLOP/image forward), %s from %s (%d train, %d test); %s, %s kernels\n",
           PT_VERSION, m->spec.name, m->nparam_total, pt_model_flops(m) / 1e6, pt_dataset_kind_name(r->dataset),
-          r->data_dir, W->train_ds->n, W->test_ds->n);
+          r->data_dir, W->train_ds->n, W->test_ds->n, pt_cpu_model(), pt_cpu_level_name(pt_cpu_level_current()));
   fprintf(out, "optimizer %s lr %g", pt_opt_kind_name(r->opt.kind), r->opt.lr);
   if (r->opt.momentum > 0) fprintf(out, " momentum %g%s", r->opt.momentum, r->opt.nesterov ? " nesterov" : "");
   if (r->opt.weight_decay > 0) fprintf(out, " weight decay %g", r->opt.weight_decay);
@@ -880,6 +881,7 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   if (!result) result = &local;
   memset(result, 0, sizeof *result);
   if (cfg->epochs < 1) return pt_fail(PT_ERR_ARG, "--epochs %d: expected at least 1", cfg->epochs);
+  PT_TRY(pt_cpu_check_env());
   if (cfg->accum_steps < 1) return pt_fail(PT_ERR_ARG, "--accum-steps %d: expected at least 1", cfg->accum_steps);
   if (!(cfg->timeout_s > 0)) return pt_fail(PT_ERR_ARG, "--timeout %g: expected seconds > 0", cfg->timeout_s);
   const int staged = cfg->parallel && (!strcmp(cfg->parallel, "model") || !strcmp(cfg->parallel, "pipeline"));

@@ -523,4 +523,16 @@ void pt_conv_direct_backward(const pt_conv_geom *g, int n, const float *x, const
   pt_add_partials(dw, (size_t)g->oc * pl.f.K, db, (size_t)g->oc, ws + pl.shared + pl.part, pl.per, j.nparts);
 }
 
-#endif /* __AVX512F__; without it conv.c keeps to im2col + BLAS */
+#else /* until this kernel is on every level: it declines every shape, and conv.c keeps to im2col + BLAS */
+int pt_conv_direct_ok(const pt_conv_geom *g) { return (void)g, 0; }
+int pt_conv_direct_pool_ok(const pt_conv_geom *g) { return (void)g, 0; }
+size_t pt_conv_direct_workspace(const pt_conv_geom *g, int nthreads) { return (void)g, (void)nthreads, 0; }
+void pt_conv_direct_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
+                          int32_t *code, float *ws) {
+  (void)g, (void)n, (void)x, (void)w, (void)b, (void)y, (void)code, (void)ws;
+}
+void pt_conv_direct_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
+                           const int32_t *code, const float *dy, float *dw, float *db, float *dx, float *ws) {
+  (void)g, (void)n, (void)x, (void)w, (void)y, (void)code, (void)dy, (void)dw, (void)db, (void)dx, (void)ws;
+}
+#endif

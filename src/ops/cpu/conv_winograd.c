@@ -835,4 +835,16 @@ void pt_conv_wino_backward(const pt_conv_geom *g, int n, const float *x, const f
   pt_add_partials(dw, (size_t)g->oc * g->c * g->kh * g->kw, db, (size_t)g->oc, j.ws + pl.part, pl.per, j.nparts);
 }
 
-#endif /* __AVX512F__; without it conv.c keeps to im2col + BLAS */
+#else /* until this kernel is on every level: it declines every shape, and conv.c keeps to im2col + BLAS */
+int pt_conv_wino_ok(const pt_conv_geom *g) { return (void)g, 0; }
+int pt_conv_wino_pool_ok(const pt_conv_geom *g) { return (void)g, 0; }
+size_t pt_conv_wino_workspace(const pt_conv_geom *g, int nthreads) { return (void)g, (void)nthreads, 0; }
+void pt_conv_wino_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
+                          int32_t *code, float *ws) {
+  (void)g, (void)n, (void)x, (void)w, (void)b, (void)y, (void)code, (void)ws;
+}
+void pt_conv_wino_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
+                           const int32_t *code, const float *dy, float *dw, float *db, float *dx, float *ws) {
+  (void)g, (void)n, (void)x, (void)w, (void)y, (void)code, (void)dy, (void)dw, (void)db, (void)dx, (void)ws;
+}
+#endif
