@@ -12,6 +12,7 @@ packages=(
   iproute2               # the two-host ddp test builds its hosts with ip netns
   python3                # the loopback HTTP server of the download tests
   dataset-fashion-mnist  # the default dataset, so a first run needs no download
+  qemu-user              # runs the binary as CPUs without AVX-512 or AVX (test_cpu_levels)
 )
 
 missing=()
