@@ -35,9 +35,19 @@
 #   THREADS      thread counts (default: 1 2)
 #   ROUNDS       rounds (default 3)
 #   STEPS        timed steps per run, for every model (default: per model,
-#                so that PyTorch's slowest run times at least half a second:
-#                mnist-cnn 40, tutorial-cnn 100, fmnist-mlp 400, others 50)
+#                so that ptrain's runs last about a second or more:
+#                mnist-cnn 40, tutorial-cnn 100, fmnist-mlp 2000, others 50)
 #   WARMUP       warm-up steps per run (default 5)
+#   TORCH_SECONDS  each PyTorch run repeats its N steps until it has run at
+#                least this long (default 5): shorter blocks caught PyTorch's
+#                start-up and scheduler noise. PyTorch also flushes denormal
+#                floats to zero, as ptrain does by default, so the long runs
+#                on 10 staged batches do not slow it alone.
+#   LEVEL        hold both sides to one instruction-set level: avx2 sets
+#                PTRAIN_CPU=avx2 for ptrain and ATEN_CPU_CAPABILITY=avx2,
+#                ONEDNN_MAX_CPU_ISA=AVX2 and MKL_ENABLE_INSTRUCTIONS=AVX2 for
+#                PyTorch (how an AVX-512 machine checks the AVX2 figures);
+#                generic likewise with default/SSE4_1. Default: each at its best.
 #   PTRAIN       the ptrain binary (default build/ptrain; the script runs a
 #                copy taken at the start, so a rebuild mid-run cannot mix builds)
 #   PY_OLD       Python with Debian's PyTorch (default /usr/bin/python3)
@@ -60,8 +70,8 @@ ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-}
 # Timed steps for a model. fmnist-mlp's 50 steps took 30 ms for ptrain and
 # 80 ms for PyTorch, short enough that one scheduler hiccup moved a median by
-# 20%; 400 keep it in the hundreds, where the staged batches do not yet drive
-# its values into denormal floats (docs/benchmarks.md).
+# 20%. Thousands of steps on the 10 staged batches drive its values into
+# denormal floats, which both sides now flush (docs/benchmarks.md).
 steps_for() {
   if [[ -n $STEPS ]]; then
     echo "$STEPS"
@@ -70,13 +80,22 @@ steps_for() {
   case $1 in
     mnist-cnn) echo 40 ;;
     tutorial-cnn) echo 100 ;;
-    fmnist-mlp) echo 400 ;;
+    fmnist-mlp) echo 2000 ;;
     *) echo 50 ;;
   esac
 }
 steps_meta=$(for m in $MODELS; do printf '%s=%s ' "$m" "$(steps_for "$m")"; done)
 steps_meta=${steps_meta% }
 WARMUP=${WARMUP:-5}
+TORCH_SECONDS=${TORCH_SECONDS:-5}
+LEVEL=${LEVEL:-}
+case $LEVEL in
+  "") ;;
+  avx2) export PTRAIN_CPU=avx2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ;;
+  avx512) export PTRAIN_CPU=avx512 ;;
+  generic) export PTRAIN_CPU=generic ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 MKL_ENABLE_INSTRUCTIONS=SSE4_2 ;;
+  *) echo "cpu.sh: LEVEL=$LEVEL: expected avx2, avx512 or generic" >&2; exit 1 ;;
+esac
 PTRAIN=${PTRAIN:-build/ptrain}
 PY_OLD=${PY_OLD:-/usr/bin/python3}
 PY_NEW=${PY_NEW:-/opt/torch-latest/bin/python}
@@ -102,6 +121,8 @@ torch_old=$("$PY_OLD" -c 'import torch; print(torch.__version__)')
 torch_new=$("$PY_NEW" -c 'import torch; print(torch.__version__)')
 ptrain_version=$("$BIN" --version | head -n 1)
 cpu_model=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)
+cpu_level=$("$BIN" bench --model fmnist-mlp --steps 1 --warmup 0 --json | jq -r .cpu_level)
+torch_caps=$(for py in "$PY_OLD" "$PY_NEW"; do "$py" -c 'import torch; print(torch.backends.cpu.get_cpu_capability() if hasattr(torch.backends, "cpu") else "?")' 2>/dev/null || echo '?'; done | paste -sd/)
 git_rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git_dirty=$([[ -n $(git status --porcelain --untracked-files=no 2>/dev/null) ]] && echo true || echo false)
 
@@ -109,13 +130,16 @@ jq -cn --arg date "$(date -Iseconds)" --arg cpu "$cpu_model" --argjson cores "$(
   --arg ptrain "$ptrain_version" --arg git "$git_rev" --argjson dirty "$git_dirty" \
   --arg torch_old "$torch_old" --arg py_old "$PY_OLD" --arg torch_new "$torch_new" --arg py_new "$PY_NEW" \
   --argjson rounds "$ROUNDS" --arg steps "$steps_meta" --argjson warmup "$WARMUP" \
+  --arg level "$cpu_level" --arg torch_caps "$torch_caps" --argjson torch_seconds "$TORCH_SECONDS" \
   '{meta: true, date: $date, cpu: $cpu, cores: $cores, ptrain: $ptrain, git: $git, git_dirty: $dirty,
     torch_old: $torch_old, python_old: $py_old, torch_new: $torch_new, python_new: $py_new,
-    rounds: $rounds, steps: $steps, warmup: $warmup}' > "$RESULTS"
+    rounds: $rounds, steps: $steps, warmup: $warmup, cpu_level: $level, torch_cpu_capability: $torch_caps,
+    torch_seconds: $torch_seconds}' > "$RESULTS"
 
 echo "ptrain: $ptrain_version (git $git_rev$([[ $git_dirty == true ]] && echo ', uncommitted changes'))"
 echo "PyTorch $torch_old ($PY_OLD) and $torch_new ($PY_NEW)"
-echo "CPU: $cpu_model, $(nproc) cores; $ROUNDS rounds of $WARMUP warm-up + timed steps ($steps_meta)"
+echo "CPU: $cpu_model, $(nproc) cores; ptrain kernels $cpu_level, PyTorch CPU capability $torch_caps"
+echo "$ROUNDS rounds of $WARMUP warm-up + timed steps ($steps_meta)"
 echo "results: $RESULTS"
 echo
 
@@ -173,9 +197,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
       n=$(steps_for "$m")
       run "$r" "$m T=$t ptrain" "$BIN" bench --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP" --json
       run "$r" "$m T=$t torch $torch_old" \
-        "$PY_OLD" bench/pytorch_bench.py --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP"
+        "$PY_OLD" bench/pytorch_bench.py --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP" \
+        --min-seconds "$TORCH_SECONDS" --flush-denormal
       run "$r" "$m T=$t torch $torch_new" \
-        "$PY_NEW" bench/pytorch_bench.py --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP"
+        "$PY_NEW" bench/pytorch_bench.py --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP" \
+        --min-seconds "$TORCH_SECONDS" --flush-denormal
     done
   done
 done
