@@ -203,4 +203,16 @@ static inline double vd8_reduce_add(pt_vd8 v) {
   return _mm_cvtsd_f64(_mm_add_sd(h2, _mm_unpackhi_pd(h2, h2)));
 }
 
+/* ---- added for linear_sparse.c ---- */
+static inline pt_m16 v16_cmpneq(pt_v16 a, pt_v16 b) { return V16_AVX2_CMP(a, b, _CMP_NEQ_UQ); }
+static inline uint32_t v16_test_u16x32(const uint16_t *p, uint16_t sel) {
+  const __m256i s = _mm256_set1_epi16((short)sel), z = _mm256_setzero_si256();
+  const __m256i a = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)p), s), z);
+  const __m256i b = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + 16)), s), z);
+  /* the pack interleaves the halves' 128-bit lanes (a0 b0 a1 b1); the
+   * permutation puts them back in order, one byte per uint16 */
+  const __m256i zeros = _mm256_permute4x64_epi64(_mm256_packs_epi16(a, b), 0xD8);
+  return ~(uint32_t)_mm256_movemask_epi8(zeros);
+}
+
 #endif

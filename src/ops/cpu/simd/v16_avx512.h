@@ -137,4 +137,12 @@ static inline double vd8_reduce_add(pt_vd8 v) {
   return _mm_cvtsd_f64(_mm_add_sd(h2, _mm_unpackhi_pd(h2, h2)));
 }
 
+/* ---- added for linear_sparse.c ---- */
+/* Lanes where a != b or either is NaN (the complement of v16_cmpeq). */
+static inline pt_m16 v16_cmpneq(pt_v16 a, pt_v16 b) { return _mm512_cmp_ps_mask(a, b, _CMP_NEQ_UQ); }
+/* 32 uint16 from p: bit i set where p[i] & sel is nonzero (_mm512_test_epi16_mask). */
+static inline uint32_t v16_test_u16x32(const uint16_t *p, uint16_t sel) {
+  return _mm512_test_epi16_mask(_mm512_loadu_si512(p), _mm512_set1_epi16((short)sel));
+}
+
 #endif

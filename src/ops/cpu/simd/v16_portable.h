@@ -260,4 +260,12 @@ static inline double vd8_reduce_add(pt_vd8 v) {
   return c[0] + c[1];
 }
 
+/* ---- added for linear_sparse.c ---- */
+static inline pt_m16 v16_cmpneq(pt_v16 a, pt_v16 b) { V16_P_CMP(a, b, x_ != y_); }
+static inline uint32_t v16_test_u16x32(const uint16_t *p, uint16_t sel) {
+  uint32_t m = 0;
+  for (int i = 0; i < 32; i++) m |= (uint32_t)((p[i] & sel) != 0) << i;
+  return m;
+}
+
 #endif
