@@ -53,14 +53,10 @@ void pt_linear_backward(int n, int in, int out, const float *x, const float *w, 
 /* ---- w in panels (see pt_linear_panel_index) ---- */
 
 int pt_linear_panels_ok(int in, int out) {
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-  /* the shapes the zero-skipping kernels take; elsewhere the panels would
-   * only slow the BLAS */
+  /* the shapes the zero-skipping kernels take, elsewhere the panels would
+   * only slow the BLAS; the shape alone, so that a model's parameter layout
+   * is the same at every instruction-set level */
   return in % 16 == 0 && in >= 64 && out >= 16;
-#else
-  (void)in, (void)out;
-  return 0;
-#endif
 }
 
 void pt_linear_forward_p(int n, int in, int out, const float *x, const float *wp, const float *b, float *y,

@@ -11,7 +11,9 @@
  * (55% for 2 inputs, 72% for 8). A register tile of the 4 inputs by up to
  * 6 vectors of outputs takes, for each listed sample, 6 vectors of its row
  * of dy and 4 broadcasts of x: 24 fused multiply-adds for 10 loads, as in
- * the dense kernel, on 62% of the samples.
+ * the dense kernel, on 62% of the samples. That is on AVX-512; where a
+ * vector takes two registers of 16 (AVX2), the tile is the 4 inputs by
+ * one vector of outputs, 8 sums of 8 lanes for 6 loads.
  *
  * The lists are bit masks over the samples: for each sample and 16 inputs
  * (a slab), a 16-bit code of the nonzero ones; for each group of 4 inputs,
@@ -26,41 +28,54 @@
  * and are stored as they are, whole aligned lines: the same bits, and
  * lin1's backward pass went from 0.170 to 0.146 ms in training.
  *
- * At lin1 (100 x 784 -> 200, 1 thread, alone): 160-168 us against the
- * dense kernel's 186-195, the same bits; the masks take 5 us, the
- * transpositions and stores 27, the tiles the rest. In training,
+ * At lin1 (100 x 784 -> 200, 1 thread, alone, AVX-512): 160-168 us
+ * against the dense kernel's 186-195, the same bits; the masks take 5 us,
+ * the transpositions and stores 27, the tiles the rest. In training,
  * fmnist-mlp went from 175,076 to 185,508 images/s at 1 thread and from
- * 271,735 to 278,274 at 2 (the masks are built on one thread).
+ * 271,735 to 278,274 at 2 (the masks are built on one thread). On AVX2
+ * (Zen 3, Fashion-MNIST batches, best of 200 on a shared machine): 306 us
+ * into panels and 333 in PyTorch's order against the BLAS's 383; with two
+ * vectors of outputs per tile, spilling, 350 and 377.
  *
  * The bits are the dense kernel's: each element is the sum over the
- * samples in order, one fused multiply-add each, from +0. A skipped term
- * is dy times a zero input, +0 or -0, and adding either to a nonzero sum
- * changes nothing, so leaving it out gives the same bits, up to the sign
- * of a sum that is zero (which is -0 only where products underflow, and
- * moves no weight either way), for any finite dy. (An infinite or NaN dy
- * times 0 is NaN, which the dense kernel would spread into dw and this one
- * does not; by then the loss is NaN either way.) Inputs that
- * denormals-are-zero treats as zero are zero here too: the compare sees
- * them as the multiply does. */
+ * samples in order, one v16_fmadd each (fused where the level has FMA),
+ * from +0. A skipped term is dy times a zero input, +0 or -0, and adding
+ * either to a nonzero sum changes nothing, so leaving it out gives the
+ * same bits, up to the sign of a sum that is zero (which is -0 only where
+ * products underflow, and moves no weight either way), for any finite dy.
+ * (An infinite or NaN dy times 0 is NaN, which the dense kernel would
+ * spread into dw and this one does not; by then the loss is NaN either
+ * way.) Inputs that denormals-are-zero treats as zero are zero here too:
+ * the compare sees them as the multiply does. */
 #include "ops/cpu/ops.h"
 #include "ops/cpu/workspace.h"
 #include "util/threadpool.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-#include <immintrin.h>
-
-#include "ops/cpu/lanes.h"
+#include "ops/cpu/simd/v16.h"
 #include "ops/cpu/transpose16.h"
 
 #define SP_G 4     /* inputs per list */
-#define SP_NV 6    /* at most this many vectors of outputs per tile */
 #define SP_SLAB 16 /* inputs per code */
+/* Vectors of outputs per tile: the tile's 4 x NV sums stay in registers
+ * next to a row of dy and a broadcast of x. 24 of 32 on AVX-512; on AVX2 a
+ * vector is two of the 16 registers, so 4 sums already take 8, and with a
+ * second vector of outputs the sums alone would fill them all (they
+ * spilled, and the tiles ran 14% slower). In the portable build the 4 sums
+ * take all 16 SSE registers (half of NEON's 32) and some spill there. The
+ * buffer of a slab's sums keeps room for the widest tile at every level,
+ * so that the workspace does not depend on the level. */
+#if PT_V16_REGS >= 32
+#define SP_NV 6
+#else
+#define SP_NV 1
+#endif
+#define SP_NV_MAX 6
 
 /* The share of samples listed, over all groups, above which the dense
  * kernel is faster: against it alone at 1 thread, with inputs zeroed in
  * random groups of 4, 0.65x its time at 40%, 0.88x at 60%, 0.96x at 70%
- * and 1.08x at 80% (100 x 784 -> 200), and at 64 x 9216 -> 128 even at
- * about 62%. */
+ * and 1.08x at 80% (100 x 784 -> 200, AVX-512), and at 64 x 9216 -> 128
+ * even at about 62%. */
 #define SP_MAX_DENSITY 0.66
 #define SP_MAX_X ((size_t)128 << 10) /* floats of x: 512 KB */
 
@@ -73,7 +88,7 @@ typedef struct {
   const uint64_t *mask;  /* (in / 4, words): bit t set where x[t][4 g .. 4 g + 4) has a nonzero */
   float *dw;             /* (out, in), or in panels (pt_linear_panels) */
   int add, panels;
-  float *buf;            /* per thread (16, SP_NV * 16): a slab's sums */
+  float *buf;            /* per thread (16, SP_NV_MAX * 16): a slab's sums */
 } job;
 
 size_t pt_linear_sparse_workspace(int max_batch, int in, int out, int nthreads) {
@@ -81,18 +96,18 @@ size_t pt_linear_sparse_workspace(int max_batch, int in, int out, int nthreads) 
   const size_t words = (size_t)(max_batch + 63) / 64;
   const size_t codes = (size_t)(in + SP_SLAB - 1) / SP_SLAB * (size_t)pt_round_up(max_batch, 32); /* uint16 */
   const size_t mask = (size_t)(in / SP_G) * words;                                                /* uint64 */
-  const size_t buf = (size_t)nthreads * SP_SLAB * SP_NV * 16;
+  const size_t buf = (size_t)nthreads * SP_SLAB * SP_NV_MAX * 16;
   return dyp + pt_up16(codes / 2 + 1) + pt_up16(mask * 2) + buf + 16; /* 16: room to align */
 }
 
 /* buf[i][16 v ..] = the sums for input k + i and the block's vector v,
  * summed over the samples of group g's mask. */
 static inline __attribute__((always_inline)) void tile(const int NV, const job *j, int g, int v0, float *buf) {
-  __m512 acc[SP_G][SP_NV];
+  pt_v16 acc[SP_G][SP_NV];
 #pragma GCC unroll 4
   for (int i = 0; i < SP_G; i++)
 #pragma GCC unroll 6
-    for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();
+    for (int v = 0; v < NV; v++) acc[i][v] = v16_zero();
   const int k = g * SP_G;
   const uint64_t *mask = j->mask + (size_t)g * j->words;
   const float *xk = j->x + k, *dk = j->dyp + (size_t)v0 * 16;
@@ -102,53 +117,55 @@ static inline __attribute__((always_inline)) void tile(const int NV, const job *
       const float *xr = xk + t * (size_t)j->in, *dr = dk + t * (size_t)j->out16;
 #pragma GCC unroll 6
       for (int v = 0; v < NV; v++) {
-        const __m512 d = _mm512_load_ps(dr + v * 16);
+        const pt_v16 d = v16_load(dr + v * 16);
 #pragma GCC unroll 4
-        for (int i = 0; i < SP_G; i++) acc[i][v] = _mm512_fmadd_ps(_mm512_set1_ps(xr[i]), d, acc[i][v]);
+        for (int i = 0; i < SP_G; i++) acc[i][v] = v16_fmadd(v16_set1(xr[i]), d, acc[i][v]);
       }
     }
   if (j->panels) { /* the sums are rows of the panels: stored as they are */
 #pragma GCC unroll 6
     for (int v = 0; v < NV; v++) {
       const int wd = pt_linear_panel_width(j->out, v0 + v);
-      const __mmask16 m = pt_lanes(wd);
+      const pt_m16 m = v16_lanes(wd);
       float *d = j->dw + pt_linear_panel_offset(j->in, v0 + v) + (size_t)k * wd;
 #pragma GCC unroll 4
       for (int i = 0; i < SP_G; i++) {
         float *r = d + (size_t)i * wd;
-        _mm512_mask_storeu_ps(r, m, j->add ? _mm512_add_ps(_mm512_maskz_loadu_ps(m, r), acc[i][v]) : acc[i][v]);
+        v16_mask_storeu(r, m, j->add ? v16_add(v16_maskz_loadu(m, r), acc[i][v]) : acc[i][v]);
       }
     }
     return;
   }
-  float *b = buf + (size_t)(k % SP_SLAB) * SP_NV * 16;
+  float *b = buf + (size_t)(k % SP_SLAB) * SP_NV_MAX * 16;
 #pragma GCC unroll 4
   for (int i = 0; i < SP_G; i++)
 #pragma GCC unroll 6
-    for (int v = 0; v < NV; v++) _mm512_store_ps(b + (size_t)i * SP_NV * 16 + v * 16, acc[i][v]);
+    for (int v = 0; v < NV; v++) v16_store(b + (size_t)i * SP_NV_MAX * 16 + v * 16, acc[i][v]);
 }
 
 static void slab(const job *j, int s, int v0, int nv, float *buf) {
   /* nv as a constant in each instantiation, so that the sums stay in registers */
   for (int g = s * SP_SLAB / SP_G; g < (s + 1) * SP_SLAB / SP_G; g++) {
     switch (nv) {
+#if SP_NV >= 6
       case 1: tile(1, j, g, v0, buf); break;
       case 2: tile(2, j, g, v0, buf); break;
       case 3: tile(3, j, g, v0, buf); break;
       case 4: tile(4, j, g, v0, buf); break;
       case 5: tile(5, j, g, v0, buf); break;
-      default: tile(6, j, g, v0, buf); break;
+#endif
+      default: tile(SP_NV, j, g, v0, buf); break;
     }
   }
   if (j->panels) return;
   /* buf (16 inputs, nv vectors of outputs) into dw's rows, 16 x 16 at a time */
   for (int v = 0; v < nv; v++) {
-    __m512 r[16];
-    pt_transpose16_planes(buf + v * 16, NULL, SP_NV * 16, 16, (__mmask16)0xFFFF, r);
+    pt_v16 r[16];
+    pt_transpose16_planes(buf + v * 16, NULL, SP_NV_MAX * 16, 16, 0xFFFFu, r);
     const int o0 = (v0 + v) * 16;
     for (int i = 0; i < 16 && o0 + i < j->out; i++) {
       float *d = j->dw + (size_t)(o0 + i) * j->in + s * SP_SLAB;
-      _mm512_storeu_ps(d, j->add ? _mm512_add_ps(_mm512_loadu_ps(d), r[i]) : r[i]);
+      v16_storeu(d, j->add ? v16_add(v16_loadu(d), r[i]) : r[i]);
     }
   }
 }
@@ -160,7 +177,7 @@ static void slab(const job *j, int s, int v0, int nv, float *buf) {
 static void task(void *ctx, int tid, int nt) {
   const job *j = ctx;
   const int nslabs = j->in / SP_SLAB;
-  float *buf = j->buf + (size_t)tid * SP_SLAB * SP_NV * 16;
+  float *buf = j->buf + (size_t)tid * SP_SLAB * SP_NV_MAX * 16;
   size_t lo, hi;
   pt_split((size_t)j->nblocks * (size_t)nslabs, tid, nt, &lo, &hi);
   for (size_t u = lo; u < hi; u++) {
@@ -184,11 +201,11 @@ static int dw_sparse(int n, int in, int out, const float *x, const float *dy, fl
   uint64_t *mask = (uint64_t *)((float *)codes + pt_up16((size_t)nslabs * n32 / 2 + 1));
 
   /* codes[s][t]: bit i set where x[t][16 s + i] is nonzero; 0 past n */
-  const __m512 zero = _mm512_setzero_ps();
+  const pt_v16 zero = v16_zero();
   for (int t = 0; t < n; t++) {
     const float *xr = x + (size_t)t * in;
     for (int s = 0; s < nslabs; s++)
-      codes[(size_t)s * n32 + t] = (uint16_t)_mm512_cmp_ps_mask(_mm512_loadu_ps(xr + s * SP_SLAB), zero, _CMP_NEQ_UQ);
+      codes[(size_t)s * n32 + t] = (uint16_t)v16_cmpneq(v16_loadu(xr + s * SP_SLAB), zero);
   }
   for (int s = 0; s < nslabs; s++)
     for (int t = n; t < n32; t++) codes[(size_t)s * n32 + t] = 0;
@@ -196,11 +213,11 @@ static int dw_sparse(int n, int in, int out, const float *x, const float *dy, fl
   size_t listed = 0;
   for (int g = 0; g < groups; g++) {
     const int s = g * SP_G / SP_SLAB;
-    const __m512i sel = _mm512_set1_epi16((short)(((1 << SP_G) - 1) << (g * SP_G % SP_SLAB)));
+    const uint16_t sel = (uint16_t)(((1u << SP_G) - 1u) << (g * SP_G % SP_SLAB));
     uint64_t *mg = mask + (size_t)g * words;
     for (int w = 0; w < words; w++) mg[w] = 0;
     for (int t = 0; t < n32; t += 32) {
-      const uint32_t bits = _mm512_test_epi16_mask(_mm512_loadu_si512(codes + (size_t)s * n32 + t), sel);
+      const uint32_t bits = v16_test_u16x32(codes + (size_t)s * n32 + t, sel);
       mg[t / 64] |= (uint64_t)bits << (t % 64);
     }
     for (int w = 0; w < words; w++) listed += (size_t)__builtin_popcountll(mg[w]);
@@ -211,8 +228,8 @@ static int dw_sparse(int n, int in, int out, const float *x, const float *dy, fl
    * the tiles is whole */
   for (int t = 0; t < n; t++)
     for (int o = 0; o < out16; o += 16) {
-      const __mmask16 m = pt_lanes(out - o);
-      _mm512_store_ps(dyp + (size_t)t * out16 + o, _mm512_maskz_loadu_ps(m, dy + (size_t)t * out + o));
+      const pt_m16 m = v16_lanes(out - o);
+      v16_store(dyp + (size_t)t * out16 + o, v16_maskz_loadu(m, dy + (size_t)t * out + o));
     }
 
   /* the vectors of outputs in blocks of at most SP_NV, as even as they go */
@@ -232,24 +249,3 @@ int pt_linear_backward_dwp_sparse(int n, int in, int out, const float *x, const 
                                   float *ws) {
   return dw_sparse(n, in, out, x, dy, dwp, add, 1, ws);
 }
-
-#else
-
-size_t pt_linear_sparse_workspace(int max_batch, int in, int out, int nthreads) {
-  (void)max_batch, (void)in, (void)out, (void)nthreads;
-  return 0;
-}
-
-int pt_linear_backward_dw_sparse(int n, int in, int out, const float *x, const float *dy, float *dw, int add,
-                                 float *ws) {
-  (void)n, (void)in, (void)out, (void)x, (void)dy, (void)dw, (void)add, (void)ws;
-  return 0;
-}
-
-int pt_linear_backward_dwp_sparse(int n, int in, int out, const float *x, const float *dy, float *dwp, int add,
-                                  float *ws) {
-  (void)n, (void)in, (void)out, (void)x, (void)dy, (void)dwp, (void)add, (void)ws;
-  return 0;
-}
-
-#endif

@@ -37,13 +37,20 @@
 #include "ops/cpu/workspace.h"
 #include "util/threadpool.h"
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-
-#include "ops/cpu/lanes.h"
+#include "ops/cpu/simd/v16.h"
 
 #define SF_SLAB 32 /* inputs per pass over the samples */
-#define SF_NV 13   /* at most this many vectors of outputs per block */
+/* At most this many vectors of outputs per block: the sums, a broadcast of
+ * x and the loads of the last, partial panel in registers (AVX-512: 13 of
+ * 32; AVX2, two registers a vector: 7 of 8, the panel rows read straight
+ * from memory by the multiply-adds). */
+#if PT_V16_REGS >= 32
+#define SF_NV 13
+#elif PT_V16_REGS >= 8
+#define SF_NV 7
+#else
+#define SF_NV 3
+#endif
 
 typedef struct {
   int n, in, out, nslabs, nblocks, nvec;
@@ -60,33 +67,33 @@ size_t pt_linear_sparse_forward_workspace(int max_batch, int in) {
 static inline __attribute__((always_inline)) void block(const int NV, const job *j, int s, int v0, int lo, int hi) {
   const int out = j->out, in = j->in, o0 = v0 * 16;
   const int wl = pt_linear_panel_width(out, v0 + NV - 1); /* the block's last panel's width */
-  const __mmask16 last = pt_lanes(wl);
+  const pt_m16 last = v16_lanes(wl);
   /* panel v0 + v, row 32 s: the first NV - 1 are 16 wide, 16 in apart */
   const float *ws = j->wp + pt_linear_panel_offset(in, v0) + (size_t)s * SF_SLAB * 16;
   const float *wls = j->wp + pt_linear_panel_offset(in, v0 + NV - 1) + (size_t)s * SF_SLAB * wl;
   const size_t pstride = pt_linear_panel_offset(in, 1);
   for (int t = lo; t < hi; t++) {
     float *yr = j->y + (size_t)t * out + o0;
-    __m512 acc[SF_NV];
+    pt_v16 acc[SF_NV];
 #pragma GCC unroll 13
     for (int v = 0; v < NV; v++) {
-      const __mmask16 m = v == NV - 1 ? last : (__mmask16)0xFFFF;
-      if (s > 0) acc[v] = _mm512_maskz_loadu_ps(m, yr + v * 16);
-      else if (j->b) acc[v] = _mm512_maskz_loadu_ps(m, j->b + o0 + v * 16);
-      else acc[v] = _mm512_setzero_ps();
+      const pt_m16 m = v == NV - 1 ? last : 0xFFFFu;
+      if (s > 0) acc[v] = v16_maskz_loadu(m, yr + v * 16);
+      else if (j->b) acc[v] = v16_maskz_loadu(m, j->b + o0 + v * 16);
+      else acc[v] = v16_zero();
     }
     const float *xr = j->x + (size_t)t * j->in + s * SF_SLAB;
     for (uint32_t bits = j->codes[(size_t)t * j->nslabs + s]; bits; bits &= bits - 1) {
       const int k = __builtin_ctz(bits);
-      const __m512 xv = _mm512_set1_ps(xr[k]);
+      const pt_v16 xv = v16_set1(xr[k]);
       const float *wr = ws + (size_t)k * 16;
 #pragma GCC unroll 13
-      for (int v = 0; v < NV - 1; v++) acc[v] = _mm512_fmadd_ps(xv, _mm512_load_ps(wr + v * pstride), acc[v]);
-      acc[NV - 1] = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(last, wls + (size_t)k * wl), acc[NV - 1]);
+      for (int v = 0; v < NV - 1; v++) acc[v] = v16_fmadd(xv, v16_load(wr + v * pstride), acc[v]);
+      acc[NV - 1] = v16_fmadd(xv, v16_maskz_loadu(last, wls + (size_t)k * wl), acc[NV - 1]);
     }
 #pragma GCC unroll 13
     for (int v = 0; v < NV; v++)
-      _mm512_mask_storeu_ps(yr + v * 16, v == NV - 1 ? last : (__mmask16)0xFFFF, acc[v]);
+      v16_mask_storeu(yr + v * 16, v == NV - 1 ? last : 0xFFFFu, acc[v]);
   }
 }
 
@@ -95,17 +102,21 @@ static void pass(const job *j, int s, int v0, int nv, int lo, int hi) {
   switch (nv) {
     case 1: block(1, j, s, v0, lo, hi); break;
     case 2: block(2, j, s, v0, lo, hi); break;
+#if SF_NV > 3
     case 3: block(3, j, s, v0, lo, hi); break;
     case 4: block(4, j, s, v0, lo, hi); break;
     case 5: block(5, j, s, v0, lo, hi); break;
     case 6: block(6, j, s, v0, lo, hi); break;
+#endif
+#if SF_NV > 7
     case 7: block(7, j, s, v0, lo, hi); break;
     case 8: block(8, j, s, v0, lo, hi); break;
     case 9: block(9, j, s, v0, lo, hi); break;
     case 10: block(10, j, s, v0, lo, hi); break;
     case 11: block(11, j, s, v0, lo, hi); break;
     case 12: block(12, j, s, v0, lo, hi); break;
-    default: block(13, j, s, v0, lo, hi); break;
+#endif
+    default: block(SF_NV, j, s, v0, lo, hi); break;
   }
 }
 
@@ -129,13 +140,13 @@ int pt_linear_forward_sparse(int n, int in, int out, const float *x, const float
   if (!ws || in % 16 || in < 64 || out < 16 || n < 1) return 0;
   const int nslabs = (in + SF_SLAB - 1) / SF_SLAB;
   uint32_t *codes = (uint32_t *)pt_align64(ws); /* (n, nslabs) */
-  const __m512 zero = _mm512_setzero_ps();
+  const pt_v16 zero = v16_zero();
   for (int t = 0; t < n; t++) {
     const float *xr = x + (size_t)t * in;
     for (int s = 0; s < nslabs; s++) {
       const int k = s * SF_SLAB;
-      uint32_t c = _mm512_cmp_ps_mask(_mm512_loadu_ps(xr + k), zero, _CMP_NEQ_UQ);
-      if (k + 16 < in) c |= (uint32_t)_mm512_cmp_ps_mask(_mm512_loadu_ps(xr + k + 16), zero, _CMP_NEQ_UQ) << 16;
+      uint32_t c = v16_cmpneq(v16_loadu(xr + k), zero);
+      if (k + 16 < in) c |= (uint32_t)v16_cmpneq(v16_loadu(xr + k + 16), zero) << 16;
       codes[(size_t)t * nslabs + s] = c;
     }
   }
@@ -144,18 +155,3 @@ int pt_linear_forward_sparse(int n, int in, int out, const float *x, const float
   pt_parallel(task, &j);
   return 1;
 }
-
-#else
-
-size_t pt_linear_sparse_forward_workspace(int max_batch, int in) {
-  (void)max_batch, (void)in;
-  return 0;
-}
-
-int pt_linear_forward_sparse(int n, int in, int out, const float *x, const float *wp, const float *b, float *y,
-                             float *ws) {
-  (void)n, (void)in, (void)out, (void)x, (void)wp, (void)b, (void)y, (void)ws;
-  return 0;
-}
-
-#endif

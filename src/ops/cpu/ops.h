@@ -133,8 +133,8 @@ int pt_linear_backward_dw(int n, int in, int out, const float *x, const float *d
 size_t pt_linear_dw_workspace(int max_batch, int out);
 /* The weight gradient skipping the samples where 4 adjacent inputs are all
  * zero (linear_sparse.c), with pt_linear_backward_dw's bits, where the
- * build and the shape allow (AVX-512; in a multiple of 16 and >= 64, out >=
- * 16, n >= 16, x at most 512 KB) and at most 66% of the samples are listed;
+ * shape allows (in a multiple of 16 and >= 64, out >= 16, n >= 16, x at
+ * most 512 KB) and at most 66% of the samples are listed;
  * returns 1 when done, 0, having done nothing, elsewhere. ws:
  * pt_linear_sparse_workspace(n or more, in, out, threads) floats. */
 int pt_linear_backward_dw_sparse(int n, int in, int out, const float *x, const float *dy, float *dw, int add,
@@ -144,9 +144,9 @@ size_t pt_linear_sparse_workspace(int max_batch, int in, int out, int nthreads);
 int pt_linear_backward_dwp_sparse(int n, int in, int out, const float *x, const float *dy, float *dwp, int add,
                                   float *ws);
 /* The forward pass on w in panels skipping each sample's zero inputs
- * (linear_sparse_forward.c), where the build and the shape allow (AVX-512;
- * in a multiple of 16 and >= 64, out >= 16, ws not NULL); returns 1 when
- * done, 0, having done nothing, elsewhere. ws:
+ * (linear_sparse_forward.c), where the shape allows (in a multiple of 16
+ * and >= 64, out >= 16, ws not NULL); returns 1 when done, 0, having done
+ * nothing, elsewhere. ws:
  * pt_linear_sparse_forward_workspace(n or more, in) floats. */
 int pt_linear_forward_sparse(int n, int in, int out, const float *x, const float *wp, const float *b, float *y,
                              float *ws);
