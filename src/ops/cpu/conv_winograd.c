@@ -51,16 +51,45 @@
 
 #include "util/threadpool.h"
 
-#ifdef __AVX512F__
-#include <immintrin.h>
-
-#include "ops/cpu/lanes.h"
 #include "ops/cpu/pool_codes.h"
+#include "ops/cpu/simd/v16.h"
 #include "ops/cpu/transpose16.h"
 #include "ops/cpu/workspace.h"
 
 #define NMAX 8 /* the largest tile side */
-#define RC 8  /* weight-gradient register tile: input channels (x 2 vectors of output channels) */
+
+/* The GEMMs' register tiles, sized to the registers a level has, loads and
+ * the broadcast included, so that the accumulators never spill:
+ *   forward / input gradient: RT_MIN..RT_MAX tiles x GEMM_NV vectors of
+ *   output channels (pass_init picks the row count that wastes fewest);
+ *   weight gradient: RC input channels x DW_NV vectors of output channels.
+ * RC divides 16, as C is whole vectors. */
+#if PT_V16_REGS >= 32
+/* 32 zmm: 8 x 2 = 16 accumulators, 2 loads, 1 broadcast. */
+#define RT_MIN 6
+#define RT_MAX 8
+#define GEMM_NV 2
+#define RC 8
+#define DW_NV 2
+#elif PT_V16_REGS >= 8
+/* 16 ymm, two a vector: 6 x 1 = 12 accumulators, a load's 2 and a
+ * broadcast (the usual 6 x 16 AVX2 GEMM tile); the weight gradient's 4 x 1
+ * keeps 8 independent sums, enough to cover the FMAs' latency. */
+#define RT_MIN 4
+#define RT_MAX 6
+#define GEMM_NV 1
+#define RC 4
+#define DW_NV 1
+#else
+/* 16 xmm, four a vector: 2 or 3 x 1 = 8 or 12 accumulators, a load's 4. */
+#define RT_MIN 2
+#define RT_MAX 3
+#define GEMM_NV 1
+#define RC 2
+#define DW_NV 1
+#endif
+_Static_assert(RT_MAX - RT_MIN <= 2, "gemms dispatches three register-tile heights");
+_Static_assert(16 % RC == 0, "the weight gradient's channel tiles cover whole vectors");
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
@@ -89,10 +118,10 @@ static void pass_init(wpass *p, int cin, int hin, int win, int pad, int cout, in
   if (p->wp < win + pad + m - 1) p->wp = win + pad + m - 1;
   p->C = pt_round_up(cin, 16), p->CO = pt_round_up(cout, 16);
   p->T = p->th * p->tw;
-  /* 6 to 8 tiles a register tile, whichever wastes fewest: 8 for 4x4
-   * tiles, 6 for 6x6, 7 for 7x7 */
-  p->rt = 8;
-  for (int rt = 7; rt >= 6; rt--)
+  /* RT_MIN to RT_MAX tiles a register tile, whichever wastes fewest (with
+   * 6 to 8: 8 for 4x4 tiles, 6 for 6x6, 7 for 7x7), the tallest of equals */
+  p->rt = RT_MAX;
+  for (int rt = RT_MAX - 1; rt >= RT_MIN; rt--)
     if (pt_round_up(p->T, rt) < pt_round_up(p->T, p->rt)) p->rt = rt;
   p->Tr = pt_round_up(p->T, p->rt);
 }
@@ -271,48 +300,48 @@ static void pack(const wpass *p, const float *src, const float *gate, float *xp)
       for (int x0 = 0; x0 < p->win; x0 += 16) {
         const int nx = imin(16, p->win - x0);
         const size_t at = hw * (size_t)c0 + (size_t)y * p->win + x0;
-        __m512 r[16];
-        pt_transpose16_planes(src + at, gate ? gate + at : NULL, hw, nc, pt_lanes(nx), r);
+        pt_v16 r[16];
+        pt_transpose16_planes(src + at, gate ? gate + at : NULL, hw, nc, v16_lanes(nx), r);
         float *d = xp + ((size_t)(y + p->pad) * p->wp + p->pad + x0) * p->C + c0;
-        for (int l = 0; l < nx; l++) _mm512_store_ps(d + (size_t)l * p->C, r[l]);
+        for (int l = 0; l < nx; l++) v16_store(d + (size_t)l * p->C, r[l]);
       }
   }
 }
 
 /* r = B^T d for six vectors d */
-static inline __attribute__((always_inline)) void bt6(const __m512 d[6], __m512 r[6]) {
-  const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f);
-  r[0] = _mm512_fmadd_ps(four, d[0], _mm512_fnmadd_ps(five, d[2], d[4]));
-  const __m512 a = _mm512_fnmadd_ps(four, d[2], d[4]), b = _mm512_fnmadd_ps(four, d[1], d[3]);
-  r[1] = _mm512_add_ps(a, b);
-  r[2] = _mm512_sub_ps(a, b);
-  const __m512 c = _mm512_sub_ps(d[4], d[2]), e = _mm512_sub_ps(d[3], d[1]);
-  r[3] = _mm512_fmadd_ps(two, e, c);
-  r[4] = _mm512_fnmadd_ps(two, e, c);
-  r[5] = _mm512_fmadd_ps(four, d[1], _mm512_fnmadd_ps(five, d[3], d[5]));
+static inline __attribute__((always_inline)) void bt6(const pt_v16 d[6], pt_v16 r[6]) {
+  const pt_v16 two = v16_set1(2.0f), four = v16_set1(4.0f), five = v16_set1(5.0f);
+  r[0] = v16_fmadd(four, d[0], v16_fnmadd(five, d[2], d[4]));
+  const pt_v16 a = v16_fnmadd(four, d[2], d[4]), b = v16_fnmadd(four, d[1], d[3]);
+  r[1] = v16_add(a, b);
+  r[2] = v16_sub(a, b);
+  const pt_v16 c = v16_sub(d[4], d[2]), e = v16_sub(d[3], d[1]);
+  r[3] = v16_fmadd(two, e, c);
+  r[4] = v16_fnmadd(two, e, c);
+  r[5] = v16_fmadd(four, d[1], v16_fnmadd(five, d[3], d[5]));
 }
 
 /* r = B^T d for eight vectors d, the points 0, 1, -1, 2, -2, 1/2, -1/2
  * and infinity: each pair of rows +p, -p is an even part plus and minus
  * an odd part. Every constant is exact in binary. */
-static inline __attribute__((always_inline)) void bt8(const __m512 d[8], __m512 r[8]) {
-  const __m512 c525 = _mm512_set1_ps(5.25f), c425 = _mm512_set1_ps(4.25f);
-  r[0] = _mm512_sub_ps(_mm512_fmadd_ps(c525, _mm512_sub_ps(d[2], d[4]), d[6]), d[0]);
-  r[7] = _mm512_sub_ps(_mm512_fmadd_ps(c525, _mm512_sub_ps(d[3], d[5]), d[7]), d[1]);
-  const __m512 e1 = _mm512_fnmadd_ps(c425, d[4], _mm512_add_ps(d[2], d[6]));
-  const __m512 o1 = _mm512_fnmadd_ps(c425, d[3], _mm512_add_ps(d[1], d[5]));
-  r[1] = _mm512_add_ps(e1, o1), r[2] = _mm512_sub_ps(e1, o1);
-  const __m512 e2 = _mm512_fnmadd_ps(_mm512_set1_ps(1.25f), d[4], _mm512_fmadd_ps(_mm512_set1_ps(0.25f), d[2], d[6]));
-  const __m512 o2 = _mm512_fmadd_ps(_mm512_set1_ps(2.0f), d[5],
-                                    _mm512_fnmadd_ps(_mm512_set1_ps(2.5f), d[3], _mm512_mul_ps(_mm512_set1_ps(0.5f), d[1])));
-  r[3] = _mm512_add_ps(e2, o2), r[4] = _mm512_sub_ps(e2, o2);
-  const __m512 e3 = _mm512_fnmadd_ps(_mm512_set1_ps(5.0f), d[4], _mm512_fmadd_ps(_mm512_set1_ps(4.0f), d[2], d[6]));
-  const __m512 o3 = _mm512_fmadd_ps(_mm512_set1_ps(0.5f), d[5],
-                                    _mm512_fnmadd_ps(_mm512_set1_ps(2.5f), d[3], _mm512_mul_ps(_mm512_set1_ps(2.0f), d[1])));
-  r[5] = _mm512_add_ps(e3, o3), r[6] = _mm512_sub_ps(e3, o3);
+static inline __attribute__((always_inline)) void bt8(const pt_v16 d[8], pt_v16 r[8]) {
+  const pt_v16 c525 = v16_set1(5.25f), c425 = v16_set1(4.25f);
+  r[0] = v16_sub(v16_fmadd(c525, v16_sub(d[2], d[4]), d[6]), d[0]);
+  r[7] = v16_sub(v16_fmadd(c525, v16_sub(d[3], d[5]), d[7]), d[1]);
+  const pt_v16 e1 = v16_fnmadd(c425, d[4], v16_add(d[2], d[6]));
+  const pt_v16 o1 = v16_fnmadd(c425, d[3], v16_add(d[1], d[5]));
+  r[1] = v16_add(e1, o1), r[2] = v16_sub(e1, o1);
+  const pt_v16 e2 = v16_fnmadd(v16_set1(1.25f), d[4], v16_fmadd(v16_set1(0.25f), d[2], d[6]));
+  const pt_v16 o2 = v16_fmadd(v16_set1(2.0f), d[5],
+                                    v16_fnmadd(v16_set1(2.5f), d[3], v16_mul(v16_set1(0.5f), d[1])));
+  r[3] = v16_add(e2, o2), r[4] = v16_sub(e2, o2);
+  const pt_v16 e3 = v16_fnmadd(v16_set1(5.0f), d[4], v16_fmadd(v16_set1(4.0f), d[2], d[6]));
+  const pt_v16 o3 = v16_fmadd(v16_set1(0.5f), d[5],
+                                    v16_fnmadd(v16_set1(2.5f), d[3], v16_mul(v16_set1(2.0f), d[1])));
+  r[5] = v16_add(e3, o3), r[6] = v16_sub(e3, o3);
 }
 
-static inline __attribute__((always_inline)) void btn(int n, const __m512 *d, __m512 *r) {
+static inline __attribute__((always_inline)) void btn(int n, const pt_v16 *d, pt_v16 *r) {
   if (n == 8) bt8(d, r);
   else bt6(d, r);
 }
@@ -326,17 +355,17 @@ static inline __attribute__((always_inline)) void input_transform_n(int n, const
     const int ty = (t0 + tt) / p->tw, tx = (t0 + tt) % p->tw;
     for (size_t c0 = 0; c0 < C; c0 += 16) {
       const float *s = xp + (size_t)(p->m * ty) * row + (size_t)(p->m * tx) * C + c0;
-      __m512 u[NMAX][NMAX];
+      pt_v16 u[NMAX][NMAX];
       for (int j = 0; j < n; j++) { /* B^T d: combine the rows of column j */
-        __m512 d[NMAX], r[NMAX];
-        for (int i = 0; i < n; i++) d[i] = _mm512_load_ps(s + row * i + C * j);
+        pt_v16 d[NMAX], r[NMAX];
+        for (int i = 0; i < n; i++) d[i] = v16_load(s + row * i + C * j);
         btn(n, d, r);
         for (int i = 0; i < n; i++) u[i][j] = r[i];
       }
       for (int i = 0; i < n; i++) { /* (B^T d) B: combine columns */
-        __m512 r[NMAX];
+        pt_v16 r[NMAX];
         btn(n, u[i], r);
-        for (int j = 0; j < n; j++) _mm512_store_ps(V + vs * (n * i + j) + (size_t)tt * C + c0, r[j]);
+        for (int j = 0; j < n; j++) v16_store(V + vs * (n * i + j) + (size_t)tt * C + c0, r[j]);
       }
     }
   }
@@ -356,22 +385,21 @@ static void input_transform(const wpass *p, const float *xp, int t0, int nt, int
 static inline __attribute__((always_inline)) void gemm_tile(int rt, int K, const float *v, size_t ldv,
                                                             const float *u, size_t ldu, float *m, size_t ldm,
                                                             int nv) {
-  __m512 c[8][2];
-  for (int r = 0; r < rt; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
+  pt_v16 c[RT_MAX][GEMM_NV];
+  for (int r = 0; r < rt; r++)
+    for (int h = 0; h < GEMM_NV; h++) c[r][h] = v16_zero();
   for (int k = 0; k < K; k++) {
-    const __m512 b0 = _mm512_load_ps(u + ldu * k);
-    const __m512 b1 = nv > 1 ? _mm512_load_ps(u + ldu * k + 16) : _mm512_setzero_ps();
+    pt_v16 b[GEMM_NV];
+    for (int h = 0; h < GEMM_NV; h++) b[h] = h < nv ? v16_load(u + ldu * k + 16 * h) : v16_zero();
 #pragma GCC unroll 8 /* the accumulators must stay in registers */
     for (int r = 0; r < rt; r++) {
-      const __m512 a = _mm512_set1_ps(v[ldv * r + k]);
-      c[r][0] = _mm512_fmadd_ps(a, b0, c[r][0]);
-      if (nv > 1) c[r][1] = _mm512_fmadd_ps(a, b1, c[r][1]);
+      const pt_v16 a = v16_set1(v[ldv * r + k]);
+      for (int h = 0; h < GEMM_NV; h++)
+        if (h < nv) c[r][h] = v16_fmadd(a, b[h], c[r][h]);
     }
   }
-  for (int r = 0; r < rt; r++) {
-    _mm512_store_ps(m + ldm * r, c[r][0]);
-    if (nv > 1) _mm512_store_ps(m + ldm * r + 16, c[r][1]);
-  }
+  for (int r = 0; r < rt; r++)
+    for (int h = 0; h < nv; h++) v16_store(m + ldm * r + 16 * h, c[r][h]);
 }
 
 /* M[xi] (rows, CO) = V[xi] (rows, C) U[xi] (C, CO) for every xi; rows
@@ -382,18 +410,20 @@ static void gemms(const wpass *p, const float *U, const float *V, int rows, floa
     const float *u = U + C * CO * xi, *v = V + (size_t)rows * C * xi;
     float *m = M + (size_t)rows * CO * xi;
     for (size_t t0 = 0; t0 < (size_t)rows; t0 += (size_t)p->rt)
-      for (size_t o0 = 0; o0 < CO; o0 += 32) {
+      for (size_t o0 = 0; o0 < CO; o0 += 16 * GEMM_NV) {
         const float *vt = v + t0 * C, *uo = u + o0;
         float *mt = m + t0 * CO + o0;
-        const int two = CO - o0 >= 32;
-#define GEMM_TILE(RT)                                       \
-  do {                                                      \
-    if (two) gemm_tile(RT, p->C, vt, C, uo, CO, mt, CO, 2); \
-    else gemm_tile(RT, p->C, vt, C, uo, CO, mt, CO, 1);     \
+        const int whole = CO - o0 >= 16 * GEMM_NV; /* else one vector: CO is whole vectors */
+#define GEMM_TILE(RT)                                             \
+  do {                                                            \
+    if (whole) gemm_tile(RT, p->C, vt, C, uo, CO, mt, CO, GEMM_NV); \
+    else gemm_tile(RT, p->C, vt, C, uo, CO, mt, CO, 1);           \
   } while (0)
-        if (p->rt == 6) GEMM_TILE(6);
-        else if (p->rt == 7) GEMM_TILE(7);
-        else GEMM_TILE(8);
+        if (p->rt == RT_MIN) GEMM_TILE(RT_MIN);
+#if RT_MAX - RT_MIN == 2
+        else if (p->rt == RT_MIN + 1) GEMM_TILE(RT_MIN + 1);
+#endif
+        else GEMM_TILE(RT_MAX);
 #undef GEMM_TILE
       }
   }
@@ -401,33 +431,33 @@ static void gemms(const wpass *p, const float *U, const float *V, int rows, floa
 
 /* y (m) = A^T x (6): rows (1 1 1 1 1 0), (0 1 -1 2 -2 [m=2]),
  * (0 1 1 4 4 0), (0 1 -1 8 -8 1). m is a constant where it is inlined. */
-static inline __attribute__((always_inline)) void at6(int m, const __m512 x[6], __m512 *y) {
-  const __m512 s = _mm512_add_ps(x[1], x[2]), d = _mm512_sub_ps(x[1], x[2]);
-  const __m512 s2 = _mm512_add_ps(x[3], x[4]), d2 = _mm512_sub_ps(x[3], x[4]);
-  y[0] = _mm512_add_ps(_mm512_add_ps(x[0], s), s2);
+static inline __attribute__((always_inline)) void at6(int m, const pt_v16 x[6], pt_v16 *y) {
+  const pt_v16 s = v16_add(x[1], x[2]), d = v16_sub(x[1], x[2]);
+  const pt_v16 s2 = v16_add(x[3], x[4]), d2 = v16_sub(x[3], x[4]);
+  y[0] = v16_add(v16_add(x[0], s), s2);
   if (m == 2) {
-    y[1] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(2.0f), d2, d), x[5]);
+    y[1] = v16_add(v16_fmadd(v16_set1(2.0f), d2, d), x[5]);
   } else {
-    y[1] = _mm512_fmadd_ps(_mm512_set1_ps(2.0f), d2, d);
-    y[2] = _mm512_fmadd_ps(_mm512_set1_ps(4.0f), s2, s);
-    y[3] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8.0f), d2, d), x[5]);
+    y[1] = v16_fmadd(v16_set1(2.0f), d2, d);
+    y[2] = v16_fmadd(v16_set1(4.0f), s2, s);
+    y[3] = v16_add(v16_fmadd(v16_set1(8.0f), d2, d), x[5]);
   }
 }
 
 /* y (4) = A^T x (8) at the 8x8 tiles' points: rows (1 1 1 1 1 1 1 0),
  * (0 1 -1 2 -2 1/2 -1/2 0), (0 1 1 4 4 1/4 1/4 0), (0 1 -1 8 -8 1/8 -1/8 1). */
-static inline __attribute__((always_inline)) void at8(const __m512 x[8], __m512 *y) {
-  const __m512 s1 = _mm512_add_ps(x[1], x[2]), d1 = _mm512_sub_ps(x[1], x[2]);
-  const __m512 s2 = _mm512_add_ps(x[3], x[4]), d2 = _mm512_sub_ps(x[3], x[4]);
-  const __m512 s3 = _mm512_add_ps(x[5], x[6]), d3 = _mm512_sub_ps(x[5], x[6]);
-  y[0] = _mm512_add_ps(_mm512_add_ps(x[0], s1), _mm512_add_ps(s2, s3));
-  y[1] = _mm512_fmadd_ps(_mm512_set1_ps(0.5f), d3, _mm512_fmadd_ps(_mm512_set1_ps(2.0f), d2, d1));
-  y[2] = _mm512_fmadd_ps(_mm512_set1_ps(0.25f), s3, _mm512_fmadd_ps(_mm512_set1_ps(4.0f), s2, s1));
-  y[3] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(0.125f), d3, _mm512_fmadd_ps(_mm512_set1_ps(8.0f), d2, d1)),
+static inline __attribute__((always_inline)) void at8(const pt_v16 x[8], pt_v16 *y) {
+  const pt_v16 s1 = v16_add(x[1], x[2]), d1 = v16_sub(x[1], x[2]);
+  const pt_v16 s2 = v16_add(x[3], x[4]), d2 = v16_sub(x[3], x[4]);
+  const pt_v16 s3 = v16_add(x[5], x[6]), d3 = v16_sub(x[5], x[6]);
+  y[0] = v16_add(v16_add(x[0], s1), v16_add(s2, s3));
+  y[1] = v16_fmadd(v16_set1(0.5f), d3, v16_fmadd(v16_set1(2.0f), d2, d1));
+  y[2] = v16_fmadd(v16_set1(0.25f), s3, v16_fmadd(v16_set1(4.0f), s2, s1));
+  y[3] = v16_add(v16_fmadd(v16_set1(0.125f), d3, v16_fmadd(v16_set1(8.0f), d2, d1)),
                        x[7]);
 }
 
-static inline __attribute__((always_inline)) void atn(int n, int m, const __m512 *x, __m512 *y) {
+static inline __attribute__((always_inline)) void atn(int n, int m, const pt_v16 *x, pt_v16 *y) {
   if (n == 8) at8(x, y);
   else at6(m, x, y);
 }
@@ -440,24 +470,24 @@ static inline __attribute__((always_inline)) void output_transform_m(int n, int 
   const size_t CO = (size_t)p->CO, ms = (size_t)rows * CO, W = (size_t)m * p->tw;
   for (size_t o0 = 0; o0 < CO; o0 += 16) {
     const int nb = bias ? imin(16, p->cout - (int)o0) : 0;
-    const __m512 bv = nb > 0 ? _mm512_maskz_loadu_ps(pt_lanes(nb), bias + o0) : _mm512_setzero_ps();
+    const pt_v16 bv = nb > 0 ? v16_maskz_loadu(v16_lanes(nb), bias + o0) : v16_zero();
     for (int tt = 0; tt < nt; tt++) {
       const int ty = (t0 + tt) / p->tw, tx = (t0 + tt) % p->tw;
-      __m512 q[4][NMAX];
+      pt_v16 q[4][NMAX];
       for (int j = 0; j < n; j++) { /* A^T x: combine the rows of column j */
-        __m512 x[NMAX], y[4];
-        for (int i = 0; i < n; i++) x[i] = _mm512_load_ps(M + ms * (n * i + j) + (size_t)tt * CO + o0);
+        pt_v16 x[NMAX], y[4];
+        for (int i = 0; i < n; i++) x[i] = v16_load(M + ms * (n * i + j) + (size_t)tt * CO + o0);
         atn(n, m, x, y);
         for (int i = 0; i < m; i++) q[i][j] = y[i];
       }
       for (int i = 0; i < m; i++) { /* (A^T x) A: combine columns */
-        __m512 y[4];
+        pt_v16 y[4];
         atn(n, m, q[i], y);
         float *d = yp + (((size_t)m * ty + i) * W + (size_t)m * tx) * CO + o0;
         for (int k = 0; k < m; k++) {
-          __m512 v = _mm512_add_ps(y[k], bv);
-          if (relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
-          _mm512_store_ps(d + CO * k, v);
+          pt_v16 v = v16_add(y[k], bv);
+          if (relu) v = v16_max(v, v16_zero());
+          v16_store(d + CO * k, v);
         }
       }
     }
@@ -480,12 +510,12 @@ static void unpack(const wpass *p, const float *yp, float *out) {
     for (int y = 0; y < p->oh; y++)
       for (int x0 = 0; x0 < p->ow; x0 += 16) {
         const int nx = imin(16, p->ow - x0);
-        __m512 r[16];
+        pt_v16 r[16];
         for (int l = 0; l < 16; l++)
-          r[l] = l < nx ? _mm512_load_ps(yp + ((size_t)y * W + x0 + l) * CO + o0) : _mm512_setzero_ps();
+          r[l] = l < nx ? v16_load(yp + ((size_t)y * W + x0 + l) * CO + o0) : v16_zero();
         pt_transpose16(r);
         for (int c = 0; c < no; c++)
-          _mm512_mask_storeu_ps(out + ohw * (size_t)(o0 + c) + (size_t)y * p->ow + x0, pt_lanes(nx), r[c]);
+          v16_mask_storeu(out + ohw * (size_t)(o0 + c) + (size_t)y * p->ow + x0, v16_lanes(nx), r[c]);
       }
   }
 }
@@ -505,25 +535,25 @@ static void unpack_pool(const wpass *p, const float *yp, float *out, int32_t *co
     for (int y = 0; y < ph; y++)
       for (int x0 = 0; x0 < pw; x0 += 16) {
         const int nx = imin(16, pw - x0);
-        __m512 r[16], a[16];
+        pt_v16 r[16], a[16];
         for (int l = 0; l < 16; l++) {
           if (l >= nx) {
-            r[l] = a[l] = _mm512_setzero_ps();
+            r[l] = a[l] = v16_zero();
             continue;
           }
           const float *s = yp + ((size_t)(2 * y) * W + 2 * (size_t)(x0 + l)) * CO + o0;
-          const __m512 v[4] = {_mm512_load_ps(s), _mm512_load_ps(s + CO), _mm512_load_ps(s + W * CO),
-                               _mm512_load_ps(s + W * CO + CO)};
-          __m512i at;
+          const pt_v16 v[4] = {v16_load(s), v16_load(s + CO), v16_load(s + W * CO),
+                               v16_load(s + W * CO + CO)};
+          pt_vi16 at;
           pt_pool_codes_max4(v, &r[l], &at);
-          a[l] = _mm512_castsi512_ps(at);
+          a[l] = vi16_as_float(at);
         }
         pt_transpose16(r);
         pt_transpose16(a);
         for (int c = 0; c < no; c++) {
           const size_t at = phw * (size_t)(o0 + c) + (size_t)y * pw + x0;
-          _mm512_mask_storeu_ps(out + at, pt_lanes(nx), r[c]);
-          _mm512_mask_storeu_ps((float *)(code + at), pt_lanes(nx), a[c]);
+          v16_mask_storeu(out + at, v16_lanes(nx), r[c]);
+          v16_mask_storeu((float *)(code + at), v16_lanes(nx), a[c]);
         }
       }
   }
@@ -607,34 +637,34 @@ int pt_conv_wino_pool_ok(const pt_conv_geom *g) {
 /* z (6) = A e (m), A = A^T transposed: e's values at the points 0, 1, -1,
  * 2, -2 as a polynomial's coefficients, and its last for infinity. m is a
  * constant where it is inlined. */
-static inline __attribute__((always_inline)) void a6(int m, const __m512 *e, __m512 z[6]) {
-  const __m512 two = _mm512_set1_ps(2.0f);
+static inline __attribute__((always_inline)) void a6(int m, const pt_v16 *e, pt_v16 z[6]) {
+  const pt_v16 two = v16_set1(2.0f);
   if (m == 2) {
-    z[0] = e[0], z[1] = _mm512_add_ps(e[0], e[1]), z[2] = _mm512_sub_ps(e[0], e[1]);
-    z[3] = _mm512_fmadd_ps(two, e[1], e[0]), z[4] = _mm512_fnmadd_ps(two, e[1], e[0]), z[5] = e[1];
+    z[0] = e[0], z[1] = v16_add(e[0], e[1]), z[2] = v16_sub(e[0], e[1]);
+    z[3] = v16_fmadd(two, e[1], e[0]), z[4] = v16_fnmadd(two, e[1], e[0]), z[5] = e[1];
   } else {
-    const __m512 ev = _mm512_add_ps(e[0], e[2]), od = _mm512_add_ps(e[1], e[3]);
-    const __m512 ev2 = _mm512_fmadd_ps(_mm512_set1_ps(4.0f), e[2], e[0]);
-    const __m512 od2 = _mm512_mul_ps(two, _mm512_fmadd_ps(_mm512_set1_ps(4.0f), e[3], e[1]));
-    z[0] = e[0], z[1] = _mm512_add_ps(ev, od), z[2] = _mm512_sub_ps(ev, od);
-    z[3] = _mm512_add_ps(ev2, od2), z[4] = _mm512_sub_ps(ev2, od2), z[5] = e[3];
+    const pt_v16 ev = v16_add(e[0], e[2]), od = v16_add(e[1], e[3]);
+    const pt_v16 ev2 = v16_fmadd(v16_set1(4.0f), e[2], e[0]);
+    const pt_v16 od2 = v16_mul(two, v16_fmadd(v16_set1(4.0f), e[3], e[1]));
+    z[0] = e[0], z[1] = v16_add(ev, od), z[2] = v16_sub(ev, od);
+    z[3] = v16_add(ev2, od2), z[4] = v16_sub(ev2, od2), z[5] = e[3];
   }
 }
 
 /* z (8) = A e (4) at the 8x8 tiles' points: each pair +p, -p is an even
  * part plus and minus an odd part. */
-static inline __attribute__((always_inline)) void a8(const __m512 *e, __m512 z[8]) {
-  const __m512 ev = _mm512_add_ps(e[0], e[2]), od = _mm512_add_ps(e[1], e[3]);
-  const __m512 ev2 = _mm512_fmadd_ps(_mm512_set1_ps(4.0f), e[2], e[0]);
-  const __m512 od2 = _mm512_mul_ps(_mm512_set1_ps(2.0f), _mm512_fmadd_ps(_mm512_set1_ps(4.0f), e[3], e[1]));
-  const __m512 ev3 = _mm512_fmadd_ps(_mm512_set1_ps(0.25f), e[2], e[0]);
-  const __m512 od3 = _mm512_mul_ps(_mm512_set1_ps(0.5f), _mm512_fmadd_ps(_mm512_set1_ps(0.25f), e[3], e[1]));
-  z[0] = e[0], z[1] = _mm512_add_ps(ev, od), z[2] = _mm512_sub_ps(ev, od);
-  z[3] = _mm512_add_ps(ev2, od2), z[4] = _mm512_sub_ps(ev2, od2);
-  z[5] = _mm512_add_ps(ev3, od3), z[6] = _mm512_sub_ps(ev3, od3), z[7] = e[3];
+static inline __attribute__((always_inline)) void a8(const pt_v16 *e, pt_v16 z[8]) {
+  const pt_v16 ev = v16_add(e[0], e[2]), od = v16_add(e[1], e[3]);
+  const pt_v16 ev2 = v16_fmadd(v16_set1(4.0f), e[2], e[0]);
+  const pt_v16 od2 = v16_mul(v16_set1(2.0f), v16_fmadd(v16_set1(4.0f), e[3], e[1]));
+  const pt_v16 ev3 = v16_fmadd(v16_set1(0.25f), e[2], e[0]);
+  const pt_v16 od3 = v16_mul(v16_set1(0.5f), v16_fmadd(v16_set1(0.25f), e[3], e[1]));
+  z[0] = e[0], z[1] = v16_add(ev, od), z[2] = v16_sub(ev, od);
+  z[3] = v16_add(ev2, od2), z[4] = v16_sub(ev2, od2);
+  z[5] = v16_add(ev3, od3), z[6] = v16_sub(ev3, od3), z[7] = e[3];
 }
 
-static inline __attribute__((always_inline)) void an(int n, int m, const __m512 *e, __m512 *z) {
+static inline __attribute__((always_inline)) void an(int n, int m, const pt_v16 *e, pt_v16 *z) {
   if (n == 8) a8(e, z);
   else a6(m, e, z);
 }
@@ -646,29 +676,29 @@ static inline __attribute__((always_inline)) void dy_transform_m(int n, int m, c
                                                                  const float *dyp, float *Z, float *db) {
   const size_t CO = (size_t)f->CO, zs = (size_t)f->Tr * CO, row = (size_t)t->wp * CO, pd = (size_t)t->pad;
   for (size_t o0 = 0; o0 < CO; o0 += 16) {
-    __m512 sum = _mm512_setzero_ps();
+    pt_v16 sum = v16_zero();
     for (int ty = 0; ty < f->th; ty++)
       for (int tx = 0; tx < f->tw; tx++) {
         const float *s = dyp + ((size_t)m * ty + pd) * row + ((size_t)m * tx + pd) * CO + o0;
-        __m512 c[4][NMAX]; /* A dY: each column of the tile to n rows */
+        pt_v16 c[4][NMAX]; /* A dY: each column of the tile to n rows */
         for (int j = 0; j < m; j++) {
-          __m512 e[4], z[NMAX];
+          pt_v16 e[4], z[NMAX];
           for (int i = 0; i < m; i++) {
-            e[i] = _mm512_load_ps(s + row * i + CO * j);
-            sum = _mm512_add_ps(sum, e[i]);
+            e[i] = v16_load(s + row * i + CO * j);
+            sum = v16_add(sum, e[i]);
           }
           an(n, m, e, z);
           for (int i = 0; i < n; i++) c[j][i] = z[i];
         }
         float *zt = Z + ((size_t)ty * f->tw + tx) * CO + o0;
         for (int i = 0; i < n; i++) { /* (A dY) A^T: each row's m values to n */
-          __m512 e[4], z[NMAX];
+          pt_v16 e[4], z[NMAX];
           for (int j = 0; j < m; j++) e[j] = c[j][i];
           an(n, m, e, z);
-          for (int j = 0; j < n; j++) _mm512_store_ps(zt + zs * (n * i + j), z[j]);
+          for (int j = 0; j < n; j++) v16_store(zt + zs * (n * i + j), z[j]);
         }
       }
-    _mm512_store_ps(db + o0, _mm512_add_ps(_mm512_load_ps(db + o0), sum));
+    v16_store(db + o0, v16_add(v16_load(db + o0), sum));
   }
 }
 
@@ -696,29 +726,28 @@ static void dy_transform(const wpass *f, const wpass *t, const float *dyp, float
 static inline __attribute__((always_inline)) void dw_tile(int T, const float *v, size_t ldv, const float *z,
                                                           size_t ldz, const float *v2, const float *z2, double *du,
                                                           size_t lddu, int nv) {
-  __m512 c[RC][2];
-  for (int r = 0; r < RC; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
+  pt_v16 c[RC][DW_NV];
+  for (int r = 0; r < RC; r++)
+    for (int k = 0; k < DW_NV; k++) c[r][k] = v16_zero();
   for (int h = 0; h < 2; h++) {
     const float *vh = h ? v2 : v, *zh = h ? z2 : z;
     if (!vh) break;
     for (int t = 0; t < T; t++) {
-      const __m512 b0 = _mm512_load_ps(zh + ldz * t);
-      const __m512 b1 = nv > 1 ? _mm512_load_ps(zh + ldz * t + 16) : _mm512_setzero_ps();
+      pt_v16 b[DW_NV];
+      for (int k = 0; k < DW_NV; k++) b[k] = k < nv ? v16_load(zh + ldz * t + 16 * k) : v16_zero();
 #pragma GCC unroll 8
       for (int r = 0; r < RC; r++) {
-        const __m512 a = _mm512_set1_ps(vh[ldv * t + r]);
-        c[r][0] = _mm512_fmadd_ps(a, b0, c[r][0]);
-        if (nv > 1) c[r][1] = _mm512_fmadd_ps(a, b1, c[r][1]);
+        const pt_v16 a = v16_set1(vh[ldv * t + r]);
+        for (int k = 0; k < DW_NV; k++)
+          if (k < nv) c[r][k] = v16_fmadd(a, b[k], c[r][k]);
       }
     }
   }
   for (int r = 0; r < RC; r++) {
     double *d = du + lddu * r;
     for (int h = 0; h < nv; h++) {
-      const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(c[r][h]));
-      const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(c[r][h]), 1)));
-      _mm512_store_pd(d + 16 * h, _mm512_add_pd(_mm512_load_pd(d + 16 * h), lo));
-      _mm512_store_pd(d + 16 * h + 8, _mm512_add_pd(_mm512_load_pd(d + 16 * h + 8), hi));
+      vd8_store(d + 16 * h, vd8_add(vd8_load(d + 16 * h), vd8_from_lo(c[r][h])));
+      vd8_store(d + 16 * h + 8, vd8_add(vd8_load(d + 16 * h + 8), vd8_from_hi(c[r][h])));
     }
   }
 }
@@ -732,9 +761,9 @@ static void dw_gemms(const wpass *f, const float *V, const float *Z, const float
     const float *v = V + vx, *z = Z + zx, *v2 = V2 ? V2 + vx : NULL, *z2 = V2 ? Z2 + zx : NULL;
     double *du = DU + C * CO * xi;
     for (size_t c0 = 0; c0 < C; c0 += RC)
-      for (size_t o0 = 0; o0 < CO; o0 += 32) {
+      for (size_t o0 = 0; o0 < CO; o0 += 16 * DW_NV) {
         const float *v2c = v2 ? v2 + c0 : NULL, *z2o = v2 ? z2 + o0 : NULL;
-        if (CO - o0 >= 32) dw_tile(f->T, v + c0, C, z + o0, CO, v2c, z2o, du + c0 * CO + o0, CO, 2);
+        if (CO - o0 >= 16 * DW_NV) dw_tile(f->T, v + c0, C, z + o0, CO, v2c, z2o, du + c0 * CO + o0, CO, DW_NV);
         else dw_tile(f->T, v + c0, C, z + o0, CO, v2c, z2o, du + c0 * CO + o0, CO, 1);
       }
   }
@@ -834,17 +863,3 @@ void pt_conv_wino_backward(const pt_conv_geom *g, int n, const float *x, const f
   pt_parallel(backward_task, &j);
   pt_add_partials(dw, (size_t)g->oc * g->c * g->kh * g->kw, db, (size_t)g->oc, j.ws + pl.part, pl.per, j.nparts);
 }
-
-#else /* until this kernel is on every level: it declines every shape, and conv.c keeps to im2col + BLAS */
-int pt_conv_wino_ok(const pt_conv_geom *g) { return (void)g, 0; }
-int pt_conv_wino_pool_ok(const pt_conv_geom *g) { return (void)g, 0; }
-size_t pt_conv_wino_workspace(const pt_conv_geom *g, int nthreads) { return (void)g, (void)nthreads, 0; }
-void pt_conv_wino_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
-                          int32_t *code, float *ws) {
-  (void)g, (void)n, (void)x, (void)w, (void)b, (void)y, (void)code, (void)ws;
-}
-void pt_conv_wino_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
-                           const int32_t *code, const float *dy, float *dw, float *db, float *dx, float *ws) {
-  (void)g, (void)n, (void)x, (void)w, (void)y, (void)code, (void)dy, (void)dw, (void)db, (void)dx, (void)ws;
-}
-#endif

@@ -14,17 +14,12 @@
 
 #include "ops/cpu/ops.h"
 
-/* Whether this build has the kernel (being ported from AVX-512 only to
- * every level). */
-#ifdef __AVX512F__
+/* Whether this build has the kernel: every level has, over the vector
+ * layer (simd/v16.h). conv.c calls the functions below under this test. */
 #define PT_CONV_WINO 1
-#else
-#define PT_CONV_WINO 0
-#endif
 
-/* Defined in builds with AVX-512 (__AVX512F__) only; conv.c calls them
- * under the same test. Non-zero when the geometry can take this path and
- * it is expected to be faster than the direct one. */
+/* Non-zero when the geometry can take this path and it is expected to be
+ * faster than the direct one. */
 int pt_conv_wino_ok(const pt_conv_geom *g);
 /* Floats of workspace for nthreads threads (only meaningful when ok). */
 size_t pt_conv_wino_workspace(const pt_conv_geom *g, int nthreads);
