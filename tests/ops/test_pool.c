@@ -1,4 +1,4 @@
-/* Max-pooling 2x2 stride 2 (vectorised where AVX-512 is) against a plain
+/* Max-pooling 2x2 stride 2 (vectorised at every level) against a plain
  * loop written here: the maximum, its index (ties to the first in scan
  * order, a NaN wins and the last NaN is kept, as in PyTorch), and the
  * backward scatter. Values come from a handful of levels so that ties are

@@ -1,4 +1,4 @@
-/* conv2d, stride 1, as an implicit GEMM with AVX-512 register tiles.
+/* conv2d, stride 1, as an implicit GEMM with register tiles.
  *
  * For stride 1 the unrolled column of output position (oy, ox) and kernel
  * tap k = (ci, ky, kx) is xp[ci][(oy + ky) * wp + ox + kx] of the zero-padded
@@ -19,10 +19,13 @@
  * mnist-cnn's conv2 (ow 24, wp 26) wastes 8% flat and 25% by rows;
  * tutorial-cnn's conv2 (ow 14, wp 18) 22% flat and 12.5% by rows.
  *
- * A register tile is 8 output channels x 3 vectors: 24 accumulators, and per
- * tap 3 loads of input and 8 broadcasts of weights for 24 FMAs, so the two
- * FMA ports, not the loads, set the pace. Weights are repacked per call as
- * (oc/8, K, 8) so a tap's 8 broadcasts are one cache line's half.
+ * A register tile is RB output channels x VB vectors. With 32 vector
+ * registers (AVX-512) it is 8 x 3: 24 accumulators, and per tap 3 loads of
+ * input and 8 broadcasts of weights for 24 FMAs, so the two FMA ports, not
+ * the loads, set the pace. Where a vector takes two registers (AVX2: 16
+ * ymm) it is 6 x 1: 12 ymm accumulators, the 16-lane load's two and a
+ * broadcast, and still a broadcast per two FMAs. Weights are repacked per
+ * call as (oc/RB, K, RB) so a tap's RB broadcasts are adjacent.
  *
  * Backward, per group of samples:
  *  - dW[k][o] += sum over positions of B[k][pos] * dy[o][pos], with the
@@ -46,16 +49,27 @@
 
 #include "util/threadpool.h"
 
-#ifdef __AVX512F__
-#include <immintrin.h>
-
-#include "ops/cpu/lanes.h"
 #include "ops/cpu/pool_codes.h"
+#include "ops/cpu/simd/v16.h"
 #include "ops/cpu/transpose16.h"
 #include "ops/cpu/workspace.h"
 
-#define RB 8  /* tile rows: output channels */
-#define VB 3  /* tile vectors: 16 output positions each */
+/* The forward tile: RB rows (output channels) x VB vectors (16 output
+ * positions each), RB * VB accumulators plus VB loads and a broadcast
+ * within the machine's registers. */
+#ifdef EXP_RB
+#define RB EXP_RB
+#define VB EXP_VB
+#elif PT_V16_REGS >= 32
+#define RB 8
+#define VB 3
+#elif PT_V16_REGS >= 8
+#define RB 6
+#define VB 1
+#else
+#define RB 3
+#define VB 1
+#endif
 #define SLACK 32 /* floats after a group's padded inputs: the last vectors read up to 15 past the end */
 /* Samples per group: the group's padded input, padded dy and gathered dy
  * stay within 512 KiB of the core's 2 MiB L2. */
@@ -142,58 +156,45 @@ static void pad_group(const pass *p, int cn, const float *src, const float *gate
   memset(dst + (size_t)p->sample * cn, 0, sizeof(float) * SLACK);
 }
 
-/* The used lanes m of v to dst[0, popcount(m)). A compress in registers and
- * a masked store: the compressing store to memory is microcoded and several
- * times slower. */
-static inline void store_vec(float *dst, unsigned m, __m512 v) {
-  if (m == 0xFFFFu) {
-    _mm512_storeu_ps(dst, v);
-  } else {
-    if (m & (m + 1)) v = _mm512_maskz_compress_ps((__mmask16)m, v); /* not a prefix */
-    _mm512_mask_storeu_ps(dst, (__mmask16)((1u << __builtin_popcount(m)) - 1), v);
-  }
+/* The used lanes m of v to dst[0, popcount(m)): a masked store where they
+ * are a prefix, a compressing one where not (flat mode, across a row's end). */
+static inline void store_vec(float *dst, unsigned m, pt_v16 v) {
+  if (m == 0xFFFFu) v16_storeu(dst, v);
+  else if (m & (m + 1)) v16_compress_storeu(dst, m, v);
+  else v16_mask_storeu(dst, m, v);
 }
 
-/* The inverse: popcount(m) floats from src into the lanes m, zeros elsewhere. */
-static inline __m512 load_vec(const float *src, unsigned m) {
-  if (m == 0xFFFFu) return _mm512_loadu_ps(src);
-  __m512 v = _mm512_maskz_loadu_ps((__mmask16)((1u << __builtin_popcount(m)) - 1), src);
-  return m & (m + 1) ? _mm512_maskz_expand_ps((__mmask16)m, v) : v;
-}
-
-/* out rows [0, rows) of a tile: out_v[r*ostride ...] = relu?(sum_k w[k][r] * x_v[koff[k]] + bias[r]). */
-static inline __attribute__((always_inline)) void tile(int K, const int *koff, const float *w, const float *x0,
-                                                       const float *x1, const float *x2, float *o0, float *o1,
-                                                       float *o2, const unsigned *mk, size_t ostride, int rows,
+/* out rows [0, rows) of a tile: o[v][r*ostride ...] = relu?(sum_k w[k][r] * x[v][koff[k]] + bias[r]). */
+static inline __attribute__((always_inline)) void tile(int K, const int *koff, const float *w,
+                                                       const float *const x[VB], float *const o[VB],
+                                                       const unsigned *mk, size_t ostride, int rows,
                                                        const float *bias, int relu) {
-  __m512 c[RB][VB];
+  pt_v16 c[RB][VB];
   for (int r = 0; r < RB; r++)
-    for (int v = 0; v < VB; v++) c[r][v] = _mm512_setzero_ps();
+    for (int v = 0; v < VB; v++) c[r][v] = v16_zero();
   for (int k = 0; k < K; k++) {
     const int off = koff[k];
-    const __m512 b0 = _mm512_loadu_ps(x0 + off), b1 = _mm512_loadu_ps(x1 + off), b2 = _mm512_loadu_ps(x2 + off);
+    pt_v16 b[VB];
+    for (int v = 0; v < VB; v++) b[v] = v16_loadu(x[v] + off);
     const float *wk = w + (size_t)k * RB;
     for (int r = 0; r < RB; r++) {
-      const __m512 a = _mm512_set1_ps(wk[r]);
-      c[r][0] = _mm512_fmadd_ps(a, b0, c[r][0]);
-      c[r][1] = _mm512_fmadd_ps(a, b1, c[r][1]);
-      c[r][2] = _mm512_fmadd_ps(a, b2, c[r][2]);
+      const pt_v16 a = v16_set1(wk[r]);
+      for (int v = 0; v < VB; v++) c[r][v] = v16_fmadd(a, b[v], c[r][v]);
     }
   }
-  float *o[VB] = {o0, o1, o2};
   for (int r = 0; r < RB; r++) {
     if (r >= rows) break;
-    const __m512 bv = _mm512_set1_ps(bias ? bias[r] : 0.0f);
+    const pt_v16 bv = v16_set1(bias ? bias[r] : 0.0f);
     for (int v = 0; v < VB; v++) {
-      __m512 s = _mm512_add_ps(c[r][v], bv);
-      if (relu) s = _mm512_max_ps(s, _mm512_setzero_ps());
+      pt_v16 s = v16_add(c[r][v], bv);
+      if (relu) s = v16_max(s, v16_zero());
       store_vec(o[v] + (size_t)r * ostride, mk[v], s);
     }
   }
 }
 
 /* All tiles of a group: out (cout, oh*ow) per sample from the padded xg,
- * weights packed (cout/8, K, 8). */
+ * weights packed (cout/RB, K, RB). */
 static void run_tiles(const pass *p, int T, const int *xo, const int *oo, const unsigned *mk, const float *xg,
                       const float *wpk, const int *koff, float *out, const float *bias, int relu) {
   const size_t ohw = (size_t)p->oh * p->ow;
@@ -202,8 +203,10 @@ static void run_tiles(const pass *p, int T, const int *xo, const int *oo, const 
     for (int ob = 0; ob < nob; ob++) {
       const int o0 = ob * RB, rows = p->cout - o0 < RB ? p->cout - o0 : RB;
       float *ob0 = out + ohw * o0;
-      tile(p->K, koff, wpk + (size_t)ob * RB * p->K, xg + xo[t], xg + xo[t + 1], xg + xo[t + 2], ob0 + oo[t],
-           ob0 + oo[t + 1], ob0 + oo[t + 2], mk + t, ohw, rows, bias ? bias + o0 : NULL, relu);
+      const float *x[VB];
+      float *o[VB];
+      for (int v = 0; v < VB; v++) x[v] = xg + xo[t + v], o[v] = ob0 + oo[t + v];
+      tile(p->K, koff, wpk + (size_t)ob * RB * p->K, x, o, mk + t, ohw, rows, bias ? bias + o0 : NULL, relu);
     }
 }
 
@@ -220,27 +223,39 @@ static void run_tiles(const pass *p, int T, const int *xo, const int *oo, const 
 #define DWT_KERNEL(NB, KW, VO)                                                                              \
   static void dwt_##NB##_##KW##_##VO(int P, const int *xpos, const float *xg, const int *rb,               \
                                      const float *dyt, size_t ld, float *acc) {                            \
-    __m512 c[NB * KW][VO];                                                                                  \
+    pt_v16 c[NB * KW][VO];                                                                                  \
     int b[NB];                                                                                              \
     for (int n = 0; n < NB; n++) b[n] = rb[n];                                                              \
     for (int r = 0; r < NB * KW; r++)                                                                       \
-      for (int v = 0; v < VO; v++) c[r][v] = _mm512_setzero_ps();                                           \
+      for (int v = 0; v < VO; v++) c[r][v] = v16_zero();                                                    \
     for (int p = 0; p < P; p++) {                                                                           \
       const float *xb = xg + xpos[p];                                                                       \
-      __m512 d[VO];                                                                                         \
-      for (int v = 0; v < VO; v++) d[v] = _mm512_load_ps(dyt + ld * p + 16 * v);                           \
+      pt_v16 d[VO];                                                                                         \
+      for (int v = 0; v < VO; v++) d[v] = v16_load(dyt + ld * p + 16 * v);                                 \
       for (int n = 0; n < NB; n++)                                                                          \
         for (int kx = 0; kx < KW; kx++) {                                                                   \
-          const __m512 a = _mm512_set1_ps(xb[b[n] + kx]);                                                   \
-          for (int v = 0; v < VO; v++) c[n * KW + kx][v] = _mm512_fmadd_ps(a, d[v], c[n * KW + kx][v]);    \
+          const pt_v16 a = v16_set1(xb[b[n] + kx]);                                                         \
+          for (int v = 0; v < VO; v++) c[n * KW + kx][v] = v16_fmadd(a, d[v], c[n * KW + kx][v]);          \
         }                                                                                                   \
     }                                                                                                       \
     for (int r = 0; r < NB * KW; r++)                                                                       \
       for (int v = 0; v < VO; v++) {                                                                        \
         float *a = acc + ld * r + 16 * v;                                                                   \
-        _mm512_store_ps(a, _mm512_add_ps(_mm512_load_ps(a), c[r][v]));                                      \
+        v16_store(a, v16_add(v16_load(a), c[r][v]));                                                        \
       }                                                                                                     \
   }
+typedef void (*dwt_fn)(int, const int *, const float *, const int *, const float *, size_t, float *);
+typedef struct {
+  int kw, vo, nb;
+  dwt_fn fn;
+} dwt_shape;
+
+/* The block shapes for kernel rows of kw taps (3 and 5 as rows, others one
+ * tap a row) and VO vectors of channels, as many accumulators as leave
+ * room for the VO loads and a broadcast: about 24 with 32 registers; with
+ * two registers a vector (AVX2), about 6, and one vector of channels, since
+ * each broadcast then feeds two FMAs anyway; fewer again with four. */
+#if PT_V16_REGS >= 32
 DWT_KERNEL(1, 5, 4)
 DWT_KERNEL(1, 5, 3)
 DWT_KERNEL(2, 5, 2)
@@ -253,21 +268,29 @@ DWT_KERNEL(6, 1, 4)
 DWT_KERNEL(8, 1, 3)
 DWT_KERNEL(12, 1, 2)
 DWT_KERNEL(16, 1, 1)
+static const dwt_shape dwt_shapes[] = {
+    {5, 4, 1, dwt_1_5_4}, {5, 3, 1, dwt_1_5_3}, {5, 2, 2, dwt_2_5_2},   {5, 1, 5, dwt_5_5_1},
+    {3, 4, 2, dwt_2_3_4}, {3, 3, 2, dwt_2_3_3}, {3, 2, 4, dwt_4_3_2},   {3, 1, 8, dwt_8_3_1},
+    {1, 4, 6, dwt_6_1_4}, {1, 3, 8, dwt_8_1_3}, {1, 2, 12, dwt_12_1_2}, {1, 1, 16, dwt_16_1_1}};
+#elif PT_V16_REGS >= 8
+DWT_KERNEL(1, 5, 1)
+DWT_KERNEL(2, 3, 1)
+DWT_KERNEL(6, 1, 1)
+static const dwt_shape dwt_shapes[] = {{5, 1, 1, dwt_1_5_1}, {3, 1, 2, dwt_2_3_1}, {1, 1, 6, dwt_6_1_1}};
+#else
+DWT_KERNEL(1, 3, 1)
+DWT_KERNEL(3, 1, 1)
+static const dwt_shape dwt_shapes[] = {{3, 1, 1, dwt_1_3_1}, {1, 1, 3, dwt_3_1_1}};
+#endif
 
-typedef void (*dwt_fn)(int, const int *, const float *, const int *, const float *, size_t, float *);
-
-/* The block shape for kernel rows of kw taps (3 and 5 as rows, others one
- * tap a row) and VO vectors of channels: about 24 accumulators. */
-static dwt_fn dwt_pick(int kwr, int vo, int *nb) {
-  static const struct {
-    int kw, vo, nb;
-    dwt_fn fn;
-  } t[] = {{5, 4, 1, dwt_1_5_4},  {5, 3, 1, dwt_1_5_3},  {5, 2, 2, dwt_2_5_2},   {5, 1, 5, dwt_5_5_1},
-           {3, 4, 2, dwt_2_3_4},  {3, 3, 2, dwt_2_3_3},  {3, 2, 4, dwt_4_3_2},   {3, 1, 8, dwt_8_3_1},
-           {1, 4, 6, dwt_6_1_4},  {1, 3, 8, dwt_8_1_3},  {1, 2, 12, dwt_12_1_2}, {1, 1, 16, dwt_16_1_1}};
-  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-    if (t[i].kw == kwr && t[i].vo == vo) return *nb = t[i].nb, t[i].fn;
-  return *nb = 0, NULL;
+/* The block for kernel rows of kwr taps with the most vectors of channels,
+ * up to vmax; NULL if none takes such rows. */
+static const dwt_shape *dwt_pick(int kwr, int vmax) {
+  const dwt_shape *best = NULL;
+  for (size_t i = 0; i < sizeof dwt_shapes / sizeof dwt_shapes[0]; i++)
+    if (dwt_shapes[i].kw == kwr && dwt_shapes[i].vo <= vmax && (!best || dwt_shapes[i].vo > best->vo))
+      best = &dwt_shapes[i];
+  return best;
 }
 
 /* ---- geometry and workspace ---- */
@@ -291,7 +314,7 @@ static void plan_init(plan *pl, const pt_conv_geom *g) {
   pass_init(&pl->f, g->c, g->h, g->w, g->pad, g->pad, g->oc, g->kh, g->kw);
   pass_init(&pl->t, g->oc, g->oh, g->ow, g->kh - 1 - g->pad, g->kw - 1 - g->pad, g->c, g->kh, g->kw);
   pl->ocp = pt_round_up(g->oc, RB), pl->cp = pt_round_up(g->c, RB), pl->ocw = pt_round_up(g->oc, 16);
-  pl->kwr = g->kw == 3 || g->kw == 5 ? g->kw : 1;
+  pl->kwr = (g->kw == 3 || g->kw == 5) && dwt_pick(g->kw, 1) ? g->kw : 1;
   pl->rows = pl->f.K / pl->kwr + 16;
   const size_t ohw = (size_t)g->oh * g->ow;
   size_t per_sample = (size_t)pl->f.sample + pl->t.sample + ohw * pl->ocw;
@@ -333,7 +356,7 @@ size_t pt_conv_direct_workspace(const pt_conv_geom *g, int nthreads) {
   return pl.shared + pl.per * (size_t)(nthreads < 1 ? 1 : nthreads) + 16; /* + 16: room to align */
 }
 
-/* Tap offsets into a padded sample, and the weights as (cout/8, K, 8) with
+/* Tap offsets into a padded sample, and the weights as (cout/RB, K, RB) with
  * zero rows past cout; flip: w is (cin, cout, kh, kw) read transposed and
  * rotated by 180 degrees, the dx pass's weights. */
 static void pack(const pass *p, const float *w, int flip, int kpad, float *wpk, int *koff) {
@@ -406,14 +429,14 @@ int pt_conv_direct_pool_ok(const pt_conv_geom *g) {
 /* dyT (positions, ocw) of cn samples from dy (cn, oc, ohw), through the
  * ReLU's mask (gate = y), 16x16 blocks at a time; channels past oc are 0. */
 static void transpose_dy(int cn, int oc, int ocw, size_t ohw, const float *dy, const float *gate, float *dyt) {
-  __m512 r[16];
+  pt_v16 r[16];
   for (int i = 0; i < cn; i++)
     for (int o0 = 0; o0 < ocw; o0 += 16)
       for (size_t p0 = 0; p0 < ohw; p0 += 16) {
         const int np = ohw - p0 < 16 ? (int)(ohw - p0) : 16;
         const size_t at = ((size_t)i * oc + o0) * ohw + p0;
-        pt_transpose16_planes(dy + at, gate ? gate + at : NULL, ohw, oc - o0 < 16 ? oc - o0 : 16, pt_lanes(np), r);
-        for (int l = 0; l < np; l++) _mm512_store_ps(dyt + ((size_t)i * ohw + p0 + l) * ocw + o0, r[l]);
+        pt_transpose16_planes(dy + at, gate ? gate + at : NULL, ohw, oc - o0 < 16 ? oc - o0 : 16, v16_lanes(np), r);
+        for (int l = 0; l < np; l++) v16_store(dyt + ((size_t)i * ohw + p0 + l) * ocw + o0, r[l]);
       }
 }
 
@@ -474,24 +497,24 @@ static void backward_task(void *ctx, int tid, int nt) {
      * in a fixed order: one running sum was a chain of dependent additions
      * (4 cycles each, 1% of tutorial-cnn's step for conv1.0). */
     for (int v = 0; v < ocw; v += 16) {
-      __m512 sb[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+      pt_v16 sb[4] = {v16_zero(), v16_zero(), v16_zero(), v16_zero()};
       int t = 0;
       for (; t + 4 <= P; t += 4)
-        for (int l = 0; l < 4; l++) sb[l] = _mm512_add_ps(sb[l], _mm512_load_ps(dyt + (size_t)(t + l) * ocw + v));
-      for (int l = 0; t < P; t++, l++) sb[l] = _mm512_add_ps(sb[l], _mm512_load_ps(dyt + (size_t)t * ocw + v));
-      const __m512 group = _mm512_add_ps(_mm512_add_ps(sb[0], sb[1]), _mm512_add_ps(sb[2], sb[3]));
-      _mm512_store_ps(dbv + v, _mm512_add_ps(_mm512_load_ps(dbv + v), group));
+        for (int l = 0; l < 4; l++) sb[l] = v16_add(sb[l], v16_load(dyt + (size_t)(t + l) * ocw + v));
+      for (int l = 0; t < P; t++, l++) sb[l] = v16_add(sb[l], v16_load(dyt + (size_t)t * ocw + v));
+      const pt_v16 group = v16_add(v16_add(sb[0], sb[1]), v16_add(sb[2], sb[3]));
+      v16_store(dbv + v, v16_add(v16_load(dbv + v), group));
     }
     for (int p0 = 0; p0 < P; p0 += PCHUNK) {
       const int np = P - p0 < PCHUNK ? P - p0 : PCHUNK;
-      for (int v0 = 0; v0 < ocw; v0 += 64) {
-        const int vo = (ocw - v0) / 16 < 4 ? (ocw - v0) / 16 : 4;
-        int nb;
-        const dwt_fn fn = dwt_pick(kwr, vo, &nb);
+      for (int v0 = 0, vo; v0 < ocw; v0 += 16 * vo) {
+        const dwt_shape *s = dwt_pick(kwr, (ocw - v0) / 16);
+        const int nb = s->nb;
+        vo = s->vo;
         for (int r0 = 0; r0 < nrows; r0 += nb) {
           int b[16]; /* kernel rows' offsets; rows past the last read 0 and are dropped */
           for (int n = 0; n < nb; n++) b[n] = r0 + n < nrows ? kf[(r0 + n) * kwr] : 0;
-          fn(np, xpos + p0, xg, b, dyt + (size_t)p0 * ocw + v0, (size_t)ocw, dwt + (size_t)r0 * kwr * ocw + v0);
+          s->fn(np, xpos + p0, xg, b, dyt + (size_t)p0 * ocw + v0, (size_t)ocw, dwt + (size_t)r0 * kwr * ocw + v0);
         }
       }
     }
@@ -522,17 +545,3 @@ void pt_conv_direct_backward(const pt_conv_geom *g, int n, const float *x, const
   pt_parallel(backward_task, &j);
   pt_add_partials(dw, (size_t)g->oc * pl.f.K, db, (size_t)g->oc, ws + pl.shared + pl.part, pl.per, j.nparts);
 }
-
-#else /* until this kernel is on every level: it declines every shape, and conv.c keeps to im2col + BLAS */
-int pt_conv_direct_ok(const pt_conv_geom *g) { return (void)g, 0; }
-int pt_conv_direct_pool_ok(const pt_conv_geom *g) { return (void)g, 0; }
-size_t pt_conv_direct_workspace(const pt_conv_geom *g, int nthreads) { return (void)g, (void)nthreads, 0; }
-void pt_conv_direct_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
-                          int32_t *code, float *ws) {
-  (void)g, (void)n, (void)x, (void)w, (void)b, (void)y, (void)code, (void)ws;
-}
-void pt_conv_direct_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
-                           const int32_t *code, const float *dy, float *dw, float *db, float *dx, float *ws) {
-  (void)g, (void)n, (void)x, (void)w, (void)y, (void)code, (void)dy, (void)dw, (void)db, (void)dx, (void)ws;
-}
-#endif

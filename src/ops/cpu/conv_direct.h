@@ -1,7 +1,8 @@
-/* conv2d with stride 1 as an implicit GEMM on AVX-512: no unrolled col
- * matrix, the GEMM's B operand is loaded straight from a padded copy of the
- * input. conv.c uses it where pt_conv_direct_ok says so and falls back to
- * im2col + BLAS elsewhere (other strides, machines without AVX-512).
+/* conv2d with stride 1 as an implicit GEMM: no unrolled col matrix, the
+ * GEMM's B operand is loaded straight from a padded copy of the input.
+ * conv.c uses it where pt_conv_direct_ok says so (and the Winograd kernels
+ * do not take the shape) and falls back to im2col + BLAS elsewhere (other
+ * strides).
  */
 #ifndef PT_OPS_CPU_CONV_DIRECT_H
 #define PT_OPS_CPU_CONV_DIRECT_H
@@ -11,16 +12,10 @@
 
 #include "ops/cpu/ops.h"
 
-/* Whether this build has the kernel (being ported from AVX-512 only to
- * every level). */
-#ifdef __AVX512F__
+/* Every build has the kernel (written over the vector layer, simd/v16.h). */
 #define PT_CONV_DIRECT 1
-#else
-#define PT_CONV_DIRECT 0
-#endif
 
-/* Defined in builds with AVX-512 (__AVX512F__) only; conv.c calls them
- * under the same test. Non-zero when the geometry can take the direct path. */
+/* Non-zero when the geometry can take the direct path. */
 int pt_conv_direct_ok(const pt_conv_geom *g);
 /* Floats of workspace for nthreads threads (only meaningful when ok). */
 size_t pt_conv_direct_workspace(const pt_conv_geom *g, int nthreads);

@@ -6,6 +6,7 @@
 #include "ops/cpu/ops.h"
 
 #include "ops/cpu/pool2x2.h"
+#include "ops/cpu/simd/v16.h"
 
 typedef struct {
   int h, w, k, s, oh, ow;
@@ -48,17 +49,13 @@ static void maxpool_fwd(void *ctx, size_t lo, size_t hi) {
 
 /* The tutorials' pooling, kernel 2 stride 2: four candidates per output,
  * compared branch-free in scan order (ties keep the first, NaN wins). */
-#ifdef __AVX512F__
-static inline __mmask16 takes(__m512 v, __m512 best) {
-  return _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-}
+static inline pt_m16 takes(pt_v16 v, pt_v16 best) { return v16_cmpgt(v, best) | v16_cmpunord(v, v); }
 
 /* Each window's top-left input index, for windows ox .. ox+15 of row oy. */
-static inline __m512i top_left(int oy, int ox, int w) {
-  return _mm512_add_epi32(_mm512_set1_epi32(2 * oy * w + 2 * ox),
-                          _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));
+static inline pt_vi16 top_left(int oy, int ox, int w) {
+  static const int32_t step[16] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+  return vi16_add(vi16_set1(2 * oy * w + 2 * ox), vi16_loadu(step));
 }
-#endif
 
 static void maxpool2_fwd(void *ctx, size_t lo, size_t hi) {
   const pool_job *j = ctx;
@@ -69,46 +66,27 @@ static void maxpool2_fwd(void *ctx, size_t lo, size_t hi) {
     int32_t *ap = j->argmax + p * (size_t)oh * ow;
     for (int oy = 0; oy < oh; oy++) {
       const float *r0 = xp + (size_t)(2 * oy) * w, *r1 = r0 + w;
-#ifdef __AVX512F__
-      /* 16 outputs at a time (pool2x2.h), compared in the scalar loop's
-       * order; the index offsets of the four positions are 0, 1, w, w + 1 */
+      /* 16 outputs at a time (pool2x2.h), compared in the order of a scan
+       * of the window; the index offsets of the four positions are 0, 1, w,
+       * w + 1 */
       for (int ox = 0; ox < ow; ox += 16) {
         const int n = ow - ox < 16 ? ow - ox : 16;
-        const __m512i i00 = top_left(oy, ox, w);
+        const pt_vi16 i00 = top_left(oy, ox, w);
         const int32_t offset[4] = {0, 1, w, w + 1};
-        __m512 v[4];
+        /* zeroed for GCC alone: it cannot tell that the portable build's
+         * lane-by-lane fill writes every lane (-Wmaybe-uninitialized) */
+        pt_v16 v[4] = {v16_zero(), v16_zero(), v16_zero(), v16_zero()};
         pt_pool2x2_load(r0 + 2 * ox, r1 + 2 * ox, n, v);
-        __m512 bv = v[0];
-        __m512i bi = i00;
+        pt_v16 bv = v[0];
+        pt_vi16 bi = i00;
         for (int q = 1; q < 4; q++) {
-          const __mmask16 t = takes(v[q], bv);
-          bv = _mm512_mask_mov_ps(bv, t, v[q]);
-          bi = _mm512_mask_add_epi32(bi, t, i00, _mm512_set1_epi32(offset[q]));
+          const pt_m16 t = takes(v[q], bv);
+          bv = v16_mask_mov(bv, t, v[q]);
+          bi = vi16_mask_mov(bi, t, vi16_add(i00, vi16_set1(offset[q])));
         }
-        _mm512_mask_storeu_ps(yp + oy * ow + ox, pt_lanes(n), bv);
-        _mm512_mask_storeu_epi32(ap + oy * ow + ox, pt_lanes(n), bi);
+        v16_mask_storeu(yp + oy * ow + ox, v16_lanes(n), bv);
+        vi16_mask_storeu(ap + oy * ow + ox, v16_lanes(n), bi);
       }
-#else
-      const int base = 2 * oy * w;
-      for (int ox = 0; ox < ow; ox++) {
-        float bv = r0[2 * ox];
-        int32_t bi = base + 2 * ox;
-        float v = r0[2 * ox + 1];
-        int take = v > bv || v != v;
-        bv = take ? v : bv;
-        bi = take ? base + 2 * ox + 1 : bi;
-        v = r1[2 * ox];
-        take = v > bv || v != v;
-        bv = take ? v : bv;
-        bi = take ? base + w + 2 * ox : bi;
-        v = r1[2 * ox + 1];
-        take = v > bv || v != v;
-        bv = take ? v : bv;
-        bi = take ? base + w + 2 * ox + 1 : bi;
-        yp[oy * ow + ox] = bv;
-        ap[oy * ow + ox] = bi;
-      }
-#endif
     }
   }
 }
@@ -143,31 +121,19 @@ static void maxpool2_bwd(void *ctx, size_t lo, size_t hi) {
     const int32_t *ap = j->argmax_in + p * (size_t)oh * ow;
     if (2 * oh != j->h || 2 * ow != w) memset(dxp, 0, sizeof(float) * (size_t)j->h * w); /* odd edges */
     for (int oy = 0; oy < oh; oy++) {
-#ifdef __AVX512F__
       /* 16 windows at a time: each of the four positions gets the
        * gradient where it is the argmax (pool2x2.h puts them back) */
       for (int ox = 0; ox < ow; ox += 16) {
         const int n = ow - ox < 16 ? ow - ox : 16;
-        const __m512i i00 = top_left(oy, ox, w);
+        const pt_vi16 i00 = top_left(oy, ox, w);
         const int32_t offset[4] = {0, 1, w, w + 1};
-        const __m512 g = _mm512_maskz_loadu_ps(pt_lanes(n), dyp + oy * ow + ox);
-        const __m512i a = _mm512_maskz_loadu_epi32(pt_lanes(n), ap + oy * ow + ox);
-        __m512 v[4];
-        for (int q = 0; q < 4; q++)
-          v[q] = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_add_epi32(i00, _mm512_set1_epi32(offset[q]))), g);
+        const pt_v16 g = v16_maskz_loadu(v16_lanes(n), dyp + oy * ow + ox);
+        const pt_vi16 a = vi16_maskz_loadu(v16_lanes(n), ap + oy * ow + ox);
+        pt_v16 v[4];
+        for (int q = 0; q < 4; q++) v[q] = v16_maskz_mov(vi16_cmpeq(a, vi16_add(i00, vi16_set1(offset[q]))), g);
         float *d0 = dxp + (size_t)(2 * oy) * w + 2 * ox;
         pt_pool2x2_store(v, n, d0, d0 + w);
       }
-#else
-      for (int ox = 0; ox < ow; ox++) {
-        const int32_t a = ap[oy * ow + ox], i0 = 2 * oy * w + 2 * ox;
-        const float g = dyp[oy * ow + ox];
-        dxp[i0] = a == i0 ? g : 0.0f;
-        dxp[i0 + 1] = a == i0 + 1 ? g : 0.0f;
-        dxp[i0 + w] = a == i0 + w ? g : 0.0f;
-        dxp[i0 + w + 1] = a == i0 + w + 1 ? g : 0.0f;
-      }
-#endif
     }
   }
 }

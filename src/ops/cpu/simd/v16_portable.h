@@ -268,4 +268,11 @@ static inline uint32_t v16_test_u16x32(const uint16_t *p, uint16_t sel) {
   return m;
 }
 
+/* ---- added for conv_direct.c ---- */
+/* The lanes m of v, in order, to p[0, popcount(m)); nothing else is written. */
+static inline void v16_compress_storeu(float *p, pt_m16 m, pt_v16 v) {
+  for (int l = 0, k = 0; l < 16; l++)
+    if (m >> l & 1u) p[k++] = v.q[l / 4][l % 4];
+}
+
 #endif
