@@ -270,4 +270,17 @@ static inline void v16_compress_storeu(float *p, pt_m16 m, pt_v16 v) {
   v16_avx2_compress_half(p + n, m >> 8 & 0xFFu, v.hi);
 }
 
+/* ---- added for expf.h ---- */
+/* v16_fmadd rounds once (pt_expf fuses its steps where this is 1). */
+#define PT_V16_FMA 1
+
+/* ---- added for philox.c ---- */
+/* pt_vi16 as 8 unsigned 64-bit lanes, lane i in 32-bit lanes 2i (low half)
+ * and 2i + 1: the full product of the low halves (_mm512_mul_epu32), and a
+ * right shift. */
+static inline pt_vi16 vi16_mul_epu32(pt_vi16 a, pt_vi16 b) { return VI16_AVX2_2(_mm256_mul_epu32, a, b); }
+static inline pt_vi16 vi16_srli_epi64(pt_vi16 a, unsigned n) {
+  return (pt_vi16){_mm256_srli_epi64(a.lo, (int)n), _mm256_srli_epi64(a.hi, (int)n)};
+}
+
 #endif

@@ -153,4 +153,15 @@ static inline void v16_compress_storeu(float *p, pt_m16 m, pt_v16 v) {
   _mm512_mask_storeu_ps(p, (__mmask16)((1u << __builtin_popcount(m)) - 1u), _mm512_maskz_compress_ps((__mmask16)m, v));
 }
 
+/* ---- added for expf.h ---- */
+/* v16_fmadd rounds once (pt_expf fuses its steps where this is 1). */
+#define PT_V16_FMA 1
+
+/* ---- added for philox.c ---- */
+/* pt_vi16 as 8 unsigned 64-bit lanes, lane i in 32-bit lanes 2i (low half)
+ * and 2i + 1: the full product of the low halves (_mm512_mul_epu32), and a
+ * right shift. */
+static inline pt_vi16 vi16_mul_epu32(pt_vi16 a, pt_vi16 b) { return _mm512_mul_epu32(a, b); }
+static inline pt_vi16 vi16_srli_epi64(pt_vi16 a, unsigned n) { return _mm512_srli_epi64(a, n); }
+
 #endif

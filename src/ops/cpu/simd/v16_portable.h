@@ -275,4 +275,43 @@ static inline void v16_compress_storeu(float *p, pt_m16 m, pt_v16 v) {
     if (m >> l & 1u) p[k++] = v.q[l / 4][l % 4];
 }
 
+/* ---- added for expf.h ---- */
+/* v16_fmadd rounds twice here (pt_expf fuses its steps where this is 1). */
+#define PT_V16_FMA 0
+
+/* ---- added for philox.c ---- */
+/* pt_vi16 as 8 unsigned 64-bit lanes, lane i in 32-bit lanes 2i (low half)
+ * and 2i + 1: the full product of the low halves (_mm512_mul_epu32), and a
+ * right shift. Through 64-bit vector lanes where those are laid out so
+ * (little-endian), which SSE2 and NEON multiply as 32x32->64. */
+typedef uint64_t pt_u2 __attribute__((vector_size(16)));
+static inline pt_vi16 vi16_mul_epu32(pt_vi16 a, pt_vi16 b) {
+  pt_vi16 r;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  const pt_u2 lo32 = {0xFFFFFFFFu, 0xFFFFFFFFu};
+  for (int i = 0; i < 4; i++) r.q[i] = (pt_i4)(((pt_u2)a.q[i] & lo32) * ((pt_u2)b.q[i] & lo32));
+#else
+  for (int l = 0; l < 16; l += 2) {
+    const uint64_t p = (uint64_t)(uint32_t)a.q[l / 4][l % 4] * (uint32_t)b.q[l / 4][l % 4];
+    r.q[l / 4][l % 4] = (int32_t)(uint32_t)p;
+    r.q[l / 4][l % 4 + 1] = (int32_t)(uint32_t)(p >> 32);
+  }
+#endif
+  return r;
+}
+static inline pt_vi16 vi16_srli_epi64(pt_vi16 a, unsigned n) {
+  pt_vi16 r;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  for (int i = 0; i < 4; i++) r.q[i] = n > 63 ? (pt_i4){0} : (pt_i4)((pt_u2)a.q[i] >> n);
+#else
+  for (int l = 0; l < 16; l += 2) {
+    const uint64_t w = (uint64_t)(uint32_t)a.q[l / 4][l % 4 + 1] << 32 | (uint32_t)a.q[l / 4][l % 4];
+    const uint64_t s = n > 63 ? 0 : w >> n;
+    r.q[l / 4][l % 4] = (int32_t)(uint32_t)s;
+    r.q[l / 4][l % 4 + 1] = (int32_t)(uint32_t)(s >> 32);
+  }
+#endif
+  return r;
+}
+
 #endif
