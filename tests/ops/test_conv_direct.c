@@ -134,10 +134,7 @@ static void ref_backward(const pt_conv_geom *g, int n, const float *x, const flo
 
 /* Whether pt_conv2d_* take the direct kernel for g (rather than Winograd). */
 static int dispatched_direct(const pt_conv_geom *g) {
-#if PT_CONV_WINO
-  if (pt_conv_wino_ok(g)) return 0;
-#endif
-  return pt_conv_direct_ok(g);
+  return !pt_conv_wino_ok(g) && pt_conv_direct_ok(g);
 }
 
 static pt_conv_geom geom(const shape *s) {

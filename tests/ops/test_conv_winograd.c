@@ -174,7 +174,6 @@ static void check_shape(const shape *s, int threads) {
   pt_conv_wino_backward(&g, s->n, x, w, yw, NULL, dy, dww, dbw, dxw, ws);
   assert_true(rel_err(dxw, dxr, nx) < TOL);
 
-#if PT_CONV_DIRECT
   /* and the direct kernels, which served these shapes before */
   float *yd = calloc(ny, sizeof(float)), *dxd = calloc(nx, sizeof(float)), *dwd = calloc(nw, sizeof(float));
   float *dbd = calloc((size_t)s->oc, sizeof(float));
@@ -186,7 +185,6 @@ static void check_shape(const shape *s, int threads) {
   pt_conv_wino_backward(&g, s->n, x, w, yw, NULL, dy, dww, dbw, dxw, ws);
   check_errors("winograd vs direct", s, threads, yw, yd, ny, dxw, dxd, nx, dww, dwd, nw, dbw, dbd);
   free(yd); free(dxd); free(dwd); free(dbd); free(wsd);
-#endif
   free(x); free(w); free(b); free(dy); free(yr); free(yw); free(dxr); free(dxw);
   free(dwr); free(dww); free(dbr); free(dbw); free(ws);
   pt_ops_set_threads(1);
@@ -243,12 +241,11 @@ static const shape pool_shapes[] = {
     {2, 20, 10, 10, 12, 1, 1, 5}, /* channels past a vector on both sides */
     {1, 8, 36, 38, 9, 1, 1, 3},   /* 18x19 pooled: two column blocks; tiles overhang the last column */
     {2, 48, 8, 8, 96, 1, 1, 3},   /* 8x8 out: 2x2 tiles of 4x4, 4x4 pooled */
-#if PT_CONV_DIRECT /* the direct path, where the build has it (else im2col, which fuses no pool) */
+    /* shapes Winograd declines, on the direct path */
     {3, 1, 28, 28, 16, 2, 1, 5},  /* tutorial-cnn's conv1.0 */
     {2, 1, 28, 28, 32, 0, 1, 3},  /* mnist-cnn's conv1 (not followed by a pool there) */
     {2, 3, 10, 12, 5, 1, 1, 3},   /* channels off the register tile */
     {1, 2, 40, 36, 8, 1, 1, 3},   /* 20x18 pooled: rows past one vector pair */
-#endif
 };
 
 static void check_pool_shape(const shape *s, int threads) {
@@ -320,9 +317,9 @@ static void test_fused_pool_scope(void **state) {
   pt_conv_geom odd = {16, 13, 14, 32, 5, 5, 1, 2, 0, 0, 1}; /* 13 rows out */
   assert_true(pt_conv_init(&odd));
   assert_false(pt_conv_pool_ok(&odd));
-  pt_conv_geom thin = {1, 28, 28, 16, 5, 5, 1, 2, 0, 0, 1}; /* tutorial-cnn's conv1.0: direct, or im2col */
+  pt_conv_geom thin = {1, 28, 28, 16, 5, 5, 1, 2, 0, 0, 1}; /* tutorial-cnn's conv1.0: direct */
   assert_true(pt_conv_init(&thin));
-  assert_int_equal(pt_conv_pool_ok(&thin), PT_CONV_DIRECT);
+  assert_true(pt_conv_pool_ok(&thin));
   pt_conv_geom strided = {4, 12, 12, 8, 3, 3, 2, 1, 0, 0, 1}; /* im2col: no fused pool */
   assert_true(pt_conv_init(&strided));
   assert_false(pt_conv_pool_ok(&strided));

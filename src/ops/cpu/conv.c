@@ -52,32 +52,14 @@ static size_t per_thread(const pt_conv_geom *g) {
   return ckk * ohw * G + (size_t)g->oc * ohw * G + (size_t)g->oc * ckk + (size_t)g->oc + padded_floats(g);
 }
 
-/* Which vector kernel serves g, if any (PT_CONV_WINO and PT_CONV_DIRECT:
- * whether this build has them). */
-static inline int use_wino(const pt_conv_geom *g) {
-#if PT_CONV_WINO
-  return pt_conv_wino_ok(g);
-#else
-  (void)g;
-  return 0;
-#endif
-}
-static inline int use_direct(const pt_conv_geom *g) {
-#if PT_CONV_DIRECT
-  return !use_wino(g) && pt_conv_direct_ok(g);
-#else
-  (void)g;
-  return 0;
-#endif
-}
+/* Which vector kernel serves g, if any: Winograd first, where it takes
+ * the shape. */
+static inline int use_wino(const pt_conv_geom *g) { return pt_conv_wino_ok(g); }
+static inline int use_direct(const pt_conv_geom *g) { return !use_wino(g) && pt_conv_direct_ok(g); }
 
 size_t pt_conv_workspace(const pt_conv_geom *g, int nthreads) {
-#if PT_CONV_WINO
   if (use_wino(g)) return pt_conv_wino_workspace(g, nthreads);
-#endif
-#if PT_CONV_DIRECT
   if (use_direct(g)) return pt_conv_direct_workspace(g, nthreads);
-#endif
   return per_thread(g) * (size_t)nthreads;
 }
 
@@ -211,18 +193,14 @@ static void forward_task(void *ctx, int tid, int nt) {
 
 void pt_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b,
                        float *y, float *ws) {
-#if PT_CONV_WINO
   if (use_wino(g)) {
     pt_conv_wino_forward(g, n, x, w, b, y, NULL, ws);
     return;
   }
-#endif
-#if PT_CONV_DIRECT
   if (use_direct(g)) {
     pt_conv_direct_forward(g, n, x, w, b, y, NULL, ws);
     return;
   }
-#endif
   conv_job j = {.g = g, .n = n, .x = x, .w = w, .b = b, .out = y, .ws = ws};
   pt_parallel(forward_task, &j);
 }
@@ -269,18 +247,14 @@ static void backward_task(void *ctx, int tid, int nt) {
 
 void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                         const float *dy, float *dw, float *db, float *dx, float *ws) {
-#if PT_CONV_WINO
   if (use_wino(g)) {
     pt_conv_wino_backward(g, n, x, w, y, NULL, dy, dw, db, dx, ws);
     return;
   }
-#endif
-#if PT_CONV_DIRECT
   if (use_direct(g)) {
     pt_conv_direct_backward(g, n, x, w, y, NULL, dy, dw, db, dx, ws);
     return;
   }
-#endif
   conv_job j = {.g = g, .n = n, .x = x, .w = w, .y = y, .dy = dy, .dw = dw, .db = db, .dx = dx, .ws = ws};
   j.nparts = pt_ops_get_threads();
   pt_parallel(backward_task, &j);
@@ -291,47 +265,25 @@ void pt_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const floa
 
 /* The same path as the unfused op would take, with the pool inside. */
 int pt_conv_pool_ok(const pt_conv_geom *g) {
-#if PT_CONV_WINO
   if (use_wino(g)) return pt_conv_wino_pool_ok(g);
-#endif
-#if PT_CONV_DIRECT
-  if (use_direct(g)) return pt_conv_direct_pool_ok(g);
-#endif
-  (void)g;
-  return 0;
+  return use_direct(g) && pt_conv_direct_pool_ok(g);
 }
 
 /* Only where pt_conv_pool_ok said yes, so one of the two serves g. */
 void pt_conv2d_pool_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
                             int32_t *code, float *ws) {
-#if PT_CONV_WINO
   if (use_wino(g)) {
     pt_conv_wino_forward(g, n, x, w, b, y, code, ws);
     return;
   }
-#endif
-#if PT_CONV_DIRECT
-  if (use_direct(g)) {
-    pt_conv_direct_forward(g, n, x, w, b, y, code, ws);
-    return;
-  }
-#endif
-  (void)g, (void)n, (void)x, (void)w, (void)b, (void)y, (void)code, (void)ws;
+  pt_conv_direct_forward(g, n, x, w, b, y, code, ws);
 }
 
 void pt_conv2d_pool_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const int32_t *code,
                              const float *dy, float *dw, float *db, float *dx, float *ws) {
-#if PT_CONV_WINO
   if (use_wino(g)) {
     pt_conv_wino_backward(g, n, x, w, NULL, code, dy, dw, db, dx, ws);
     return;
   }
-#endif
-#if PT_CONV_DIRECT
-  if (use_direct(g)) {
-    pt_conv_direct_backward(g, n, x, w, NULL, code, dy, dw, db, dx, ws);
-    return;
-  }
-#endif
-  (void)g, (void)n, (void)x, (void)w, (void)code, (void)dy, (void)dw, (void)db, (void)dx, (void)ws;
+  pt_conv_direct_backward(g, n, x, w, NULL, code, dy, dw, db, dx, ws);
 }

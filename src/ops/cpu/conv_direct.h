@@ -12,9 +12,6 @@
 
 #include "ops/cpu/ops.h"
 
-/* Every build has the kernel (written over the vector layer, simd/v16.h). */
-#define PT_CONV_DIRECT 1
-
 /* Non-zero when the geometry can take the direct path. */
 int pt_conv_direct_ok(const pt_conv_geom *g);
 /* Floats of workspace for nthreads threads (only meaningful when ok). */

@@ -14,10 +14,6 @@
 
 #include "ops/cpu/ops.h"
 
-/* Whether this build has the kernel: every level has, over the vector
- * layer (simd/v16.h). conv.c calls the functions below under this test. */
-#define PT_CONV_WINO 1
-
 /* Non-zero when the geometry can take this path and it is expected to be
  * faster than the direct one. */
 int pt_conv_wino_ok(const pt_conv_geom *g);

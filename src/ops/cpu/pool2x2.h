@@ -4,7 +4,6 @@
 #ifndef PT_OPS_CPU_POOL2X2_H
 #define PT_OPS_CPU_POOL2X2_H
 
-#include "ops/cpu/lanes.h" /* until pool.c is on v16.h */
 #include "ops/cpu/simd/v16.h"
 
 /* n <= 16 windows from rows r0 and r1 (2n columns each): v[0] and v[1] the
