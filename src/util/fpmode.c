@@ -11,6 +11,20 @@ static void apply(int flush) {
   _mm_setcsr(flush ? csr | FTZ_DAZ : csr & ~FTZ_DAZ);
 }
 int pt_fp_flushing(void) { return (_mm_getcsr() & FTZ_DAZ) == FTZ_DAZ; }
+#elif defined(__aarch64__)
+/* FPCR.FZ flushes denormal inputs and results alike, as FTZ and DAZ do. */
+#define FPCR_FZ (1ull << 24)
+
+static unsigned long long fpcr(void) {
+  unsigned long long r;
+  __asm__ volatile("mrs %0, fpcr" : "=r"(r));
+  return r;
+}
+static void apply(int flush) {
+  const unsigned long long r = flush ? fpcr() | FPCR_FZ : fpcr() & ~FPCR_FZ;
+  __asm__ volatile("msr fpcr, %0" : : "r"(r));
+}
+int pt_fp_flushing(void) { return (fpcr() & FPCR_FZ) != 0; }
 #else
 static void apply(int flush) { (void)flush; }
 int pt_fp_flushing(void) { return 0; }

@@ -6,7 +6,8 @@
  * gradient is exactly zero (an input pixel that is always 0), and
  * log-softmax outputs underflow as a model grows confident. fmnist-mlp then
  * ran at half speed after a few epochs (71,000 images/s in epoch 8 of 15,
- * 145,000 with flushing). Flushing (FTZ and DAZ in MXCSR) changes only
+ * 145,000 with flushing). Flushing (FTZ and DAZ in MXCSR, FZ in Arm's
+ * FPCR) changes only
  * values that small, far below anything a loss or accuracy shows; the
  * default is to flush, as TensorFlow does and as PyTorch offers with
  * torch.set_flush_denormal(True).
@@ -14,7 +15,8 @@
  * The mode is per thread in hardware and per process here: pt_fp_set_flush
  * sets the process's mode and this thread's; every other thread that runs
  * ops takes it up with pt_fp_follow, which the thread pool calls before
- * each job. Elsewhere than x86 both are no-ops and denormals are kept.
+ * each job. Elsewhere than x86-64 and aarch64 both are no-ops and
+ * denormals are kept.
  */
 #ifndef PT_UTIL_FPMODE_H
 #define PT_UTIL_FPMODE_H

@@ -28,6 +28,7 @@
 #include "ops/cpu/conv_direct.h"
 #include "ops/cpu/conv_winograd.h"
 #include "ops/cpu/ops.h"
+#include "rel_err.h"
 
 typedef struct {
   int n, c, h, w, oc, kh, kw, pad, relu;
@@ -60,15 +61,6 @@ static float *rand_array(size_t n) {
 }
 
 /* max |a - b| / max |b| */
-static double rel_err(const float *a, const float *b, size_t n) {
-  double e = 0.0, m = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    e = fmax(e, fabs((double)a[i] - b[i]));
-    m = fmax(m, fabs((double)b[i]));
-  }
-  return e / fmax(m, 1e-30);
-}
-
 /* x (n, c, h, w) at (i, ci, iy, ix), 0 outside */
 static double at(const pt_conv_geom *g, const float *x, int i, int ci, int iy, int ix) {
   if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w) return 0.0;

@@ -24,6 +24,7 @@
 #include "ops/cpu/conv_direct.h"
 #include "ops/cpu/conv_winograd.h"
 #include "ops/cpu/ops.h"
+#include "rel_err.h"
 
 typedef struct {
   int n, c, h, w, oc, pad, relu, k;
@@ -58,15 +59,6 @@ static float *rand_array(size_t n) {
 }
 
 /* max |a - b| / max |b| */
-static double rel_err(const float *a, const float *b, size_t n) {
-  double e = 0.0, m = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    e = fmax(e, fabs((double)a[i] - b[i]));
-    m = fmax(m, fabs((double)b[i]));
-  }
-  return e / fmax(m, 1e-30);
-}
-
 /* The reference: stride 1, square kernel, every sum in double and rounded
  * once. Forward y = relu?(conv(x, w) + b); backward through the ReLU's
  * mask of ymask (> 0), dx overwritten, dw and db set (not accumulated). */
