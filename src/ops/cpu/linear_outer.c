@@ -15,7 +15,7 @@
  * take units of 96 inputs by 4 rows of c, chunk by chunk; within a chunk,
  * every tile passes the same 96 columns of b (t x 384 bytes), which stay
  * in the cache while the next chunk's are fetched ahead. Levels with
- * fewer registers take narrower tiles and chunks (OP_SV, OP_MS below).
+ * fewer registers take narrower tiles (OP_SV, OP_MS below).
  *
  * Input gradient, at mnist-cnn's fc1 (64 x 128 -> 9216, at 1 thread):
  * OpenBLAS took 1.55-1.76 ms alone (85-97 GFLOP/s) and this 1.24-1.38
@@ -50,8 +50,11 @@
  * the 16 registers, so 4 x 1: 8 sums, as many as the two FMA units need to
  * cover their latency, with 2 for b's row and 1 for a broadcast. In the
  * portable build a vector takes four of SSE's 16, and 2 x 1 already takes
- * 8 of them. A chunk of inputs is one tile wide, so that every tile of a
- * chunk passes the same columns of b. */
+ * 8 of them. The chunks of inputs stay 96 wide at every level, a
+ * narrower tile passing over them a few vectors at a time: chunks one
+ * vector wide, at fc1's 9,216 inputs, read every row of w from its own
+ * page, all into one set of the L1 cache, and ran at a third of the BLAS's
+ * speed. */
 #if PT_V16_REGS >= 32
 #define OP_SV 6
 #define OP_MS 4
@@ -62,11 +65,21 @@
 #define OP_SV 1
 #define OP_MS 2
 #endif
-#define OP_KC (OP_SV * 16) /* inputs per chunk: 96 on AVX-512 */
+#define OP_KC 96 /* inputs per chunk */
 /* The smallest shapes taken, the same at every level: under 96 inputs or 4
  * rows of c there is too little to amortise a tile's start over. */
 #define OP_MIN_K 96
 #define OP_MIN_M 4
+
+/* Where b's rows lie a multiple of 4 KB apart, each column of a chunk maps
+ * into one set of the caches, and t rows of it do not stay there for the
+ * next tile. AVX-512's wide tile reads each line once for 24 multiply-adds
+ * and outran OpenBLAS even so; AVX2's 4 x 1 read it for 8, and at
+ * mnist-cnn's fc1 (64 x 9,216 -> 128, 1 thread, Zen 3) took 1.7x
+ * OpenBLAS's time for dx and 1.8x for dw, against 1.0x and 1.1x at 9,200
+ * inputs. There, on the narrower levels, the BLAS (which packs its
+ * operands) keeps those shapes. */
+static int aliased(int k) { return PT_V16_REGS < 32 && k % 1024 == 0; }
 
 typedef struct {
   int m, k, t;    /* c (m, k), summed over t */
@@ -157,9 +170,13 @@ static void task(void *ctx, int tid, int nt) {
         for (int l = 0; l < OP_KC; l += 16) __builtin_prefetch(j->b + t * (size_t)j->k + k0 + OP_KC + l, 0, 3);
     }
     const int i0 = (int)g * OP_MS;
-    if (i0 + OP_MS <= j->m) tile_ms(j, i0, k0, nv, last);
-    else
-      for (int i = i0; i < j->m; i++) tile1(j, i, k0, nv, last);
+    for (int v0 = 0; v0 < nv; v0 += OP_SV) {
+      const int tv = nv - v0 < OP_SV ? nv - v0 : OP_SV;
+      const pt_m16 tl = v0 + tv == nv ? last : 0xFFFFu;
+      if (i0 + OP_MS <= j->m) tile_ms(j, i0, k0 + 16 * v0, tv, tl);
+      else
+        for (int i = i0; i < j->m; i++) tile1(j, i, k0 + 16 * v0, tv, tl);
+    }
   }
 }
 
@@ -169,7 +186,7 @@ static int run(job j) {
 }
 
 int pt_linear_backward_dx(int n, int in, int out, const float *dy, const float *w, float *dx) {
-  if (n < OP_MIN_M || in < OP_MIN_K || out < 16) return 0;
+  if (n < OP_MIN_M || in < OP_MIN_K || out < 16 || aliased(in)) return 0;
   return run((job){n, in, out, dy, (size_t)out, 1, (size_t)OP_MS * out, w, dx, 0});
 }
 
@@ -181,7 +198,7 @@ int pt_linear_backward_dw(int n, int in, int out, const float *x, const float *d
   /* Under 16 outputs (mnist-cnn's fc2, 128 -> 10) the BLAS was as fast
    * at 1 thread and faster at 2, where the pool's start costs more than
    * the work. */
-  if (!ws || out < 16 || in < OP_MIN_K || n < 16) return 0;
+  if (!ws || out < 16 || in < OP_MIN_K || n < 16 || aliased(in)) return 0;
   /* panel (out / OP_MS, n, OP_MS): panel[g][t][s] = dy[t][OP_MS g + s], 0 past out */
   float *panel = pt_align64(ws);
   const int groups = (out + OP_MS - 1) / OP_MS, whole = out / OP_MS;
