@@ -113,10 +113,10 @@ size_t pt_linear_workspace(int max_batch, int in, int out, int nthreads);
  * not NULL); returns the number of rows done, 0 elsewhere. */
 int pt_linear_forward_xt(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws);
 size_t pt_linear_xt_workspace(int in, int out, int nthreads);
-/* The forward pass as dot products (linear_dot.c), where the build and the
- * shape make it the faster (AVX-512; 256 to 1,024 inputs, 32 outputs or
- * more); returns 0, having done nothing, elsewhere. pt_linear_forward takes
- * it for the rows the outer products leave. */
+/* The forward pass as dot products (linear_dot.c), where the shape makes
+ * it the faster (256 to 1,024 inputs, 32 outputs or more; below AVX-512,
+ * at most 8 rows); returns 0, having done nothing, elsewhere.
+ * pt_linear_forward takes it for the rows the outer products leave. */
 int pt_linear_forward_dot(int n, int in, int out, const float *x, const float *w, const float *b, float *y);
 /* add: dw and db += the gradients; 0: = them. */
 void pt_linear_backward(int n, int in, int out, const float *x, const float *w, const float *dy,
