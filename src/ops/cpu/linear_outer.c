@@ -6,14 +6,16 @@
  *                   the outputs, a = dy, b = w;
  *   weight gradient dw (out, in) += dy^T (out, n) x (n, in): t runs over
  *                   the samples, b = x, and a = dy's columns, copied
- *                   first into panels of 4 (below).
- * A register tile of 4 rows of c by 96 inputs (24 vectors of sums) takes,
+ *                   first into panels of a tile's rows (below).
+ * On AVX-512, a register tile of 4 rows of c by 96 inputs (24 vectors of
+ * sums) takes,
  * for each t in turn, 6 vectors of b's row and 4 broadcasts of a: 24 fused
  * multiply-adds for 10 loads, and each sum ends where it is stored, with
  * nothing to transpose or reduce and nothing packed first. The threads
  * take units of 96 inputs by 4 rows of c, chunk by chunk; within a chunk,
  * every tile passes the same 96 columns of b (t x 384 bytes), which stay
- * in the cache while the next chunk's are fetched ahead.
+ * in the cache while the next chunk's are fetched ahead. Levels with
+ * fewer registers take narrower tiles (OP_SV, OP_MS below).
  *
  * Input gradient, at mnist-cnn's fc1 (64 x 128 -> 9216, at 1 thread):
  * OpenBLAS took 1.55-1.76 ms alone (85-97 GFLOP/s) and this 1.24-1.38
@@ -40,18 +42,48 @@
 #include "ops/cpu/workspace.h"
 #include "util/threadpool.h"
 
-#ifdef __AVX512F__
-#include <immintrin.h>
+#include "ops/cpu/simd/v16.h"
 
-#include "ops/cpu/lanes.h"
+/* The register tile: OP_MS rows of c by OP_SV vectors of inputs, its sums
+ * in registers next to a vector of b's row and a broadcast of a. On
+ * AVX-512, 4 x 6 = 24 of the 32 registers. On AVX2 a vector takes two of
+ * the 16 registers, so 4 x 1: 8 sums, as many as the two FMA units need to
+ * cover their latency, with 2 for b's row and 1 for a broadcast. In the
+ * portable build a vector takes four of SSE's 16, and 2 x 1 already takes
+ * 8 of them. The chunks of inputs stay 96 wide at every level, a
+ * narrower tile passing over them a few vectors at a time: chunks one
+ * vector wide, at fc1's 9,216 inputs, read every row of w from its own
+ * page, all into one set of the L1 cache, and ran at a third of the BLAS's
+ * speed. */
+#if PT_V16_REGS >= 32
+#define OP_SV 6
+#define OP_MS 4
+#elif PT_V16_REGS >= 8
+#define OP_SV 1
+#define OP_MS 4
+#else
+#define OP_SV 1
+#define OP_MS 2
+#endif
+#define OP_KC 96 /* inputs per chunk */
+/* The smallest shapes taken, the same at every level: under 96 inputs or 4
+ * rows of c there is too little to amortise a tile's start over. */
+#define OP_MIN_K 96
+#define OP_MIN_M 4
 
-#define OP_SV 6             /* vectors of inputs per tile */
-#define OP_KC (OP_SV * 16)  /* inputs per chunk: 96 */
-#define OP_MS 4             /* rows of c per tile */
+/* Where b's rows lie a multiple of 4 KB apart, each column of a chunk maps
+ * into one set of the caches, and t rows of it do not stay there for the
+ * next tile. AVX-512's wide tile reads each line once for 24 multiply-adds
+ * and outran OpenBLAS even so; AVX2's 4 x 1 read it for 8, and at
+ * mnist-cnn's fc1 (64 x 9,216 -> 128, 1 thread, Zen 3) took 1.7x
+ * OpenBLAS's time for dx and 1.8x for dw, against 1.0x and 1.1x at 9,200
+ * inputs. There, on the narrower levels, the BLAS (which packs its
+ * operands) keeps those shapes. */
+static int aliased(int k) { return PT_V16_REGS < 32 && k % 1024 == 0; }
 
 typedef struct {
   int m, k, t;    /* c (m, k), summed over t */
-  const float *a; /* a[g * a_g + s * a_m + t * a_t] for row i = 4 g + s of c */
+  const float *a; /* a[g * a_g + s * a_m + t * a_t] for row i = OP_MS g + s of c */
   size_t a_m, a_t, a_g;
   const float *b; /* b[t * k + j]: rows as long as c's */
   float *c;       /* c[i * k + j] */
@@ -63,26 +95,25 @@ typedef struct {
  * the MS x NV sums stay in registers, and whole chunks load b unmasked
  * (masked loads there cost 5-8%). */
 static inline __attribute__((always_inline)) void tile(const int MS, const int NV, const int FULL, const job *j,
-                                                       int i0, int k0, __mmask16 last) {
-  __m512 acc[OP_MS][OP_SV];
+                                                       int i0, int k0, pt_m16 last) {
+  pt_v16 acc[OP_MS][OP_SV];
 #pragma GCC unroll 4
   for (int s = 0; s < MS; s++)
 #pragma GCC unroll 6
-    for (int v = 0; v < NV; v++) acc[s][v] = _mm512_setzero_ps();
+    for (int v = 0; v < NV; v++) acc[s][v] = v16_zero();
   /* What c holds, which the tile adds to at its end: from L3 where c is
    * large (mnist-cnn's fc1: 4.7 MB), and latency the tile's sums can hide. */
   if (j->add)
     for (int s = 0; s < MS; s++)
-      for (int v = 0; v < NV; v++)
-        _mm_prefetch((const char *)(j->c + (size_t)(i0 + s) * j->k + k0 + v * 16), _MM_HINT_T0);
+      for (int v = 0; v < NV; v++) __builtin_prefetch(j->c + (size_t)(i0 + s) * j->k + k0 + v * 16, 0, 3);
   const float *a = j->a + (size_t)(i0 / OP_MS) * j->a_g + (size_t)(i0 % OP_MS) * j->a_m;
   const float *b = j->b + k0;
   for (int t = 0; t < j->t; t++, a += j->a_t, b += j->k) {
 #pragma GCC unroll 6
     for (int v = 0; v < NV; v++) {
-      const __m512 bv = FULL || v < NV - 1 ? _mm512_loadu_ps(b + v * 16) : _mm512_maskz_loadu_ps(last, b + v * 16);
+      const pt_v16 bv = FULL || v < NV - 1 ? v16_loadu(b + v * 16) : v16_maskz_loadu(last, b + v * 16);
 #pragma GCC unroll 4
-      for (int s = 0; s < MS; s++) acc[s][v] = _mm512_fmadd_ps(_mm512_set1_ps(a[(size_t)s * j->a_m]), bv, acc[s][v]);
+      for (int s = 0; s < MS; s++) acc[s][v] = v16_fmadd(v16_set1(a[(size_t)s * j->a_m]), bv, acc[s][v]);
     }
   }
 #pragma GCC unroll 4
@@ -90,33 +121,35 @@ static inline __attribute__((always_inline)) void tile(const int MS, const int N
     float *d = j->c + (size_t)(i0 + s) * j->k + k0;
 #pragma GCC unroll 6
     for (int v = 0; v < NV; v++) {
-      const __mmask16 mv = v == NV - 1 ? last : (__mmask16)0xFFFF;
-      const __m512 sum = j->add ? _mm512_add_ps(_mm512_maskz_loadu_ps(mv, d + v * 16), acc[s][v]) : acc[s][v];
-      _mm512_mask_storeu_ps(d + v * 16, mv, sum);
+      const pt_m16 mv = v == NV - 1 ? last : 0xFFFFu;
+      const pt_v16 sum = j->add ? v16_add(v16_maskz_loadu(mv, d + v * 16), acc[s][v]) : acc[s][v];
+      v16_mask_storeu(d + v * 16, mv, sum);
     }
   }
 }
 
 /* The chunk's nv vectors as a constant: a whole chunk, or the last one's
- * 1 to 6 with the last vector partial. */
+ * 1 to OP_SV with the last vector partial. */
 static inline __attribute__((always_inline)) void tile_nv(const int MS, const job *j, int i0, int k0, int nv,
-                                                          __mmask16 last) {
-  if (nv == OP_SV && last == (__mmask16)0xFFFF) {
+                                                          pt_m16 last) {
+  if (nv == OP_SV && last == 0xFFFFu) {
     tile(MS, OP_SV, 1, j, i0, k0, last);
     return;
   }
   switch (nv) {
+#if OP_SV > 1
     case 1: tile(MS, 1, 0, j, i0, k0, last); break;
     case 2: tile(MS, 2, 0, j, i0, k0, last); break;
     case 3: tile(MS, 3, 0, j, i0, k0, last); break;
     case 4: tile(MS, 4, 0, j, i0, k0, last); break;
     case 5: tile(MS, 5, 0, j, i0, k0, last); break;
+#endif
     default: tile(MS, OP_SV, 0, j, i0, k0, last); break;
   }
 }
 
-static void tile4(const job *j, int i0, int k0, int nv, __mmask16 last) { tile_nv(4, j, i0, k0, nv, last); }
-static void tile1(const job *j, int i0, int k0, int nv, __mmask16 last) { tile_nv(1, j, i0, k0, nv, last); }
+static void tile_ms(const job *j, int i0, int k0, int nv, pt_m16 last) { tile_nv(OP_MS, j, i0, k0, nv, last); }
+static void tile1(const job *j, int i0, int k0, int nv, pt_m16 last) { tile_nv(1, j, i0, k0, nv, last); }
 
 static void task(void *ctx, int tid, int nt) {
   const job *j = ctx;
@@ -128,19 +161,22 @@ static void task(void *ctx, int tid, int nt) {
     const size_t c = u / groups, g = u % groups;
     const int k0 = (int)c * OP_KC, kc = j->k - k0 < OP_KC ? j->k - k0 : OP_KC;
     const int nv = (kc + 15) / 16;
-    const __mmask16 last = pt_lanes(kc - (nv - 1) * 16);
+    const pt_m16 last = v16_lanes(kc - (nv - 1) * 16);
     /* The next chunk's rows of b, a share with each tile: they lie k floats
      * apart, where the hardware does not look ahead. */
     if ((c + 1) * groups < hi && k0 + OP_KC + OP_KC <= j->k) {
       const size_t per = ((size_t)j->t + groups - 1) / groups;
       for (size_t t = g * per; t < (g + 1) * per && t < (size_t)j->t; t++)
-        for (int l = 0; l < OP_KC; l += 16)
-          _mm_prefetch((const char *)(j->b + t * (size_t)j->k + k0 + OP_KC + l), _MM_HINT_T0);
+        for (int l = 0; l < OP_KC; l += 16) __builtin_prefetch(j->b + t * (size_t)j->k + k0 + OP_KC + l, 0, 3);
     }
     const int i0 = (int)g * OP_MS;
-    if (i0 + OP_MS <= j->m) tile4(j, i0, k0, nv, last);
-    else
-      for (int i = i0; i < j->m; i++) tile1(j, i, k0, nv, last);
+    for (int v0 = 0; v0 < nv; v0 += OP_SV) {
+      const int tv = nv - v0 < OP_SV ? nv - v0 : OP_SV;
+      const pt_m16 tl = v0 + tv == nv ? last : 0xFFFFu;
+      if (i0 + OP_MS <= j->m) tile_ms(j, i0, k0 + 16 * v0, tv, tl);
+      else
+        for (int i = i0; i < j->m; i++) tile1(j, i, k0 + 16 * v0, tv, tl);
+    }
   }
 }
 
@@ -150,7 +186,7 @@ static int run(job j) {
 }
 
 int pt_linear_backward_dx(int n, int in, int out, const float *dy, const float *w, float *dx) {
-  if (n < OP_MS || in < OP_KC || out < 16) return 0;
+  if (n < OP_MIN_M || in < OP_MIN_K || out < 16 || aliased(in)) return 0;
   return run((job){n, in, out, dy, (size_t)out, 1, (size_t)OP_MS * out, w, dx, 0});
 }
 
@@ -162,36 +198,18 @@ int pt_linear_backward_dw(int n, int in, int out, const float *x, const float *d
   /* Under 16 outputs (mnist-cnn's fc2, 128 -> 10) the BLAS was as fast
    * at 1 thread and faster at 2, where the pool's start costs more than
    * the work. */
-  if (!ws || out < 16 || in < OP_KC || n < 16) return 0;
-  /* panel (out / 4, n, 4): panel[g][t][s] = dy[t][4 g + s], 0 past out */
+  if (!ws || out < 16 || in < OP_MIN_K || n < 16 || aliased(in)) return 0;
+  /* panel (out / OP_MS, n, OP_MS): panel[g][t][s] = dy[t][OP_MS g + s], 0 past out */
   float *panel = pt_align64(ws);
   const int groups = (out + OP_MS - 1) / OP_MS, whole = out / OP_MS;
   for (int t = 0; t < n; t++) {
     const float *d = dy + (size_t)t * out;
     float *p = panel + (size_t)t * OP_MS;
-    for (int g = 0; g < whole; g++) _mm_store_ps(p + (size_t)g * OP_MS * n, _mm_loadu_ps(d + g * OP_MS));
+    for (int g = 0; g < whole; g++)
+      for (int s = 0; s < OP_MS; s++) p[(size_t)g * OP_MS * n + s] = d[g * OP_MS + s];
     if (whole < groups)
       for (int s = 0; s < OP_MS; s++)
         p[(size_t)whole * OP_MS * n + s] = whole * OP_MS + s < out ? d[whole * OP_MS + s] : 0.0f;
   }
   return run((job){out, in, n, panel, 1, OP_MS, (size_t)OP_MS * n, x, dw, add});
 }
-
-#else
-
-int pt_linear_backward_dx(int n, int in, int out, const float *dy, const float *w, float *dx) {
-  (void)n, (void)in, (void)out, (void)dy, (void)w, (void)dx;
-  return 0;
-}
-
-size_t pt_linear_dw_workspace(int max_batch, int out) {
-  (void)max_batch, (void)out;
-  return 0;
-}
-
-int pt_linear_backward_dw(int n, int in, int out, const float *x, const float *dy, float *dw, int add, float *ws) {
-  (void)n, (void)in, (void)out, (void)x, (void)dy, (void)dw, (void)add, (void)ws;
-  return 0;
-}
-
-#endif

@@ -29,17 +29,30 @@
 #include "ops/cpu/workspace.h"
 #include "util/threadpool.h"
 
-#ifdef __AVX512F__
-#include <immintrin.h>
-
-#include "ops/cpu/lanes.h"
+#include "ops/cpu/simd/v16.h"
 #include "ops/cpu/transpose16.h"
 
-#define XT_SV 6               /* vectors of samples per tile */
+#define XT_SV 6               /* vectors of samples per block */
 #define XT_ROWS (XT_SV * 16)  /* rows of x per block: 96 */
 #define XT_SV_LAST 4          /* a last block of 64 rows, where that many are left */
 #define XT_KC 64              /* inputs per block: xt is 24 KB */
-#define XT_MR 4               /* outputs per tile */
+#define XT_MR 4               /* outputs per unit of work */
+/* The register tile: XT_NR outputs by XT_TV vectors of samples, next to a
+ * vector of xt and a broadcast of w. On AVX-512 the whole block, 4 x 6 = 24
+ * of the 32 registers (4 x 4 in the block of 64). On AVX2 a vector takes
+ * two of the 16 registers: 4 x 1, 8 sums, as many as the two FMA units
+ * need to cover their latency; in the portable build four of SSE's 16: 2
+ * x 1. The narrower tiles pass over the block's vectors in turn. */
+#if PT_V16_REGS >= 32
+#define XT_NR 4
+#define XT_TV XT_SV
+#elif PT_V16_REGS >= 8
+#define XT_NR 4
+#define XT_TV 1
+#else
+#define XT_NR 2
+#define XT_TV 1
+#endif
 
 static size_t yt_floats(int out) { return pt_up16((size_t)out * XT_ROWS); }
 static size_t xt_floats(void) { return (size_t)XT_KC * XT_ROWS; }
@@ -50,7 +63,7 @@ size_t pt_linear_xt_workspace(int in, int out, int nthreads) {
 }
 
 typedef struct {
-  int rows, in, out, nunits; /* rows: those done here; units: tiles of XT_MR outputs */
+  int rows, in, out, nunits; /* rows: those done here; units: groups of XT_MR outputs */
   const float *x, *w, *b;
   float *y, *yt, *xt; /* yt (out, 96) shared; xt (64, 96) per thread */
 } job;
@@ -60,58 +73,67 @@ typedef struct {
  * lanes. */
 static void pack(const job *j, int s0, int sv_n, int k0, int kc, float *xt) {
   for (int kk = 0; kk < kc; kk += 16) {
-    const __mmask16 m = pt_lanes(kc - kk);
+    const pt_m16 m = v16_lanes(kc - kk);
     for (int sv = 0; sv < sv_n; sv++) {
-      __m512 r[16];
+      pt_v16 r[16];
       pt_transpose16_planes(j->x + (size_t)(s0 + sv * 16) * j->in + k0 + kk, NULL, (size_t)j->in, 16, m, r);
-      for (int i = 0; i < 16 && kk + i < kc; i++) _mm512_store_ps(xt + (size_t)(kk + i) * XT_ROWS + sv * 16, r[i]);
+      for (int i = 0; i < 16 && kk + i < kc; i++) v16_store(xt + (size_t)(kk + i) * XT_ROWS + sv * 16, r[i]);
     }
   }
 }
 
 /* yt rows [o, o + NR) += w[o .. o + NR)[k0 .. k0 + kc) xt, over SV vectors
- * of samples; first: = instead of +=. NR and SV are constants in each
- * instantiation, so the NR x SV sums stay in registers. */
-static inline __attribute__((always_inline)) void tile(const int NR, const int SV, const job *j, int o, int k0,
-                                                       int kc, const float *xt, int first) {
+ * of samples from v0; first: = instead of +=. NR and SV are constants in
+ * each instantiation, so the NR x SV sums stay in registers. */
+static inline __attribute__((always_inline)) void tile(const int NR, const int SV, const job *j, int o, int v0,
+                                                       int k0, int kc, const float *xt, int first) {
   const float *w = j->w + (size_t)o * j->in + k0;
-  float *yt = j->yt + (size_t)o * XT_ROWS;
-  __m512 acc[XT_MR][XT_SV];
+  float *yt = j->yt + (size_t)o * XT_ROWS + v0 * 16;
+  xt += v0 * 16;
+  pt_v16 acc[XT_NR][XT_TV];
 #pragma GCC unroll 4
   for (int r = 0; r < NR; r++)
 #pragma GCC unroll 6
-    for (int v = 0; v < SV; v++) acc[r][v] = first ? _mm512_setzero_ps() : _mm512_load_ps(yt + r * XT_ROWS + v * 16);
+    for (int v = 0; v < SV; v++) acc[r][v] = first ? v16_zero() : v16_load(yt + r * XT_ROWS + v * 16);
   /* The next tile's weights, which otherwise arrive one miss at a time:
-   * its rows are in floats apart, too far for the hardware to guess. */
-  if (o + 2 * XT_MR <= j->out)
-    for (int r = 0; r < XT_MR; r++)
-      for (int l = 0; l < kc; l += 16) _mm_prefetch((const char *)(w + (size_t)(XT_MR + r) * j->in + l), _MM_HINT_T0);
+   * its rows are in floats apart, too far for the hardware to guess. Once
+   * per tile of outputs, by its first pass over the block. */
+  if (v0 == 0 && o + 2 * XT_NR <= j->out)
+    for (int r = 0; r < XT_NR; r++)
+      for (int l = 0; l < kc; l += 16) __builtin_prefetch(w + (size_t)(XT_NR + r) * j->in + l, 0, 3);
   for (int k = 0; k < kc; k++) {
 #pragma GCC unroll 6
     for (int v = 0; v < SV; v++) {
-      const __m512 xv = _mm512_load_ps(xt + (size_t)k * XT_ROWS + v * 16);
+      const pt_v16 xv = v16_load(xt + (size_t)k * XT_ROWS + v * 16);
 #pragma GCC unroll 4
-      for (int r = 0; r < NR; r++)
-        acc[r][v] = _mm512_fmadd_ps(_mm512_set1_ps(w[(size_t)r * j->in + k]), xv, acc[r][v]);
+      for (int r = 0; r < NR; r++) acc[r][v] = v16_fmadd(v16_set1(w[(size_t)r * j->in + k]), xv, acc[r][v]);
     }
   }
 #pragma GCC unroll 4
   for (int r = 0; r < NR; r++)
 #pragma GCC unroll 6
-    for (int v = 0; v < SV; v++) _mm512_store_ps(yt + r * XT_ROWS + v * 16, acc[r][v]);
+    for (int v = 0; v < SV; v++) v16_store(yt + r * XT_ROWS + v * 16, acc[r][v]);
 }
 
-/* Tiles of 4 outputs, then single outputs, for [o0, o1) over sv_n
- * vectors of samples: XT_SV, or XT_SV_LAST for the block of 64. */
+/* Tiles of XT_NR outputs, then single outputs, for [o0, o1) over sv_n
+ * vectors of samples (XT_SV, or XT_SV_LAST for the block of 64), XT_TV of
+ * them at a time. */
 static void tiles(const job *j, int sv_n, int o0, int o1, int k0, int kc, const float *xt, int first) {
   int o = o0;
+#if XT_TV == XT_SV
   if (sv_n == XT_SV) {
-    for (; o + XT_MR <= o1; o += XT_MR) tile(4, XT_SV, j, o, k0, kc, xt, first);
-    for (; o < o1; o++) tile(1, XT_SV, j, o, k0, kc, xt, first);
+    for (; o + XT_NR <= o1; o += XT_NR) tile(XT_NR, XT_SV, j, o, 0, k0, kc, xt, first);
+    for (; o < o1; o++) tile(1, XT_SV, j, o, 0, k0, kc, xt, first);
   } else {
-    for (; o + XT_MR <= o1; o += XT_MR) tile(4, XT_SV_LAST, j, o, k0, kc, xt, first);
-    for (; o < o1; o++) tile(1, XT_SV_LAST, j, o, k0, kc, xt, first);
+    for (; o + XT_NR <= o1; o += XT_NR) tile(XT_NR, XT_SV_LAST, j, o, 0, k0, kc, xt, first);
+    for (; o < o1; o++) tile(1, XT_SV_LAST, j, o, 0, k0, kc, xt, first);
   }
+#else
+  for (; o + XT_NR <= o1; o += XT_NR)
+    for (int v0 = 0; v0 < sv_n; v0 += XT_TV) tile(XT_NR, XT_TV, j, o, v0, k0, kc, xt, first);
+  for (; o < o1; o++)
+    for (int v0 = 0; v0 < sv_n; v0 += XT_TV) tile(1, XT_TV, j, o, v0, k0, kc, xt, first);
+#endif
 }
 
 /* y[s0 + s][o] = yt[o][s] + b[o] for the outputs [o0, o1), 16 at a time
@@ -119,13 +141,12 @@ static void tiles(const job *j, int sv_n, int o0, int o1, int k0, int kc, const 
 static void unpack(const job *j, int s0, int sv_n, int o0, int o1) {
   for (int g = o0; g < o1; g += 16) {
     const int no = o1 - g < 16 ? o1 - g : 16;
-    const __mmask16 m = pt_lanes(no);
-    const __m512 bias = j->b ? _mm512_maskz_loadu_ps(m, j->b + g) : _mm512_setzero_ps();
+    const pt_m16 m = v16_lanes(no);
+    const pt_v16 bias = j->b ? v16_maskz_loadu(m, j->b + g) : v16_zero();
     for (int sv = 0; sv < sv_n; sv++) {
-      __m512 r[16];
-      pt_transpose16_planes(j->yt + (size_t)g * XT_ROWS + sv * 16, NULL, XT_ROWS, no, (__mmask16)0xFFFF, r);
-      for (int i = 0; i < 16; i++)
-        _mm512_mask_storeu_ps(j->y + (size_t)(s0 + sv * 16 + i) * j->out + g, m, _mm512_add_ps(r[i], bias));
+      pt_v16 r[16];
+      pt_transpose16_planes(j->yt + (size_t)g * XT_ROWS + sv * 16, NULL, XT_ROWS, no, 0xFFFFu, r);
+      for (int i = 0; i < 16; i++) v16_mask_storeu(j->y + (size_t)(s0 + sv * 16 + i) * j->out + g, m, v16_add(r[i], bias));
     }
   }
 }
@@ -150,7 +171,7 @@ static void task(void *ctx, int tid, int nt) {
 
 int pt_linear_forward_xt(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws) {
   /* Measured against the faster of the dot-product pass and OpenBLAS at 1
-   * thread, with the caches flushed between calls: 0.83x its time at 100 x
+   * thread, with the caches flushed between calls (AVX-512): 0.83x its time at 100 x
    * 784 -> 200, 0.81x at 100 x 512 -> 512, 0.83x at 100 x 256 -> 256,
    * 0.74x at 256 x 9216 -> 128, 0.84x at 100 x 65536 -> 256, 0.69x at 100
    * x 784 -> 16; at 1,000 x 784 -> 200 the same as OpenBLAS. At 2 threads
@@ -163,17 +184,3 @@ int pt_linear_forward_xt(int n, int in, int out, const float *x, const float *w,
   pt_parallel(task, &j);
   return rows;
 }
-
-#else
-
-size_t pt_linear_xt_workspace(int in, int out, int nthreads) {
-  (void)in, (void)out, (void)nthreads;
-  return 0;
-}
-
-int pt_linear_forward_xt(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws) {
-  (void)n, (void)in, (void)out, (void)x, (void)w, (void)b, (void)y, (void)ws;
-  return 0;
-}
-
-#endif

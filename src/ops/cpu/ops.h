@@ -109,25 +109,25 @@ void pt_linear_forward(int n, int in, int out, const float *x, const float *w, c
 size_t pt_linear_workspace(int max_batch, int in, int out, int nthreads);
 /* The forward pass as outer products on the batch transposed a block at a
  * time (linear_xt.c), for the first n / 96 * 96 rows and 64 more where as
- * many are left, where the build and the shape allow (AVX-512; n >= 64,
- * in >= 32, out >= 16, ws not NULL); returns the number of rows done, 0
- * elsewhere. */
+ * many are left, where the shape allows (n >= 64, in >= 32, out >= 16, ws
+ * not NULL); returns the number of rows done, 0 elsewhere. */
 int pt_linear_forward_xt(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws);
 size_t pt_linear_xt_workspace(int in, int out, int nthreads);
-/* The forward pass as dot products (linear_dot.c), where the build and the
- * shape make it the faster (AVX-512; 256 to 1,024 inputs, 32 outputs or
- * more); returns 0, having done nothing, elsewhere. pt_linear_forward takes
- * it for the rows the outer products leave. */
+/* The forward pass as dot products (linear_dot.c), where the shape makes
+ * it the faster (256 to 1,024 inputs, 32 outputs or more; below AVX-512,
+ * at most 8 rows); returns 0, having done nothing, elsewhere.
+ * pt_linear_forward takes it for the rows the outer products leave. */
 int pt_linear_forward_dot(int n, int in, int out, const float *x, const float *w, const float *b, float *y);
 /* add: dw and db += the gradients; 0: = them. */
 void pt_linear_backward(int n, int in, int out, const float *x, const float *w, const float *dy,
                         float *dw, float *db, float *dx, int add, float *ws);
 /* The gradients as sums of outer products (linear_outer.c), where the
- * build and the shape allow: each returns 1 when done, 0, having done
- * nothing, elsewhere. The input gradient dx = dy w takes n >= 4, in >= 96,
- * out >= 16; the weight gradient dw (+)= dy^T x takes n >= 16, in >= 96,
- * out >= 16, and ws: pt_linear_dw_workspace(n or more, out) floats (NULL:
- * declined). */
+ * shape allows: each returns 1 when done, 0, having done nothing,
+ * elsewhere. The input gradient dx = dy w takes n >= 4, in >= 96, out >=
+ * 16; the weight gradient dw (+)= dy^T x takes n >= 16, in >= 96, out >=
+ * 16, and ws: pt_linear_dw_workspace(n or more, out) floats (NULL:
+ * declined); below AVX-512, neither takes in a multiple of 1,024, where
+ * the BLAS is faster. */
 int pt_linear_backward_dx(int n, int in, int out, const float *dy, const float *w, float *dx);
 int pt_linear_backward_dw(int n, int in, int out, const float *x, const float *dy, float *dw, int add, float *ws);
 size_t pt_linear_dw_workspace(int max_batch, int out);

@@ -164,4 +164,26 @@ static inline void v16_compress_storeu(float *p, pt_m16 m, pt_v16 v) {
 static inline pt_vi16 vi16_mul_epu32(pt_vi16 a, pt_vi16 b) { return _mm512_mul_epu32(a, b); }
 static inline pt_vi16 vi16_srli_epi64(pt_vi16 a, unsigned n) { return _mm512_srli_epi64(a, n); }
 
+/* ---- added for linear_dot.c ---- */
+/* Lane j: the sum of v[j]'s lanes. Pairs of vectors are interleaved and
+ * added, halving the vectors and doubling the lanes each holds sums for,
+ * four times; lane j is ((P0 + P1) + (P2 + P3)) of v[j], P_q being
+ * (l[4q] + l[4q+2]) + (l[4q+1] + l[4q+3]) of its lanes l, at every level. */
+static inline pt_v16 v16_hsum16(const pt_v16 v[16]) {
+  __m512 a[8], b[4], c[2];
+  for (int i = 0; i < 8; i++) /* a[i]: lanes hold partial sums of v[2i] (even) and v[2i+1] (odd) */
+    a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; i++) {
+    const __m512d x = _mm512_castps_pd(a[2 * i]), y = _mm512_castps_pd(a[2 * i + 1]);
+    b[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+  }
+  /* b[i]: each 128-bit block holds its own part of the sums for v[4i .. 4i+3] */
+  for (int i = 0; i < 2; i++)
+    c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0xDD));
+  /* c[i]: blocks 0 and 1 hold halves of the sums for v[8i .. 8i+3], blocks
+   * 2 and 3 for v[8i+4 .. 8i+7]; adding the halves leaves them in order */
+  return _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x88), _mm512_shuffle_f32x4(c[0], c[1], 0xDD));
+}
+
 #endif
