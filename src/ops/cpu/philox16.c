@@ -22,9 +22,13 @@
 #define PHILOX_CHAINS 1
 #endif
 
-/* Counters c1 + 8 h + l, l = 0..7, for h = h0 .. h0 + PHILOX_CHAINS - 1. */
+/* Counters c1 + 8 h + l, l = 0..7, for h = h0 .. h0 + PHILOX_CHAINS - 1.
+ * Only the low word of each 64-bit lane is a Philox word: the multiply
+ * reads only low words, the shift brings the product's high word down, and
+ * the output takes low words, so whatever the high words hold never
+ * reaches a result. The masks and 64-bit broadcasts that would keep them
+ * zero (two of the round's ten operations) are left out. */
 static inline void philox_halves(uint64_t key, uint64_t c0, uint64_t c1, int h0, uint32_t out[16][4]) {
-  const pt_vi16 lo32 = vi16_srli_epi64(vi16_set1(-1), 32); /* the low word of each 64-bit lane */
   const pt_vi16 m0 = vi16_set1((int32_t)PT_PHILOX_M0), m1 = vi16_set1((int32_t)PT_PHILOX_M1);
   pt_vi16 x0[PHILOX_CHAINS], x1[PHILOX_CHAINS], x2[PHILOX_CHAINS], x3[PHILOX_CHAINS];
   for (int h = 0; h < PHILOX_CHAINS; h++) {
@@ -34,20 +38,20 @@ static inline void philox_halves(uint64_t key, uint64_t c0, uint64_t c1, int h0,
       lo[2 * l] = (int32_t)(uint32_t)cl, hi[2 * l] = (int32_t)(uint32_t)(cl >> 32);
       lo[2 * l + 1] = hi[2 * l + 1] = 0;
     }
-    x0[h] = vi16_and(vi16_set1((int32_t)(uint32_t)c0), lo32);
-    x1[h] = vi16_and(vi16_set1((int32_t)(uint32_t)(c0 >> 32)), lo32);
+    x0[h] = vi16_set1((int32_t)(uint32_t)c0);
+    x1[h] = vi16_set1((int32_t)(uint32_t)(c0 >> 32));
     x2[h] = vi16_loadu(lo);
     x3[h] = vi16_loadu(hi);
   }
   uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
   for (int round = 0; round < 10; round++) {
-    const pt_vi16 vk0 = vi16_and(vi16_set1((int32_t)k0), lo32), vk1 = vi16_and(vi16_set1((int32_t)k1), lo32);
+    const pt_vi16 vk0 = vi16_set1((int32_t)k0), vk1 = vi16_set1((int32_t)k1);
     for (int h = 0; h < PHILOX_CHAINS; h++) {
       const pt_vi16 p0 = vi16_mul_epu32(x0[h], m0), p1 = vi16_mul_epu32(x2[h], m1);
       x0[h] = vi16_xor(vi16_xor(vi16_srli_epi64(p1, 32), x1[h]), vk0);
       x2[h] = vi16_xor(vi16_xor(vi16_srli_epi64(p0, 32), x3[h]), vk1);
-      x1[h] = vi16_and(p1, lo32);
-      x3[h] = vi16_and(p0, lo32);
+      x1[h] = p1; /* its low word; the high one goes to x0's high word only */
+      x3[h] = p0;
     }
     k0 += PT_PHILOX_W0;
     k1 += PT_PHILOX_W1;
