@@ -26,7 +26,8 @@ void pt_philox4x32(uint64_t key, uint64_t c0, uint64_t c1, uint32_t out[4]);
 
 /* Philox4x32-10 for 16 consecutive counters (c0, c1 + i), i = 0..15:
  * out[i] holds the four words of counter i, exactly as pt_philox4x32
- * gives them. Written lane by lane so the compiler vectorises it. */
+ * gives them, at every instruction-set level. A CPU kernel (pt_ops, not
+ * this library): src/ops/cpu/philox16.c, built once per level. */
 void pt_philox4x32_x16(uint64_t key, uint64_t c0, uint64_t c1, uint32_t out[16][4]);
 
 /* A key for a purpose under a seed. */

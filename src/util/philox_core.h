@@ -3,9 +3,10 @@
  *
  * The GPU must draw exactly what the CPU draws (dropout masks, crops and
  * flips), so both sides need one definition of the algorithm: this one.
- * philox.c builds the CPU's pt_philox4x32 and pt_rng on it, and adds a
- * 16-counter vectorised copy for the CPU's speed, which tests/util/
- * test_philox.c checks against it word for word.
+ * philox.c builds the CPU's pt_philox4x32 and pt_rng on it; the CPU
+ * kernels add a 16-counter vectorised copy for speed (src/ops/cpu/
+ * philox16.c, one per instruction-set level), which tests/util/
+ * test_philox.c checks against it word for word at every level.
  */
 #ifndef PT_UTIL_PHILOX_CORE_H
 #define PT_UTIL_PHILOX_CORE_H

@@ -1,7 +1,7 @@
 /* Log-softmax and cross-entropy against the order of operations softmax.c
  * documents, written out here one element at a time: 16 double partial
  * sums (lane l takes elements l, l + 16, ... in order), combined by halves,
- * exponentials by pt_expf. The AVX-512 rows must give these bits exactly,
+ * exponentials by pt_expf. Every level must give these bits exactly,
  * at row lengths that end mid-vector and at every block boundary, with
  * rows of -inf, of huge values and (log-softmax) of NaN. */
 #include <math.h>

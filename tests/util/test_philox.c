@@ -48,16 +48,36 @@ static void test_below_is_uniform_and_bounded(void **s) {
   }
 }
 
-/* The 16-lane generator is the scalar one, counter by counter, including
- * across a carry into the counter's high word. */
+/* The 16-lane generator (a kernel, run here at the test's level) is the
+ * scalar one, counter by counter, including across a carry into the
+ * counter's high word and with every bit of the key and c0 in play: the
+ * dropout masks it makes must not depend on the CPU. */
 static void test_x16_matches_scalar(void **s) {
   (void)s;
-  const uint64_t c1s[] = {0, 12345, 0xfffffffffffffff8ull, 0x00000000fffffff9ull};
-  for (size_t t = 0; t < sizeof c1s / sizeof c1s[0]; t++) {
+  const uint64_t c1s[] = {0, 12345, 0xfffffffffffffff8ull, 0x00000000fffffff9ull, 0xfffffffffffffffcull};
+  const uint64_t keys[] = {0x1234567890abcdefull, 0, UINT64_MAX, 0x8000000180000001ull};
+  const uint64_t c0s[] = {77, 0, UINT64_MAX, 0xdeadbeef00000000ull};
+  for (size_t a = 0; a < sizeof keys / sizeof keys[0]; a++)
+    for (size_t b = 0; b < sizeof c0s / sizeof c0s[0]; b++)
+      for (size_t t = 0; t < sizeof c1s / sizeof c1s[0]; t++) {
+        uint32_t v[16][4], one[4];
+        pt_philox4x32_x16(keys[a], c0s[b], c1s[t], v);
+        for (int l = 0; l < 16; l++) {
+          pt_philox4x32(keys[a], c0s[b], c1s[t] + (uint64_t)l, one);
+          assert_memory_equal(v[l], one, sizeof one);
+        }
+      }
+  /* and a run of counters as dropout walks them */
+  pt_rng r;
+  pt_rng_init(&r, 5, 0);
+  for (int i = 0; i < 2000; i++) {
+    const uint64_t key = (uint64_t)pt_rng_u32(&r) << 32 | pt_rng_u32(&r);
+    const uint64_t c0 = (uint64_t)pt_rng_u32(&r) << 32 | pt_rng_u32(&r);
+    const uint64_t c1 = (uint64_t)pt_rng_u32(&r) << 32 | pt_rng_u32(&r);
     uint32_t v[16][4], one[4];
-    pt_philox4x32_x16(0x1234567890abcdefull, 77, c1s[t], v);
+    pt_philox4x32_x16(key, c0, c1, v);
     for (int l = 0; l < 16; l++) {
-      pt_philox4x32(0x1234567890abcdefull, 77, c1s[t] + (uint64_t)l, one);
+      pt_philox4x32(key, c0, c1 + (uint64_t)l, one);
       assert_memory_equal(v[l], one, sizeof one);
     }
   }

@@ -4,18 +4,23 @@
  * denom = sqrt(v) / sqrt(1 - beta2^t) + eps; p -= lr / (1 - beta1^t) * m / denom.
  *
  * Every operation is rounded as in that float formula, so results are
- * PyTorch's bit for bit given the same gradients. A square root and two
- * divisions per element keep the CPU's divider busy: 11 cycles per 8
- * floats, 78 us a step for fmnist-mlp's 159,010 parameters. The AVX-512
- * path takes the first division, by the constant c = sqrt(1 - beta2^t),
- * off the divider: sqrt(v) times 1/c in double, rounded to float, is the
- * float quotient sqrt(v) / c exactly (68 us). Why: a float quotient a / b
+ * PyTorch's bit for bit given the same gradients, at every level: 16
+ * floats at a time over the vector layer, the last ones masked, nothing
+ * fused. A square root and two divisions per element keep the CPU's
+ * divider busy: 11 cycles per 8 floats on AVX-512 Intel cores, 78 us a
+ * step for fmnist-mlp's 159,010 parameters. There the first division, by
+ * the constant c = sqrt(1 - beta2^t), comes off the divider: sqrt(v) times
+ * 1/c in double, rounded to float, is the float quotient sqrt(v) / c
+ * exactly (68 us). Why: a float quotient a / b
  * of normal floats is never within 2^-49 of its size of a rounding
  * boundary of float (a midpoint between floats has 25 significant bits, and
  * b times it cannot equal a 24-bit a), and the double product is within
  * 2^-52. sqrt(v) is at least 3.7e-23 or 0, so the quotient is never
- * subnormal, where the boundaries have fewer bits. test_adam compares the
- * two paths bit for bit.
+ * subnormal, where the boundaries have fewer bits. test_adam compares
+ * every level with the formula bit for bit. On AVX2 (Zen 3) and the
+ * portable level the widening and narrowing cost more than the division
+ * they save (100 us against 78 on AVX2, 208 against 151 portable), so
+ * those divide; PT_V16_REGS tells the AVX-512 build apart.
  *
  * The second division, by a denominator that varies, stays on the divider:
  * getting it from a reciprocal estimate and Newton steps in double is as
@@ -23,47 +28,65 @@
  * divider's wait. */
 #include <math.h>
 
+#include "ops/cpu/simd/v16.h"
 #include "ops/cpu/updates.h"
 
-#ifdef __AVX512F__
-#include <immintrin.h>
+#if PT_V16_REGS >= 32
+#define ADAM_PRODUCT 1 /* sqrt(v) / c as a double product */
+#else
+#define ADAM_PRODUCT 0
 #endif
+
+typedef struct {
+  pt_v16 b1, b2, a1, a2, eps, wd, decay, step, c;
+  pt_vd8 inv_c;
+  float wd_s;
+  int decoupled;
+} adam_consts;
+
+/* One chunk of 16, or its first lanes m (the rest load 0 and are not
+ * stored): the same operations in the same order as the scalar formula
+ * (nothing here is fused, C11 contracting nothing), so every element has
+ * the formula's bits whichever way it is reached. Inlined into both
+ * calls, so that the whole chunks take plain loads and stores. */
+static inline __attribute__((always_inline)) void adam16(float *p, const float *g, float *m, float *v, pt_m16 lanes,
+                                                         const adam_consts *k) {
+  const int all = lanes == 0xFFFFu;
+  pt_v16 pi = all ? v16_loadu(p) : v16_maskz_loadu(lanes, p), d = all ? v16_loadu(g) : v16_maskz_loadu(lanes, g);
+  const pt_v16 m0 = all ? v16_loadu(m) : v16_maskz_loadu(lanes, m), v0 = all ? v16_loadu(v) : v16_maskz_loadu(lanes, v);
+  if (k->decoupled) pi = v16_mul(pi, k->decay);
+  else if (k->wd_s != 0.0f) d = v16_add(d, v16_mul(k->wd, pi));
+  const pt_v16 mi = v16_add(v16_mul(m0, k->b1), v16_mul(k->a1, d));
+  const pt_v16 vi = v16_add(v16_mul(v0, k->b2), v16_mul(v16_mul(k->a2, d), d));
+  const pt_v16 root = v16_sqrt(vi);
+#if ADAM_PRODUCT
+  const pt_v16 scaled = v16_from_vd8(vd8_mul(vd8_from_lo(root), k->inv_c), vd8_mul(vd8_from_hi(root), k->inv_c));
+#else
+  const pt_v16 scaled = v16_div(root, k->c);
+#endif
+  const pt_v16 q = v16_div(mi, v16_add(scaled, k->eps));
+  const pt_v16 pn = v16_sub(pi, v16_mul(k->step, q));
+  if (all) {
+    v16_storeu(m, mi);
+    v16_storeu(v, vi);
+    v16_storeu(p, pn);
+  } else {
+    v16_mask_storeu(m, lanes, mi);
+    v16_mask_storeu(v, lanes, vi);
+    v16_mask_storeu(p, lanes, pn);
+  }
+}
 
 void pt_adam_update(const pt_opt_config *c, size_t n, float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
                     int64_t step, float lr) {
-  const float b1 = c->beta1, b2 = c->beta2, eps = c->eps, wd = c->weight_decay;
-  const int decoupled = c->kind == PT_OPT_ADAMW;
+  const float b1 = c->beta1, b2 = c->beta2, wd = c->weight_decay;
   const double bc1 = 1.0 - pow(b1, (double)step), bc2 = 1.0 - pow(b2, (double)step);
   const float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
-  const float decay = 1.0f - lr * wd;
+  const adam_consts k = {v16_set1(b1),        v16_set1(b2),       v16_set1(1.0f - b1),
+                         v16_set1(1.0f - b2), v16_set1(c->eps),   v16_set1(wd),
+                         v16_set1(1.0f - lr * wd), v16_set1(step_size), v16_set1(bc2_sqrt),
+                         vd8_set1(1.0 / (double)bc2_sqrt), wd, c->kind == PT_OPT_ADAMW};
   size_t i = 0;
-#ifdef __AVX512F__
-  /* 8 floats at a time: the divider takes ymm square roots and divisions
-   * at twice its zmm rate on these cores. */
-  const __m256 vb1 = _mm256_set1_ps(b1), vb2 = _mm256_set1_ps(b2), va1 = _mm256_set1_ps(1.0f - b1),
-               va2 = _mm256_set1_ps(1.0f - b2), veps = _mm256_set1_ps(eps), vwd = _mm256_set1_ps(wd),
-               vdecay = _mm256_set1_ps(decay), vstep = _mm256_set1_ps(step_size);
-  const __m512d inv_c = _mm512_set1_pd(1.0 / (double)bc2_sqrt);
-  for (; i + 8 <= n; i += 8) {
-    __m256 pi = _mm256_loadu_ps(p + i), d = _mm256_loadu_ps(g + i);
-    if (decoupled) pi = _mm256_mul_ps(pi, vdecay);
-    else if (wd != 0.0f) d = _mm256_add_ps(d, _mm256_mul_ps(vwd, pi));
-    const __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), vb1), _mm256_mul_ps(va1, d));
-    const __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), vb2), _mm256_mul_ps(_mm256_mul_ps(va2, d), d));
-    _mm256_storeu_ps(m + i, mi);
-    _mm256_storeu_ps(v + i, vi);
-    const __m256 scaled = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(_mm256_sqrt_ps(vi)), inv_c));
-    const __m256 q = _mm256_div_ps(mi, _mm256_add_ps(scaled, veps));
-    _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(vstep, q)));
-  }
-#endif
-  for (; i < n; i++) {
-    float d = g[i];
-    if (decoupled) p[i] *= decay;
-    else if (wd != 0.0f) d = d + wd * p[i];
-    m[i] = m[i] * b1 + (1.0f - b1) * d;
-    v[i] = v[i] * b2 + (1.0f - b2) * d * d;
-    float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-    p[i] = p[i] - step_size * (m[i] / denom);
-  }
+  for (; i + 16 <= n; i += 16) adam16(p + i, g + i, m + i, v + i, 0xFFFFu, &k);
+  if (i < n) adam16(p + i, g + i, m + i, v + i, v16_lanes((int)(n - i)), &k);
 }

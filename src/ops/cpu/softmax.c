@@ -4,16 +4,18 @@
 #include <math.h>
 
 #include "ops/cpu/expf.h"
-#include "ops/cpu/lanes.h"
 #include "ops/cpu/ops.h"
 
 /* Rows are independent, so blocks of rows go to the pool. exp is taken in
- * float (pt_expf) and summed in double: the sum is where precision is
- * lost, not the terms. The double sum runs in 16 partial sums, lane l
- * taking the row's elements l, l + 16, l + 32, ... in order, and the lanes
- * are combined by halves (lane l plus lane l + 8, then l + 4, l + 2,
- * l + 1): a fixed order, so the same bits every run, and one the AVX-512
- * rows below follow exactly, two vectors of 8 doubles at a time. */
+ * float (pt_expf16, every lane with pt_expf's bits) and summed in double:
+ * the sum is where precision is lost, not the terms. The double sum runs
+ * in 16 partial sums, lane l taking the row's elements l, l + 16, l + 32,
+ * ... in order, and the lanes are combined by halves (lane l plus lane
+ * l + 8, then l + 4, l + 2, l + 1): a fixed order, so the same bits every
+ * run and at every level (test_softmax writes it out one element at a
+ * time), kept as two vectors of 8 doubles. For fmnist-mlp's 100 x 200 on
+ * AVX-512, what GCC made of scalar rows took 22 us forward and 14 us
+ * backward, these 14 and 10. */
 typedef struct {
   int k;
   const float *x, *y, *dy;
@@ -21,56 +23,59 @@ typedef struct {
   float *p; /* softmax (n, k): written forward, read backward; or NULL */
 } lsm_job;
 
-#define LSM_LANES 16
-
-#ifdef PT_HAVE_EXPF16
-/* The scalar rows below, operation for operation, in vectors: the same
- * bits. For fmnist-mlp's 100 x 200, what GCC made of the scalar rows took
- * 22 us forward and 14 us backward, these 14 and 10. Lanes past the
- * end of a row add +0.0, which changes no partial sum (none is ever -0.0:
- * they start at +0.0, and a sum is -0.0 only if both terms are). */
+/* Lanes past the end of a row add +0.0, which changes no partial sum
+ * (none is ever -0.0: they start at +0.0, and a sum is -0.0 only if both
+ * terms are). */
 typedef struct {
-  __m512d lo, hi; /* partial sums of lanes 0..7 and 8..15 */
+  pt_vd8 lo, hi; /* partial sums of lanes 0..7 and 8..15 */
 } sum16;
 
-static inline void sum16_add(sum16 *p, __m512 v) {
-  p->lo = _mm512_add_pd(p->lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
-  p->hi = _mm512_add_pd(p->hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+static inline void sum16_add(sum16 *p, pt_v16 v) {
+  p->lo = vd8_add(p->lo, vd8_from_lo(v));
+  p->hi = vd8_add(p->hi, vd8_from_hi(v));
 }
 
-static inline double sum16_lanes(sum16 p) {
-  const __m512d h8 = _mm512_add_pd(p.lo, p.hi);
-  const __m256d h4 = _mm256_add_pd(_mm512_castpd512_pd256(h8), _mm512_extractf64x4_pd(h8, 1));
-  const __m128d h2 = _mm_add_pd(_mm256_castpd256_pd128(h4), _mm256_extractf128_pd(h4, 1));
-  return _mm_cvtsd_f64(_mm_add_sd(h2, _mm_unpackhi_pd(h2, h2)));
-}
+static inline double sum16_lanes(sum16 p) { return vd8_reduce_add(vd8_add(p.lo, p.hi)); }
 
-/* Two running maxima where max_of has one: half the chain of dependent
- * instructions, and, the order not mattering, the same result. */
+/* GCC 12 takes v16_portable.h's v16_max, which fills its result lane by
+ * lane, for a read of the result before it is written, here only. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+/* The row's maximum in two vectors of running maxima: one running maximum
+ * was a chain of dependent max instructions, 200 long in fmnist-mlp's
+ * rows. The maximum of non-NaN values does not depend on the order, and a
+ * NaN enters the running maxima only as the first element, where it makes
+ * every lane, and the row, NaN (max(x, part) is part where either is NaN). */
 static float max_of16(const float *v, int n) {
-  __m512 a = _mm512_set1_ps(v[0]), b = a;
+  pt_v16 a = v16_set1(v[0]), b = a;
   int c = 0;
-  for (; c + 32 <= n; c += 32) { /* max_ps(x, part) is x > part ? x : part */
-    a = _mm512_max_ps(_mm512_loadu_ps(v + c), a);
-    b = _mm512_max_ps(_mm512_loadu_ps(v + c + 16), b);
+  for (; c + 32 <= n; c += 32) {
+    a = v16_max(v16_loadu(v + c), a);
+    b = v16_max(v16_loadu(v + c + 16), b);
   }
-  for (; c < n; c += 16) {
-    const __mmask16 m = pt_lanes(n - c);
-    a = _mm512_mask_max_ps(a, m, _mm512_maskz_loadu_ps(m, v + c), a);
-  }
-  return _mm512_reduce_max_ps(_mm512_max_ps(a, b));
+  for (; c < n; c += 16) /* lanes past the end load a, which leaves them a */
+    a = v16_max(v16_mask_loadu(a, v16_lanes(n - c), v + c), a);
+  return v16_reduce_max(v16_max(a, b));
 }
+
+#pragma GCC diagnostic pop
 
 /* The sum of exp(x - mx) over a row, in the 16 partial lanes; the
  * exponentials also go to e where it is not NULL. */
 static inline double exp_sum16(const float *xr, int k, float mx, float *e) {
-  const __m512 vmx = _mm512_set1_ps(mx);
-  sum16 part = {_mm512_setzero_pd(), _mm512_setzero_pd()};
-  for (int c = 0; c < k; c += 16) {
-    const __mmask16 m = pt_lanes(k - c);
-    const __m512 ec = _mm512_maskz_mov_ps(m, pt_expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + c), vmx)));
+  const pt_v16 vmx = v16_set1(mx);
+  sum16 part = {vd8_zero(), vd8_zero()};
+  int c = 0;
+  for (; c + 16 <= k; c += 16) {
+    const pt_v16 ec = pt_expf16(v16_sub(v16_loadu(xr + c), vmx));
     sum16_add(&part, ec);
-    if (e) _mm512_mask_storeu_ps(e + c, m, ec);
+    if (e) v16_storeu(e + c, ec);
+  }
+  if (c < k) {
+    const pt_m16 m = v16_lanes(k - c);
+    const pt_v16 ec = v16_maskz_mov(m, pt_expf16(v16_sub(v16_maskz_loadu(m, xr + c), vmx)));
+    sum16_add(&part, ec);
+    if (e) v16_mask_storeu(e + c, m, ec);
   }
   return sum16_lanes(part);
 }
@@ -81,6 +86,22 @@ static float exp_row(const float *xr, int k, float *e, double *sum) {
   const float mx = max_of16(xr, k);
   *sum = exp_sum16(xr, k, mx, e);
   return mx;
+}
+
+/* A row's chunk of 16, or its last lanes m: the whole-vector loads and
+ * stores where m is all of them (a constant in the loops over whole
+ * chunks), since the masked ones cost more at the levels whose masks are
+ * not registers. Lanes past the end load 0. */
+static inline pt_v16 ld16(pt_m16 m, const float *p) { return m == 0xFFFFu ? v16_loadu(p) : v16_maskz_loadu(m, p); }
+static inline void st16(float *p, pt_m16 m, pt_v16 v) {
+  if (m == 0xFFFFu) v16_storeu(p, v);
+  else v16_mask_storeu(p, m, v);
+}
+
+/* y = x - lse, and the kept exponentials times 1 / sum. */
+static inline void fwd_chunk(const float *xr, float *yr, float *pr, pt_m16 m, pt_v16 lse, pt_v16 inv) {
+  st16(yr, m, v16_sub(ld16(m, xr), lse));
+  if (pr) st16(pr, m, v16_mul(ld16(m, pr), inv));
 }
 
 /* Rows in blocks, each step for every row of the block before the next
@@ -94,96 +115,35 @@ static void lsm_fwd_rows(const float *x, float *y, float *p, int rows, int k) {
   for (int r = 0; r < rows; r++) sum[r] = exp_sum16(x + (size_t)r * k, k, mx[r], p ? p + (size_t)r * k : NULL);
   for (int r = 0; r < rows; r++) lse[r] = mx[r] + (float)log(sum[r]);
   for (int r = 0; r < rows; r++) {
-    const __m512 v = _mm512_set1_ps(lse[r]), inv = _mm512_set1_ps((float)(1.0 / sum[r]));
-    for (int c = 0; c < k; c += 16) {
-      const __mmask16 m = pt_lanes(k - c);
-      _mm512_mask_storeu_ps(y + (size_t)r * k + c, m, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + (size_t)r * k + c), v));
-      if (p) {
-        float *pr = p + (size_t)r * k + c;
-        _mm512_mask_storeu_ps(pr, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, pr), inv));
-      }
-    }
+    const pt_v16 v = v16_set1(lse[r]), inv = v16_set1((float)(1.0 / sum[r]));
+    const float *xr = x + (size_t)r * k;
+    float *yr = y + (size_t)r * k, *pr = p ? p + (size_t)r * k : NULL;
+    int c = 0;
+    for (; c + 16 <= k; c += 16) fwd_chunk(xr + c, yr + c, pr ? pr + c : NULL, 0xFFFFu, v, inv);
+    if (c < k) fwd_chunk(xr + c, yr + c, pr ? pr + c : NULL, v16_lanes(k - c), v, inv);
   }
+}
+
+static inline void bwd_chunk(const float *yr, const float *pr, const float *dr, float *xr, pt_m16 m, pt_v16 fs) {
+  const pt_v16 e = pr ? ld16(m, pr) : pt_expf16(ld16(m, yr));
+  st16(xr, m, v16_sub(ld16(m, dr), v16_mul(e, fs)));
 }
 
 static void lsm_bwd_row(const float *yr, const float *pr, const float *dr, float *xr, int k) {
-  sum16 part = {_mm512_setzero_pd(), _mm512_setzero_pd()};
-  for (int c = 0; c < k; c += 16) sum16_add(&part, _mm512_maskz_loadu_ps(pt_lanes(k - c), dr + c));
-  const __m512 fs = _mm512_set1_ps((float)sum16_lanes(part));
-  for (int c = 0; c < k; c += 16) {
-    const __mmask16 m = pt_lanes(k - c);
-    const __m512 e = pr ? _mm512_maskz_loadu_ps(m, pr + c) : pt_expf16(_mm512_maskz_loadu_ps(m, yr + c));
-    _mm512_mask_storeu_ps(xr + c, m, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, dr + c), _mm512_mul_ps(e, fs)));
-  }
-}
-
-#else
-
-/* The row's maximum in 16 running maxima, so that it vectorises: one
- * running maximum was a chain of dependent scalar max instructions, 200
- * long in fmnist-mlp's rows, and three quarters of the forward pass. The
- * maximum of non-NaN values does not depend on the order; a NaN makes the
- * whole row NaN either way. */
-#define LSM_MAXLANES 16
-static float max_of(const float *v, int n) {
-  float part[LSM_MAXLANES];
-  for (int l = 0; l < LSM_MAXLANES; l++) part[l] = v[0];
+  sum16 part = {vd8_zero(), vd8_zero()};
   int c = 0;
-  for (; c + LSM_MAXLANES <= n; c += LSM_MAXLANES)
-    for (int l = 0; l < LSM_MAXLANES; l++) part[l] = v[c + l] > part[l] ? v[c + l] : part[l];
-  for (int l = 0; c < n; c++, l++) part[l] = v[c] > part[l] ? v[c] : part[l];
-  float mx = part[0];
-  for (int l = 1; l < LSM_MAXLANES; l++) mx = part[l] > mx ? part[l] : mx;
-  return mx;
+  for (; c + 16 <= k; c += 16) sum16_add(&part, v16_loadu(dr + c));
+  if (c < k) sum16_add(&part, v16_maskz_loadu(v16_lanes(k - c), dr + c));
+  const pt_v16 fs = v16_set1((float)sum16_lanes(part));
+  for (c = 0; c + 16 <= k; c += 16) bwd_chunk(yr + c, pr ? pr + c : NULL, dr + c, xr + c, 0xFFFFu, fs);
+  if (c < k) bwd_chunk(yr + c, pr ? pr + c : NULL, dr + c, xr + c, v16_lanes(k - c), fs);
 }
-
-static double sum_lanes(double part[LSM_LANES]) {
-  for (int w = LSM_LANES / 2; w >= 1; w /= 2)
-    for (int l = 0; l < w; l++) part[l] += part[l + w];
-  return part[0];
-}
-
-/* A row's maximum, and in *sum the sum of exp(x - max) over it; the
- * exponentials also go to e where it is not NULL. */
-static float exp_row(const float *xr, int k, float *e, double *sum) {
-  const float mx = max_of(xr, k);
-  double part[LSM_LANES] = {0};
-  for (int c = 0; c < k; c++) {
-    const float ec = pt_expf(xr[c] - mx);
-    part[c % LSM_LANES] += ec;
-    if (e) e[c] = ec;
-  }
-  *sum = sum_lanes(part);
-  return mx;
-}
-
-static void lsm_fwd_row(const float *xr, float *yr, float *pr, int k) {
-  double sum;
-  const float mx = exp_row(xr, k, pr, &sum);
-  const float lse = mx + (float)log(sum), inv = (float)(1.0 / sum);
-  for (int c = 0; c < k; c++) yr[c] = xr[c] - lse;
-  if (pr)
-    for (int c = 0; c < k; c++) pr[c] *= inv;
-}
-
-static void lsm_bwd_row(const float *yr, const float *pr, const float *dr, float *xr, int k) {
-  double part[LSM_LANES] = {0};
-  for (int c = 0; c < k; c++) part[c % LSM_LANES] += dr[c];
-  const float fs = (float)sum_lanes(part);
-  for (int c = 0; c < k; c++) xr[c] = dr[c] - (pr ? pr[c] : pt_expf(yr[c])) * fs;
-}
-
-#endif
 
 static void lsm_fwd(void *ctx, size_t lo, size_t hi) {
   const lsm_job *j = ctx;
-#ifdef PT_HAVE_EXPF16
   for (size_t s = lo; s < hi; s += LSM_BLOCK)
     lsm_fwd_rows(j->x + s * j->k, j->out + s * j->k, j->p ? j->p + s * j->k : NULL,
                  hi - s < LSM_BLOCK ? (int)(hi - s) : LSM_BLOCK, j->k);
-#else
-  for (size_t s = lo; s < hi; s++) lsm_fwd_row(j->x + s * j->k, j->out + s * j->k, j->p ? j->p + s * j->k : NULL, j->k);
-#endif
 }
 
 static void lsm_bwd(void *ctx, size_t lo, size_t hi) {
@@ -217,9 +177,9 @@ double pt_nll_loss(int n, int k, const float *lp, const int32_t *y, float *dlp, 
 
 /* Cross-entropy on the logits: loss = log(sum exp(z - mx)) + mx - z[y],
  * and the gradient softmax(z) - onehot(y), times scale / n. The
- * exponentials are log-softmax's (pt_expf, in float) and their sum the
- * same double sum in 16 partial lanes, so that the scalar and the AVX-512
- * rows agree bit for bit; each row keeps its exponentials in its row of
+ * exponentials are log-softmax's (pt_expf16, in float) and their sum the
+ * same double sum in 16 partial lanes, so the loss has the same bits as
+ * log-softmax's order written out in scalar C; each row keeps its exponentials in its row of
  * dz until the sum is known. Taken in double by the C library's exp, they
  * were 12 us of fmnist-mlp's step (100 x 10), a call per element. */
 static void ce_grad(float *dr, int k, double sum, float scale, int n, int label) {

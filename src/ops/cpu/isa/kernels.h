@@ -8,6 +8,7 @@
 #include "ops/cpu/ops.h"
 #include "ops/cpu/pool_codes.h"
 #include "ops/cpu/updates.h"
+#include "util/philox.h" /* pt_philox4x32_x16 */
 
 typedef struct pt_cpu_kernels {
 #define PT_KERNEL(ret, name, params, args) ret(*k_##name) params;
