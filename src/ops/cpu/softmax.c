@@ -37,10 +37,6 @@ static inline void sum16_add(sum16 *p, pt_v16 v) {
 
 static inline double sum16_lanes(sum16 p) { return vd8_reduce_add(vd8_add(p.lo, p.hi)); }
 
-/* GCC 12 takes v16_portable.h's v16_max, which fills its result lane by
- * lane, for a read of the result before it is written, here only. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 /* The row's maximum in two vectors of running maxima: one running maximum
  * was a chain of dependent max instructions, 200 long in fmnist-mlp's
  * rows. The maximum of non-NaN values does not depend on the order, and a
@@ -57,8 +53,6 @@ static float max_of16(const float *v, int n) {
     a = v16_max(v16_mask_loadu(a, v16_lanes(n - c), v + c), a);
   return v16_reduce_max(v16_max(a, b));
 }
-
-#pragma GCC diagnostic pop
 
 /* The sum of exp(x - mx) over a row, in the 16 partial lanes; the
  * exponentials also go to e where it is not NULL. */

@@ -8,6 +8,9 @@
 
 #include <math.h>
 #include <string.h>
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
+#endif
 
 #define PT_V16_LEVEL "generic"
 #define PT_V16_REGS 4 /* 16 SSE or 32 NEON registers; the tiles stay small */
@@ -76,12 +79,12 @@ static inline pt_v16 v16_div(pt_v16 a, pt_v16 b) {
 }
 /* As maxps: b where either is NaN or they are equal. */
 static inline pt_v16 v16_max(pt_v16 a, pt_v16 b) {
-  pt_v16 r;
+  pt_v16 r = a; /* every lane is written; the copy spares GCC 12 a false uninitialised read */
   for (int l = 0; l < 16; l++) r.q[l / 4][l % 4] = a.q[l / 4][l % 4] > b.q[l / 4][l % 4] ? a.q[l / 4][l % 4] : b.q[l / 4][l % 4];
   return r;
 }
 static inline pt_v16 v16_min(pt_v16 a, pt_v16 b) {
-  pt_v16 r;
+  pt_v16 r = a; /* every lane is written; the copy spares GCC 12 a false uninitialised read */
   for (int l = 0; l < 16; l++) r.q[l / 4][l % 4] = a.q[l / 4][l % 4] < b.q[l / 4][l % 4] ? a.q[l / 4][l % 4] : b.q[l / 4][l % 4];
   return r;
 }
@@ -287,7 +290,15 @@ static inline void v16_compress_storeu(float *p, pt_m16 m, pt_v16 v) {
 typedef uint64_t pt_u2 __attribute__((vector_size(16)));
 static inline pt_vi16 vi16_mul_epu32(pt_vi16 a, pt_vi16 b) {
   pt_vi16 r;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#if defined(__SSE2__)
+  /* pmuludq itself: written as a 64-bit product of masked lanes, GCC 12
+   * emits a full 64x64 multiply (three pmuludq and shifts) */
+  for (int i = 0; i < 4; i++) r.q[i] = (pt_i4)__builtin_ia32_pmuludq128(a.q[i], b.q[i]);
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+  /* the low words narrowed, then one umull */
+  for (int i = 0; i < 4; i++)
+    r.q[i] = (pt_i4)vmull_u32(vmovn_u64(vreinterpretq_u64_s32(a.q[i])), vmovn_u64(vreinterpretq_u64_s32(b.q[i])));
+#elif defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   const pt_u2 lo32 = {0xFFFFFFFFu, 0xFFFFFFFFu};
   for (int i = 0; i < 4; i++) r.q[i] = (pt_i4)(((pt_u2)a.q[i] & lo32) * ((pt_u2)b.q[i] & lo32));
 #else
