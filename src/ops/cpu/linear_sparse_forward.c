@@ -63,10 +63,16 @@ size_t pt_linear_sparse_forward_workspace(int max_batch, int in) {
   return pt_up16((size_t)max_batch * (size_t)((in + SF_SLAB - 1) / SF_SLAB)) + 16;
 }
 
-/* y[t][16 v0 .. 16 (v0 + NV)) for the samples [lo, hi), through slab s. */
-static inline __attribute__((always_inline)) void block(const int NV, const job *j, int s, int v0, int lo, int hi) {
+/* y[t][16 v0 .. 16 (v0 + NV)) for the samples [lo, hi), through slab s.
+ * PART: the block's last panel is narrower than 16 and its rows are read
+ * masked; a constant, so that blocks of whole panels hold no mask (on AVX2
+ * a mask takes two of the 16 registers, and with it the seventh vector's
+ * sums spilled to the stack, a load-add-store chain per nonzero input that
+ * doubled the pass's time). */
+static inline __attribute__((always_inline)) void block(const int NV, const int PART, const job *j, int s, int v0,
+                                                        int lo, int hi) {
   const int out = j->out, in = j->in, o0 = v0 * 16;
-  const int wl = pt_linear_panel_width(out, v0 + NV - 1); /* the block's last panel's width */
+  const int wl = PART ? pt_linear_panel_width(out, v0 + NV - 1) : 16; /* the block's last panel's width */
   const pt_m16 last = v16_lanes(wl);
   /* panel v0 + v, row 32 s: the first NV - 1 are 16 wide, 16 in apart */
   const float *ws = j->wp + pt_linear_panel_offset(in, v0) + (size_t)s * SF_SLAB * 16;
@@ -89,7 +95,8 @@ static inline __attribute__((always_inline)) void block(const int NV, const job 
       const float *wr = ws + (size_t)k * 16;
 #pragma GCC unroll 13
       for (int v = 0; v < NV - 1; v++) acc[v] = v16_fmadd(xv, v16_load(wr + v * pstride), acc[v]);
-      acc[NV - 1] = v16_fmadd(xv, v16_maskz_loadu(last, wls + (size_t)k * wl), acc[NV - 1]);
+      const float *wlr = wls + (size_t)k * wl;
+      acc[NV - 1] = v16_fmadd(xv, PART ? v16_maskz_loadu(last, wlr) : v16_load(wlr), acc[NV - 1]);
     }
 #pragma GCC unroll 13
     for (int v = 0; v < NV; v++)
@@ -97,28 +104,40 @@ static inline __attribute__((always_inline)) void block(const int NV, const job 
   }
 }
 
+#define PT_SF_BLOCK(nv_)                                                                                             \
+  case nv_:                                                                                                          \
+    if (part) block(nv_, 1, j, s, v0, lo, hi);                                                                        \
+    else block(nv_, 0, j, s, v0, lo, hi);                                                                            \
+    break;
+
 static void pass(const job *j, int s, int v0, int nv, int lo, int hi) {
-  /* nv as a constant in each instantiation, so that the sums stay in registers */
+  /* nv and part as constants in each instantiation, so that the sums stay
+   * in registers */
+  const int part = pt_linear_panel_width(j->out, v0 + nv - 1) < 16;
   switch (nv) {
-    case 1: block(1, j, s, v0, lo, hi); break;
-    case 2: block(2, j, s, v0, lo, hi); break;
+    PT_SF_BLOCK(1)
+    PT_SF_BLOCK(2)
 #if SF_NV > 3
-    case 3: block(3, j, s, v0, lo, hi); break;
-    case 4: block(4, j, s, v0, lo, hi); break;
-    case 5: block(5, j, s, v0, lo, hi); break;
-    case 6: block(6, j, s, v0, lo, hi); break;
+    PT_SF_BLOCK(3)
+    PT_SF_BLOCK(4)
+    PT_SF_BLOCK(5)
+    PT_SF_BLOCK(6)
 #endif
 #if SF_NV > 7
-    case 7: block(7, j, s, v0, lo, hi); break;
-    case 8: block(8, j, s, v0, lo, hi); break;
-    case 9: block(9, j, s, v0, lo, hi); break;
-    case 10: block(10, j, s, v0, lo, hi); break;
-    case 11: block(11, j, s, v0, lo, hi); break;
-    case 12: block(12, j, s, v0, lo, hi); break;
+    PT_SF_BLOCK(7)
+    PT_SF_BLOCK(8)
+    PT_SF_BLOCK(9)
+    PT_SF_BLOCK(10)
+    PT_SF_BLOCK(11)
+    PT_SF_BLOCK(12)
 #endif
-    default: block(SF_NV, j, s, v0, lo, hi); break;
+    default:
+      if (part) block(SF_NV, 1, j, s, v0, lo, hi);
+      else block(SF_NV, 0, j, s, v0, lo, hi);
+      break;
   }
 }
+#undef PT_SF_BLOCK
 
 /* Each thread takes a run of samples through every block and slab, so a
  * row of y is one thread's, summed in the same order for any thread count. */
@@ -151,7 +170,12 @@ int pt_linear_forward_sparse(int n, int in, int out, const float *x, const float
     }
   }
   const int nvec = (out + 15) / 16;
-  job j = {n, in, out, nslabs, (nvec + SF_NV - 1) / SF_NV, nvec, x, wp, b, codes, y};
+  int nblocks = (nvec + SF_NV - 1) / SF_NV;
+  /* The last block, the one with a narrow panel, has the fewest vectors;
+   * where a mask costs registers (not on AVX-512, whose masks have their
+   * own), it must leave room for one. */
+  if (PT_V16_REGS < 32 && out % 16 && nvec / nblocks == SF_NV) nblocks++;
+  job j = {n, in, out, nslabs, nblocks, nvec, x, wp, b, codes, y};
   pt_parallel(task, &j);
   return 1;
 }
