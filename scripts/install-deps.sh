@@ -13,6 +13,7 @@ packages=(
   python3                # the loopback HTTP server of the download tests
   dataset-fashion-mnist  # the default dataset, so a first run needs no download
   qemu-user              # runs the binary as CPUs without AVX-512 or AVX (test_cpu_levels)
+  libsimde-dev           # the avx512 kernels' tests, emulated on CPUs without AVX-512
 )
 
 missing=()

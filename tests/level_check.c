@@ -16,5 +16,10 @@ __attribute__((constructor)) static void pt_test_level_check(void) {
     fflush(stdout);
     exit(77);
   }
-  printf("kernels at level %s on %s\n", pt_cpu_level_name(pt_cpu_level_current()), pt_cpu_model());
+#ifdef PT_EMULATE_AVX512
+  const char *how = pt_cpu_level_current() == PT_CPU_AVX512 ? " (AVX-512 emulated on AVX2)" : "";
+#else
+  const char *how = "";
+#endif
+  printf("kernels at level %s%s on %s\n", pt_cpu_level_name(pt_cpu_level_current()), how, pt_cpu_model());
 }

@@ -33,7 +33,8 @@ typedef uint32_t pt_m16;
 /* The first n lanes (none for n <= 0, all for n >= 16). */
 static inline pt_m16 v16_lanes(int n) { return n >= 16 ? 0xFFFFu : n <= 0 ? 0u : (1u << n) - 1u; }
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#if defined(PT_V16_EMULATE_AVX512) ||                                                                               \
+    (defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__))
 #include "ops/cpu/simd/v16_avx512.h"
 #elif defined(__AVX2__) && defined(__FMA__)
 #include "ops/cpu/simd/v16_avx2.h"

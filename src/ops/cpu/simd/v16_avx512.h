@@ -3,7 +3,11 @@
 #ifndef PT_OPS_CPU_SIMD_V16_AVX512_H
 #define PT_OPS_CPU_SIMD_V16_AVX512_H
 
+#ifdef PT_V16_EMULATE_AVX512
+#include "ops/cpu/simd/avx512_emulated.h" /* tests only: this file checked without AVX-512 */
+#else
 #include <immintrin.h>
+#endif
 
 #define PT_V16_LEVEL "avx512"
 #define PT_V16_REGS 32 /* vectors a register tile may hold, loads and broadcasts included */
