@@ -11,11 +11,11 @@
  * multiply-adds.
  *
  * The weight does not fit in L1 (627 KB at lin1), so the inputs go in
- * slabs of 32 (26 KB of panel rows for 200 outputs) and every sample
- * passes through a slab before the next: each row of the weight is loaded
+ * slabs (SF_SLAB) and every sample passes through a slab before the
+ * next: each row of the weight is loaded
  * from L2 once per call, and the partial rows of y go back and forth
  * instead. Outputs go in blocks of at most 13 vectors, the sums in
- * registers. Which inputs are nonzero, 32 bits per slab, is found first in
+ * registers. Which inputs are nonzero, a bit each, is found first in
  * one pass over x.
  *
  * At lin1 (100 x 784 -> 200, 1 thread, alone, Fashion-MNIST batches):
@@ -39,8 +39,18 @@
 
 #include "ops/cpu/simd/v16.h"
 
-#define SF_SLAB 32 /* inputs per pass over the samples */
-/* At most this many vectors of outputs per block: the sums, a broadcast of
+/* Inputs per pass over the samples: the block's rows of the slab stay in
+ * L1 (AVX-512: 32 inputs, 13 vectors, 26 KB) while each sample's partial
+ * sums come from y and go back. Below AVX-512 a block is at most 7 vectors
+ * and 64 inputs fit (28 KB): half the round trips of y and half the
+ * mispredicted ends of the loop over a slab's inputs. At lin1 on Zen 3
+ * (AVX2, Fashion-MNIST batches, 1 thread, medians of 3,000 calls) 32
+ * inputs took 322-333 us, 48 took 292-294 and 64 took 280-285. */
+#if PT_V16_REGS >= 32
+#define SF_SLAB 32
+#else
+#define SF_SLAB 64
+#endif/* At most this many vectors of outputs per block: the sums, a broadcast of
  * x and the loads of the last, partial panel in registers (AVX-512: 13 of
  * 32; AVX2, two registers a vector: 7 of 8, the panel rows read straight
  * from memory by the multiply-adds). */
@@ -55,12 +65,13 @@
 typedef struct {
   int n, in, out, nslabs, nblocks, nvec;
   const float *x, *wp, *b; /* x (n, in), wp (out, in) in panels, b (out) or NULL */
-  const uint32_t *codes;   /* (n, nslabs): bit i set where x[t][32 s + i] is nonzero */
+  const uint64_t *codes;   /* (n, nslabs): bit i set where x[t][SF_SLAB s + i] is nonzero */
   float *y;                /* (n, out) */
 } job;
 
 size_t pt_linear_sparse_forward_workspace(int max_batch, int in) {
-  return pt_up16((size_t)max_batch * (size_t)((in + SF_SLAB - 1) / SF_SLAB)) + 16;
+  /* a 64-bit code per slab of at least 32 inputs, whatever the level */
+  return pt_up16(2 * (size_t)max_batch * (size_t)((in + 31) / 32)) + 16;
 }
 
 /* y[t][16 v0 .. 16 (v0 + NV)) for the samples [lo, hi), through slab s.
@@ -89,8 +100,8 @@ static inline __attribute__((always_inline)) void block(const int NV, const int 
       else acc[v] = v16_zero();
     }
     const float *xr = j->x + (size_t)t * j->in + s * SF_SLAB;
-    for (uint32_t bits = j->codes[(size_t)t * j->nslabs + s]; bits; bits &= bits - 1) {
-      const int k = __builtin_ctz(bits);
+    for (uint64_t bits = j->codes[(size_t)t * j->nslabs + s]; bits; bits &= bits - 1) {
+      const int k = __builtin_ctzll(bits);
       const pt_v16 xv = v16_set1(xr[k]);
       const float *wr = ws + (size_t)k * 16;
 #pragma GCC unroll 13
@@ -158,14 +169,14 @@ int pt_linear_forward_sparse(int n, int in, int out, const float *x, const float
                              float *ws) {
   if (!ws || in % 16 || in < 64 || out < 16 || n < 1) return 0;
   const int nslabs = (in + SF_SLAB - 1) / SF_SLAB;
-  uint32_t *codes = (uint32_t *)pt_align64(ws); /* (n, nslabs) */
+  uint64_t *codes = (uint64_t *)pt_align64(ws); /* (n, nslabs) */
   const pt_v16 zero = v16_zero();
   for (int t = 0; t < n; t++) {
     const float *xr = x + (size_t)t * in;
     for (int s = 0; s < nslabs; s++) {
-      const int k = s * SF_SLAB;
-      uint32_t c = v16_cmpneq(v16_loadu(xr + k), zero);
-      if (k + 16 < in) c |= (uint32_t)v16_cmpneq(v16_loadu(xr + k + 16), zero) << 16;
+      uint64_t c = 0;
+      for (int q = 0; q < SF_SLAB / 16 && s * SF_SLAB + 16 * q < in; q++)
+        c |= (uint64_t)v16_cmpneq(v16_loadu(xr + s * SF_SLAB + 16 * q), zero) << (16 * q);
       codes[(size_t)t * nslabs + s] = c;
     }
   }
