@@ -1,6 +1,7 @@
 /* ptrain train: flags named as in pytorch/examples/mnist where they exist
  * there, so users type them by habit. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -8,15 +9,43 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "comm/comm.h"
+#include "train/stop.h"
 #include "train/trainer.h"
 
 #define BIG 9.2e18
+
+/* SIGTERM (Slurm's time limit and preemption, HTCondor's eviction),
+ * SIGINT (Ctrl-C) and SIGUSR1 (sbatch --signal): finish the step, write a
+ * checkpoint, exit PT_EXIT_CHECKPOINTED. A second Ctrl-C quits at once;
+ * the checkpoint being written is then the old one still (files are
+ * replaced by rename). Only async-signal-safe calls here. */
+static void on_stop_signal(int sig) {
+  const int n = pt_train_stop_request(sig);
+  if (n > 1 && sig == SIGINT) _exit(128 + SIGINT);
+  if (n == 1) {
+    static const char msg[] = "\nptrain: signal received: stopping after this step to write a checkpoint "
+                              "(Ctrl-C again quits at once)\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+  }
+}
+
+static void catch_stop_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART; /* the loader's reads and the collectives go on */
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGUSR1, &sa, NULL);
+}
 
 int pt_cmd_train(int argc, char **argv) {
   pt_train_config c;
   pt_train_config_defaults(&c);
   int no_prefetch = 0;
-  float bucket_mb = (float)c.bucket_mb, timeout_s = (float)c.timeout_s;
+  float bucket_mb = (float)c.bucket_mb, timeout_s = (float)c.timeout_s, ckpt_interval = 0.0f;
   const pt_arg flags[] = {
       {"--model", ARG_STR, &c.model, 0, 0, NULL, "NAME", "model preset (ptrain models lists them; default mnist-cnn)"},
       {"--model-file", ARG_STR, &c.model_file, 0, 0, NULL, "SPEC", "model spec file (docs/models.md)"},
@@ -42,7 +71,11 @@ int pt_cmd_train(int argc, char **argv) {
       {"--init-from", ARG_STR, &c.init_from, 0, 0, NULL, "FILE", "start from these weights (.safetensors, e.g. from PyTorch)"},
       {"--save-model", ARG_FLAG, &c.save_model, 0, 0, NULL, NULL, "checkpoint after every epoch and at the end"},
       {"--checkpoint-dir", ARG_STR, &c.checkpoint_dir, 0, 0, NULL, "DIR", "checkpoint directory (default checkpoints)"},
-      {"--resume", ARG_FLAG, &c.resume, 0, 0, NULL, NULL, "continue from the checkpoint in --checkpoint-dir"},
+      {"--resume", ARG_FLAG, &c.resume, 0, 0, NULL, NULL, "continue from the newest complete checkpoint in --checkpoint-dir"},
+      {"--keep-checkpoints", ARG_INT, &c.keep_checkpoints, 1, 1000000, NULL, "K", "complete checkpoints kept (default 2)"},
+      {"--checkpoint-every", ARG_I64, &c.checkpoint_every, 1, BIG, NULL, "N", "also checkpoint every N steps, inside epochs"},
+      {"--checkpoint-interval", ARG_FLOAT, &ckpt_interval, 1, 1e9, NULL, "SECONDS",
+       "also checkpoint every SECONDS of training, inside epochs"},
       {"--metrics", ARG_STR, &c.metrics_path, 0, 0, NULL, "FILE", "append one JSON object per epoch"},
       {"--quiet", ARG_FLAG, &c.quiet, 0, 0, NULL, NULL, "print only the final epoch's line and errors"},
       {"--no-prefetch", ARG_FLAG, &no_prefetch, 0, 0, NULL, NULL, "prepare batches on the training thread"},
@@ -92,6 +125,7 @@ int pt_cmd_train(int argc, char **argv) {
   }
   c.prefetch = !no_prefetch;
   c.bucket_mb = bucket_mb;
+  c.checkpoint_interval = ckpt_interval;
   c.timeout_s = timeout_s;
   c.progress = isatty(fileno(stderr));
   const int ddp = c.parallel && !strcmp(c.parallel, "ddp");
@@ -120,13 +154,23 @@ int pt_cmd_train(int argc, char **argv) {
   }
   if (ddp && pt_comm_mpi_create(&c.comm, c.timeout_s) != PT_OK) return pt_cli_fail("train");
   pt_train_result r;
+  catch_stop_signals();
   if (pt_train_run(&c, c.comm && c.comm->rank ? NULL : stdout, &r) != PT_OK) {
     int rc = pt_cli_fail("train");
     /* The other ranks wait on this one: take them down rather than let them hang. */
     if (c.comm) pt_comm_abort(c.comm, pt_error_message());
     return rc;
   }
+  const int rank0 = !c.comm || !c.comm->rank; /* rank 0 speaks for all */
   pt_comm_destroy(c.comm);
   pt_comm_mpi_finalize();
+  if (r.stopped_by) {
+    if (rank0)
+      fprintf(stderr,
+              "ptrain: stopped by %s after step %lld; checkpoint in %s/ (exit status %d: resume with --resume)\n",
+              r.stopped_by > 0 ? strsignal(r.stopped_by) : "a signal to another worker", (long long)r.steps,
+              c.checkpoint_dir, PT_EXIT_CHECKPOINTED);
+    return PT_EXIT_CHECKPOINTED;
+  }
   return 0;
 }

@@ -8,10 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
 
 #define META_FMT_VERSION "1"
@@ -80,7 +84,7 @@ static pt_status meta_num(pt_st_writer *w, const char *key, double v) {
   return pt_st_writer_meta(w, key, buf);
 }
 
-static pt_status write_model(const char *path, const pt_model *m, const char *spec_text) {
+static pt_status write_model(const char *path, const pt_model *m, const char *spec_text, const char *id) {
   float *room;
   PT_TRY(room_for(m, 1, &room));
   pt_st_writer *w = pt_st_writer_new();
@@ -107,6 +111,7 @@ static pt_status write_model(const char *path, const pt_model *m, const char *sp
   if (st == PT_OK) st = pt_st_writer_meta(w, "format", "pt");
   if (st == PT_OK) st = pt_st_writer_meta(w, "ptrain.model", m->spec.name);
   if (st == PT_OK && spec_text) st = pt_st_writer_meta(w, "ptrain.spec", spec_text);
+  if (st == PT_OK) st = pt_st_writer_meta(w, "ptrain.checkpoint", id);
   if (st == PT_OK) st = pt_st_writer_write(w, path);
   pt_st_writer_free(w);
   free(room);
@@ -114,7 +119,7 @@ static pt_status write_model(const char *path, const pt_model *m, const char *sp
 }
 
 static pt_status write_state(const char *path, const pt_model *m, const pt_optimizer *opt,
-                             const pt_train_position *pos) {
+                             const pt_train_position *pos, const char *id) {
   float *room;
   PT_TRY(room_for(m, opt->nstate, &room));
   pt_st_writer *w = pt_st_writer_new();
@@ -144,20 +149,190 @@ static pt_status write_state(const char *path, const pt_model *m, const pt_optim
   if (st == PT_OK) st = meta_num(w, "epoch_loss_sum", pos->epoch_loss_sum);
   if (st == PT_OK) st = meta_i64(w, "epoch_samples", pos->epoch_samples);
   if (st == PT_OK) st = meta_num(w, "epoch_seconds", pos->epoch_seconds);
+  if (st == PT_OK) st = pt_st_writer_meta(w, "ptrain.checkpoint", id);
   if (st == PT_OK) st = pt_st_writer_write(w, path);
   pt_st_writer_free(w);
   free(room);
   return st;
 }
 
+/* ---- generations: DIR/step-NNNNNNNNNNNN/{model,state}.safetensors ---- */
+
+#define GEN_PREFIX "step-"
+
+/* A generation's step from its directory name, or -1. */
+static int64_t gen_step(const char *name) {
+  if (strncmp(name, GEN_PREFIX, strlen(GEN_PREFIX))) return -1;
+  const char *d = name + strlen(GEN_PREFIX);
+  char *end;
+  errno = 0;
+  long long v = strtoll(d, &end, 10);
+  return errno || end == d || *end || v < 0 ? -1 : (int64_t)v;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The generations in dir, newest first (malloc'd; *n of them). */
+static int64_t *list_generations(const char *dir, int *n) {
+  *n = 0;
+  DIR *d = opendir(dir);
+  if (!d) return NULL;
+  int64_t *steps = NULL;
+  int cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    const int64_t st = gen_step(e->d_name);
+    if (st < 0) continue;
+    if (*n == cap) {
+      cap = cap ? 2 * cap : 16;
+      int64_t *grown = realloc(steps, (size_t)cap * sizeof *steps);
+      if (!grown) break;
+      steps = grown;
+    }
+    steps[(*n)++] = st;
+  }
+  closedir(d);
+  if (steps) qsort(steps, (size_t)*n, sizeof *steps, cmp_desc);
+  return steps;
+}
+
+/* Removes a directory of plain files (a generation, or a partial one). */
+static void remove_tree(const char *path) {
+  DIR *d = opendir(path);
+  if (d) {
+    struct dirent *e;
+    char f[4400];
+    while ((e = readdir(d)))
+      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+        snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+        unlink(f);
+      }
+    closedir(d);
+  }
+  rmdir(path);
+}
+
+static void sync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+}
+
+/* DIR/model.safetensors, the newest complete weights where PyTorch users
+ * (and ptrain eval) look: a hard link to the generation's file, put in
+ * place by a rename; a copy where the filesystem has no hard links. */
+static pt_status publish_latest(const char *dir, const char *gen_model) {
+  char tmp[4400], dst[4400];
+  snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+  snprintf(tmp, sizeof tmp, "%s/.model.safetensors.link.%d", dir, (int)getpid());
+  unlink(tmp);
+  if (link(gen_model, tmp) == 0) {
+    if (rename(tmp, dst)) {
+      unlink(tmp);
+      return pt_fail_errno(PT_ERR_IO, "cannot rename %s to %s", tmp, dst);
+    }
+    sync_dir(dir);
+    return PT_OK;
+  }
+  FILE *in = fopen(gen_model, "rb");
+  if (!in) return pt_fail_errno(PT_ERR_IO, "cannot read %s", gen_model);
+  pt_atomic_file *out;
+  pt_status st = pt_atomic_file_open(dst, &out);
+  char buf[1 << 16];
+  size_t got;
+  while (st == PT_OK && (got = fread(buf, 1, sizeof buf, in)) > 0) st = pt_atomic_file_write(out, buf, got);
+  if (st == PT_OK && ferror(in)) st = pt_fail_errno(PT_ERR_IO, "cannot read %s", gen_model);
+  fclose(in);
+  if (st == PT_OK) return pt_atomic_file_commit(out);
+  pt_atomic_file_abort(out);
+  return st;
+}
+
+/* The bytes a checkpoint takes: both files' tensors, headers aside. */
+static uint64_t checkpoint_bytes(const pt_model *m, const pt_optimizer *opt) {
+  return (uint64_t)(m->nparam_total * (size_t)(1 + opt->nstate) + m->nbuffer_total) * sizeof(float);
+}
+
+static pt_status no_room(pt_status st, const char *path, const pt_model *m, const pt_optimizer *opt) {
+  if (errno != ENOSPC && errno != EDQUOT) return st;
+  struct statvfs v;
+  const char *slash = strrchr(path, '/');
+  char dir[4400];
+  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+  const double need = (double)checkpoint_bytes(m, opt) / 1048576.0;
+  if (statvfs(dir, &v)) return st;
+  return pt_fail(PT_ERR_IO,
+                 "%s: no space left for the checkpoint: it needs about %.1f MB, %.1f MB are free; the previous "
+                 "checkpoint is kept (free space, or pass --checkpoint-dir on a larger filesystem)",
+                 path, need, (double)v.f_bavail * (double)v.f_frsize / 1048576.0);
+}
+
 pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimizer *opt,
-                             const pt_train_position *pos, const char *spec_text) {
+                             const pt_train_position *pos, const char *spec_text, int keep) {
   PT_TRY(mkdir_p(dir));
-  char path[4200];
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
-  PT_TRY(write_model(path, m, spec_text));
+  /* Both files go into a directory of their own, published by one rename:
+   * a reader sees the whole pair or nothing. Each file names the save, so
+   * that files moved between checkpoints are caught. */
+  char part[4400], gen[4400], path[4500], id[64];
+  /* The id: the step and a CRC-32 of the weights, so that the same run
+   * writes the same bytes (tests compare checkpoints whole) and two saves
+   * differ. */
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32_z(crc, (const Bytef *)m->hparam, m->nparam_total * sizeof(float));
+  if (m->nbuffer_total) crc = crc32_z(crc, (const Bytef *)m->hbuffer, m->nbuffer_total * sizeof(float));
+  snprintf(id, sizeof id, "%lld-%08lx", (long long)pos->step, (unsigned long)crc);
+  snprintf(gen, sizeof gen, "%s/" GEN_PREFIX "%012lld", dir, (long long)pos->step);
+  snprintf(part, sizeof part, "%s/.partial-" GEN_PREFIX "%012lld.%d", dir, (long long)pos->step, (int)getpid());
+  /* Partial saves of runs killed while saving (kill -9, a second Ctrl-C):
+   * one run writes a checkpoint directory at a time. */
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char stale[4400];
+  while (d && (e = readdir(d)))
+    if (!strncmp(e->d_name, ".partial-", 9)) {
+      snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
+      remove_tree(stale);
+    }
+  if (d) closedir(d);
+  if (mkdir(part, 0755)) return pt_fail_errno(PT_ERR_IO, "cannot create directory %s", part);
+  snprintf(path, sizeof path, "%s/model.safetensors", part);
+  pt_status st = write_model(path, m, spec_text, id);
+  if (st == PT_OK) {
+    snprintf(path, sizeof path, "%s/state.safetensors", part);
+    st = write_state(path, m, opt, pos, id);
+  }
+  if (st != PT_OK) {
+    st = no_room(st, path, m, opt);
+    remove_tree(part); /* nothing half-written stays behind */
+    return st;
+  }
+  sync_dir(part);
+  remove_tree(gen); /* the same step saved again (a signal at an epoch's end) */
+  if (rename(part, gen)) {
+    st = pt_fail_errno(PT_ERR_IO, "cannot rename %s to %s", part, gen);
+    remove_tree(part);
+    return st;
+  }
+  sync_dir(dir);
+  snprintf(path, sizeof path, "%s/model.safetensors", gen);
+  PT_TRY(publish_latest(dir, path));
+  /* A state file of the old single-pair layout would pair with nothing now. */
   snprintf(path, sizeof path, "%s/state.safetensors", dir);
-  return write_state(path, m, opt, pos);
+  unlink(path);
+  /* Older generations go only now that a newer one is complete. */
+  int n;
+  int64_t *steps = list_generations(dir, &n);
+  for (int i = keep > 0 ? keep : 1; i < n; i++) {
+    snprintf(path, sizeof path, "%s/" GEN_PREFIX "%012lld", dir, (long long)steps[i]);
+    remove_tree(path);
+  }
+  free(steps);
+  return PT_OK;
 }
 
 static pt_status load_into(const pt_st_file *f, const char *path, const char *prefix, const pt_tensor_info *t,
@@ -212,6 +387,16 @@ static pt_status load_weights_from(const pt_st_file *f, const char *path, pt_mod
 }
 
 pt_status pt_checkpoint_load_weights(const char *path, pt_model *m) {
+  /* a checkpoint directory: its newest complete weights */
+  struct stat sb;
+  char file[4400];
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    snprintf(file, sizeof file, "%s/model.safetensors", path);
+    if (access(file, F_OK))
+      return pt_fail(PT_ERR_IO, "%s: a directory without model.safetensors; expected a checkpoint directory or a "
+                     ".safetensors file", path);
+    path = file;
+  }
   pt_st_file f;
   PT_TRY(pt_st_read(path, &f));
   pt_status st = load_weights_from(&f, path, m);
@@ -284,17 +469,64 @@ static pt_status load_state(const pt_st_file *f, const char *path, pt_model *m, 
   return PT_OK;
 }
 
-pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, pt_train_position *pos) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
-  PT_TRY(pt_checkpoint_load_weights(path, m));
-  snprintf(path, sizeof path, "%s/state.safetensors", dir);
-  pt_st_file f;
-  PT_TRY(pt_st_read(path, &f));
-  pt_status st = load_state(&f, path, m, opt, pos);
-  pt_st_free(&f);
-  if (st == PT_OK) pt_optimizer_from_host(opt);
+/* One pair: both files read, then checked to be one save's, then loaded. */
+static pt_status resume_pair(const char *dir, pt_model *m, pt_optimizer *opt, pt_train_position *pos) {
+  char mpath[4400], spath[4400];
+  snprintf(mpath, sizeof mpath, "%s/model.safetensors", dir);
+  snprintf(spath, sizeof spath, "%s/state.safetensors", dir);
+  pt_st_file mf, sf;
+  PT_TRY(pt_st_read(mpath, &mf));
+  pt_status st = pt_st_read(spath, &sf);
+  if (st != PT_OK) {
+    pt_st_free(&mf);
+    return st;
+  }
+  const char *mid = pt_st_meta(&mf, "ptrain.checkpoint"), *sid = pt_st_meta(&sf, "ptrain.checkpoint");
+  /* Files of the old layout carry no id; a pair with one id is mixed. */
+  if ((mid || sid) && (!mid || !sid || strcmp(mid, sid)))
+    st = pt_fail(PT_ERR_FORMAT,
+                 "%s: model.safetensors (save %s) and state.safetensors (save %s) are not from the same save; "
+                 "resuming would pair these weights with another step's optimizer state and data position",
+                 dir, mid ? mid : "unnamed", sid ? sid : "unnamed");
+  if (st == PT_OK) st = load_weights_from(&mf, mpath, m);
+  if (st == PT_OK) st = load_state(&sf, spath, m, opt, pos);
+  pt_st_free(&mf);
+  pt_st_free(&sf);
+  if (st == PT_OK) {
+    pt_model_from_host(m);
+    pt_optimizer_from_host(opt);
+  }
   return st;
+}
+
+pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, pt_train_position *pos,
+                               char *note, size_t note_size) {
+  int n;
+  int64_t *steps = list_generations(dir, &n);
+  char gen[4400], skipped[2048] = "";
+  size_t at = 0;
+  pt_status st = PT_ERR_IO;
+  for (int i = 0; i < n; i++) {
+    snprintf(gen, sizeof gen, "%s/" GEN_PREFIX "%012lld", dir, (long long)steps[i]);
+    st = resume_pair(gen, m, opt, pos);
+    if (st == PT_OK) break;
+    /* a newer checkpoint that does not load: say why, and take the one before */
+    if (at < sizeof skipped)
+      at += (size_t)snprintf(skipped + at, sizeof skipped - at, "%sskipped %s: %s", at ? "; " : "", gen,
+                             pt_error_message());
+  }
+  free(steps);
+  if (n == 0) { /* the single pair of earlier versions */
+    snprintf(gen, sizeof gen, "%s", dir);
+    st = resume_pair(dir, m, opt, pos);
+  }
+  if (st != PT_OK) {
+    if (n > 0) return pt_fail(PT_ERR_FORMAT, "%s: no complete checkpoint to resume from (%s)", dir, skipped);
+    return st;
+  }
+  if (note && note_size) snprintf(note, note_size, "%s%s%s", gen, at ? " (" : "", at ? skipped : "");
+  if (note && note_size && at) strncat(note, ")", note_size - strlen(note) - 1);
+  return PT_OK;
 }
 
 char *pt_checkpoint_spec_text(const char *path) {

@@ -1,13 +1,25 @@
-/* Checkpoints: DIR/model.safetensors holds the weights and batch-norm
- * buffers under PyTorch's state_dict names (torch's load_state_dict takes
- * them as they are); DIR/state.safetensors beside it holds what resuming
- * needs: optimizer state per parameter ("optimizer.fc1.weight.exp_avg"),
- * and as metadata the position (next epoch and batch), the step count, the
- * seed and the hyper-parameters that must not change across a resume.
- * Random numbers are counter-based (seed, epoch, step), so the seed and the
- * position ARE the RNG state. Both files are written atomically, weights
- * first, so a crash leaves either the old pair or a new model with the old
- * state, never a torn file.
+/* Checkpoints. Each save is one generation directory,
+ * DIR/step-NNNNNNNNNNNN/, holding model.safetensors (the weights and
+ * batch-norm buffers under PyTorch's state_dict names; torch's
+ * load_state_dict takes them as they are) and state.safetensors (what
+ * resuming needs: optimizer state per parameter,
+ * "optimizer.fc1.weight.exp_avg", and as metadata the position, the step
+ * count, the seed and the hyper-parameters that must not change across a
+ * resume). Random numbers are counter-based (seed, epoch, step), so the
+ * seed and the position ARE the RNG state.
+ *
+ * Why generations: a checkpoint is two files, and replacing them one at a
+ * time left, after a full disk or a kill between the two, new weights
+ * beside an old state that a resume took without a word. Here both files
+ * are written (and fsync'ed) into DIR/.partial-step-N.PID and published by
+ * one rename of that directory, so a generation is complete or absent.
+ * Both files also carry one id of the save ("ptrain.checkpoint"), and a
+ * pair whose ids differ is refused. After a generation is complete,
+ * DIR/model.safetensors is pointed at its weights (a hard link, renamed
+ * into place), so PyTorch users and `ptrain eval DIR` find the newest
+ * weights where they always did, and generations beyond the newest `keep`
+ * are removed. Resuming takes the newest generation that loads and names
+ * any newer one it skipped and why.
  */
 #ifndef PT_TRAIN_CHECKPOINT_H
 #define PT_TRAIN_CHECKPOINT_H
@@ -36,14 +48,18 @@ pt_status pt_checkpoint_prepare_dir(const char *dir);
  * pt_model_to_host and pt_optimizer_to_host first. Loading fills them and
  * uploads. */
 pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimizer *opt,
-                             const pt_train_position *pos, const char *spec_text);
+                             const pt_train_position *pos, const char *spec_text, int keep);
 /* Loads weights (and batch-norm buffers) by name from any safetensors file
- * (ours or PyTorch's), checking every shape; names missing from the file or
- * extra in it are errors that list them. */
+ * (ours or PyTorch's), or a checkpoint directory's newest, checking every
+ * shape; names missing from the file or extra in it are errors that list
+ * them. */
 pt_status pt_checkpoint_load_weights(const char *path, pt_model *m);
-/* Loads DIR/model.safetensors and DIR/state.safetensors into a model and an
- * optimizer already built with the same configuration. */
-pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, pt_train_position *pos);
+/* Loads the newest complete generation in DIR (or DIR's own pair, the
+ * layout of earlier versions) into a model and an optimizer already built
+ * with the same configuration. note (may be NULL) gets the generation's
+ * path and, where newer ones were skipped, which and why. */
+pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, pt_train_position *pos,
+                               char *note, size_t note_size);
 /* The model spec stored in a checkpoint's metadata, or NULL (malloc'd). */
 char *pt_checkpoint_spec_text(const char *path);
 

@@ -25,6 +25,7 @@
 #include "comm/comm.h"
 #include "cuda/device.h"
 #include "train/checkpoint.h"
+#include "train/stop.h"
 #include "train/evaluate.h"
 #include "train/gpu_watch.h"
 #include "train/grad_sync.h"
@@ -50,6 +51,7 @@ void pt_train_config_defaults(pt_train_config *c) {
   c->threads = 0;
   c->log_interval = 10;
   c->checkpoint_dir = "checkpoints";
+  c->keep_checkpoints = 2;
   c->prefetch = 1;
   c->bucket_mb = 25.0;
   c->accum_steps = 1;
@@ -399,7 +401,8 @@ static pt_status setup_worker(worker_t *W) {
   PT_TRY(pt_device_data_init(&W->test_dd, be, W->test_ds, &lc, r->eval_batch));
   if (W->rank == 0) {
     if (c->metrics_path) PT_TRY(pt_metrics_open(c->metrics_path, 1, &W->metrics));
-    if (c->save_model) PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
+    if (c->save_model || c->checkpoint_every || c->checkpoint_interval > 0)
+      PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
   }
   if (c->sync_bn && W->world > 1) {
     W->model->sum_stats = sum_bn_stats;
@@ -482,7 +485,8 @@ static pt_status report_epoch(worker_t *W, int epoch, int64_t step, double train
  * the world size, so a position counted in samples carries over. */
 static pt_status resume_position(worker_t *W, pt_train_position *pos) {
   const pt_train_config *c = W->cfg;
-  PT_TRY(pt_checkpoint_resume(c->checkpoint_dir, W->whole, &W->opt, pos));
+  char which[2600];
+  PT_TRY(pt_checkpoint_resume(c->checkpoint_dir, W->whole, &W->opt, pos, which, sizeof which));
   if (pos->seed != c->seed)
     return pt_fail(PT_ERR_ARG, "%s: the run being resumed used seed %llu; resume with --seed %llu",
                    c->checkpoint_dir, (unsigned long long)pos->seed, (unsigned long long)pos->seed);
@@ -492,7 +496,7 @@ static pt_status resume_position(worker_t *W, pt_train_position *pos) {
   const int64_t old_global = (int64_t)pos->batch_size * pos->world, new_global = (int64_t)W->r->batch * W->world;
   int64_t done = (int64_t)pos->next_batch * old_global;
   if (W->out && !c->quiet) {
-    fprintf(W->out, "resuming from %s at epoch %d, batch %d (step %lld)", c->checkpoint_dir, pos->next_epoch + 1,
+    fprintf(W->out, "resuming from %s at epoch %d, batch %d (step %lld)", which, pos->next_epoch + 1,
             pos->next_batch, (long long)pos->step);
     if (pos->world != W->world) fprintf(W->out, "; the run had %d worker%s, this one has %d", pos->world, pos->world == 1 ? "" : "s", W->world);
     fprintf(W->out, "\n");
@@ -570,10 +574,12 @@ static pt_status staged_micro_step(worker_t *W, const pt_batch *batch, uint64_t 
 /* A GPU worker's losses since the last read: summed over every worker,
  * added to the epoch's sums, and checked. A loss that went bad is caught
  * here rather than at its step, so up to a log interval of updates ran
- * with it; the run stops all the same, naming the step it was seen at. */
+ * with it; the run stops all the same, naming the step it was seen at.
+ * With them travel whether any worker was asked to stop (*stop) and
+ * whether rank 0 finds a --checkpoint-interval save due (*save_due). */
 static pt_status flush_device_loss(worker_t *W, int epoch, int64_t step, float lr, double *loss_sum,
-                                   int64_t *samples) {
-  double sums[2];
+                                   int64_t *samples, int *stop, int *save_due, double last_save) {
+  double sums[4];
   int64_t unused;
   /* The stream holds NCCL's reductions: a dead peer must end in an error
    * after --timeout, not in a wait without end. */
@@ -581,12 +587,31 @@ static pt_status flush_device_loss(worker_t *W, int epoch, int64_t step, float l
   PT_TRY(pt_device_data_take_sums(&W->train_dd, sums, &unused));
   W->comm->what = "the loss allreduce";
   W->comm->step = step;
-  PT_TRY(pt_comm_allreduce_f64(W->comm, sums, 2));
+  sums[2] = pt_train_stop_signal() ? 1.0 : 0.0;
+  sums[3] = W->rank == 0 && W->cfg->checkpoint_interval > 0 && pt_now() - last_save >= W->cfg->checkpoint_interval;
+  PT_TRY(pt_comm_allreduce_f64(W->comm, sums, 4));
+  if (stop) *stop = sums[2] > 0.0;
+  if (save_due) *save_due = sums[3] > 0.0;
   if (!isfinite(sums[0]))
     return pt_fail(PT_ERR_STATE, "loss became %g at epoch %d, by step %lld: lower the learning rate (now %g)",
                    sums[0] / sums[1], epoch + 1, (long long)step, lr);
   *loss_sum += sums[0];
   *samples += (int64_t)sums[1];
+  return PT_OK;
+}
+
+/* Writes a checkpoint at pos. Every worker calls it, together: a staged
+ * model's parts are gathered first; rank 0 writes. */
+static pt_status save_checkpoint(worker_t *W, const pt_train_position *pos) {
+  const pt_train_config *c = W->cfg;
+  if (W->r->staged) PT_TRY(pt_stages_gather(&W->stages, W->whole, &W->opt));
+  if (W->rank != 0) return PT_OK;
+  const double tk = pt_now();
+  PT_TRY(pt_comm_nccl_sync(W->dcomm));
+  PT_TRY(pt_model_to_host(W->whole));
+  PT_TRY(pt_optimizer_to_host(&W->opt));
+  PT_TRY(pt_checkpoint_save(c->checkpoint_dir, W->whole, &W->opt, pos, W->r->spec_text, c->keep_checkpoints));
+  pt_trace_span("checkpoint", "io", tk, pt_now());
   return PT_OK;
 }
 
@@ -626,6 +651,11 @@ static pt_status train_loop(worker_t *W) {
                              c->quiet ? NULL : W->out));
   }
   char gpu_line[160];
+  /* --checkpoint-interval: rank 0's clock decides, and the decision
+   * travels with the loss, so every worker saves at the same step. */
+  double last_save = pt_now();
+  const int saving = c->save_model || c->checkpoint_every || c->checkpoint_interval > 0;
+  int64_t saved_step = -1; /* a stop right after a save inside the epoch writes nothing new */
   int64_t samples_total = 0;
   double train_seconds_total = 0.0;
   for (int epoch = pos.next_epoch; epoch < c->epochs; epoch++) {
@@ -641,7 +671,7 @@ static pt_status train_loop(worker_t *W) {
                       c->epochs, nb);
     m->training = 1;
     const double t0 = pt_now();
-    int stopped = 0;
+    int stopped = 0, signalled = 0, save_due = 0;
     int64_t queued = 0; /* global samples whose loss is still on the device */
     while (b < nb) {
       if (c->max_steps && pos.step >= c->max_steps) {
@@ -651,7 +681,9 @@ static pt_status train_loop(worker_t *W) {
       /* One optimizer step over k micro-batches; the epoch's last step may
        * have fewer, and its loss is still their mean. */
       const int k = nb - b < K ? nb - b : K;
-      double stats[2] = {0.0, 0.0}; /* loss * samples, samples: this worker, then all */
+      /* loss * samples, samples, and whether a stop was requested: this
+       * worker's, then every worker's summed */
+      double stats[4] = {0.0, 0.0, 0.0, 0.0}; /* [3]: rank 0 says a --checkpoint-interval save is due */
       const double ta = timing ? pt_now() : 0.0;
       const double comm0 = W->sync.wait_s;
       for (int j = 0; j < k; j++, b++) {
@@ -689,7 +721,11 @@ static pt_status train_loop(worker_t *W) {
       PT_TRY(pt_model_take_status(m));
       comm->step = W->dcomm->step = pos.step;
       comm->what = "the loss allreduce";
-      if (!on_device) PT_TRY(pt_comm_iallreduce_f64(comm, stats, 2));
+      /* Read once, after the step's work: every worker then acts on the
+       * sum, so all stop after the same step. */
+      stats[2] = pt_train_stop_signal() ? 1.0 : 0.0;
+      stats[3] = W->rank == 0 && c->checkpoint_interval > 0 && pt_now() - last_save >= c->checkpoint_interval;
+      if (!on_device) PT_TRY(pt_comm_iallreduce_f64(comm, stats, 4));
       PT_TRY(pt_grad_sync_finish(&W->sync));
       /* The loss sums travel on the world communicator. Finishing the
        * gradients finished them too when the gradients share it; a stage's
@@ -713,18 +749,41 @@ static pt_status train_loop(worker_t *W) {
         /* At the batches the progress log prints (b, not the step: they
          * differ with --accum-steps and after the first epoch), so the
          * line shows this epoch's loss rather than 0/0 or a stale one. */
-        if (b % flush_every == 0 || b >= nb || (c->max_steps && pos.step >= c->max_steps))
-          PT_TRY(flush_device_loss(W, epoch, pos.step, lr, &loss_sum, &samples));
+        /* One GPU stops after the step it was asked in; several agree at
+         * the next flush, with the loss. */
+        int stop = W->world == 1 && pt_train_stop_signal();
+        int every = c->checkpoint_every && pos.step % c->checkpoint_every == 0;
+        if (b % flush_every == 0 || b >= nb || (c->max_steps && pos.step >= c->max_steps) || stop || every)
+          PT_TRY(flush_device_loss(W, epoch, pos.step, lr, &loss_sum, &samples, &stop, &save_due, last_save));
         queued = 0;
+        signalled = stop;
+      } else {
+        signalled = stats[2] > 0.0;
+        save_due = stats[3] > 0.0;
       }
+      /* --checkpoint-every, --checkpoint-interval: a save inside the epoch
+       * (its end saves anyway); a stop on a signal saves below */
+      if (!signalled && b < nb && (save_due || (c->checkpoint_every && pos.step % c->checkpoint_every == 0))) {
+        pt_train_position at = pos;
+        at.next_epoch = epoch;
+        at.next_batch = b;
+        at.epoch_loss_sum = loss_sum;
+        at.epoch_samples = samples;
+        at.epoch_seconds = prior_seconds + (pt_now() - t0);
+        PT_TRY(save_checkpoint(W, &at));
+        last_save = pt_now();
+        saved_step = pos.step;
+      }
+      save_due = 0;
       double dt = pt_now() - t0;
       if (W->watch.nv) {
         pt_gpu_watch_line(&W->watch, gpu_line, sizeof gpu_line);
         pt_progress_set_extra(&prog, gpu_line);
       }
       pt_progress_update(&prog, b, pos.step, loss_sum / (double)samples, dt > 0 ? fresh / dt : 0.0);
+      if (signalled) break;
     }
-    if (on_device) PT_TRY(flush_device_loss(W, epoch, pos.step, lr, &loss_sum, &samples));
+    if (on_device) PT_TRY(flush_device_loss(W, epoch, pos.step, lr, &loss_sum, &samples, NULL, NULL, last_save));
     pt_progress_finish(&prog);
     const double train_s = pt_now() - t0;
     samples_total += fresh;
@@ -734,26 +793,33 @@ static pt_status train_loop(worker_t *W) {
     pos.epoch_loss_sum = b < nb ? loss_sum : 0.0;
     pos.epoch_samples = b < nb ? samples : 0;
     pos.epoch_seconds = b < nb ? prior_seconds + train_s : 0.0;
-    pt_eval_sums ev;
-    const double te0 = pt_now();
-    PT_TRY(evaluate_all(W, &ev));
-    pt_trace_span("evaluate", "eval", te0, pt_now());
+    /* Stopped on a signal within the epoch: the time left before SIGKILL
+     * goes to the checkpoint, not to an evaluation (the resumed run
+     * evaluates the whole epoch at its end). */
+    const int skip_eval = signalled && b < nb;
+    pt_eval_sums ev = {0};
+    if (!skip_eval) {
+      const double te0 = pt_now();
+      PT_TRY(evaluate_all(W, &ev));
+      pt_trace_span("evaluate", "eval", te0, pt_now());
+    }
     double ips = train_s > 0 ? fresh / train_s : 0.0;
     double train_loss = samples ? loss_sum / (double)samples : NAN;
-    if (W->out) PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &ev, ips, prior_seconds + train_s, lr, b < nb));
-    if (c->save_model && W->r->staged) PT_TRY(pt_stages_gather(&W->stages, W->whole, &W->opt));
-    if (c->save_model && W->rank == 0) {
-      const double tk = pt_now();
-      PT_TRY(pt_comm_nccl_sync(W->dcomm));
-      PT_TRY(pt_model_to_host(W->whole));
-      PT_TRY(pt_optimizer_to_host(&W->opt));
-      PT_TRY(pt_checkpoint_save(c->checkpoint_dir, W->whole, &W->opt, &pos, r->spec_text));
-      pt_trace_span("checkpoint", "io", tk, pt_now());
+    if (W->out && !skip_eval)
+      PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &ev, ips, prior_seconds + train_s, lr, b < nb));
+    if ((saving || signalled) && saved_step != pos.step) {
+      PT_TRY(save_checkpoint(W, &pos));
+      last_save = pt_now();
+      saved_step = pos.step;
     }
     res->epochs_done = epoch + 1;
     res->train_loss = train_loss;
     res->test_loss = ev.count ? ev.loss_sum / ev.count : NAN;
     res->test_acc = ev.count ? (double)ev.correct / ev.count : NAN;
+    if (signalled) {
+      res->stopped_by = pt_train_stop_signal() ? pt_train_stop_signal() : -1;
+      break;
+    }
     if (stopped || b < nb) break;
   }
   if (W->r->staged) PT_TRY(pt_stages_report(c->quiet ? NULL : W->out, &W->stages, W->whole, c->profile));

@@ -42,6 +42,9 @@ typedef struct {
   const char *init_from;
   int save_model;
   const char *checkpoint_dir;
+  int keep_checkpoints;       /* complete checkpoints kept (default 2) */
+  int64_t checkpoint_every;   /* also save every N steps (0: only at epoch ends) */
+  double checkpoint_interval; /* also save every this many seconds (0: no) */
   int resume;
   const char *metrics_path;
   int quiet;
@@ -77,6 +80,8 @@ typedef struct {
   double train_loss, test_loss, test_acc;
   double images_per_s;
   double seconds;
+  int stopped_by; /* a stop was requested (pt_train_stop_request): the signal, or -1 where it reached only
+                     another worker; the run wrote a checkpoint and can be resumed */
 } pt_train_result;
 
 /* The hyper-parameters of a run after flags and preset defaults are merged. */

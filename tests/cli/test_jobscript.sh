@@ -136,7 +136,7 @@ if [[ -f $FMNIST/train-images-idx3-ubyte.gz ]]; then
     fail "wrapper with ptrain, evicted: $(cat "$TMP/evicted.log")"
   (cd "$TMP/straight" && bash "$TMP/w20.sh") >"$TMP/straight.log" 2>&1 ||
     fail "wrapper with ptrain, straight: $(cat "$TMP/straight.log")"
-  grep -q "resuming from checkpoints at .*(step 10)" "$TMP/evicted.log" ||
+  grep -q "resuming from checkpoints/step-0*10 at .*(step 10)" "$TMP/evicted.log" ||
     fail "the restarted wrapper did not resume: $(cat "$TMP/evicted.log")"
   cmp -s "$TMP/evicted/checkpoints/model.safetensors" "$TMP/straight/checkpoints/model.safetensors" ||
     fail "evicted and resumed, the weights differ from a straight run's"

@@ -38,12 +38,14 @@ pass "stopped at step 700 and resumed = straight run"
 expect_exit 1 "used batch size 128; resume with --batch-size 128" -- "$PTRAIN" train --model-file "$TMP/small.txt" \
   --checkpoint-dir "$TMP/straight" --resume --epochs 3 --batch-size 64
 
-# A truncated checkpoint: a clear error, nothing overwritten.
+# Every checkpoint truncated: a clear error, nothing overwritten.
 cp -r "$TMP/straight" "$TMP/broken"
-truncate -s 100 "$TMP/broken/model.safetensors"
-expect_exit 1 "model.safetensors" -- "$PTRAIN" train --model-file "$TMP/small.txt" --checkpoint-dir "$TMP/broken" \
-  --resume --epochs 3
-[[ $(stat -c %s "$TMP/broken/model.safetensors") == 100 ]] || fail "a failed resume rewrote the checkpoint"
+for f in "$TMP"/broken/step-*/model.safetensors; do truncate -s 100 "$f"; done
+expect_exit 1 "no complete checkpoint to resume from .*model.safetensors" -- "$PTRAIN" train \
+  --model-file "$TMP/small.txt" --checkpoint-dir "$TMP/broken" --resume --epochs 3
+for f in "$TMP"/broken/step-*/model.safetensors; do
+  [[ $(stat -c %s "$f") == 100 ]] || fail "a failed resume rewrote $f"
+done
 # A state file from another model.
 cp "$TMP/straight/model.safetensors" "$TMP/other.safetensors"
 expect_exit 1 "no tensor|not a parameter" -- "$PTRAIN" train --model fmnist-mlp --init-from "$TMP/other.safetensors"

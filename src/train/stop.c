@@ -1,0 +1,21 @@
+/* The stop request: two lock-free atomics, which a signal handler may
+ * touch (C11 7.14.1.1 allows lock-free atomic objects there). */
+#include "train/stop.h"
+
+#include <stdatomic.h>
+
+static atomic_int first_signal;
+static atomic_int requests;
+
+int pt_train_stop_request(int sig) {
+  int none = 0;
+  atomic_compare_exchange_strong(&first_signal, &none, sig);
+  return atomic_fetch_add(&requests, 1) + 1;
+}
+
+int pt_train_stop_signal(void) { return atomic_load(&first_signal); }
+
+void pt_train_stop_reset(void) {
+  atomic_store(&first_signal, 0);
+  atomic_store(&requests, 0);
+}

@@ -1,0 +1,26 @@
+/* Stopping a run cleanly on a signal. Slurm sends SIGTERM at a job's time
+ * limit and on preemption (then SIGKILL after KillWait), HTCondor sends it
+ * on eviction, and a user presses Ctrl-C: in each case the run should lose
+ * nothing. The program's signal handlers call pt_train_stop_request; the
+ * trainer reads the request after each step, agrees on it with every other
+ * worker (the flag travels with the loss's allreduce, so workers signalled
+ * at different steps, or not at all, stop at the same one), writes a
+ * checkpoint and returns with pt_train_result.stopped_by set. */
+#ifndef PT_TRAIN_STOP_H
+#define PT_TRAIN_STOP_H
+
+/* The exit status of a run that stopped on a signal with a complete
+ * checkpoint, to be resumed: HTCondor's checkpoint_exit_code and a
+ * requeueing Slurm script test for it. */
+#define PT_EXIT_CHECKPOINTED 85
+
+/* Asks the running trainer to stop after its current step; sig is the
+ * signal's number. Safe in a signal handler. Returns the number of
+ * requests so far, this one included. */
+int pt_train_stop_request(int sig);
+/* The signal of the first request, or 0 if none. */
+int pt_train_stop_signal(void);
+/* Forgets the requests (a library caller's next run). */
+void pt_train_stop_reset(void);
+
+#endif

@@ -1,0 +1,102 @@
+# Checkpoints as one unit: generations published whole, the newest K kept,
+# DIR/model.safetensors the newest weights; --resume takes the newest
+# complete one, skipping (and naming) a broken or mismatched newer one, and
+# still ends bit for bit where an uninterrupted run does; --checkpoint-every
+# saves inside epochs; a full disk keeps the previous checkpoint and leaves
+# no temporary files.
+source "$(dirname "$0")/lib.sh"
+need_fmnist
+
+cat >"$TMP/small.txt" <<'SPEC'
+name small-dropout
+input 1 28 28
+conv2d c1 out=4 kernel=5 stride=2
+relu
+dropout p=0.2
+flatten
+linear fc out=10
+loss cross-entropy
+defaults optimizer=adam lr=0.002 batch=128
+SPEC
+train() { # train DIR flags...: 2 epochs (469 steps each)
+  local dir=$1; shift
+  "$PTRAIN" train --model-file "$TMP/small.txt" --threads 1 --epochs 2 --checkpoint-dir "$TMP/$dir" "$@" \
+    >>"$TMP/$dir.out" 2>&1 || fail "train $dir $*: $(cat "$TMP/$dir.out")"
+}
+gens() { (cd "$TMP/$1" && ls -d step-* 2>/dev/null | tr '\n' ' '); }
+
+train straight --save-model
+train every --checkpoint-every 100
+[[ $(gens every) == "step-000000000900 step-000000000938 " ]] ||
+  fail "--checkpoint-every 100, default --keep-checkpoints 2: generations $(gens every)"
+cmp -s "$TMP/every/model.safetensors" "$TMP/every/step-000000000938/model.safetensors" ||
+  fail "DIR/model.safetensors is not the newest generation's weights"
+cmp -s "$TMP/straight/model.safetensors" "$TMP/every/model.safetensors" || fail "saving inside epochs changed the run"
+[[ -z $(find "$TMP/every" -name '.*' -mindepth 1) ]] || fail "files left behind: $(find "$TMP/every" -name '.*')"
+pass "--checkpoint-every 100: generations 900 and 938 kept, DIR/model.safetensors the newest, the run unchanged"
+
+# a run stopped at step 700 that kept 3: 500, 600, 700
+train mid --checkpoint-every 100 --keep-checkpoints 3 --max-steps 700
+[[ $(gens mid) == "step-000000000500 step-000000000600 step-000000000700 " ]] ||
+  fail "--keep-checkpoints 3, --max-steps 700: generations $(gens mid)"
+cp -r "$TMP/mid" "$TMP/mid-copy"
+cp -r "$TMP/mid" "$TMP/mid-orig"
+
+# the newest generation's state cut short: --resume names it and takes 600
+truncate -s 1000 "$TMP/mid/step-000000000700/state.safetensors"
+train mid --resume --save-model
+grep -q "resuming from $TMP/mid/step-000000000600 .*skipped $TMP/mid/step-000000000700: " "$TMP/mid.out" ||
+  fail "resume did not say it skipped the broken step 700: $(grep resuming "$TMP/mid.out")"
+cmp -s "$TMP/straight/model.safetensors" "$TMP/mid/model.safetensors" || fail "resumed from 600: differs from straight"
+pass "a cut state file: skipped with the reason, resumed from step 600, the straight run's weights"
+
+# weights of another save in the newest generation: refused as a pair
+cp "$TMP/mid-copy/step-000000000600/model.safetensors" "$TMP/mid-copy/step-000000000700/model.safetensors"
+train mid-copy --resume --save-model
+grep -q "skipped $TMP/mid-copy/step-000000000700: .*are not from the same save" "$TMP/mid-copy.out" ||
+  fail "a mixed pair was not refused: $(grep resuming "$TMP/mid-copy.out")"
+cmp -s "$TMP/straight/model.safetensors" "$TMP/mid-copy/model.safetensors" || fail "after a mixed pair: differs"
+pass "a mixed pair refused, resumed from the one before, the straight run's weights"
+
+# nothing complete: a clear error, not a start from scratch
+mkdir -p "$TMP/broken/step-000000000100"
+echo junk >"$TMP/broken/step-000000000100/model.safetensors"
+expect_exit 1 "no complete checkpoint to resume from .*step-000000000100" -- \
+  "$PTRAIN" train --model-file "$TMP/small.txt" --threads 1 --checkpoint-dir "$TMP/broken" --resume
+
+# the single pair of earlier versions still resumes
+mkdir -p "$TMP/legacy"
+cp "$TMP/mid-orig/step-000000000600/state.safetensors" "$TMP/mid-orig/step-000000000600/model.safetensors" "$TMP/legacy/"
+train legacy --resume --save-model
+cmp -s "$TMP/straight/model.safetensors" "$TMP/legacy/model.safetensors" || fail "the old layout's resume differs"
+pass "the old single-pair layout resumes"
+
+# ptrain eval and --init-from take the directory
+"$PTRAIN" eval --model-file "$TMP/small.txt" --checkpoint "$TMP/every" >"$TMP/eval.out" 2>&1 ||
+  fail "eval DIR: $(cat "$TMP/eval.out")"
+pass "ptrain eval --checkpoint DIR"
+
+# a full disk: a 3 MB tmpfs holds one fmnist-mlp checkpoint (0.6 MB of weights
+# and 1.2 MB of Adam state), not two; where this machine lets us mount one
+full=$TMP/full
+mkdir -p "$full"
+if mount -t tmpfs -o size=3m tmpfs "$full" 2>/dev/null; then
+  trap 'umount "$full" 2>/dev/null || true; rm -rf "$TMP"' EXIT
+  "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$full" --checkpoint-every 50 --max-steps 50 \
+    --quiet >"$TMP/full.out" 2>&1 || fail "the first checkpoint did not fit in 3 MB: $(cat "$TMP/full.out")"
+  rc=0
+  "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$full" --resume --max-steps 100 --save-model \
+    --quiet >"$TMP/full2.out" 2>&1 || rc=$?
+  [[ $rc != 0 ]] || fail "a second checkpoint fit in 3 MB (expected no room): $(ls -la "$full")"
+  grep -Eq "no space left for the checkpoint: it needs about [0-9.]+ MB, [0-9.]+ MB are free" "$TMP/full2.out" ||
+    fail "the full disk's message: $(cat "$TMP/full2.out")"
+  [[ $(cd "$full" && ls -A | tr '\n' ' ') == "model.safetensors step-000000000050 " ]] ||
+    fail "after the full disk: $(cd "$full" && ls -A)"
+  "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$full" --resume --max-steps 60 >"$TMP/full3.out" 2>&1 ||
+    true
+  grep -q "resuming from $full/step-000000000050 " "$TMP/full3.out" || fail "no resume after the full disk: $(cat "$TMP/full3.out")"
+  umount "$full"
+  pass "a full disk: exit $rc naming the space needed, step 50 kept and resumable, no temporary files"
+else
+  echo "skipped: the full-disk case (cannot mount a tmpfs here)"
+fi
