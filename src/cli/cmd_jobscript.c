@@ -177,8 +177,20 @@ static int foreign_flag(const char *cmd, const pt_arg *mine, int nmine, const pt
 
 typedef struct {
   int nodes, ntasks, gpus, cpus;
+  int signal_lead; /* seconds before the time limit that ptrain is told to checkpoint */
   const char *time, *partition, *output, *job_name, *mpi, *ptrain;
 } slurm_opts;
+
+/* The value of --checkpoint-dir among the training arguments, or ptrain's
+ * default. */
+static const char *train_checkpoint_dir(char **v, int n) {
+  const char *dir = "checkpoints";
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(v[i], "--checkpoint-dir") && i + 1 < n) dir = v[i + 1];
+    else if (!strncmp(v[i], "--checkpoint-dir=", 17)) dir = v[i] + 17;
+  }
+  return dir;
+}
 
 typedef struct {
   int gpus, cpus, force;
@@ -195,7 +207,9 @@ static void print_help(const pt_arg *slurm, int ns, const pt_arg *condor, int nc
       "slurm: an sbatch script that runs one ptrain process per task with srun,\n"
       "'ptrain train --parallel ddp' when there is more than one task (nodes x\n"
       "tasks per node), each with --threads from SLURM_CPUS_PER_TASK. The log goes\n"
-      "to the --output file, one per job id.\n\n"
+      "to the --output file, one per job id. Before the time limit (--signal-lead)\n"
+      "and on preemption ptrain checkpoints and exits 85; the script requeues the\n"
+      "job, which resumes from the newest checkpoint.\n\n"
       "slurm options:\n");
   pt_args_print_options(slurm, ns);
   printf(
@@ -229,6 +243,11 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
   if (o->time) fprintf(f, "#SBATCH --time=%s\n", o->time);
   if (o->partition) fprintf(f, "#SBATCH --partition=%s\n", o->partition);
   fprintf(f, "#SBATCH --output=%s\n", o->output);
+  /* Before the time limit (and on preemption, which sends SIGTERM) ptrain
+   * checkpoints and exits 85; the script then requeues the job, which
+   * resumes. The log of every run goes to the same file. */
+  fprintf(f, "#SBATCH --signal=USR1@%d\n", o->signal_lead);
+  fputs("#SBATCH --requeue\n#SBATCH --open-mode=append\n", f);
   put_origin(f, argc, argv);
   fputs("set -euo pipefail\n\n", f);
   fputs("# Slurm sets SLURM_CPUS_PER_TASK only when --cpus-per-task is given, and\n"
@@ -237,6 +256,18 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
         "export OMP_NUM_THREADS=$threads\n",
         f);
   fputs("echo \"ptrain job ${SLURM_JOB_ID:-?} on ${SLURM_JOB_NODELIST:-?}: ${SLURM_NTASKS:-1} task(s), $threads thread(s) each\"\n\n",
+        f);
+  fputs("# A checkpoint from an earlier run of this job (requeued, or preempted):\n"
+        "# continue from it.\n"
+        "ckpt=",
+        f);
+  put_word(f, train_checkpoint_dir(train, ntrain));
+  fputs("\nset --\n"
+        "if compgen -G \"$ckpt/step-*\" >/dev/null; then\n"
+        "  echo \"resuming from the newest checkpoint in $ckpt/ (restart ${SLURM_RESTART_COUNT:-0})\"\n"
+        "  set -- --resume\n"
+        "fi\n"
+        "rc=0\n",
         f);
   if (tasks > 1)
     fputs("# A task that dies ends the step at once (--kill-on-bad-exit); the others\n"
@@ -251,7 +282,16 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
   if (tasks > 1) fputs(" --parallel ddp", f);
   if (!has_train_flag(train, ntrain, "--threads")) fputs(" --threads \"$threads\"", f);
   put_words(f, train, ntrain);
-  fputc('\n', f);
+  fputs(" \"$@\" || rc=$?\n", f);
+  fputs("# 85: ptrain was signalled (time limit near, preemption), checkpointed\n"
+        "# and stopped; the job goes back to the queue and resumes from there.\n"
+        "if [[ $rc == 85 && -n ${SLURM_JOB_ID:-} ]]; then\n"
+        "  echo \"ptrain checkpointed before the end; requeueing job $SLURM_JOB_ID\"\n"
+        "  scontrol requeue \"$SLURM_JOB_ID\"\n"
+        "  exit 0\n"
+        "fi\n"
+        "exit $rc\n",
+        f);
 }
 
 static void emit_condor_sub(FILE *f, const condor_opts *o, int argc, char **argv) {
@@ -382,7 +422,7 @@ static int run_condor(const condor_opts *o, const char *ptrain, int argc, char *
 }
 
 int pt_cmd_jobscript(int argc, char **argv) {
-  slurm_opts so = {.nodes = 1, .output = "ptrain-%j.out", .job_name = "ptrain", .mpi = "pmix"};
+  slurm_opts so = {.nodes = 1, .output = "ptrain-%j.out", .job_name = "ptrain", .mpi = "pmix", .signal_lead = 120};
   condor_opts co = {.cpus = 1, .memory = "2GB", .name = "ptrain"};
   /* Both tables, whichever the scheduler: each one's flags get a pointed
    * message when given to the other, and --help shows both. */
@@ -394,6 +434,8 @@ int pt_cmd_jobscript(int argc, char **argv) {
       {"--cpus-per-task", ARG_INT, &so.cpus, 1, 4096, NULL, "C",
        "cores per process, its --threads (default: Slurm's, one)"},
       {"--time", ARG_STR, &so.time, 0, 0, NULL, "HH:MM:SS", "time limit, HH:MM:SS or D-HH:MM:SS"},
+      {"--signal-lead", ARG_INT, &so.signal_lead, 1, 65535, NULL, "SECONDS",
+       "signal ptrain this long before the time limit to checkpoint and requeue (default 120)"},
       {"--partition", ARG_STR, &so.partition, 0, 0, NULL, "P", "partition (default: the cluster's)"},
       {"--output", ARG_STR, &so.output, 0, 0, NULL, "PATTERN", "log file, %j is the job id (default ptrain-%j.out)"},
       {"--job-name", ARG_STR, &so.job_name, 0, 0, NULL, "NAME", "job name (default ptrain)"},
@@ -458,6 +500,8 @@ int pt_cmd_jobscript(int argc, char **argv) {
     if ((rc = check_token(cmd, "--partition", so.partition)) || (rc = check_token(cmd, "--output", so.output)) ||
         (rc = check_token(cmd, "--job-name", so.job_name)) || (rc = check_token(cmd, "--mpi", so.mpi)))
       return rc;
+    if (has_train_flag(train, ntrain, "--resume"))
+      return usage_error(cmd, "--resume after '--': the script adds it when a checkpoint is there");
     if (!so.ntasks) so.ntasks = so.gpus > 0 ? so.gpus : 1;
     if (so.nodes * so.ntasks > 1 && has_train_flag(train, ntrain, "--parallel"))
       return usage_error(cmd, "--parallel after '--': with %d tasks the script passes --parallel ddp itself",

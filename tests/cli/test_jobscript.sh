@@ -29,7 +29,8 @@ expect_argv() {
 [[ $(head -n 1 "$TMP/one.sh") == "#!/bin/bash" ]] || fail "first line: $(head -n 1 "$TMP/one.sh")"
 for l in "#SBATCH --job-name=ptrain" "#SBATCH --nodes=1" "#SBATCH --ntasks-per-node=1" \
   "#SBATCH --output=ptrain-%j.out" "set -euo pipefail" \
-  "srun $SELF train --threads \"\$threads\" --model fmnist-mlp --epochs 2"; do
+  "#SBATCH --signal=USR1@120" "#SBATCH --requeue" "#SBATCH --open-mode=append" \
+  "srun $SELF train --threads \"\$threads\" --model fmnist-mlp --epochs 2 \"\$@\" || rc=\$?"; do
   has "$TMP/one.sh" "$l"
 done
 for l in "--gpus-per-node" "--cpus-per-task=" "--time" "--partition" "--mpi" "--parallel"; do lacks "$TMP/one.sh" "$l"; done
@@ -46,24 +47,44 @@ ARGV_OUT=$TMP/one1.argv PATH="$TMP/bin:$PATH" bash "$TMP/one.sh" >/dev/null || f
 expect_argv "$TMP/one1.argv" srun "$SELF" train --threads 1 --model fmnist-mlp --epochs 2
 pass "slurm script runs srun with --threads from SLURM_CPUS_PER_TASK"
 
+# The requeue path: a checkpoint there gives --resume; exit 85 requeues the
+# job (scontrol, a stand-in here) and ends the script with 0.
+mkdir -p "$TMP/rq/checkpoints/step-000000000010"
+rm "$TMP/bin/srun"
+cat >"$TMP/bin/srun" <<'EOF2'
+#!/bin/bash
+printf '%s\0' "$@" >"$ARGV_OUT"
+exit 85
+EOF2
+printf '#!/bin/bash\necho "$@" >"$SCONTROL_OUT"\n' >"$TMP/bin/scontrol"
+chmod +x "$TMP/bin/srun" "$TMP/bin/scontrol"
+(cd "$TMP/rq" && ARGV_OUT=$TMP/rq.argv SCONTROL_OUT=$TMP/rq.scontrol SLURM_JOB_ID=77 PATH="$TMP/bin:$PATH" \
+  bash "$TMP/one.sh" >"$TMP/rq.log") || fail "the script did not end 0 after requeueing: $(cat "$TMP/rq.log")"
+expect_argv "$TMP/rq.argv" "$SELF" train --threads 1 --model fmnist-mlp --epochs 2 --resume
+[[ $(cat "$TMP/rq.scontrol") == "requeue 77" ]] || fail "scontrol got: $(cat "$TMP/rq.scontrol")"
+grep -q "resuming from the newest checkpoint in checkpoints/" "$TMP/rq.log" || fail "no resume line: $(cat "$TMP/rq.log")"
+pass "slurm script: --resume where a checkpoint is, and exit 85 requeues the job"
+rm "$TMP/bin/srun" "$TMP/bin/scontrol"
+ln -s argv "$TMP/bin/srun"
+
 # ---- Slurm, many tasks: one per GPU, srun --mpi=pmix, --parallel ddp ----
 "$PTRAIN" jobscript slurm --nodes 2 --gpus-per-node 4 --cpus-per-task 8 --time 1-02:30:00 --partition gpu \
   --output 'logs/%x-%j.out' --job-name mnist -- --model mnist-cnn >"$TMP/many.sh" || fail "jobscript slurm many"
 for l in "#SBATCH --job-name=mnist" "#SBATCH --nodes=2" "#SBATCH --ntasks-per-node=4" "#SBATCH --cpus-per-task=8" \
   "#SBATCH --gpus-per-node=4" "#SBATCH --time=1-02:30:00" "#SBATCH --partition=gpu" \
   "#SBATCH --output=logs/%x-%j.out" \
-  "srun --kill-on-bad-exit=1 --mpi=pmix $SELF train --parallel ddp --threads \"\$threads\" --model mnist-cnn"; do
+  "srun --kill-on-bad-exit=1 --mpi=pmix $SELF train --parallel ddp --threads \"\$threads\" --model mnist-cnn \"\$@\" || rc=\$?"; do
   has "$TMP/many.sh" "$l"
 done
 bash -n "$TMP/many.sh" || fail "many.sh is not valid bash"
 "$PTRAIN" jobscript slurm --ntasks-per-node 2 --mpi default -- >"$TMP/def.sh" || fail "--mpi default"
-has "$TMP/def.sh" "srun --kill-on-bad-exit=1 $SELF train --parallel ddp --threads \"\$threads\""
+has "$TMP/def.sh" "srun --kill-on-bad-exit=1 $SELF train --parallel ddp --threads \"\$threads\" \"\$@\" || rc=\$?"
 "$PTRAIN" jobscript slurm --nodes 3 --mpi pmi2 -- >"$TMP/pmi2.sh" || fail "--mpi pmi2"
 has "$TMP/pmi2.sh" "#SBATCH --ntasks-per-node=1"
-has "$TMP/pmi2.sh" "srun --kill-on-bad-exit=1 --mpi=pmi2 $SELF train --parallel ddp --threads \"\$threads\""
+has "$TMP/pmi2.sh" "srun --kill-on-bad-exit=1 --mpi=pmi2 $SELF train --parallel ddp --threads \"\$threads\" \"\$@\" || rc=\$?"
 # A --threads of the user's wins over the one the script would add.
 "$PTRAIN" jobscript slurm --ptrain /opt/ptrain/bin/ptrain -- --threads 2 >"$TMP/thr.sh" || fail "--threads"
-has "$TMP/thr.sh" "srun /opt/ptrain/bin/ptrain train --threads 2"
+has "$TMP/thr.sh" "srun /opt/ptrain/bin/ptrain train --threads 2 \"\$@\" || rc=\$?"
 pass "slurm, many tasks"
 
 # ---- Quoting: awkward arguments reach ptrain train unchanged ----
@@ -225,4 +246,4 @@ if [[ -w /dev/full ]]; then
   pass "jobscript to a full disk: exit 1"
 fi
 # After "--" everything is ptrain train's, even this command's own flags.
-"${J[@]}" slurm -- --nodes 5 --help | grep -q "^srun .* --nodes 5 --help$" || fail "arguments after -- were parsed"
+"${J[@]}" slurm -- --nodes 5 --help | grep -q "^srun .* --nodes 5 --help \"\$@\" || rc=\$?$" || fail "arguments after -- were parsed"

@@ -146,6 +146,36 @@ run_job one --nodes 1 --ntasks-per-node 1 --time 00:10:00 -- --model fmnist-mlp 
 grep -q "1 task(s), 1 thread(s) each" "$out" || fail "job one: threads: $(head -n 2 "$out")"
 pass "sbatch of a one-task script: trained and checkpointed ($(grep '^done: ' "$out"))"
 
+# A time limit shorter than the training: Slurm signals ptrain (--signal
+# USR1, 30 s ahead of the 1-minute limit), ptrain checkpoints and exits 85,
+# the script requeues the job, and the job resumes until it finishes, with
+# the weights of a run never stopped, bit for bit.
+requeue=(--model mnist-cnn --threads 1 --data-dir "$FMNIST") # one epoch, 938 steps: about 35 s
+"$PTRAIN" train "${requeue[@]}" --save-model --checkpoint-dir "$TMP/ck-straight" --quiet >"$TMP/straight.out" 2>&1 ||
+  fail "the straight run: $(cat "$TMP/straight.out")"
+"$PTRAIN" jobscript slurm --time 00:01:00 --signal-lead 30 -- "${requeue[@]}" --save-model \
+  --checkpoint-dir "$TMP/ck-requeue" >"$TMP/requeue.sh" || fail "jobscript for the requeue job"
+id=$(cd "$TMP" && sbatch --parsable "$TMP/requeue.sh") || fail "sbatch requeue.sh"
+jobs_submitted+=("$id")
+deadline=$((SECONDS + 600))
+while ((SECONDS < deadline)); do
+  state=$(scontrol show job "$id" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+  [[ $state =~ ^(PENDING|CONFIGURING|RUNNING|COMPLETING|REQUEUED|REQUEUE_FED|)$ ]] || break
+  # Slurm holds a requeued job back for a while (its begin time): not what
+  # is tested here, so let it start at once
+  [[ $state == PENDING ]] && grep -q requeueing "$TMP/ptrain-$id.out" 2>/dev/null &&
+    scontrol update JobId="$id" StartTime=now >/dev/null 2>&1
+  sleep 1
+done
+out=$TMP/ptrain-$id.out
+[[ $state == COMPLETED ]] || fail "the requeue job ($id) is ${state:-unknown}: $(cat "$out" 2>/dev/null)"
+grep -q "requeueing job $id" "$out" || fail "the job was never requeued (training shorter than the limit?): $(cat "$out")"
+grep -q "resuming from $TMP/ck-requeue/step-" "$out" || fail "the requeued job did not resume: $(cat "$out")"
+grep -q "^done: 938 steps" "$out" || fail "the requeued job did not finish: $(cat "$out")"
+cmp -s "$TMP/ck-straight/model.safetensors" "$TMP/ck-requeue/model.safetensors" ||
+  fail "requeued and resumed, the weights differ from the straight run's"
+pass "a job past its time limit: signalled, checkpointed, requeued $(grep -c "requeueing" "$out") time(s), finished; weights as the straight run's"
+
 # Two tasks on the node: srun --mpi=pmix starts two ranks of --parallel ddp.
 if ! "$PTRAIN" train --help | grep -q -- "--parallel"; then
   echo "two-task job not run: this ptrain has no --parallel"
