@@ -4,6 +4,7 @@
 #include "train/checkpoint.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,6 +159,19 @@ static pt_status write_state(const char *path, const pt_model *m, const pt_optim
 
 /* ---- generations: DIR/step-NNNNNNNNNNNN/{model,state}.safetensors ---- */
 
+/* Tests only: PTRAIN_TEST_KILL_AT=N kills the process (SIGKILL, as kill -9
+ * or the end of a node would) at the Nth point of the saves below, so that
+ * a test can stop a save at each of its steps and check what --resume
+ * makes of the directory. */
+static void fault_point(void) {
+  static int target = -1, count;
+  if (target < 0) {
+    const char *e = getenv("PTRAIN_TEST_KILL_AT");
+    target = e ? atoi(e) : 0;
+  }
+  if (target > 0 && ++count == target) raise(SIGKILL);
+}
+
 #define GEN_PREFIX "step-"
 
 /* A generation's step from its directory name, or -1. */
@@ -300,9 +314,11 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
     }
   if (d) closedir(d);
   if (mkdir(part, 0755)) return pt_fail_errno(PT_ERR_IO, "cannot create directory %s", part);
+  fault_point(); /* 1: an empty partial directory */
   snprintf(path, sizeof path, "%s/model.safetensors", part);
   pt_status st = write_model(path, m, spec_text, id);
   if (st == PT_OK) {
+    fault_point(); /* 2: the weights alone */
     snprintf(path, sizeof path, "%s/state.safetensors", part);
     st = write_state(path, m, opt, pos, id);
   }
@@ -312,6 +328,7 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
     return st;
   }
   sync_dir(part);
+  fault_point(); /* 3: both files, not yet published */
   remove_tree(gen); /* the same step saved again (a signal at an epoch's end) */
   if (rename(part, gen)) {
     st = pt_fail_errno(PT_ERR_IO, "cannot rename %s to %s", part, gen);
@@ -319,8 +336,10 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
     return st;
   }
   sync_dir(dir);
+  fault_point(); /* 4: published; DIR/model.safetensors still the one before */
   snprintf(path, sizeof path, "%s/model.safetensors", gen);
   PT_TRY(publish_latest(dir, path));
+  fault_point(); /* 5: DIR/model.safetensors moved on */
   /* A state file of the old single-pair layout would pair with nothing now. */
   snprintf(path, sizeof path, "%s/state.safetensors", dir);
   unlink(path);
@@ -330,6 +349,7 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
   for (int i = keep > 0 ? keep : 1; i < n; i++) {
     snprintf(path, sizeof path, "%s/" GEN_PREFIX "%012lld", dir, (long long)steps[i]);
     remove_tree(path);
+    fault_point(); /* 6...: each older generation removed */
   }
   free(steps);
   return PT_OK;
