@@ -14,6 +14,7 @@ packages=(
   dataset-fashion-mnist  # the default dataset, so a first run needs no download
   qemu-user              # runs the binary as CPUs without AVX-512 or AVX (test_cpu_levels)
   libsimde-dev           # the avx512 kernels' tests, emulated on CPUs without AVX-512
+  clang libclang-rt-dev  # make test runs the fuzzers (libFuzzer, in libclang-rt) for a minute
 )
 
 missing=()

@@ -29,6 +29,27 @@ static const pt_cpu_kernels *table_of(pt_cpu_level l) {
 
 int pt_cpu_level_built(pt_cpu_level l) { return table_of(l) != NULL; }
 
+#ifdef PT_ISA_X86
+/* x86-64-v3 and -v4 as GCC's __builtin_cpu_supports knows them; clang
+ * (the fuzzing build) knows only the single features, which add up to the
+ * same where the kernels are concerned. */
+static int runs_v3(void) {
+#ifdef __clang__
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+#else
+  return __builtin_cpu_supports("x86-64-v3") != 0;
+#endif
+}
+static int runs_v4(void) {
+#ifdef __clang__
+  return runs_v3() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+#else
+  return __builtin_cpu_supports("x86-64-v4") != 0;
+#endif
+}
+#endif
+
 int pt_cpu_level_runs(pt_cpu_level l) {
 #ifdef PT_ISA_X86
   /* libgcc's checks include the operating system's (XGETBV): a CPU with
@@ -36,11 +57,11 @@ int pt_cpu_level_runs(pt_cpu_level l) {
   __builtin_cpu_init();
   switch (l) {
   case PT_CPU_GENERIC: return 1;
-  case PT_CPU_AVX2: return __builtin_cpu_supports("x86-64-v3") != 0;
+  case PT_CPU_AVX2: return runs_v3();
 #ifdef PT_EMULATE_AVX512 /* a test build: the avx512 kernels run emulated on AVX2 */
-  case PT_CPU_AVX512: return __builtin_cpu_supports("x86-64-v3") != 0;
+  case PT_CPU_AVX512: return runs_v3();
 #else
-  case PT_CPU_AVX512: return __builtin_cpu_supports("x86-64-v4") != 0;
+  case PT_CPU_AVX512: return runs_v4();
 #endif
   default: return 0;
   }
@@ -109,7 +130,7 @@ const char *pt_cpu_model(void) {
   char m[128] = "";
 #if defined(__x86_64__) && defined(PT_ISA_X86)
   unsigned r[12];
-  if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) {
+  if ((unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) {
     for (unsigned i = 0; i < 3; i++) __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
     memcpy(m, r, sizeof r);
     m[sizeof r] = '\0';
@@ -158,8 +179,10 @@ void pt_cpu_features(char *buf, size_t size) {
     case 7: has = __builtin_cpu_supports("avx512bw"); break;
     case 8: has = __builtin_cpu_supports("avx512dq"); break;
     case 9: has = __builtin_cpu_supports("avx512vl"); break;
+#ifndef __clang__ /* clang 14 knows neither name */
     case 10: has = __builtin_cpu_supports("avx512bf16"); break;
     case 11: has = __builtin_cpu_supports("amx-tile"); break;
+#endif
     }
     if (has && at + strlen(feats[i]) + 2 < size) at += (size_t)snprintf(buf + at, size - at, "%s%s", at ? " " : "", feats[i]);
   }
