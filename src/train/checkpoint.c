@@ -406,17 +406,23 @@ static pt_status load_weights_from(const pt_st_file *f, const char *path, pt_mod
   return PT_OK;
 }
 
-pt_status pt_checkpoint_load_weights(const char *path, pt_model *m) {
-  /* a checkpoint directory: its newest complete weights */
+/* A checkpoint directory stands for its newest complete weights. */
+static const char *weights_path(const char *path, char *file, size_t size) {
   struct stat sb;
-  char file[4400];
   if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    snprintf(file, sizeof file, "%s/model.safetensors", path);
-    if (access(file, F_OK))
-      return pt_fail(PT_ERR_IO, "%s: a directory without model.safetensors; expected a checkpoint directory or a "
-                     ".safetensors file", path);
-    path = file;
+    snprintf(file, size, "%s/model.safetensors", path);
+    return file;
   }
+  return path;
+}
+
+pt_status pt_checkpoint_load_weights(const char *path, pt_model *m) {
+  char file[4400];
+  const char *given = path;
+  path = weights_path(path, file, sizeof file);
+  if (path != given && access(path, F_OK))
+    return pt_fail(PT_ERR_IO, "%s: a directory without model.safetensors; expected a checkpoint directory or a "
+                   ".safetensors file", given);
   pt_st_file f;
   PT_TRY(pt_st_read(path, &f));
   pt_status st = load_weights_from(&f, path, m);
@@ -550,6 +556,8 @@ pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, 
 }
 
 char *pt_checkpoint_spec_text(const char *path) {
+  char file[4400];
+  path = weights_path(path, file, sizeof file);
   pt_st_file f;
   if (pt_st_read(path, &f) != PT_OK) return NULL;
   const char *s = pt_st_meta(&f, "ptrain.spec");

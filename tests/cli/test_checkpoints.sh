@@ -74,7 +74,11 @@ pass "the old single-pair layout resumes"
 # ptrain eval and --init-from take the directory
 "$PTRAIN" eval --model-file "$TMP/small.txt" --checkpoint "$TMP/every" >"$TMP/eval.out" 2>&1 ||
   fail "eval DIR: $(cat "$TMP/eval.out")"
-pass "ptrain eval --checkpoint DIR"
+"$PTRAIN" train --model fmnist-mlp --max-steps 5 --save-model --checkpoint-dir "$TMP/preset" --quiet >/dev/null 2>&1 ||
+  fail "a preset's run"
+"$PTRAIN" eval --checkpoint "$TMP/preset" >"$TMP/eval2.out" 2>&1 || fail "eval DIR, model from the checkpoint: $(cat "$TMP/eval2.out")"
+grep -q "^fmnist-mlp on fashion-mnist test" "$TMP/eval2.out" || fail "eval DIR: $(cat "$TMP/eval2.out")"
+pass "ptrain eval --checkpoint DIR (the model named by the checkpoint, or by --model-file)"
 
 # a full disk: a 3 MB tmpfs holds one fmnist-mlp checkpoint (0.6 MB of weights
 # and 1.2 MB of Adam state), not two; where this machine lets us mount one
