@@ -41,7 +41,9 @@ static int runs_v3(void) {
 #endif
 }
 static int runs_v4(void) {
-#ifdef __clang__
+#if defined(PT_EMULATE_AVX512) /* a test build: the avx512 kernels run emulated on AVX2 */
+  return runs_v3();
+#elif defined(__clang__)
   return runs_v3() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
 #else
@@ -58,11 +60,7 @@ int pt_cpu_level_runs(pt_cpu_level l) {
   switch (l) {
   case PT_CPU_GENERIC: return 1;
   case PT_CPU_AVX2: return runs_v3();
-#ifdef PT_EMULATE_AVX512 /* a test build: the avx512 kernels run emulated on AVX2 */
-  case PT_CPU_AVX512: return runs_v3();
-#else
   case PT_CPU_AVX512: return runs_v4();
-#endif
   default: return 0;
   }
 #else
