@@ -82,4 +82,22 @@ static inline pt_v16 v16_expand(pt_m16 m, pt_v16 v) {
 #endif
 }
 
+/* Lane j: the sum of v[j]'s lanes, in one order at every level: ((P0 +
+ * P1) + (P2 + P3)), P_q being (l[4q] + l[4q+2]) + (l[4q+1] + l[4q+3]) of
+ * its lanes l (v16_avx512.h's shuffles sum in this order). */
+static inline pt_v16 v16_hsum16(const pt_v16 v[16]) {
+#if PT_V16_HAS_HSUM16
+  return v16_hsum16_native(v);
+#else
+  float out[16];
+  for (int j = 0; j < 16; j++) {
+    float l[16], p[4];
+    v16_storeu(l, v[j]);
+    for (int q = 0; q < 4; q++) p[q] = (l[4 * q] + l[4 * q + 2]) + (l[4 * q + 1] + l[4 * q + 3]);
+    out[j] = (p[0] + p[1]) + (p[2] + p[3]);
+  }
+  return v16_loadu(out);
+#endif
+}
+
 #endif

@@ -9,6 +9,7 @@
 #define PT_V16_LEVEL "avx2"
 #define PT_V16_REGS 8 /* 16 ymm registers hold 8 vectors */
 #define PT_V16_HAS_COMPRESS 0
+#define PT_V16_HAS_HSUM16 0 /* v16.h's, through memory */
 
 typedef struct {
   __m256 lo, hi;
@@ -281,21 +282,6 @@ static inline void v16_compress_storeu(float *p, pt_m16 m, pt_v16 v) {
 static inline pt_vi16 vi16_mul_epu32(pt_vi16 a, pt_vi16 b) { return VI16_AVX2_2(_mm256_mul_epu32, a, b); }
 static inline pt_vi16 vi16_srli_epi64(pt_vi16 a, unsigned n) {
   return (pt_vi16){_mm256_srli_epi64(a.lo, (int)n), _mm256_srli_epi64(a.hi, (int)n)};
-}
-
-/* ---- added for linear_dot.c ---- */
-/* Lane j: the sum of v[j]'s lanes, in v16_avx512.h's order: ((P0 + P1) +
- * (P2 + P3)), P_q being (l[4q] + l[4q+2]) + (l[4q+1] + l[4q+3]) of its
- * lanes l. */
-static inline pt_v16 v16_hsum16(const pt_v16 v[16]) {
-  float out[16];
-  for (int j = 0; j < 16; j++) {
-    float l[16], p[4];
-    v16_storeu(l, v[j]);
-    for (int q = 0; q < 4; q++) p[q] = (l[4 * q] + l[4 * q + 2]) + (l[4 * q + 1] + l[4 * q + 3]);
-    out[j] = (p[0] + p[1]) + (p[2] + p[3]);
-  }
-  return v16_loadu(out);
 }
 
 #endif

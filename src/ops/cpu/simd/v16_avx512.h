@@ -12,6 +12,7 @@
 #define PT_V16_LEVEL "avx512"
 #define PT_V16_REGS 32 /* vectors a register tile may hold, loads and broadcasts included */
 #define PT_V16_HAS_COMPRESS 1
+#define PT_V16_HAS_HSUM16 1
 
 typedef __m512 pt_v16;
 typedef __m512i pt_vi16;
@@ -168,12 +169,12 @@ static inline void v16_compress_storeu(float *p, pt_m16 m, pt_v16 v) {
 static inline pt_vi16 vi16_mul_epu32(pt_vi16 a, pt_vi16 b) { return _mm512_mul_epu32(a, b); }
 static inline pt_vi16 vi16_srli_epi64(pt_vi16 a, unsigned n) { return _mm512_srli_epi64(a, n); }
 
-/* ---- added for linear_dot.c ---- */
+/* ---- added for linear_dot.c (v16.h's v16_hsum16) ---- */
 /* Lane j: the sum of v[j]'s lanes. Pairs of vectors are interleaved and
  * added, halving the vectors and doubling the lanes each holds sums for,
  * four times; lane j is ((P0 + P1) + (P2 + P3)) of v[j], P_q being
  * (l[4q] + l[4q+2]) + (l[4q+1] + l[4q+3]) of its lanes l, at every level. */
-static inline pt_v16 v16_hsum16(const pt_v16 v[16]) {
+static inline pt_v16 v16_hsum16_native(const pt_v16 v[16]) {
   __m512 a[8], b[4], c[2];
   for (int i = 0; i < 8; i++) /* a[i]: lanes hold partial sums of v[2i] (even) and v[2i+1] (odd) */
     a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));

@@ -15,6 +15,7 @@
 #define PT_V16_LEVEL "generic"
 #define PT_V16_REGS 4 /* 16 SSE or 32 NEON registers; the tiles stay small */
 #define PT_V16_HAS_COMPRESS 0
+#define PT_V16_HAS_HSUM16 0 /* v16.h's, through memory */
 
 typedef float pt_f4 __attribute__((vector_size(16)));
 typedef int32_t pt_i4 __attribute__((vector_size(16)));
@@ -323,21 +324,6 @@ static inline pt_vi16 vi16_srli_epi64(pt_vi16 a, unsigned n) {
   }
 #endif
   return r;
-}
-
-/* ---- added for linear_dot.c ---- */
-/* Lane j: the sum of v[j]'s lanes, in v16_avx512.h's order: ((P0 + P1) +
- * (P2 + P3)), P_q being (l[4q] + l[4q+2]) + (l[4q+1] + l[4q+3]) of its
- * lanes l. */
-static inline pt_v16 v16_hsum16(const pt_v16 v[16]) {
-  float out[16];
-  for (int j = 0; j < 16; j++) {
-    float l[16], p[4];
-    v16_storeu(l, v[j]);
-    for (int q = 0; q < 4; q++) p[q] = (l[4 * q] + l[4 * q + 2]) + (l[4 * q + 1] + l[4 * q + 3]);
-    out[j] = (p[0] + p[1]) + (p[2] + p[3]);
-  }
-  return v16_loadu(out);
 }
 
 #endif
