@@ -122,6 +122,19 @@ static size_t dir_len(const char *path) {
   return (size_t)(slash - path);
 }
 
+pt_status pt_sync_dir(const char *dir) {
+  pt_status st = PT_OK;
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return pt_fail_errno(PT_ERR_IO, "cannot open directory %s to sync it", dir);
+  /* Some filesystems cannot sync directories at all (EINVAL); there is
+   * nothing more durable we could do there, so it is not an error. */
+  if (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP)
+    st = pt_fail_errno(PT_ERR_IO, "fsync of directory %s failed", dir);
+  close(fd);
+  return st;
+}
+
+/* The directory holding path, synced. */
 static pt_status fsync_dir(const char *path) {
   size_t n = dir_len(path);
   char *dir = malloc(n ? n + 1 : 2);
@@ -132,19 +145,9 @@ static pt_status fsync_dir(const char *path) {
   } else {
     strcpy(dir, ".");
   }
-  pt_status st = PT_OK;
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
-    st = pt_fail_errno(PT_ERR_IO, "%s: cannot open directory %s to sync it", path, dir);
-  } else {
-    /* Some filesystems cannot sync directories at all (EINVAL); there is
-     * nothing more durable we could do there, so it is not an error. */
-    if (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP)
-      st = pt_fail_errno(PT_ERR_IO, "%s: fsync of directory %s failed", path, dir);
-    close(fd);
-  }
+  pt_status st = pt_sync_dir(dir);
   free(dir);
-  return st;
+  return st == PT_OK ? PT_OK : pt_wrap(st, "%s", path);
 }
 
 pt_status pt_atomic_file_commit(pt_atomic_file *h) {

@@ -36,4 +36,8 @@ pt_status pt_atomic_file_commit(pt_atomic_file *h);
 /* Closes and removes the temporary file; PATH is untouched; frees h. NULL ok. */
 void pt_atomic_file_abort(pt_atomic_file *h);
 
+/* fsync of a directory, so that renames and removals in it are durable;
+ * filesystems that cannot sync directories are not an error. */
+pt_status pt_sync_dir(const char *dir);
+
 #endif

@@ -229,14 +229,6 @@ static void remove_tree(const char *path) {
   rmdir(path);
 }
 
-static void sync_dir(const char *dir) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
-}
-
 /* DIR/model.safetensors, the newest complete weights where PyTorch users
  * (and ptrain eval) look: a hard link to the generation's file, put in
  * place by a rename; a copy where the filesystem has no hard links. */
@@ -250,8 +242,7 @@ static pt_status publish_latest(const char *dir, const char *gen_model) {
       unlink(tmp);
       return pt_fail_errno(PT_ERR_IO, "cannot rename %s to %s", tmp, dst);
     }
-    sync_dir(dir);
-    return PT_OK;
+    return pt_sync_dir(dir);
   }
   FILE *in = fopen(gen_model, "rb");
   if (!in) return pt_fail_errno(PT_ERR_IO, "cannot read %s", gen_model);
@@ -327,7 +318,7 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
     remove_tree(part); /* nothing half-written stays behind */
     return st;
   }
-  sync_dir(part);
+  /* each file's commit has already synced part */
   fault_point(); /* 3: both files, not yet published */
   remove_tree(gen); /* the same step saved again (a signal at an epoch's end) */
   if (rename(part, gen)) {
@@ -335,7 +326,8 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
     remove_tree(part);
     return st;
   }
-  sync_dir(dir);
+  /* published; like pt_atomic_file_commit, a failed sync after the rename is still reported */
+  PT_TRY(pt_sync_dir(dir));
   fault_point(); /* 4: published; DIR/model.safetensors still the one before */
   snprintf(path, sizeof path, "%s/model.safetensors", gen);
   PT_TRY(publish_latest(dir, path));
