@@ -13,7 +13,7 @@ for lib in libopenblas libcmocka libcjson libz; do
 done
 cmake -S . -B "$build" -DCMAKE_TOOLCHAIN_FILE="$PWD/tests/cross/aarch64.cmake" -DPT_CORE_ONLY=ON \
   -DCMAKE_BUILD_TYPE=Release >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
-cmake --build "$build" -j "$(nproc)" >"$build.build.log" 2>&1 || { grep -E -A3 'error|warning' "$build.build.log" | head -60; echo "FAIL: the aarch64 build"; exit 1; }
+cmake --build "$build" -j "$(nproc)" >"$build.build.log" 2>&1 || { grep -E -A3 'error|warning' "$build.build.log" | head -60 || tail -n 40 "$build.build.log"; echo "FAIL: the aarch64 build"; exit 1; }
 file "$build/tests/ops/test_gradcheck_generic" | grep -q 'ARM aarch64' || { echo "FAIL: not an aarch64 build"; exit 1; }
 # the tests that read the real Fashion-MNIST are covered natively
 cd "$build" && ctest -j "$(nproc)" --output-on-failure

@@ -21,7 +21,7 @@ for src in fuzz/fuzz_*.c; do fuzzers+=("$(basename "$src" .c)"); done
 CC=clang cmake -S . -B "$build" -DPT_FUZZ=ON -DPT_CORE_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
   >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 cmake --build "$build" -j "$(nproc)" --target "${fuzzers[@]}" >"$build.build.log" 2>&1 ||
-  { grep -E -A3 'error|warning' "$build.build.log" | head -60; echo "FAIL: the fuzzers' build"; exit 1; }
+  { grep -E -A3 'error|warning' "$build.build.log" | head -60 || tail -n 40 "$build.build.log"; echo "FAIL: the fuzzers' build"; exit 1; }
 mkdir -p "$build/artifacts"
 for f in "${fuzzers[@]}"; do
   [[ -d fuzz/corpus/$f ]] || { echo "FAIL: no seed corpus fuzz/corpus/$f"; exit 1; }
