@@ -15,25 +15,14 @@
 
 #include "nn/spec.h"
 #include "train/checkpoint.h"
+#include "util/file.h"
 
 static char dir[64], gen[128];
 static pt_model *model;
 static pt_optimizer opt;
-static unsigned char *good[2]; /* model.safetensors, state.safetensors of a real save */
+static uint8_t *good[2]; /* model.safetensors, state.safetensors of a real save */
 static size_t good_size[2];
 static const char *const files[2] = {"model.safetensors", "state.safetensors"};
-
-static unsigned char *slurp(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) abort();
-  fseek(f, 0, SEEK_END);
-  *size = (size_t)ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc(*size ? *size : 1);
-  if (!b || fread(b, 1, *size, f) != *size) abort();
-  fclose(f);
-  return b;
-}
 
 static void put(const char *name, const void *data, size_t size) {
   char path[256];
@@ -76,7 +65,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   char path[256];
   for (int i = 0; i < 2; i++) {
     snprintf(path, sizeof path, "%s/%s", gen, files[i]);
-    good[i] = slurp(path, &good_size[i]);
+    if (pt_read_file(path, &good[i], &good_size[i]) != PT_OK) abort();
   }
   return 0;
 }

@@ -288,6 +288,11 @@ typedef struct {
 
 /* Called after the trace is written (its events point at layer labels),
  * on the main thread: device memory is freed by pointer from any thread. */
+/* Whether the run writes checkpoints other than on a signal. */
+static int saves_checkpoints(const pt_train_config *c) {
+  return c->save_model || c->checkpoint_every || c->checkpoint_interval > 0;
+}
+
 static void worker_free(worker_t *W) {
   pt_loader_destroy(W->train);
   pt_loader_destroy(W->test);
@@ -401,8 +406,7 @@ static pt_status setup_worker(worker_t *W) {
   PT_TRY(pt_device_data_init(&W->test_dd, be, W->test_ds, &lc, r->eval_batch));
   if (W->rank == 0) {
     if (c->metrics_path) PT_TRY(pt_metrics_open(c->metrics_path, 1, &W->metrics));
-    if (c->save_model || c->checkpoint_every || c->checkpoint_interval > 0)
-      PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
+    if (saves_checkpoints(c)) PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
   }
   if (c->sync_bn && W->world > 1) {
     W->model->sum_stats = sum_bn_stats;
@@ -571,6 +575,15 @@ static pt_status staged_micro_step(worker_t *W, const pt_batch *batch, uint64_t 
   return PT_OK;
 }
 
+/* This worker's part of what all workers agree on with the loss: v[0],
+ * whether it was asked to stop; v[1], whether rank 0's clock says a
+ * --checkpoint-interval save is due. Summed over the workers, nonzero
+ * means yes for all. */
+static void agreement(const worker_t *W, double last_save, double v[2]) {
+  v[0] = pt_train_stop_signal() ? 1.0 : 0.0;
+  v[1] = W->rank == 0 && W->cfg->checkpoint_interval > 0 && pt_now() - last_save >= W->cfg->checkpoint_interval;
+}
+
 /* A GPU worker's losses since the last read: summed over every worker,
  * added to the epoch's sums, and checked. A loss that went bad is caught
  * here rather than at its step, so up to a log interval of updates ran
@@ -587,8 +600,7 @@ static pt_status flush_device_loss(worker_t *W, int epoch, int64_t step, float l
   PT_TRY(pt_device_data_take_sums(&W->train_dd, sums, &unused));
   W->comm->what = "the loss allreduce";
   W->comm->step = step;
-  sums[2] = pt_train_stop_signal() ? 1.0 : 0.0;
-  sums[3] = W->rank == 0 && W->cfg->checkpoint_interval > 0 && pt_now() - last_save >= W->cfg->checkpoint_interval;
+  agreement(W, last_save, sums + 2);
   PT_TRY(pt_comm_allreduce_f64(W->comm, sums, 4));
   if (stop) *stop = sums[2] > 0.0;
   if (save_due) *save_due = sums[3] > 0.0;
@@ -654,7 +666,7 @@ static pt_status train_loop(worker_t *W) {
   /* --checkpoint-interval: rank 0's clock decides, and the decision
    * travels with the loss, so every worker saves at the same step. */
   double last_save = pt_now();
-  const int saving = c->save_model || c->checkpoint_every || c->checkpoint_interval > 0;
+  const int saving = saves_checkpoints(c);
   int64_t saved_step = -1; /* a stop right after a save inside the epoch writes nothing new */
   int64_t samples_total = 0;
   double train_seconds_total = 0.0;
@@ -681,9 +693,9 @@ static pt_status train_loop(worker_t *W) {
       /* One optimizer step over k micro-batches; the epoch's last step may
        * have fewer, and its loss is still their mean. */
       const int k = nb - b < K ? nb - b : K;
-      /* loss * samples, samples, and whether a stop was requested: this
-       * worker's, then every worker's summed */
-      double stats[4] = {0.0, 0.0, 0.0, 0.0}; /* [3]: rank 0 says a --checkpoint-interval save is due */
+      /* loss * samples, samples, then agreement(): this worker's, then
+       * every worker's summed */
+      double stats[4] = {0.0, 0.0, 0.0, 0.0};
       const double ta = timing ? pt_now() : 0.0;
       const double comm0 = W->sync.wait_s;
       for (int j = 0; j < k; j++, b++) {
@@ -723,8 +735,7 @@ static pt_status train_loop(worker_t *W) {
       comm->what = "the loss allreduce";
       /* Read once, after the step's work: every worker then acts on the
        * sum, so all stop after the same step. */
-      stats[2] = pt_train_stop_signal() ? 1.0 : 0.0;
-      stats[3] = W->rank == 0 && c->checkpoint_interval > 0 && pt_now() - last_save >= c->checkpoint_interval;
+      agreement(W, last_save, stats + 2);
       if (!on_device) PT_TRY(pt_comm_iallreduce_f64(comm, stats, 4));
       PT_TRY(pt_grad_sync_finish(&W->sync));
       /* The loss sums travel on the world communicator. Finishing the
