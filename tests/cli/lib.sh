@@ -45,3 +45,21 @@ for name in ["data_batch_%d.bin" % i for i in range(1, 6)] + ["test_batch.bin"]:
             f.write(bytes([i % 10]) + bytes(rng.getrandbits(8) for _ in range(3072)))
 PY
 }
+
+# small_dropout_spec FILE [DEFAULTS]: a model small enough for many short
+# runs (469 steps an epoch at batch 128, under a second each), with dropout
+# so that a resume must carry the masks' position too; DEFAULTS replaces
+# the preset-style defaults line (Adam, lr 0.002, batch 128).
+small_dropout_spec() {
+  cat >"$1" <<SPEC
+name small-dropout
+input 1 28 28
+conv2d c1 out=4 kernel=5 stride=2
+relu
+dropout p=0.2
+flatten
+linear fc out=10
+loss cross-entropy
+defaults ${2:-optimizer=adam lr=0.002 batch=128}
+SPEC
+}

@@ -7,17 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 need_fmnist
 
-cat >"$TMP/small.txt" <<'SPEC'
-name small-dropout
-input 1 28 28
-conv2d c1 out=4 kernel=5 stride=2
-relu
-dropout p=0.2
-flatten
-linear fc out=10
-loss cross-entropy
-defaults optimizer=adam lr=0.002 batch=128
-SPEC
+small_dropout_spec "$TMP/small.txt"
 train() { # train DIR flags...: 2 epochs (469 steps each)
   local dir=$1; shift
   "$PTRAIN" train --model-file "$TMP/small.txt" --threads 1 --epochs 2 --checkpoint-dir "$TMP/$dir" "$@" \

@@ -5,17 +5,7 @@
 source "$(dirname "$0")/lib.sh"
 need_fmnist
 
-cat >"$TMP/small.txt" <<'SPEC'
-name small-dropout
-input 1 28 28
-conv2d c1 out=4 kernel=5 stride=2
-relu
-dropout p=0.2
-flatten
-linear fc out=10
-loss cross-entropy
-defaults optimizer=sgd lr=0.05 momentum=0.9 batch=128 scheduler=step gamma=0.5
-SPEC
+small_dropout_spec "$TMP/small.txt" "optimizer=sgd lr=0.05 momentum=0.9 batch=128 scheduler=step gamma=0.5"
 train() { # train DIR flags...
   local dir=$1; shift
   "$PTRAIN" train --model-file "$TMP/small.txt" --threads 1 --save-model --checkpoint-dir "$TMP/$dir" --quiet "$@" \
