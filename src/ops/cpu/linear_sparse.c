@@ -11,9 +11,8 @@
  * (55% for 2 inputs, 72% for 8). A register tile of the 4 inputs by up to
  * 6 vectors of outputs takes, for each listed sample, 6 vectors of its row
  * of dy and 4 broadcasts of x: 24 fused multiply-adds for 10 loads, as in
- * the dense kernel, on 62% of the samples. That is on AVX-512; where a
- * vector takes two registers of 16 (AVX2), the tile is the 4 inputs by
- * one vector of outputs, 8 sums of 8 lanes for 6 loads.
+ * the dense kernel, on 62% of the samples. That is on AVX-512; on AVX2
+ * the tile is the 4 inputs by 3 half vectors (SP_NT below).
  *
  * The lists are bit masks over the samples: for each sample and 16 inputs
  * (a slab), a 16-bit code of the nonzero ones; for each group of 4 inputs,
@@ -56,20 +55,50 @@
 
 #define SP_G 4     /* inputs per list */
 #define SP_SLAB 16 /* inputs per code */
-/* Vectors of outputs per tile: the tile's 4 x NV sums stay in registers
- * next to a row of dy and a broadcast of x. 24 of 32 on AVX-512; on AVX2 a
- * vector is two of the 16 registers, so 4 sums already take 8, and with a
- * second vector of outputs the sums alone would fill them all (they
- * spilled, and the tiles ran 14% slower). In the portable build the 4 sums
- * take all 16 SSE registers (half of NEON's 32) and some spill there. The
- * buffer of a slab's sums keeps room for the widest tile at every level,
- * so that the workspace does not depend on the level. */
+/* The tile: the 4 inputs by SP_NT tile vectors of outputs, the sums in
+ * registers next to the loads of dy and a broadcast of x. On AVX-512 a
+ * tile vector is a whole vector and 6 of them make 24 sums of 32
+ * registers. On AVX2 a whole vector takes two of the 16 registers: 4 x 1
+ * of them (8 registers) left the loop bound by the multiply-adds' latency
+ * and its own overhead (6 loads and 8 multiply-adds per sample), and 4 x 2
+ * spilled. Half vectors give 4 x 3, 12 sums beside 3 loads of dy and a
+ * broadcast: 12 multiply-adds for 7 loads, and 200 outputs in 25 halves
+ * rather than 13 vectors. At lin1 (Zen 3, AVX2, 1 thread, Fashion-MNIST
+ * batches, medians of 3,000 calls) 348-370 us became 304-306, the same
+ * bits. The portable build takes one half vector (8 of 16 SSE registers;
+ * a whole vector's 16 sums spilled there). The buffer of a slab's sums
+ * keeps room for the widest tile at every level, so that the workspace
+ * does not depend on the level. */
 #if PT_V16_REGS >= 32
-#define SP_NV 6
+typedef pt_v16 sp_vec;
+#define SP_W 16
+#define SP_NT 6
+#define sp_zero v16_zero
+#define sp_set1 v16_set1
+#define sp_load v16_load
+#define sp_fmadd v16_fmadd
+#define sp_add v16_add
+#define sp_maskz_loadu v16_maskz_loadu
+#define sp_mask_storeu v16_mask_storeu
+#define sp_storeu v16_storeu
 #else
-#define SP_NV 1
+typedef pt_v8 sp_vec;
+#define SP_W 8
+#if PT_V16_REGS >= 8
+#define SP_NT 3
+#else
+#define SP_NT 1
 #endif
-#define SP_NV_MAX 6
+#define sp_zero v8_zero
+#define sp_set1 v8_set1
+#define sp_load v8_load
+#define sp_fmadd v8_fmadd
+#define sp_add v8_add
+#define sp_maskz_loadu v8_maskz_loadu
+#define sp_mask_storeu v8_mask_storeu
+#define sp_storeu v8_storeu
+#endif
+#define SP_COLS 96 /* floats of a slab's sums per input: the widest tile, 6 x 16 */
 
 /* The share of samples listed, over all groups, above which the dense
  * kernel is faster: against it alone at 1 thread, with inputs zeroed in
@@ -82,13 +111,13 @@
 typedef struct {
   int n, in, out, out16; /* out16: out rounded up to whole vectors */
   int words;             /* 64-bit words per mask */
-  int nvec, nblocks;     /* vectors of outputs, in blocks of nvec / nblocks (the first nvec % nblocks one more) */
+  int nvec, nblocks;     /* tile vectors of outputs, in blocks of nvec / nblocks (the first nvec % nblocks one more) */
   const float *x;        /* (n, in) */
   const float *dyp;      /* dy (n, out16), 0 past out */
   const uint64_t *mask;  /* (in / 4, words): bit t set where x[t][4 g .. 4 g + 4) has a nonzero */
   float *dw;             /* (out, in), or in panels (pt_linear_panels) */
   int add, panels;
-  float *buf;            /* per thread (16, SP_NV_MAX * 16): a slab's sums */
+  float *buf;            /* per thread (16, SP_COLS): a slab's sums */
 } job;
 
 size_t pt_linear_sparse_workspace(int max_batch, int in, int out, int nthreads) {
@@ -96,75 +125,85 @@ size_t pt_linear_sparse_workspace(int max_batch, int in, int out, int nthreads) 
   const size_t words = (size_t)(max_batch + 63) / 64;
   const size_t codes = (size_t)(in + SP_SLAB - 1) / SP_SLAB * (size_t)pt_round_up(max_batch, 32); /* uint16 */
   const size_t mask = (size_t)(in / SP_G) * words;                                                /* uint64 */
-  const size_t buf = (size_t)nthreads * SP_SLAB * SP_NV_MAX * 16;
+  const size_t buf = (size_t)nthreads * SP_SLAB * SP_COLS;
   return dyp + pt_up16(codes / 2 + 1) + pt_up16(mask * 2) + buf + 16; /* 16: room to align */
 }
 
-/* buf[i][16 v ..] = the sums for input k + i and the block's vector v,
- * summed over the samples of group g's mask. */
-static inline __attribute__((always_inline)) void tile(const int NV, const job *j, int g, int v0, float *buf) {
-  pt_v16 acc[SP_G][SP_NV];
+/* The sums for inputs k .. k + 4 (k = 4 g) and the block's tile vectors
+ * u0 .. u0 + NT, summed over the samples of group g's mask: into the
+ * panels, or into buf[i][SP_W u ..] for slab() to transpose. */
+static inline __attribute__((always_inline)) void tile(const int NT, const job *j, int g, int u0, float *buf) {
+  sp_vec acc[SP_G][SP_NT];
 #pragma GCC unroll 4
   for (int i = 0; i < SP_G; i++)
 #pragma GCC unroll 6
-    for (int v = 0; v < NV; v++) acc[i][v] = v16_zero();
+    for (int u = 0; u < NT; u++) acc[i][u] = sp_zero();
   const int k = g * SP_G;
   const uint64_t *mask = j->mask + (size_t)g * j->words;
-  const float *xk = j->x + k, *dk = j->dyp + (size_t)v0 * 16;
+  const float *xk = j->x + k, *dk = j->dyp + (size_t)u0 * SP_W;
   for (int w = 0; w < j->words; w++)
     for (uint64_t bits = mask[w]; bits; bits &= bits - 1) {
       const size_t t = (size_t)w * 64 + (size_t)__builtin_ctzll(bits);
       const float *xr = xk + t * (size_t)j->in, *dr = dk + t * (size_t)j->out16;
+      sp_vec d[SP_NT];
 #pragma GCC unroll 6
-      for (int v = 0; v < NV; v++) {
-        const pt_v16 d = v16_load(dr + v * 16);
+      for (int u = 0; u < NT; u++) d[u] = sp_load(dr + u * SP_W);
 #pragma GCC unroll 4
-        for (int i = 0; i < SP_G; i++) acc[i][v] = v16_fmadd(v16_set1(xr[i]), d, acc[i][v]);
+      for (int i = 0; i < SP_G; i++) {
+        const sp_vec b = sp_set1(xr[i]);
+#pragma GCC unroll 6
+        for (int u = 0; u < NT; u++) acc[i][u] = sp_fmadd(b, d[u], acc[i][u]);
       }
     }
-  if (j->panels) { /* the sums are rows of the panels: stored as they are */
+  if (j->panels) { /* the sums are parts of rows of the panels: stored as they are */
 #pragma GCC unroll 6
-    for (int v = 0; v < NV; v++) {
-      const int wd = pt_linear_panel_width(j->out, v0 + v);
-      const pt_m16 m = v16_lanes(wd);
-      float *d = j->dw + pt_linear_panel_offset(j->in, v0 + v) + (size_t)k * wd;
+    for (int u = 0; u < NT; u++) {
+      const int o = (u0 + u) * SP_W, p = o / 16, wd = pt_linear_panel_width(j->out, p);
+      const pt_m16 m = v16_lanes(wd - o % 16);
+      float *d = j->dw + pt_linear_panel_offset(j->in, p) + (size_t)k * wd + o % 16;
 #pragma GCC unroll 4
       for (int i = 0; i < SP_G; i++) {
         float *r = d + (size_t)i * wd;
-        v16_mask_storeu(r, m, j->add ? v16_add(v16_maskz_loadu(m, r), acc[i][v]) : acc[i][v]);
+        if (wd - o % 16 >= SP_W) /* a whole tile vector: no mask */
+          sp_storeu(r, j->add ? sp_add(sp_maskz_loadu(m, r), acc[i][u]) : acc[i][u]);
+        else
+          sp_mask_storeu(r, m, j->add ? sp_add(sp_maskz_loadu(m, r), acc[i][u]) : acc[i][u]);
       }
     }
     return;
   }
-  float *b = buf + (size_t)(k % SP_SLAB) * SP_NV_MAX * 16;
+  float *b = buf + (size_t)(k % SP_SLAB) * SP_COLS;
 #pragma GCC unroll 4
   for (int i = 0; i < SP_G; i++)
 #pragma GCC unroll 6
-    for (int v = 0; v < NV; v++) v16_store(b + (size_t)i * SP_NV_MAX * 16 + v * 16, acc[i][v]);
+    for (int u = 0; u < NT; u++) sp_storeu(b + (size_t)i * SP_COLS + u * SP_W, acc[i][u]);
 }
 
-static void slab(const job *j, int s, int v0, int nv, float *buf) {
-  /* nv as a constant in each instantiation, so that the sums stay in registers */
+static void slab(const job *j, int s, int u0, int nu, float *buf) {
+  /* nu as a constant in each instantiation, so that the sums stay in registers */
   for (int g = s * SP_SLAB / SP_G; g < (s + 1) * SP_SLAB / SP_G; g++) {
-    switch (nv) {
-#if SP_NV >= 6
-      case 1: tile(1, j, g, v0, buf); break;
-      case 2: tile(2, j, g, v0, buf); break;
-      case 3: tile(3, j, g, v0, buf); break;
-      case 4: tile(4, j, g, v0, buf); break;
-      case 5: tile(5, j, g, v0, buf); break;
+    switch (nu) {
+#if SP_NT >= 6
+      case 1: tile(1, j, g, u0, buf); break;
+      case 2: tile(2, j, g, u0, buf); break;
+      case 3: tile(3, j, g, u0, buf); break;
+      case 4: tile(4, j, g, u0, buf); break;
+      case 5: tile(5, j, g, u0, buf); break;
+#elif SP_NT >= 3
+      case 1: tile(1, j, g, u0, buf); break;
+      case 2: tile(2, j, g, u0, buf); break;
 #endif
-      default: tile(SP_NV, j, g, v0, buf); break;
+      default: tile(SP_NT, j, g, u0, buf); break;
     }
   }
   if (j->panels) return;
-  /* buf (16 inputs, nv vectors of outputs) into dw's rows, 16 x 16 at a time */
-  for (int v = 0; v < nv; v++) {
+  /* buf (16 inputs, nu * SP_W outputs) into dw's rows, 16 x 16 at a time */
+  const int o0 = u0 * SP_W, cols = nu * SP_W;
+  for (int c = 0; c < cols; c += 16) {
     pt_v16 r[16];
-    pt_transpose16_planes(buf + v * 16, NULL, SP_NV_MAX * 16, 16, 0xFFFFu, r);
-    const int o0 = (v0 + v) * 16;
-    for (int i = 0; i < 16 && o0 + i < j->out; i++) {
-      float *d = j->dw + (size_t)(o0 + i) * j->in + s * SP_SLAB;
+    pt_transpose16_planes(buf + c, NULL, SP_COLS, 16, 0xFFFFu, r);
+    for (int i = 0; i < 16 && c + i < cols && o0 + c + i < j->out; i++) {
+      float *d = j->dw + (size_t)(o0 + c + i) * j->in + s * SP_SLAB;
       v16_storeu(d, j->add ? v16_add(v16_loadu(d), r[i]) : r[i]);
     }
   }
@@ -177,7 +216,7 @@ static void slab(const job *j, int s, int v0, int nv, float *buf) {
 static void task(void *ctx, int tid, int nt) {
   const job *j = ctx;
   const int nslabs = j->in / SP_SLAB;
-  float *buf = j->buf + (size_t)tid * SP_SLAB * SP_NV_MAX * 16;
+  float *buf = j->buf + (size_t)tid * SP_SLAB * SP_COLS;
   size_t lo, hi;
   pt_split((size_t)j->nblocks * (size_t)nslabs, tid, nt, &lo, &hi);
   for (size_t u = lo; u < hi; u++) {
@@ -232,10 +271,10 @@ static int dw_sparse(int n, int in, int out, const float *x, const float *dy, fl
       v16_store(dyp + (size_t)t * out16 + o, v16_maskz_loadu(m, dy + (size_t)t * out + o));
     }
 
-  /* the vectors of outputs in blocks of at most SP_NV, as even as they go */
-  const int nvec = out16 / 16;
+  /* the tile vectors of outputs in blocks of at most SP_NT, as even as they go */
+  const int nvec = (out + SP_W - 1) / SP_W;
   float *buf = (float *)mask + pt_up16((size_t)groups * words * 2);
-  job j = {n, in, out, out16, words, nvec, (nvec + SP_NV - 1) / SP_NV, x, dyp, mask, dw, add, panels, buf};
+  job j = {n, in, out, out16, words, nvec, (nvec + SP_NT - 1) / SP_NT, x, dyp, mask, dw, add, panels, buf};
   pt_parallel(task, &j);
   return 1;
 }

@@ -42,6 +42,25 @@ static inline pt_m16 v16_lanes(int n) { return n >= 16 ? 0xFFFFu : n <= 0 ? 0u :
 #include "ops/cpu/simd/v16_portable.h"
 #endif
 
+/* ---- half vectors ----
+ * pt_v8 holds 8 floats with the same arithmetic as pt_v16 (v8_fmadd is
+ * fused exactly where v16_fmadd is), for register tiles that need a finer
+ * grain than 16 lanes on a narrow level: on AVX2 a tile of 3 half vectors
+ * by 4 inputs fills the 16 registers, where whole vectors give only 2 by 4
+ * or 4 by 4 (spilled). Only the operations such tiles use are defined. */
+static inline pt_v8 v8_maskz_loadu(pt_m16 m, const float *p) {
+  float l[8] = {0};
+  for (int i = 0; i < 8; i++)
+    if (m >> i & 1u) l[i] = p[i];
+  return v8_loadu(l);
+}
+static inline void v8_mask_storeu(float *p, pt_m16 m, pt_v8 v) {
+  float l[8];
+  v8_storeu(l, v);
+  for (int i = 0; i < 8; i++)
+    if (m >> i & 1u) p[i] = l[i];
+}
+
 /* ---- built from the above, the same at every level ---- */
 
 static inline pt_v16 v16_mask_mov(pt_v16 src, pt_m16 m, pt_v16 a) { return v16_blend(m, src, a); }

@@ -71,6 +71,16 @@ static inline pt_v16 v16_fmadd(pt_v16 a, pt_v16 b, pt_v16 c) {
   return (pt_v16){_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
 }
 
+
+/* pt_v8: half a vector, one 256-bit register (see v16.h). */
+typedef __m256 pt_v8;
+static inline pt_v8 v8_zero(void) { return _mm256_setzero_ps(); }
+static inline pt_v8 v8_set1(float f) { return _mm256_set1_ps(f); }
+static inline pt_v8 v8_load(const float *p) { return _mm256_load_ps(p); }
+static inline pt_v8 v8_loadu(const float *p) { return _mm256_loadu_ps(p); }
+static inline void v8_storeu(float *p, pt_v8 v) { _mm256_storeu_ps(p, v); }
+static inline pt_v8 v8_add(pt_v8 a, pt_v8 b) { return _mm256_add_ps(a, b); }
+static inline pt_v8 v8_fmadd(pt_v8 a, pt_v8 b, pt_v8 c) { return _mm256_fmadd_ps(a, b, c); }
 #define V16_AVX2_CMP(a, b, pred)                                                                                     \
   ((pt_m16)_mm256_movemask_ps(_mm256_cmp_ps((a).lo, (b).lo, pred)) |                                                \
    (pt_m16)_mm256_movemask_ps(_mm256_cmp_ps((a).hi, (b).hi, pred)) << 8)

@@ -38,6 +38,16 @@ static inline pt_v16 v16_min(pt_v16 a, pt_v16 b) { return _mm512_min_ps(a, b); }
 static inline pt_v16 v16_sqrt(pt_v16 a) { return _mm512_sqrt_ps(a); }
 static inline pt_v16 v16_fmadd(pt_v16 a, pt_v16 b, pt_v16 c) { return _mm512_fmadd_ps(a, b, c); }
 
+/* pt_v8: half a vector, one 256-bit register (see v16.h). */
+typedef __m256 pt_v8;
+static inline pt_v8 v8_zero(void) { return _mm256_setzero_ps(); }
+static inline pt_v8 v8_set1(float f) { return _mm256_set1_ps(f); }
+static inline pt_v8 v8_load(const float *p) { return _mm256_load_ps(p); }
+static inline pt_v8 v8_loadu(const float *p) { return _mm256_loadu_ps(p); }
+static inline void v8_storeu(float *p, pt_v8 v) { _mm256_storeu_ps(p, v); }
+static inline pt_v8 v8_add(pt_v8 a, pt_v8 b) { return _mm256_add_ps(a, b); }
+static inline pt_v8 v8_fmadd(pt_v8 a, pt_v8 b, pt_v8 c) { return _mm256_fmadd_ps(a, b, c); }
+
 static inline pt_m16 v16_cmpgt(pt_v16 a, pt_v16 b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
 static inline pt_m16 v16_cmpge(pt_v16 a, pt_v16 b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
 static inline pt_m16 v16_cmplt(pt_v16 a, pt_v16 b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }

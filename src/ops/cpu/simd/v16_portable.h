@@ -100,6 +100,28 @@ static inline pt_v16 v16_fmadd(pt_v16 a, pt_v16 b, pt_v16 c) {
   return r;
 }
 
+/* pt_v8: half a vector, two 4-lane GCC vectors (see v16.h). */
+typedef struct {
+  pt_f4 q[2];
+} pt_v8;
+static inline pt_v8 v8_zero(void) { return (pt_v8){{{0}, {0}}}; }
+static inline pt_v8 v8_set1(float f) {
+  const pt_f4 s = {f, f, f, f};
+  return (pt_v8){{s, s}};
+}
+static inline pt_v8 v8_loadu(const float *p) {
+  pt_v8 r;
+  memcpy(&r, p, sizeof r);
+  return r;
+}
+static inline pt_v8 v8_load(const float *p) { return v8_loadu(p); }
+static inline void v8_storeu(float *p, pt_v8 v) { memcpy(p, &v, sizeof v); }
+static inline pt_v8 v8_add(pt_v8 a, pt_v8 b) { return (pt_v8){{a.q[0] + b.q[0], a.q[1] + b.q[1]}}; }
+/* as v16_fmadd here: two roundings */
+static inline pt_v8 v8_fmadd(pt_v8 a, pt_v8 b, pt_v8 c) {
+  return (pt_v8){{a.q[0] * b.q[0] + c.q[0], a.q[1] * b.q[1] + c.q[1]}};
+}
+
 static inline pt_m16 v16_p_bits(pt_vi16 t) {
   pt_m16 m = 0;
   for (int l = 0; l < 16; l++) m |= (pt_m16)(t.q[l / 4][l % 4] != 0) << l;
