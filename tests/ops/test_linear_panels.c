@@ -114,6 +114,8 @@ static void test_forward(void **s) {
     for (int use_ws = 0; use_ws < 2; use_ws++) /* without a workspace: the BLAS, panel by panel */
       check_forward(shapes[c][0], shapes[c][1], shapes[c][2], (int)c % 2 == 0, use_ws);
   check_forward(3, 64, 224, 1, 1); /* 14 vectors of outputs: two blocks */
+  check_forward(5, 96, 24, 1, 1);  /* a last panel of 8 alone in its block, with a bias */
+  check_forward(9, 64, 232, 0, 1); /* 15 vectors, the last of 8: two blocks, no bias */
 }
 
 /* The weight gradient in panels against the kernel for PyTorch's order
