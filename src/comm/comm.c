@@ -24,6 +24,7 @@ pt_status pt_comm_check_peer(const pt_comm *c, const char *op, int peer, int tag
 
 pt_status pt_comm_poll_wait(pt_comm *c, int (*poll)(void *ctx), void *ctx) {
   const double t0 = pt_now();
+  c->silent[0] = 0;
   for (unsigned spins = 0;; spins++) {
     if (poll(ctx)) return PT_OK;
     /* MPI moves a message only inside its calls, and a large reduction is
@@ -35,12 +36,18 @@ pt_status pt_comm_poll_wait(pt_comm *c, int (*poll)(void *ctx), void *ctx) {
       sched_yield();
       continue;
     }
+    if (c->ops->answer) c->ops->answer(c);
     const double waited = pt_now() - t0;
-    if (c->timeout_s > 0 && waited > c->timeout_s)
+    if (c->timeout_s > 0 && waited > c->timeout_s) {
+      if (c->ops->roll_call) c->ops->roll_call(c, c->silent, sizeof c->silent);
+      if (c->silent[0])
+        return pt_fail(PT_ERR_COMM, "rank %d: no answer for %.0f s in %s at step %lld: %s (--timeout sets this limit)",
+                       c->rank, waited, c->what ? c->what : "a collective", (long long)c->step, c->silent);
       return pt_fail(PT_ERR_COMM,
                      "rank %d: no answer from the other ranks for %.0f s in %s at step %lld; a rank has died or "
                      "is stuck (its own log says which and why; --timeout sets this limit)",
                      c->rank, waited, c->what ? c->what : "a collective", (long long)c->step);
+    }
     if (waited > 1.0) {
       struct timespec ts = {0, 200000};
       nanosleep(&ts, NULL);

@@ -58,6 +58,12 @@ typedef struct {
   pt_status (*recv)(pt_comm *c, void *buf, size_t bytes, int src, int tag);
   pt_status (*wait_sends)(pt_comm *c);
   pt_status (*split)(pt_comm *c, int color, int key, pt_comm **out);
+  /* Optional (processes only): the heartbeat. answer replies to the roll
+   * calls of ranks that gave up waiting; pt_comm_poll_wait calls it while
+   * this rank waits. roll_call, on a timeout, asks every other rank to
+   * answer and writes into buf which did not, and who they are. */
+  void (*answer)(pt_comm *c);
+  void (*roll_call)(pt_comm *c, char *buf, size_t len);
 } pt_comm_ops;
 
 struct pt_comm {
@@ -67,6 +73,9 @@ struct pt_comm {
   double timeout_s;
   const char *what;            /* the operation in progress, for error messages */
   int64_t step;                /* the training step, for error messages */
+  /* After a timeout: the roll call's findings ("rank 1 (pid 42 on node3)
+   * did not answer ..."), for the message; empty when there were none. */
+  char silent[512];
 };
 
 static inline pt_status pt_comm_allreduce_f32(pt_comm *c, float *buf, size_t n) {
@@ -216,7 +225,9 @@ int pt_comm_local_gpu(int local_rank, int ngpus);
 /* Waits on a condition polled by poll(ctx) until it returns non-zero or
  * c's timeout passes. It polls without pause (yielding the core between
  * polls) for a second, since MPI progresses only while it is called, then
- * sleeps between polls. */
+ * sleeps between polls. While it waits, it answers the other ranks' roll
+ * calls; when the timeout passes, it makes one (c->silent), so that the
+ * message names the rank that is stopped or hung, not only "the others". */
 pt_status pt_comm_poll_wait(pt_comm *c, int (*poll)(void *ctx), void *ctx);
 
 #endif

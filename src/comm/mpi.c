@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "comm/comm.h"
 
@@ -30,6 +32,28 @@ int pt_comm_mpi_launched(void) { return launcher_world() > 1; }
 #ifdef PT_HAVE_MPI
 #include <mpi.h>
 
+#include "util/timer.h"
+
+/* The heartbeat. A rank that times out waiting sends a ping to every other
+ * rank on a communicator of its own (a dup, so that no message of training
+ * can match), and every rank that is itself waiting answers with a pong:
+ * what it waits for, and at which step. The ranks that do not answer
+ * within a grace period are the ones that are stopped (SIGSTOP, a
+ * debugger), hung in computation, or dead, and the message names them with
+ * their pid and host, gathered when the communicator was made. Nothing is
+ * sent while training goes well: the roll call costs only a probe per
+ * wait. */
+enum { HB_PING = 1, HB_PONG = 2 };
+typedef struct {
+  int seq;
+  int64_t step;
+  char what[52];
+} hb_pong;
+typedef struct {
+  int pid, world_rank;
+  char host[56];
+} hb_id;
+
 typedef struct {
   pt_comm base;
   MPI_Comm comm;
@@ -40,6 +64,13 @@ typedef struct {
   int nsends;
   MPI_Request sreq[PT_COMM_MAX_SENDS];
   int sdst[PT_COMM_MAX_SENDS], stag[PT_COMM_MAX_SENDS];
+  /* the heartbeat: its communicator, who each rank is, and per peer the
+   * last pong sent to it (its buffer lives until the send completes) */
+  MPI_Comm hb;
+  hb_id *ids;          /* (size) */
+  hb_pong *pong;       /* (size) */
+  MPI_Request *pong_req; /* (size) */
+  int ping_seq;        /* the roll call's number, echoed by its pongs */
 } mpi_comm;
 
 static int we_initialized;
@@ -128,6 +159,103 @@ static void mpi_progress(pt_comm *c) {
   if (mc->npending) MPI_Testall(mc->npending, mc->req, &done, MPI_STATUSES_IGNORE);
 }
 
+/* Replies to every ping waiting: each peer has one pong buffer, and a peer
+ * whose previous pong is still in flight is answered at the next call. */
+static void mpi_answer(pt_comm *c) {
+  mpi_comm *mc = (mpi_comm *)c;
+  if (mc->hb == MPI_COMM_NULL) return;
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, HB_PING, mc->hb, &flag, &st) != MPI_SUCCESS || !flag) return;
+    const int src = st.MPI_SOURCE;
+    if (mc->pong_req[src] != MPI_REQUEST_NULL) {
+      int done = 0;
+      MPI_Test(&mc->pong_req[src], &done, MPI_STATUS_IGNORE);
+      if (!done) return;
+    }
+    int seq = 0;
+    if (MPI_Recv(&seq, 1, MPI_INT, src, HB_PING, mc->hb, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
+    hb_pong *p = &mc->pong[src];
+    p->seq = seq;
+    p->step = c->step;
+    snprintf(p->what, sizeof p->what, "%s", c->what ? c->what : "a collective");
+    MPI_Isend(p, (int)sizeof *p, MPI_BYTE, src, HB_PONG, mc->hb, &mc->pong_req[src]);
+  }
+}
+
+static void name_rank(const mpi_comm *mc, int r, char *buf, size_t len) {
+  const hb_id *id = &mc->ids[r];
+  if (id->world_rank != r)
+    snprintf(buf, len, "rank %d (world rank %d, pid %d on %s)", r, id->world_rank, id->pid, id->host);
+  else
+    snprintf(buf, len, "rank %d (pid %d on %s)", r, id->pid, id->host);
+}
+
+static void mpi_roll_call(pt_comm *c, char *buf, size_t len) {
+  mpi_comm *mc = (mpi_comm *)c;
+  buf[0] = 0;
+  if (mc->hb == MPI_COMM_NULL || c->size < 2) return;
+  const int n = c->size, seq = ++mc->ping_seq;
+  static int ping; /* what the pings carry; sends may outlive this call */
+  ping = seq;
+  char *answered = calloc((size_t)n, 1);
+  hb_pong *got = calloc((size_t)n, sizeof *got);
+  MPI_Request *req = malloc(sizeof *req * (size_t)n);
+  if (!answered || !got || !req) {
+    free(answered), free(got), free(req);
+    return;
+  }
+  for (int r = 0; r < n; r++) {
+    req[r] = MPI_REQUEST_NULL;
+    if (r != c->rank) MPI_Isend(&ping, 1, MPI_INT, r, HB_PING, mc->hb, &req[r]);
+  }
+  /* A waiting rank answers within a poll (microseconds to 0.2 ms); the
+   * grace covers a loaded machine without adding much to the timeout. */
+  const double grace = c->timeout_s / 4 < 1 ? 1 : c->timeout_s / 4 > 5 ? 5 : c->timeout_s / 4;
+  const double t0 = pt_now();
+  int missing = n - 1;
+  while (missing > 0 && pt_now() - t0 < grace) {
+    mpi_answer(c); /* the others may be calling the roll too */
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, HB_PONG, mc->hb, &flag, &st) == MPI_SUCCESS && flag) {
+      hb_pong p;
+      if (MPI_Recv(&p, (int)sizeof p, MPI_BYTE, st.MPI_SOURCE, HB_PONG, mc->hb, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+          p.seq == seq && !answered[st.MPI_SOURCE]) {
+        answered[st.MPI_SOURCE] = 1;
+        got[st.MPI_SOURCE] = p;
+        got[st.MPI_SOURCE].what[sizeof p.what - 1] = 0;
+        missing--;
+      }
+      continue;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  /* The pings to silent ranks never complete; the job is ending. */
+  for (int r = 0; r < n; r++)
+    if (req[r] != MPI_REQUEST_NULL) MPI_Request_free(&req[r]);
+  size_t used = 0;
+  char who[160];
+  for (int r = 0; r < n && used < len; r++)
+    if (r != c->rank && !answered[r]) {
+      name_rank(mc, r, who, sizeof who);
+      used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? ", " : "", who);
+    }
+  if (used && used < len)
+    used += (size_t)snprintf(buf + used, len - used,
+                             " did not answer a heartbeat within %.0f s: stopped (SIGSTOP, a debugger), hung or dead",
+                             grace);
+  for (int r = 0; r < n && used < len; r++)
+    if (answered[r]) {
+      name_rank(mc, r, who, sizeof who);
+      used += (size_t)snprintf(buf + used, len - used, "; %s is waiting in %s at step %lld", who, got[r].what,
+                               (long long)got[r].step);
+    }
+  free(answered), free(got), free(req);
+}
+
 /* Named by world rank, which is what mpirun's own messages use, even when
  * c was split off it. */
 static void mpi_abort(pt_comm *c, const char *why) {
@@ -145,7 +273,12 @@ static void mpi_abort(pt_comm *c, const char *why) {
 static void mpi_destroy(pt_comm *c) {
   mpi_comm *mc = (mpi_comm *)c;
   for (int i = 0; i < mc->nsends; i++) MPI_Request_free(&mc->sreq[i]);
+  if (mc->pong_req)
+    for (int r = 0; r < mc->base.size; r++)
+      if (mc->pong_req[r] != MPI_REQUEST_NULL) MPI_Request_free(&mc->pong_req[r]);
+  if (mc->hb != MPI_COMM_NULL) MPI_Comm_free(&mc->hb);
   MPI_Comm_free(&mc->comm);
+  free(mc->ids), free(mc->pong), free(mc->pong_req);
   free(mc);
 }
 
@@ -202,9 +335,9 @@ static pt_status mpi_wait_sends(pt_comm *c) {
     if (mc->nsends)
       return pt_fail(PT_ERR_COMM,
                      "rank %d: rank %d did not receive the message (tag %d) for %s at step %lld within %g s "
-                     "(--timeout)",
+                     "(--timeout)%s%s",
                      c->rank, mc->sdst[0], mc->stag[0], c->what ? c->what : "a send", (long long)c->step,
-                     c->timeout_s);
+                     c->timeout_s, c->silent[0] ? ": " : "", c->silent);
   }
   const int err = mc->err;
   mc->nsends = 0;
@@ -253,8 +386,9 @@ static pt_status mpi_recv(pt_comm *c, void *buf, size_t bytes, int src, int tag)
                    c->rank, bytes, src, INT_MAX);
   recv_ctx r = {.mc = mc, .src = src, .tag = tag, .err = MPI_SUCCESS};
   if (pt_comm_poll_wait(c, poll_probe, &r) != PT_OK)
-    return pt_fail(PT_ERR_COMM, "rank %d: no message from rank %d (tag %d) for %s at step %lld within %g s (--timeout)",
-                   c->rank, src, tag, w, (long long)c->step, c->timeout_s);
+    return pt_fail(PT_ERR_COMM,
+                   "rank %d: no message from rank %d (tag %d) for %s at step %lld within %g s (--timeout)%s%s",
+                   c->rank, src, tag, w, (long long)c->step, c->timeout_s, c->silent[0] ? ": " : "", c->silent);
   if (r.err != MPI_SUCCESS) return mpi_error(mc, r.err);
   int count = 0;
   MPI_Get_count(&r.status, MPI_BYTE, &count);
@@ -275,8 +409,8 @@ static pt_status mpi_recv(pt_comm *c, void *buf, size_t bytes, int src, int tag)
     free(scratch);
     return pt_fail(PT_ERR_COMM,
                    "rank %d: the message from rank %d (tag %d) for %s at step %lld did not finish arriving within %g "
-                   "s (--timeout)",
-                   c->rank, src, tag, w, (long long)c->step, c->timeout_s);
+                   "s (--timeout)%s%s",
+                   c->rank, src, tag, w, (long long)c->step, c->timeout_s, c->silent[0] ? ": " : "", c->silent);
   }
   free(scratch);
   if ((size_t)count != bytes)
@@ -322,6 +456,8 @@ static const pt_comm_ops mpi_ops = {
     .recv = mpi_recv,
     .wait_sends = mpi_wait_sends,
     .split = mpi_split,
+    .answer = mpi_answer,
+    .roll_call = mpi_roll_call,
 };
 
 /* Takes comm over (it is freed on failure too). */
@@ -341,6 +477,29 @@ static pt_status wrap(MPI_Comm comm, double timeout_s, pt_comm **out) {
   MPI_Comm_rank(node, &mc->base.local_rank);
   MPI_Comm_size(node, &mc->base.local_size);
   MPI_Comm_free(&node);
+  /* The heartbeat's communicator and every rank's identity: collective, as
+   * creating comm was, so no rank can be missing here. Without them the
+   * timeouts still work, naming no rank. */
+  const int n = mc->base.size;
+  mc->hb = MPI_COMM_NULL;
+  mc->ids = calloc((size_t)n, sizeof *mc->ids);
+  mc->pong = calloc((size_t)n, sizeof *mc->pong);
+  mc->pong_req = malloc(sizeof *mc->pong_req * (size_t)n);
+  hb_id me = {.pid = (int)getpid()};
+  MPI_Comm_rank(MPI_COMM_WORLD, &me.world_rank);
+  if (gethostname(me.host, sizeof me.host - 1)) snprintf(me.host, sizeof me.host, "an unknown host");
+  const int ok = mc->ids && mc->pong && mc->pong_req;
+  int all_ok = 0;
+  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, mc->comm);
+  if (all_ok && MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, mc->ids, (int)sizeof me, MPI_BYTE, mc->comm) == MPI_SUCCESS &&
+      MPI_Comm_dup(mc->comm, &mc->hb) == MPI_SUCCESS) {
+    MPI_Comm_set_errhandler(mc->hb, MPI_ERRORS_RETURN);
+    for (int r = 0; r < n; r++) mc->pong_req[r] = MPI_REQUEST_NULL;
+  } else {
+    mc->hb = MPI_COMM_NULL;
+    free(mc->ids), free(mc->pong), free(mc->pong_req);
+    mc->ids = NULL, mc->pong = NULL, mc->pong_req = NULL;
+  }
   mc->base.ops = &mpi_ops;
   mc->base.timeout_s = timeout_s;
   *out = &mc->base;

@@ -1,8 +1,9 @@
 # A rank that dies mid-epoch (SIGKILL) ends the whole ddp job within
 # --timeout, non-zero, with a message naming the lost rank; nothing hangs;
 # the last checkpoint is intact and --resume continues from it. A rank that
-# hangs (SIGSTOP) makes the others give up after --timeout with a message;
-# so does a pipeline stage.
+# hangs (SIGSTOP) makes the others give up after --timeout with a message
+# that names it, pid and host, found by the heartbeat's roll call; so does a
+# pipeline stage.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 need_fmnist
@@ -54,9 +55,25 @@ pass "--resume continues from the checkpoint"
 signal_rank1 STOP stuck 3
 kill -KILL "$victim" 2>/dev/null || true
 [[ $rc != 0 && $rc != 124 ]] || fail "a stuck rank: exit $rc"
-grep -q "rank 0: no answer from the other ranks for [0-9]* s in the gradient allreduce" "$TMP/stuck.err" ||
-  fail "no timeout message: $(cat "$TMP/stuck.err")"
-pass "rank 1 stopped: rank 0 gave up after --timeout 3 (job ended in $elapsed s, exit $rc)"
+grep -Eq "rank 0: no answer for [0-9]+ s in the gradient allreduce at step [0-9]+: rank 1 \(pid $victim on [^)]+\) did not answer a heartbeat" \
+  "$TMP/stuck.err" || fail "no timeout message naming rank 1 (pid $victim): $(cat "$TMP/stuck.err")"
+pass "rank 1 stopped: rank 0 gave up after --timeout 3, naming rank 1 and its pid (job ended in $elapsed s, exit $rc)"
+
+# Three ranks, the last one stopped: the roll call names it and says where
+# the rank that did answer was waiting.
+timeout 120 mpirun -np 3 "$PTRAIN" train --model fmnist-mlp --threads 1 --log-interval 2 --parallel ddp \
+  --max-steps 100000 --timeout 3 >"$TMP/three.out" 2>"$TMP/three.err" &
+job=$!
+wait_for "step [0-9]+ batch" "$TMP/three.err" 60 || fail "the 3-rank job made no progress: $(cat "$TMP/three.err")"
+victim=$(rank_pid 2 "$job") || fail "rank 2's process not found"
+kill -STOP "$victim"
+rc=0
+wait $job || rc=$?
+kill -KILL "$victim" 2>/dev/null || true
+[[ $rc != 0 && $rc != 124 ]] || fail "a stuck rank of 3: exit $rc"
+grep -Eq "rank 0: no answer for [0-9]+ s in .*: rank 2 \(pid $victim on [^)]+\) did not answer a heartbeat.*; rank 1 \(pid [0-9]+ on [^)]+\) is waiting in .* at step [0-9]+" \
+  "$TMP/three.err" || fail "rank 0's message does not name rank 2 and rank 1's wait: $(cat "$TMP/three.err")"
+pass "3 ranks, rank 2 stopped: rank 0 names rank 2 and says where rank 1 waits"
 
 # Pipeline stages: stage 1 stops answering, and stage 0 gives up after
 # --timeout, naming the stage and the message it waited for (one that never
@@ -67,7 +84,7 @@ mode=(--parallel pipeline --micro-batches 4)
 signal_rank1 STOP stage 3
 kill -KILL "$victim" 2>/dev/null || true
 [[ $rc != 0 && $rc != 124 ]] || fail "a stuck stage: exit $rc"
-grep -Eq "(no message|the message) from rank 1 .* for the (gradients|activations) .* at step|no answer from the other ranks" \
+grep -Eq "((no message|the message) from rank 1 .* for the (gradients|activations) .* at step|no answer for [0-9]+ s in).*: rank 1 \(pid $victim on [^)]+\) did not answer a heartbeat" \
   "$TMP/stage.err" ||
-  fail "no timeout message from the pipeline: $(cat "$TMP/stage.err")"
-pass "pipeline stage 1 stopped: stage 0 gave up after --timeout 3 (job ended in $elapsed s, exit $rc)"
+  fail "no timeout message naming stage 1 (pid $victim): $(cat "$TMP/stage.err")"
+pass "pipeline stage 1 stopped: stage 0 gave up after --timeout 3, naming rank 1 and its pid (job ended in $elapsed s, exit $rc)"
