@@ -193,7 +193,7 @@ static const char *train_checkpoint_dir(char **v, int n) {
 }
 
 typedef struct {
-  int gpus, cpus, force;
+  int gpus, cpus, force, checkpoint_interval;
   const char *memory, *name, *transfer_input, *write_dir, *ptrain;
 } condor_opts;
 
@@ -310,8 +310,14 @@ static void emit_condor_sub(FILE *f, const condor_opts *o, int argc, char **argv
   if (o->gpus) fprintf(f, "request_gpus            = %d\n", o->gpus);
   fputs("should_transfer_files   = YES\n", f);
   if (o->transfer_input) fprintf(f, "transfer_input_files    = %s\n", o->transfer_input);
-  fputs("# The checkpoints come back at the end, and also when the job is evicted:\n"
-        "# HTCondor keeps them and hands them to the restarted job, which resumes.\n"
+  fputs("# Self-checkpointing: every --checkpoint-interval ptrain writes a checkpoint\n"
+        "# and exits 85; HTCondor then copies the checkpoint directory to the submit\n"
+        "# node and starts ptrain.sh again in the same sandbox, which resumes. A job\n"
+        "# evicted, or whose machine dies, restarts elsewhere from the last copy.\n"
+        "checkpoint_exit_code    = 85\n"
+        "transfer_checkpoint_files = " PT_JOB_CKPT_DIR "\n"
+        "# The checkpoints also come back at the end, and on an eviction announced\n"
+        "# by SIGTERM, on which ptrain checkpoints the step it is in.\n"
         "transfer_output_files   = " PT_JOB_CKPT_DIR "\n"
         "when_to_transfer_output = ON_EXIT_OR_EVICT\n"
         "queue\n",
@@ -346,7 +352,10 @@ static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrai
   fputs(" train", f);
   if (o->gpus > 1) fputs(" --parallel ddp", f);
   if (!has_train_flag(train, ntrain, "--threads")) fprintf(f, " --threads %d", threads);
-  fputs(" --save-model --checkpoint-dir " PT_JOB_CKPT_DIR " \"$@\"", f);
+  fputs(" --save-model --checkpoint-dir " PT_JOB_CKPT_DIR " --exit-after-checkpoint", f);
+  if (!has_train_flag(train, ntrain, "--checkpoint-interval") && !has_train_flag(train, ntrain, "--checkpoint-every"))
+    fprintf(f, " --checkpoint-interval %d", o->checkpoint_interval);
+  fputs(" \"$@\"", f);
   put_words(f, train, ntrain);
   fputc('\n', f);
 }
@@ -423,7 +432,7 @@ static int run_condor(const condor_opts *o, const char *ptrain, int argc, char *
 
 int pt_cmd_jobscript(int argc, char **argv) {
   slurm_opts so = {.nodes = 1, .output = "ptrain-%j.out", .job_name = "ptrain", .mpi = "pmix", .signal_lead = 120};
-  condor_opts co = {.cpus = 1, .memory = "2GB", .name = "ptrain"};
+  condor_opts co = {.cpus = 1, .memory = "2GB", .name = "ptrain", .checkpoint_interval = 1800};
   /* Both tables, whichever the scheduler: each one's flags get a pointed
    * message when given to the other, and --help shows both. */
   const pt_arg sflags[] = {
@@ -448,6 +457,8 @@ int pt_cmd_jobscript(int argc, char **argv) {
       {"--cpus", ARG_INT, &co.cpus, 1, 4096, NULL, "C", "request_cpus, and ptrain's --threads (default 1)"},
       {"--memory", ARG_STR, &co.memory, 0, 0, NULL, "SIZE", "request_memory, e.g. 4GB or 512MB (default 2GB)"},
       {"--name", ARG_STR, &co.name, 0, 0, NULL, "NAME", "batch name and log file prefix (default ptrain)"},
+      {"--checkpoint-interval", ARG_INT, &co.checkpoint_interval, 1, 100000000, NULL, "SECONDS",
+       "checkpoint, exit 85 and have HTCondor save the checkpoint this often (default 1800)"},
       {"--transfer-input", ARG_STR, &co.transfer_input, 0, 0, NULL, "FILES",
        "comma-separated files and directories to send with the job"},
       {"--write", ARG_STR, &co.write_dir, 0, 0, NULL, "DIR", "write DIR/ptrain.sub and DIR/ptrain.sh"},

@@ -76,6 +76,9 @@ int pt_cmd_train(int argc, char **argv) {
       {"--checkpoint-every", ARG_I64, &c.checkpoint_every, 1, BIG, NULL, "N", "also checkpoint every N steps, inside epochs"},
       {"--checkpoint-interval", ARG_FLOAT, &ckpt_interval, 1, 1e9, NULL, "SECONDS",
        "also checkpoint every SECONDS of training, inside epochs"},
+      {"--exit-after-checkpoint", ARG_FLAG, &c.exit_after_checkpoint, 0, 0, NULL, NULL,
+       "exit with status 85 after the first --checkpoint-every/--checkpoint-interval save (HTCondor's "
+       "checkpoint_exit_code: run again with --resume)"},
       {"--metrics", ARG_STR, &c.metrics_path, 0, 0, NULL, "FILE", "append one JSON object per epoch"},
       {"--quiet", ARG_FLAG, &c.quiet, 0, 0, NULL, NULL, "print only the final epoch's line and errors"},
       {"--no-prefetch", ARG_FLAG, &no_prefetch, 0, 0, NULL, NULL, "prepare batches on the training thread"},
@@ -123,6 +126,11 @@ int pt_cmd_train(int argc, char **argv) {
     fprintf(stderr, "ptrain train: --resume and --init-from: give one, not both (see 'ptrain train --help')\n");
     return PT_USAGE_ERROR;
   }
+  if (c.exit_after_checkpoint && !c.checkpoint_every && !(ckpt_interval > 0)) {
+    fprintf(stderr, "ptrain train: --exit-after-checkpoint needs --checkpoint-every N or --checkpoint-interval "
+                    "SECONDS, which say when to save and exit (see 'ptrain train --help')\n");
+    return PT_USAGE_ERROR;
+  }
   c.prefetch = !no_prefetch;
   c.bucket_mb = bucket_mb;
   c.checkpoint_interval = ckpt_interval;
@@ -164,6 +172,12 @@ int pt_cmd_train(int argc, char **argv) {
   const int rank0 = !c.comm || !c.comm->rank; /* rank 0 speaks for all */
   pt_comm_destroy(c.comm);
   pt_comm_mpi_finalize();
+  if (r.stopped_by == PT_STOP_CHECKPOINT_EXIT) {
+    if (rank0)
+      fprintf(stderr, "ptrain: checkpointed after step %lld in %s/ (--exit-after-checkpoint; exit status %d: continue with --resume)\n",
+              (long long)r.steps, c.checkpoint_dir, PT_EXIT_CHECKPOINTED);
+    return PT_EXIT_CHECKPOINTED;
+  }
   if (r.stopped_by) {
     if (rank0)
       fprintf(stderr,

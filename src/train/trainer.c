@@ -683,7 +683,7 @@ static pt_status train_loop(worker_t *W) {
                       c->epochs, nb);
     m->training = 1;
     const double t0 = pt_now();
-    int stopped = 0, signalled = 0, save_due = 0;
+    int stopped = 0, signalled = 0, save_due = 0, ckpt_exit = 0;
     int64_t queued = 0; /* global samples whose loss is still on the device */
     while (b < nb) {
       if (c->max_steps && pos.step >= c->max_steps) {
@@ -784,6 +784,9 @@ static pt_status train_loop(worker_t *W) {
         PT_TRY(save_checkpoint(W, &at));
         last_save = pt_now();
         saved_step = pos.step;
+        /* Every worker made this save (the decision travelled with the
+         * loss), so every worker stops here too. */
+        if (c->exit_after_checkpoint && !(c->max_steps && pos.step >= c->max_steps)) signalled = ckpt_exit = 1;
       }
       save_due = 0;
       double dt = pt_now() - t0;
@@ -820,7 +823,10 @@ static pt_status train_loop(worker_t *W) {
       PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &ev, ips, prior_seconds + train_s, lr, b < nb));
     if ((saving || signalled) && saved_step != pos.step) {
       PT_TRY(save_checkpoint(W, &pos));
-      last_save = pt_now();
+      /* With exit_after_checkpoint the interval runs from the process's
+       * start, not from the last epoch's end: short epochs would otherwise
+       * keep the interval save, and the exit, from ever coming. */
+      if (!c->exit_after_checkpoint) last_save = pt_now();
       saved_step = pos.step;
     }
     res->epochs_done = epoch + 1;
@@ -828,7 +834,7 @@ static pt_status train_loop(worker_t *W) {
     res->test_loss = ev.count ? ev.loss_sum / ev.count : NAN;
     res->test_acc = ev.count ? (double)ev.correct / ev.count : NAN;
     if (signalled) {
-      res->stopped_by = pt_train_stop_signal() ? pt_train_stop_signal() : -1;
+      res->stopped_by = ckpt_exit ? PT_STOP_CHECKPOINT_EXIT : pt_train_stop_signal() ? pt_train_stop_signal() : -1;
       break;
     }
     if (stopped || b < nb) break;

@@ -45,6 +45,8 @@ typedef struct {
   int keep_checkpoints;       /* complete checkpoints kept (default 2) */
   int64_t checkpoint_every;   /* also save every N steps (0: only at epoch ends) */
   double checkpoint_interval; /* also save every this many seconds (0: no) */
+  int exit_after_checkpoint;  /* stop after the first --checkpoint-every/--checkpoint-interval save (HTCondor's
+                                 self-checkpointing: the job exits, its checkpoint is transferred, it restarts) */
   int resume;
   const char *metrics_path;
   int quiet;
@@ -73,6 +75,9 @@ typedef struct {
 
 void pt_train_config_defaults(pt_train_config *c);
 
+/* pt_train_result.stopped_by after a save made the run stop (exit_after_checkpoint). */
+#define PT_STOP_CHECKPOINT_EXIT (-2)
+
 /* What a run measured, for callers and tests. */
 typedef struct {
   int epochs_done;
@@ -81,7 +86,8 @@ typedef struct {
   double images_per_s;
   double seconds;
   int stopped_by; /* a stop was requested (pt_train_stop_request): the signal, or -1 where it reached only
-                     another worker; the run wrote a checkpoint and can be resumed */
+                     another worker, or PT_STOP_CHECKPOINT_EXIT after a save (exit_after_checkpoint); the run
+                     wrote a checkpoint and can be resumed */
 } pt_train_result;
 
 /* The hyper-parameters of a run after flags and preset defaults are merged. */

@@ -109,7 +109,8 @@ kv() { sed -n "s/^$2 *= *//p" "$1"; }
 for k in "universe=vanilla" "executable=ptrain.sh" "batch_name=mnist" 'log=mnist-$(Cluster).log' \
   'output=mnist-$(Cluster).$(Process).out' 'error=mnist-$(Cluster).$(Process).err' "request_cpus=4" \
   "request_memory=4GB" "request_gpus=1" "should_transfer_files=YES" "transfer_input_files=data/mnist,extra.txt" \
-  "transfer_output_files=checkpoints" "when_to_transfer_output=ON_EXIT_OR_EVICT"; do
+  "transfer_output_files=checkpoints" "when_to_transfer_output=ON_EXIT_OR_EVICT" "checkpoint_exit_code=85" \
+  "transfer_checkpoint_files=checkpoints"; do
   [[ $(kv "$TMP/sub" "${k%%=*}") == "${k#*=}" ]] || fail "ptrain.sub: ${k%%=*} is '$(kv "$TMP/sub" "${k%%=*}")', expected '${k#*=}'"
 done
 [[ $(grep -v '^#' "$TMP/sub" | tail -n 1) == queue ]] || fail "ptrain.sub does not end with queue"
@@ -126,11 +127,13 @@ bash -n "$TMP/wrap.sh" || fail "wrapper is not valid bash"
 mkdir "$TMP/sandbox"
 (cd "$TMP/sandbox" && ARGV_OUT=$TMP/w1.argv bash "$TMP/wrap.sh" >"$TMP/w1.log") || fail "wrapper, first start"
 [[ -d $TMP/sandbox/checkpoints ]] || fail "the wrapper did not create checkpoints/"
-expect_argv "$TMP/w1.argv" argv train --threads 4 --save-model --checkpoint-dir checkpoints --model mnist-cnn --data-dir mnist
+expect_argv "$TMP/w1.argv" argv train --threads 4 --save-model --checkpoint-dir checkpoints --exit-after-checkpoint \
+  --checkpoint-interval 1800 --model mnist-cnn --data-dir mnist
 : >"$TMP/sandbox/checkpoints/model.safetensors"
 : >"$TMP/sandbox/checkpoints/state.safetensors"
 (cd "$TMP/sandbox" && ARGV_OUT=$TMP/w2.argv bash "$TMP/wrap.sh" >"$TMP/w2.log") || fail "wrapper, restart"
-expect_argv "$TMP/w2.argv" argv train --threads 4 --save-model --checkpoint-dir checkpoints --resume --model mnist-cnn --data-dir mnist
+expect_argv "$TMP/w2.argv" argv train --threads 4 --save-model --checkpoint-dir checkpoints --exit-after-checkpoint \
+  --checkpoint-interval 1800 --resume --model mnist-cnn --data-dir mnist
 grep -q "resuming" "$TMP/w2.log" || fail "the wrapper did not say it resumes"
 pass "htcondor wrapper resumes from a checkpoint that is there"
 
@@ -140,7 +143,8 @@ pass "htcondor wrapper resumes from a checkpoint that is there"
 awk '/^# ---- file: ptrain.sh ----$/ { f = 1; next } f' "$TMP/c2.out" >"$TMP/wrap2.sh"
 mkdir "$TMP/sandbox2"
 (cd "$TMP/sandbox2" && ARGV_OUT=$TMP/w3.argv PATH="$TMP/bin:$PATH" bash "$TMP/wrap2.sh" >/dev/null) || fail "wrapper, 2 GPUs"
-expect_argv "$TMP/w3.argv" mpirun -np 2 "$TMP/bin/argv" train --parallel ddp --threads 4 --save-model --checkpoint-dir checkpoints --model mnist-cnn
+expect_argv "$TMP/w3.argv" mpirun -np 2 "$TMP/bin/argv" train --parallel ddp --threads 4 --save-model \
+  --checkpoint-dir checkpoints --exit-after-checkpoint --checkpoint-interval 1800 --model mnist-cnn
 pass "htcondor, two GPUs"
 
 # The same with the real ptrain: a job evicted after 10 steps and restarted
@@ -162,6 +166,38 @@ if [[ -f $FMNIST/train-images-idx3-ubyte.gz ]]; then
   cmp -s "$TMP/evicted/checkpoints/model.safetensors" "$TMP/straight/checkpoints/model.safetensors" ||
     fail "evicted and resumed, the weights differ from a straight run's"
   pass "htcondor wrapper with ptrain: evicted and resumed = straight"
+
+  # Self-checkpointing as HTCondor runs it: the job exits 85 after each
+  # checkpoint (--checkpoint-every 30 here, given with the train arguments,
+  # instead of the interval); HTCondor copies checkpoints/ to the submit
+  # node and starts the wrapper again, here in a fresh sandbox each time, as
+  # after an eviction to another machine. Three exits, then the end, with
+  # the weights of a run never stopped.
+  "$PTRAIN" jobscript htcondor --cpus 2 -- --model fmnist-mlp --max-steps 100 --checkpoint-every 30 \
+    --data-dir "$FMNIST" | awk '/^# ---- file: ptrain.sh ----$/ { f = 1; next } f' >"$TMP/self.sh"
+  grep -q -- "--exit-after-checkpoint \"\$@\"" "$TMP/self.sh" || fail "the wrapper sets an interval beside --checkpoint-every"
+  mkdir -p "$TMP/spool"
+  exits=0
+  for run in 1 2 3 4 5; do
+    rm -rf "$TMP/self$run" && mkdir "$TMP/self$run"
+    cp -a "$TMP/spool/." "$TMP/self$run/"
+    rc=0
+    (cd "$TMP/self$run" && bash "$TMP/self.sh") >>"$TMP/self.log" 2>&1 || rc=$?
+    [[ $rc == 0 || $rc == 85 ]] || fail "self-checkpointing run $run: exit $rc: $(cat "$TMP/self.log")"
+    rm -rf "$TMP/spool" && mkdir "$TMP/spool" && cp -a "$TMP/self$run/checkpoints" "$TMP/spool/"
+    [[ $rc == 0 ]] && break
+    exits=$((exits + 1))
+  done
+  [[ $rc == 0 && $exits == 3 ]] || fail "self-checkpointing: $exits exits with 85, last exit $rc: $(cat "$TMP/self.log")"
+  for step in 30 60 90; do
+    grep -q "checkpointed after step $step in checkpoints/ (--exit-after-checkpoint; exit status 85" "$TMP/self.log" ||
+      fail "no exit after step $step: $(cat "$TMP/self.log")"
+  done
+  "$PTRAIN" train --model fmnist-mlp --threads 2 --max-steps 100 --data-dir "$FMNIST" --save-model \
+    --checkpoint-dir "$TMP/self-straight" --quiet >/dev/null 2>&1 || fail "the straight run"
+  cmp -s "$TMP/spool/checkpoints/model.safetensors" "$TMP/self-straight/model.safetensors" ||
+    fail "self-checkpointed through 3 restarts, the weights differ from a straight run's"
+  pass "htcondor self-checkpointing: 3 exits with 85, restarted from the copy, = straight"
 fi
 
 # ---- HTCondor --write: the same two files, never silently replaced ----

@@ -4,6 +4,7 @@ source "$(dirname "$0")/lib.sh"
 expect_exit 2 "unknown flag '--bogus'" -- "$PTRAIN" train --bogus
 expect_exit 2 "--epochs: missing value" -- "$PTRAIN" train --epochs
 expect_exit 2 "--epochs: expected an integer in \[1, 100000\], got '0'" -- "$PTRAIN" train --epochs 0
+expect_exit 2 "--exit-after-checkpoint needs --checkpoint-every N or --checkpoint-interval SECONDS" -- "$PTRAIN" train --exit-after-checkpoint
 expect_exit 2 "--batch-size: expected an integer .*got 'abc'" -- "$PTRAIN" train --batch-size abc
 expect_exit 2 "--lr: expected a number .*got '-1'" -- "$PTRAIN" train --lr -1
 expect_exit 2 "--optimizer: expected one of sgd\|adam\|adamw\|adadelta, got 'rmsprop'" -- "$PTRAIN" train --optimizer rmsprop
