@@ -71,9 +71,31 @@ pt_status pt_atomic_file_open(const char *path, pt_atomic_file **out) {
   return PT_OK;
 }
 
+/* Tests only: PTRAIN_TEST_ENOSPC_AFTER=BYTES makes every write past the
+ * first BYTES this process writes through atomic files fail with ENOSPC,
+ * a disk that fills up, for machines where a test cannot mount a small
+ * tmpfs. Counted across threads without a lock: the tests write from one. */
+static ssize_t checked_write(int fd, const void *p, size_t len) {
+  static long long limit = -2, written;
+  if (limit == -2) {
+    const char *e = getenv("PTRAIN_TEST_ENOSPC_AFTER");
+    limit = e && *e ? atoll(e) : -1;
+  }
+  if (limit >= 0) {
+    if (written >= limit) {
+      errno = ENOSPC;
+      return -1;
+    }
+    if ((long long)len > limit - written) len = (size_t)(limit - written);
+  }
+  ssize_t n = write(fd, p, len);
+  if (n > 0) written += n;
+  return n;
+}
+
 static pt_status write_all(pt_atomic_file *h, const unsigned char *p, size_t len) {
   while (len > 0) {
-    ssize_t n = write(h->fd, p, len);
+    ssize_t n = checked_write(h->fd, p, len);
     if (n < 0) {
       if (errno == EINTR) continue;
       h->failed = 1;

@@ -264,7 +264,8 @@ static uint64_t checkpoint_bytes(const pt_model *m, const pt_optimizer *opt) {
 }
 
 static pt_status no_room(pt_status st, const char *path, const pt_model *m, const pt_optimizer *opt) {
-  if (errno != ENOSPC && errno != EDQUOT) return st;
+  const int e = pt_error_errno(); /* the write's, whatever the cleanup did to errno since */
+  if (e != ENOSPC && e != EDQUOT) return st;
   struct statvfs v;
   const char *slash = strrchr(path, '/');
   char dir[4400];

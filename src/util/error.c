@@ -9,10 +9,12 @@
 
 #define PT_ERRBUF 1024
 static _Thread_local char errbuf[PT_ERRBUF];
+static _Thread_local int err_errno;
 
 static void vset(const char *fmt, va_list ap) { vsnprintf(errbuf, sizeof errbuf, fmt, ap); }
 
 pt_status pt_fail(pt_status code, const char *fmt, ...) {
+  err_errno = 0;
   va_list ap;
   va_start(ap, fmt);
   vset(fmt, ap);
@@ -22,6 +24,7 @@ pt_status pt_fail(pt_status code, const char *fmt, ...) {
 
 pt_status pt_fail_errno(pt_status code, const char *fmt, ...) {
   int e = errno;
+  err_errno = e;
   va_list ap;
   va_start(ap, fmt);
   vset(fmt, ap);
@@ -53,7 +56,12 @@ pt_status pt_wrap(pt_status code, const char *fmt, ...) {
 }
 
 const char *pt_error_message(void) { return errbuf[0] ? errbuf : "no error"; }
-void pt_error_clear(void) { errbuf[0] = 0; }
+void pt_error_clear(void) {
+  errbuf[0] = 0;
+  err_errno = 0;
+}
+
+int pt_error_errno(void) { return err_errno; }
 
 const char *pt_status_name(pt_status code) {
   switch (code) {

@@ -42,6 +42,10 @@ pt_status pt_fail_errno(pt_status code, const char *fmt, ...)
 pt_status pt_wrap(pt_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 const char *pt_error_message(void);
+/* The errno of the thread's last pt_fail_errno (0 after pt_fail, pt_error_clear
+ * or none): what failed, kept with the message, so that a caller can tell a
+ * full disk from a missing file after cleanup calls have changed errno. */
+int pt_error_errno(void);
 const char *pt_status_name(pt_status code);
 void pt_error_clear(void);
 
