@@ -15,6 +15,9 @@
  * zero padding applied to the raw image before normalisation, as
  * RandomCrop(padding=p) on a PIL image followed by Normalize does.
  *
+ * Without prefetch the caller's threads prepare each batch when asked,
+ * split by samples where the caller gives its pool (cfg.parallel).
+ *
  * Prefetch is double buffering with one worker thread. There are two batch
  * slots; the caller holds at most one (the batch it was last given, valid
  * until its next call) while the worker fills the other with the following
@@ -113,19 +116,40 @@ static void prepare_sample(const pt_loader *l, int32_t idx, float *out) {
 
 /* Batch b of the current epoch into s. Reads order[] and epoch, which only
  * start_epoch writes, and only while no batch is being prepared. */
-static void prepare(const pt_loader *l, slot *s, int b) {
-  const double t0 = pt_trace_enabled() ? pt_now() : 0.0;
-  int bs = l->cfg.batch_size;
-  int start = b * bs;
-  int n = l->num_samples - start < bs ? l->num_samples - start : bs;
-  for (int i = 0; i < n; i++) {
+static int batch_samples(const pt_loader *l, int b) {
+  const int bs = l->cfg.batch_size, start = b * bs;
+  return l->num_samples - start < bs ? l->num_samples - start : bs;
+}
+
+/* Samples [lo, hi) of batch b into s. */
+static void prepare_range(const pt_loader *l, slot *s, int b, int lo, int hi) {
+  const int start = b * l->cfg.batch_size;
+  for (int i = lo; i < hi; i++) {
     int32_t idx = l->order[start + i];
     s->index[i] = idx;
     s->y[i] = l->ds->labels[idx];
     if (!l->cfg.indices_only) prepare_sample(l, idx, s->x + (size_t)i * l->sample_elems);
   }
+}
+
+static void prepare(const pt_loader *l, slot *s, int b) {
+  const double t0 = pt_trace_enabled() ? pt_now() : 0.0;
+  const int n = batch_samples(l, b);
+  prepare_range(l, s, b, 0, n);
   s->n = n;
   if (t0 > 0.0) pt_trace_span("prepare batch", "data", t0, pt_now());
+}
+
+typedef struct {
+  const pt_loader *l;
+  slot *s;
+  int b, n;
+} share_job;
+
+static void prepare_share(void *ctx, int tid, int nt) {
+  const share_job *j = ctx;
+  const int lo = (int)((long)j->n * tid / nt), hi = (int)((long)j->n * (tid + 1) / nt);
+  prepare_range(j->l, j->s, j->b, lo, hi);
 }
 
 static void *worker(void *arg) {
@@ -326,9 +350,18 @@ static void give(const slot *s, pt_batch *batch) {
 }
 
 static pt_status next_sync(pt_loader *l, pt_batch *batch) {
-  /* Preparing in the caller's thread is all waiting for data. */
+  /* Preparing in the caller's threads is all waiting for data. */
   double t0 = pt_now();
-  prepare(l, &l->slots[0], l->next_batch++);
+  if (l->cfg.parallel) {
+    const double tt = pt_trace_enabled() ? pt_now() : 0.0;
+    share_job j = {l, &l->slots[0], l->next_batch, batch_samples(l, l->next_batch)};
+    l->cfg.parallel(prepare_share, &j);
+    l->slots[0].n = j.n;
+    l->next_batch++;
+    if (tt > 0.0) pt_trace_span("prepare batch", "data", tt, pt_now());
+  } else {
+    prepare(l, &l->slots[0], l->next_batch++);
+  }
   l->wait_s += pt_now() - t0;
   give(&l->slots[0], batch);
   return PT_OK;

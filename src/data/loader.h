@@ -28,6 +28,11 @@ typedef struct {
   int crop_pad;
   int hflip;
   int prefetch;       /* 1: prepare the next batch on a worker thread */
+  /* Without prefetch: runs fn(ctx, tid, n) on n threads of the caller's
+   * (the trainer's pool, pt_parallel), which then prepare a batch's
+   * samples in n shares; NULL: the caller's thread alone. The batch is the
+   * same either way. */
+  void (*parallel)(void (*fn)(void *ctx, int tid, int nthreads), void *ctx);
   int indices_only;   /* fill index and y but not x: a GPU makes the images itself */
 } pt_loader_config;
 

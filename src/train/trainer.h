@@ -102,6 +102,8 @@ typedef struct {
   float gamma;
   int threads;              /* per worker */
   int world;                /* workers in all (dp: threads, ddp: ranks) */
+  int local;                /* workers sharing this machine's cores */
+  int cores;                /* this machine's cores online */
   int accum;
   int staged;               /* model or pipeline parallel */
   int stages, replicas;     /* world = stages * replicas */

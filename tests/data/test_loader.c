@@ -183,6 +183,12 @@ static void test_order_seed_and_epoch(void **state) {
   pt_dataset_free(&ds);
 }
 
+/* A pool of 3 that runs its shares in reverse order: a batch must not
+ * depend on which share is prepared first. */
+static void three_shares(void (*fn)(void *ctx, int tid, int nthreads), void *ctx) {
+  for (int t = 2; t >= 0; t--) fn(ctx, t, 3);
+}
+
 static void test_prefetch_identical(void **state) {
   (void)state;
   pt_dataset ds = make_ds(77, 3, 6, 5);
@@ -197,18 +203,24 @@ static void test_prefetch_identical(void **state) {
       cfg.std[2] = 0.25f;
       cfg.world = 2;
       cfg.rank = 1;
-      pt_loader *sync, *pre;
+      pt_loader *sync, *pre, *shared;
       assert_int_equal(pt_loader_create(&sync, &ds, &cfg), PT_OK);
+      cfg.parallel = three_shares; /* the caller's pool prepares each batch in shares */
+      assert_int_equal(pt_loader_create(&shared, &ds, &cfg), PT_OK);
+      cfg.parallel = NULL;
       cfg.prefetch = 1;
       assert_int_equal(pt_loader_create(&pre, &ds, &cfg), PT_OK);
       for (int epoch = 0; epoch < 3; epoch++) {
-        epoch_run a = collect(sync, &ds, epoch, 0), b = collect(pre, &ds, epoch, 0);
+        epoch_run a = collect(sync, &ds, epoch, 0), b = collect(pre, &ds, epoch, 0), c = collect(shared, &ds, epoch, 0);
         assert_runs_equal(&a, &b, elems);
+        assert_runs_equal(&a, &c, elems);
         run_free(&a);
         run_free(&b);
+        run_free(&c);
       }
       pt_loader_destroy(sync);
       pt_loader_destroy(pre);
+      pt_loader_destroy(shared);
     }
   }
   pt_dataset_free(&ds);
