@@ -1,5 +1,9 @@
 #include "train/profile.h"
 
+#include <math.h>
+
+#include "io/metrics.h"
+
 #include <string.h>
 
 void pt_profile_reset(pt_model *m, pt_phase_times *t) {
@@ -38,4 +42,26 @@ void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t) {
   };
   for (size_t k = 0; k < sizeof ph / sizeof ph[0]; k++)
     fprintf(out, "%-22s %10.3f %10s %6.1f%%\n", ph[k].name, 1e3 * ph[k].s / steps, "", 100.0 * ph[k].s / t->total_s);
+}
+
+pt_status pt_profile_metrics(struct pt_metrics *mt, const pt_phase_times *t, int replicas, double bubble,
+                             double peak_rss_mb) {
+  const double steps = t->steps > 0 ? (double)t->steps : 1.0, ms = 1e3 / steps;
+  const int64_t images = t->images * (replicas > 0 ? replicas : 1);
+  const double other = t->total_s - t->data_s - t->forward_s - t->backward_s - t->optimizer_s - t->comm_s;
+  pt_metrics_begin(mt, "profile");
+  pt_metrics_int(mt, "steps", t->steps);
+  pt_metrics_int(mt, "images", images);
+  pt_metrics_num(mt, "seconds", t->total_s);
+  pt_metrics_num(mt, "images_per_s", t->total_s > 0 ? (double)images / t->total_s : NAN);
+  pt_metrics_num(mt, "ms_per_step", t->total_s * ms);
+  pt_metrics_num(mt, "data_ms", t->data_s * ms);
+  pt_metrics_num(mt, "forward_ms", t->forward_s * ms);
+  pt_metrics_num(mt, "backward_ms", t->backward_s * ms);
+  pt_metrics_num(mt, "optimizer_ms", t->optimizer_s * ms);
+  pt_metrics_num(mt, "comm_ms", t->comm_s * ms);
+  pt_metrics_num(mt, "other_ms", other * ms);
+  pt_metrics_num(mt, "bubble", bubble);
+  pt_metrics_num(mt, "peak_rss_mb", peak_rss_mb);
+  return pt_metrics_end(mt);
 }

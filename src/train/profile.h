@@ -27,5 +27,14 @@ void pt_profile_reset(pt_model *m, pt_phase_times *t);
  * with parameters computes none). 0 for layers without FLOPs. */
 double pt_profile_layer_gflops(const pt_layer *L, double images, double fwd_ms, double bwd_ms);
 void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t);
+/* The same split as one metrics line, for programs that compare runs
+ * (ptrain scale): {"event":"profile","steps":..,"images":..,"seconds":..,
+ * images counting every replica's (replicas: the data-parallel copies),
+ * "images_per_s":..,"ms_per_step":.., "data_ms", "forward_ms",
+ * "backward_ms", "optimizer_ms", "comm_ms", "other_ms" (per step),
+ * "bubble" (a pipeline's idle share, or null), "peak_rss_mb"}. */
+struct pt_metrics;
+pt_status pt_profile_metrics(struct pt_metrics *mt, const pt_phase_times *t, int replicas, double bubble,
+                             double peak_rss_mb);
 
 #endif

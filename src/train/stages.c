@@ -116,7 +116,6 @@ pt_status pt_stages_report(FILE *out, pt_stages *S, pt_model *whole, int layer_t
       whole->layers[i].fwd_ms = lt[2 * i];
       whole->layers[i].bwd_ms = lt[2 * i + 1];
     }
-  if (!out) return PT_OK;
   const double batches = buf[R_BATCHES] > 0 ? buf[R_BATCHES] : 1;
   double busy_sum = 0.0, step_max = 0.0;
   for (int s = 0; s < S->stages; s++) {
@@ -124,6 +123,8 @@ pt_status pt_stages_report(FILE *out, pt_stages *S, pt_model *whole, int layer_t
     busy_sum += r[R_BUSY] / batches;
     if (t > step_max) step_max = t;
   }
+  S->bubble = step_max > 0 ? 1.0 - busy_sum / (S->stages * step_max) : 0.0;
+  if (!out) return PT_OK;
   fprintf(out, "\nstages: %d, micro-batches %d, schedule %s (replica 0 of %d)\n", S->stages, P->M,
           pt_pipe_schedule_name(P->kind), S->replicas);
   fprintf(out, "%-6s %-8s %12s %12s %12s %8s %16s\n", "stage", "layers", "fwd ms/step", "bwd ms/step",
@@ -137,7 +138,7 @@ pt_status pt_stages_report(FILE *out, pt_stages *S, pt_model *whole, int layer_t
             t > 0 ? 100.0 * r[R_WAIT] / batches / t : 0.0, r[R_PEAK] / (1 << 20), (int)r[R_LIVE],
             (int)r[R_LIVE] == 1 ? "" : "es");
   }
-  const double bubble = step_max > 0 ? 1.0 - busy_sum / (S->stages * step_max) : 0.0;
+  const double bubble = S->bubble;
   /* Stages of unequal work: the slowest sets the pace for M - 1 micro-
    * batches and the others only fill and drain, so the best step is
    * ((M - 1) * max + sum) / M of the stages' busy times. */

@@ -24,6 +24,7 @@
 
 typedef struct {
   int stages, replicas, stage, replica;
+  double bubble; /* after pt_stages_report: the share of the stages' time they sat idle (rank 0's view) */
   int bounds[PT_MAX_LAYERS + 1]; /* stage s runs layers [bounds[s], bounds[s+1]) */
   pt_comm *pipe;                 /* this replica's stages; rank = stage */
   pt_comm *peers;                /* this stage in every replica; rank = replica */

@@ -850,6 +850,12 @@ static pt_status train_loop(worker_t *W) {
   }
   if (W->r->staged) PT_TRY(pt_stages_report(c->quiet ? NULL : W->out, &W->stages, W->whole, c->profile));
   if (c->profile && W->out) pt_profile_print(W->out, W->r->staged ? W->whole : m, &ph);
+  if (c->profile && W->out && W->metrics) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru); /* ru_maxrss in KiB on Linux */
+    PT_TRY(pt_profile_metrics(W->metrics, &ph, W->r->staged ? W->r->replicas : W->r->world,
+                              W->r->staged ? W->stages.bubble : NAN, (double)ru.ru_maxrss / 1024.0));
+  }
   if (!c->quiet) pt_gpu_watch_summary(&W->watch, W->out);
   res->steps = pos.step;
   res->seconds = pt_now() - t_run;

@@ -1,0 +1,247 @@
+/* ptrain scale: runs a model in every configuration of a sweep and says,
+ * with the measurements, whether parallelism pays (src/scale/). */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "comm/comm.h"
+#include "io/metrics.h"
+#include "ops/cpu/isa/cpu_level.h"
+#include "scale/scale.h"
+#include "train/trainer.h"
+
+/* mpirun on PATH, into out; 0 when there is none. */
+static int find_on_path(const char *name, char *out, size_t len) {
+  const char *path = getenv("PATH");
+  if (!path) return 0;
+  while (*path) {
+    const size_t n = strcspn(path, ":");
+    snprintf(out, len, "%.*s/%s", (int)n, path, name);
+    if (n && access(out, X_OK) == 0) return 1;
+    path += n;
+    if (*path) path++;
+  }
+  return 0;
+}
+
+static void fmt_ms(char *buf, size_t len, double ms, double step) {
+  if (!isfinite(ms) || !(step > 0)) snprintf(buf, len, "-");
+  else snprintf(buf, len, "%.0f%%", 100.0 * ms / step);
+}
+
+static void print_table(FILE *f, const pt_scale_config *c, int n) {
+  fprintf(f, "%-9s %7s %7s %12s %-9s %10s %8s %6s %6s %6s %6s %9s\n", "strategy", "workers", "threads",
+          "batch (each)", "optimizer", "images/s", "speed-up", "eff.", "comm", "data", "bubble", "peak MiB");
+  for (int i = 0; i < n; i++) {
+    const pt_scale_config *x = &c[i];
+    char batch[32], ips[24] = "-", sp[16] = "-", eff[16] = "-", comm[16] = "-", data[16] = "-", bub[16] = "-",
+                    mem[16] = "-";
+    if (x->batch > 0 && x->worker_batch > 0) snprintf(batch, sizeof batch, "%d (%d)", x->batch, x->worker_batch);
+    else if (x->batch > 0) snprintf(batch, sizeof batch, "%d (-)", x->batch);
+    else snprintf(batch, sizeof batch, "model's");
+    if (x->ran) {
+      snprintf(ips, sizeof ips, "%.0f", x->images_per_s);
+      if (isfinite(x->speedup)) snprintf(sp, sizeof sp, "%.2fx", x->speedup);
+      if (isfinite(x->efficiency)) snprintf(eff, sizeof eff, "%.0f%%", 100.0 * x->efficiency);
+      fmt_ms(comm, sizeof comm, x->comm_ms, x->ms_per_step);
+      fmt_ms(data, sizeof data, x->data_ms, x->ms_per_step);
+      if (isfinite(x->bubble)) snprintf(bub, sizeof bub, "%.0f%%", 100.0 * x->bubble);
+      if (isfinite(x->peak_rss_mb)) snprintf(mem, sizeof mem, "%.0f", x->peak_rss_mb);
+    }
+    fprintf(f, "%-9s %7d %7d %12s %-9s %10s %8s %6s %6s %6s %6s %9s\n", pt_scale_strategy_name(x->strategy),
+            x->workers, x->threads, batch, x->optimizer ? x->optimizer : "model's", ips, sp, eff, comm, data, bub,
+            mem);
+  }
+}
+
+static pt_status write_json(const char *path, const char *model, int cores, const pt_scale_config *c, int n,
+                            const char *rec) {
+  pt_metrics *m;
+  PT_TRY(pt_metrics_open(path, 0, &m));
+  pt_metrics_begin(m, "machine");
+  pt_metrics_str(m, "model", model);
+  pt_metrics_str(m, "cpu", pt_cpu_model());
+  pt_metrics_str(m, "cpu_level", pt_cpu_level_name(pt_cpu_level_current()));
+  pt_metrics_int(m, "cores", cores);
+  pt_metrics_str(m, "ptrain", PT_VERSION);
+  pt_status st = pt_metrics_end(m);
+  for (int i = 0; i < n && st == PT_OK; i++) {
+    const pt_scale_config *x = &c[i];
+    pt_metrics_begin(m, "config");
+    pt_metrics_str(m, "strategy", pt_scale_strategy_name(x->strategy));
+    pt_metrics_int(m, "workers", x->workers);
+    pt_metrics_int(m, "threads", x->threads);
+    if (x->batch > 0) pt_metrics_int(m, "batch", x->batch);
+    if (x->worker_batch > 0) pt_metrics_int(m, "worker_batch", x->worker_batch);
+    if (x->optimizer) pt_metrics_str(m, "optimizer", x->optimizer);
+    pt_metrics_bool(m, "ran", x->ran);
+    if (!x->ran) {
+      pt_metrics_str(m, "why", x->why);
+    } else {
+      pt_metrics_num(m, "images_per_s", x->images_per_s);
+      pt_metrics_num(m, "ms_per_step", x->ms_per_step);
+      pt_metrics_num(m, "data_ms", x->data_ms);
+      pt_metrics_num(m, "forward_ms", x->forward_ms);
+      pt_metrics_num(m, "backward_ms", x->backward_ms);
+      pt_metrics_num(m, "optimizer_ms", x->optimizer_ms);
+      pt_metrics_num(m, "comm_ms", x->comm_ms);
+      pt_metrics_num(m, "other_ms", x->other_ms);
+      pt_metrics_num(m, "bubble", x->bubble);
+      pt_metrics_num(m, "peak_rss_mb", x->peak_rss_mb);
+      pt_metrics_num(m, "speedup", x->speedup);
+      pt_metrics_num(m, "efficiency", x->efficiency);
+    }
+    pt_metrics_str(m, "verdict", x->verdict);
+    st = pt_metrics_end(m);
+  }
+  if (st == PT_OK) {
+    pt_metrics_begin(m, "recommendation");
+    pt_metrics_str(m, "text", rec);
+    st = pt_metrics_end(m);
+  }
+  pt_status cl = pt_metrics_close(m);
+  return st != PT_OK ? st : cl;
+}
+
+int pt_cmd_scale(int argc, char **argv) {
+  const char *model = NULL, *model_file = NULL, *data_dir = NULL, *device = NULL, *json = NULL;
+  const char *workers = "1,2,4", *strategies = "none,dp,ddp,pipeline", *threads = "1", *batches = NULL,
+             *optimizers = NULL, *batch_kind = "global";
+  int steps = 30, warm = 5;
+  float time_limit = 600;
+  const pt_arg flags[] = {
+      {"--model", ARG_STR, &model, 0, 0, NULL, "NAME", "model preset (default mnist-cnn)"},
+      {"--model-file", ARG_STR, &model_file, 0, 0, NULL, "SPEC", "model spec file"},
+      {"--data-dir", ARG_STR, &data_dir, 0, 0, NULL, "DIR", "where the dataset files are"},
+      {"--workers", ARG_STR, &workers, 0, 0, NULL, "LIST", "worker counts to try (default 1,2,4)"},
+      {"--strategies", ARG_STR, &strategies, 0, 0, NULL, "LIST",
+       "of none, dp, ddp, pipeline (default all; one worker is always run, as the baseline)"},
+      {"--threads", ARG_STR, &threads, 0, 0, NULL, "LIST", "threads per worker to try (default 1)"},
+      {"--batch-sizes", ARG_STR, &batches, 0, 0, NULL, "LIST", "batch sizes to try (default: the model's)"},
+      {"--batch", ARG_CHOICE, &batch_kind, 0, 0, "global|per-worker", "KIND",
+       "global: the workers share each batch (default); per-worker: each takes a whole one"},
+      {"--optimizers", ARG_STR, &optimizers, 0, 0, NULL, "LIST", "of sgd, adam, adamw, adadelta (default: the model's)"},
+      {"--device", ARG_STR, &device, 0, 0, NULL, "DEV", "cpu or cuda (default cpu)"},
+      {"--steps", ARG_INT, &steps, 2, 1 << 20, NULL, "N", "steps measured per configuration (default 30)"},
+      {"--warmup", ARG_INT, &warm, 1, 1 << 20, NULL, "N", "steps of the short run subtracted from the long (default 5)"},
+      {"--time-limit", ARG_FLOAT, &time_limit, 1, 1e6, NULL, "SECONDS", "per run; a slower run fails (default 600)"},
+      {"--json", ARG_STR, &json, 0, 0, NULL, "FILE", "write every measurement as JSON lines"},
+  };
+  const int nf = (int)(sizeof flags / sizeof flags[0]);
+  /* Training arguments after "--" go to every run. */
+  int split = argc;
+  for (int i = 2; i < argc; i++)
+    if (!strcmp(argv[i], "--")) {
+      split = i;
+      break;
+    }
+  int help;
+  int rc = pt_args_parse("scale", flags, nf, split, argv, 2, &help, NULL, 0, NULL);
+  if (rc) return rc;
+  if (help) {
+    pt_args_print_help("ptrain scale [options] [-- TRAIN_ARGS]",
+                       "Train a model in every configuration of a sweep (strategies x workers x threads x\n"
+                       "batch sizes x optimizers), each for real and twice, and report its steady-state\n"
+                       "images/s, where each step's time goes, its speed-up over one worker, and in plain\n"
+                       "words whether the parallelism pays, with a recommendation for this machine.",
+                       flags, nf);
+    return 0;
+  }
+  if (model && model_file) {
+    fprintf(stderr, "ptrain scale: --model and --model-file: give one, not both (see 'ptrain scale --help')\n");
+    return PT_USAGE_ERROR;
+  }
+  pt_scale_sweep sw = {.per_worker = !strcmp(batch_kind, "per-worker")};
+  if (pt_scale_parse_strategies(strategies, &sw) != PT_OK ||
+      pt_scale_parse_ints("--workers", workers, 1, 1024, sw.workers, &sw.nworkers) != PT_OK ||
+      pt_scale_parse_ints("--threads", threads, 1, 1024, sw.threads, &sw.nthreads) != PT_OK ||
+      (batches && pt_scale_parse_ints("--batch-sizes", batches, 1, 1 << 20, sw.batches, &sw.nbatches) != PT_OK)) {
+    fprintf(stderr, "ptrain scale: %s\n", pt_error_message());
+    return PT_USAGE_ERROR;
+  }
+  /* The model's own batch, when none is given, so that it can be split. */
+  pt_model_spec spec;
+  if (pt_train_load_spec(model, model_file, &spec) != PT_OK) return pt_cli_fail("scale");
+  if (!batches) {
+    sw.batches[0] = spec.defaults.batch > 0 ? spec.defaults.batch : 64;
+    sw.nbatches = 1;
+  }
+  static char opt_buf[256];
+  sw.noptimizers = 0;
+  if (optimizers) {
+    snprintf(opt_buf, sizeof opt_buf, "%s", optimizers);
+    for (char *save = NULL, *t = strtok_r(opt_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+      if (strcmp(t, "sgd") && strcmp(t, "adam") && strcmp(t, "adamw") && strcmp(t, "adadelta")) {
+        fprintf(stderr, "ptrain scale: --optimizers: unknown optimizer '%s' (expected sgd, adam, adamw or adadelta)\n",
+                t);
+        return PT_USAGE_ERROR;
+      }
+      if (sw.noptimizers < PT_SCALE_MAX_LIST) sw.optimizers[sw.noptimizers++] = t;
+    }
+  }
+  if (!sw.noptimizers) sw.optimizers[sw.noptimizers++] = NULL;
+
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores < 1) cores = 1;
+  char self[PATH_MAX], mpirun[PATH_MAX];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) {
+    fprintf(stderr, "ptrain scale: error: cannot find this program (/proc/self/exe) to run the configurations\n");
+    return 1;
+  }
+  self[len] = 0;
+  const int have_mpi = pt_comm_mpi_available() && find_on_path("mpirun", mpirun, sizeof mpirun);
+  pt_scale_config *cfg;
+  int n;
+  if (pt_scale_expand(&sw, (int)cores, have_mpi, &cfg, &n) != PT_OK) return pt_cli_fail("scale");
+
+  char tmp[] = "/tmp/ptrain-scale-XXXXXX";
+  if (!mkdtemp(tmp)) {
+    free(cfg);
+    fprintf(stderr, "ptrain scale: error: cannot make a temporary directory in /tmp\n");
+    return 1;
+  }
+  const char *name = model_file ? model_file : model ? model : "mnist-cnn";
+  pt_scale_runner r = {.self = self, .mpirun = have_mpi ? mpirun : NULL, .model = model, .model_file = model_file,
+                       .data_dir = data_dir, .device = device, .train_args = argv + split + (split < argc),
+                       .ntrain_args = split < argc ? argc - split - 1 : 0, .steps_short = warm,
+                       .steps_long = warm + steps, .time_limit_s = time_limit, .tmp_dir = tmp};
+  printf("ptrain scale: %s on %s (%ld cores, %s kernels): %d configurations, each run for %d and %d steps\n", name,
+         pt_cpu_model(), cores, pt_cpu_level_name(pt_cpu_level_current()), n, r.steps_short, r.steps_long);
+  fflush(stdout);
+  for (int i = 0; i < n; i++) {
+    pt_scale_run(&r, &cfg[i]);
+    fprintf(stderr, "  %-9s %d x %d threads: %s\n", pt_scale_strategy_name(cfg[i].strategy), cfg[i].workers,
+            cfg[i].threads, cfg[i].ran ? "measured" : cfg[i].why);
+  }
+  char f[PATH_MAX];
+  const char *left[] = {"run0.jsonl", "run1.jsonl", "run0.log", "run1.log"};
+  for (size_t i = 0; i < sizeof left / sizeof left[0]; i++) {
+    snprintf(f, sizeof f, "%s/%s", tmp, left[i]);
+    unlink(f);
+  }
+  if (rmdir(tmp) != 0) fprintf(stderr, "ptrain scale: warning: could not remove %s\n", tmp);
+  char rec[400];
+  pt_scale_judge(cfg, n, (int)cores, rec, sizeof rec);
+  printf("\n");
+  print_table(stdout, cfg, n);
+  printf("\n");
+  for (int i = 0; i < n; i++) printf("- %s\n", cfg[i].verdict);
+  printf("\nrecommendation for %s on this machine: %s\n", name, rec);
+  int failed = 0;
+  if (json && write_json(json, name, (int)cores, cfg, n, rec) != PT_OK) failed = pt_cli_fail("scale");
+  int any = 0;
+  for (int i = 0; i < n; i++) any |= cfg[i].ran;
+  free(cfg);
+  if (!any) {
+    fprintf(stderr, "ptrain scale: error: no configuration ran (the reasons are above)\n");
+    return 1;
+  }
+  return failed;
+}

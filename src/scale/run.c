@@ -1,0 +1,253 @@
+/* Running one configuration for real: `ptrain train` as a child process
+ * (under mpirun for ddp), twice, and its steady state from the difference
+ * of the two runs' --profile metrics lines. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "scale/scale.h"
+#include "util/timer.h"
+
+extern char **environ;
+
+typedef struct {
+  double images, seconds, data_s, forward_s, backward_s, optimizer_s, comm_s, other_s, bubble, peak_rss_mb;
+  int steps;
+} profile_line;
+
+static double num(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* The last "profile" line of a metrics file; 0 when there is none. The
+ * per-step times become totals, so that two runs can be subtracted. */
+static int read_profile(const char *path, profile_line *p) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[8192];
+  int found = 0;
+  while (fgets(line, sizeof line, f)) {
+    cJSON *o = cJSON_Parse(line);
+    const cJSON *ev = o ? cJSON_GetObjectItemCaseSensitive(o, "event") : NULL;
+    if (cJSON_IsString(ev) && !strcmp(ev->valuestring, "profile")) {
+      const double steps = num(o, "steps");
+      p->steps = (int)steps;
+      p->images = num(o, "images");
+      p->seconds = num(o, "seconds");
+      p->data_s = num(o, "data_ms") * steps / 1e3;
+      p->forward_s = num(o, "forward_ms") * steps / 1e3;
+      p->backward_s = num(o, "backward_ms") * steps / 1e3;
+      p->optimizer_s = num(o, "optimizer_ms") * steps / 1e3;
+      p->comm_s = num(o, "comm_ms") * steps / 1e3;
+      p->other_s = num(o, "other_ms") * steps / 1e3;
+      p->bubble = num(o, "bubble");
+      p->peak_rss_mb = num(o, "peak_rss_mb");
+      found = steps > 0 && isfinite(p->seconds);
+    }
+    cJSON_Delete(o);
+  }
+  fclose(f);
+  return found;
+}
+
+/* The last line of the child's log that says what went wrong. */
+static void last_error(const char *log, char *out, size_t len) {
+  FILE *f = fopen(log, "r");
+  snprintf(out, len, "it failed without a message");
+  if (!f) return;
+  char line[1024];
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = 0;
+    if (strstr(line, "error") || strstr(line, "ptrain train:") || strstr(line, "failed"))
+      snprintf(out, len, "%.180s", line);
+  }
+  fclose(f);
+}
+
+typedef struct {
+  const char *v[96];
+  int n;
+  char nums[12][24];
+  int nnums;
+} argv_buf;
+
+static void add(argv_buf *a, const char *s) {
+  if (a->n < 95) a->v[a->n++] = s;
+}
+static void add_int(argv_buf *a, int x) {
+  if (a->nnums == 12) return;
+  snprintf(a->nums[a->nnums], sizeof a->nums[0], "%d", x);
+  add(a, a->nums[a->nnums++]);
+}
+
+/* One child run of c for steps steps, metrics into metrics, output into
+ * log. Returns 0 when it exited 0 in time; else fills why. */
+static int run_once(const pt_scale_runner *r, const pt_scale_config *c, int steps, const char *metrics,
+                    const char *log, char *why, size_t why_len) {
+  argv_buf a = {0};
+  if (c->strategy == PT_SCALE_DDP) {
+    add(&a, r->mpirun);
+    add(&a, "-np");
+    add_int(&a, c->workers);
+    /* Open MPI refuses root and more ranks than cores unless told; both
+     * are what a sweep on a small machine does on purpose. */
+    if (geteuid() == 0) add(&a, "--allow-run-as-root");
+    add(&a, "--oversubscribe");
+  }
+  add(&a, r->self);
+  add(&a, "train");
+  if (r->model_file) {
+    add(&a, "--model-file");
+    add(&a, r->model_file);
+  } else if (r->model) {
+    add(&a, "--model");
+    add(&a, r->model);
+  }
+  if (r->data_dir) {
+    add(&a, "--data-dir");
+    add(&a, r->data_dir);
+  }
+  if (r->device) {
+    add(&a, "--device");
+    add(&a, r->device);
+  }
+  add(&a, "--threads");
+  add_int(&a, c->threads);
+  if (c->worker_batch > 0) {
+    add(&a, "--batch-size");
+    add_int(&a, c->worker_batch);
+  }
+  if (c->optimizer) {
+    add(&a, "--optimizer");
+    add(&a, c->optimizer);
+  }
+  char devices[512] = "";
+  switch (c->strategy) {
+    case PT_SCALE_NONE: break;
+    case PT_SCALE_DP:
+      add(&a, "--parallel");
+      add(&a, "dp");
+      add(&a, "--workers");
+      add_int(&a, c->workers);
+      break;
+    case PT_SCALE_DDP:
+      add(&a, "--parallel");
+      add(&a, "ddp");
+      break;
+    case PT_SCALE_PIPELINE: {
+      add(&a, "--parallel");
+      add(&a, "pipeline");
+      add(&a, "--devices");
+      size_t used = 0;
+      const char *kind = r->device && !strncmp(r->device, "cuda", 4) ? "cuda" : "cpu";
+      for (int i = 0; i < c->workers && used < sizeof devices; i++)
+        used += (size_t)snprintf(devices + used, sizeof devices - used, "%s%s:%d", i ? "," : "", kind, i);
+      add(&a, devices);
+      break;
+    }
+  }
+  add(&a, "--max-steps");
+  add_int(&a, steps);
+  add(&a, "--profile");
+  add(&a, "--quiet");
+  add(&a, "--metrics");
+  add(&a, metrics);
+  add(&a, "--checkpoint-dir");
+  add(&a, r->tmp_dir);
+  for (int i = 0; i < r->ntrain_args; i++) add(&a, r->train_args[i]);
+  a.v[a.n] = NULL;
+
+  unlink(metrics);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  pid_t pid;
+  const int rc = posix_spawnp(&pid, a.v[0], &fa, NULL, (char *const *)a.v, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc) {
+    snprintf(why, why_len, "cannot start %s: %s", a.v[0], strerror(rc));
+    return 1;
+  }
+  const double t0 = pt_now();
+  int status = 0;
+  for (;;) {
+    const pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) {
+      snprintf(why, why_len, "lost its run: %s", strerror(errno));
+      return 1;
+    }
+    if (pt_now() - t0 > r->time_limit_s) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      snprintf(why, why_len, "a run of %d steps took more than %.0f s (--time-limit)", steps, r->time_limit_s);
+      return 1;
+    }
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    char msg[200];
+    last_error(log, msg, sizeof msg);
+    if (WIFSIGNALED(status))
+      snprintf(why, why_len, "its run died on signal %d: %s", WTERMSIG(status), msg);
+    else
+      snprintf(why, why_len, "its run exited %d: %s", WEXITSTATUS(status), msg);
+    return 1;
+  }
+  return 0;
+}
+
+void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c) {
+  c->ran = 0;
+  c->bubble = NAN;
+  if (!c->runnable) return;
+  char metrics[2][4200], log[4200];
+  profile_line p[2];
+  const int steps[2] = {r->steps_short, r->steps_long};
+  for (int i = 0; i < 2; i++) {
+    snprintf(metrics[i], sizeof metrics[i], "%s/run%d.jsonl", r->tmp_dir, i);
+    snprintf(log, sizeof log, "%s/run%d.log", r->tmp_dir, i);
+    if (run_once(r, c, steps[i], metrics[i], log, c->why, sizeof c->why)) return;
+    if (!read_profile(metrics[i], &p[i])) {
+      snprintf(c->why, sizeof c->why, "its run of %d steps wrote no profile line to %.150s", steps[i], metrics[i]);
+      return;
+    }
+  }
+  const double ds = p[1].seconds - p[0].seconds, di = p[1].images - p[0].images;
+  const double dn = (double)(p[1].steps - p[0].steps);
+  if (!(ds > 0) || !(di > 0) || !(dn > 0)) {
+    snprintf(c->why, sizeof c->why, "the longer run was not longer (%.3f s, %.0f images more): raise --steps", ds,
+             di);
+    return;
+  }
+  c->images_per_s = di / ds;
+  c->ms_per_step = 1e3 * ds / dn;
+  /* A phase too small to measure can come out a hair below zero in the
+   * difference of two runs: it is none. */
+#define PT_SCALE_PHASE(f) (p[1].f - p[0].f > 0 ? 1e3 * (p[1].f - p[0].f) / dn : 0.0)
+  c->data_ms = PT_SCALE_PHASE(data_s);
+  c->forward_ms = PT_SCALE_PHASE(forward_s);
+  c->backward_ms = PT_SCALE_PHASE(backward_s);
+  c->optimizer_ms = PT_SCALE_PHASE(optimizer_s);
+  c->comm_ms = PT_SCALE_PHASE(comm_s);
+  c->other_ms = PT_SCALE_PHASE(other_s);
+#undef PT_SCALE_PHASE
+  c->bubble = p[1].bubble;
+  c->peak_rss_mb = p[1].peak_rss_mb;
+  c->ran = 1;
+  c->why[0] = 0;
+}

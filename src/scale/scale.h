@@ -1,0 +1,88 @@
+/* ptrain scale: does parallelism pay for this model on this machine?
+ *
+ * A sweep (strategies x workers x threads x batch sizes x optimizers) is
+ * expanded into configurations (sweep.c); each one runs for real as a
+ * child `ptrain train` (under mpirun for ddp) twice, for a few steps and
+ * for more, and the difference of the two runs' --profile lines is its
+ * steady state: start-up, loading and the first steps cancel (run.c).
+ * Each configuration is then compared with one worker at the same threads,
+ * batch and optimizer, and judged in plain words (verdict.c).
+ */
+#ifndef PT_SCALE_SCALE_H
+#define PT_SCALE_SCALE_H
+
+#include <stddef.h>
+
+#include "util/error.h"
+
+typedef enum { PT_SCALE_NONE, PT_SCALE_DP, PT_SCALE_DDP, PT_SCALE_PIPELINE } pt_scale_strategy;
+
+const char *pt_scale_strategy_name(pt_scale_strategy s);
+
+#define PT_SCALE_MAX_LIST 16
+
+/* What to sweep; every list has at least one entry. */
+typedef struct {
+  pt_scale_strategy strategies[4];
+  int nstrategies;
+  int workers[PT_SCALE_MAX_LIST], nworkers;
+  int threads[PT_SCALE_MAX_LIST], nthreads;
+  int batches[PT_SCALE_MAX_LIST], nbatches; /* 0: the model's own */
+  const char *optimizers[PT_SCALE_MAX_LIST]; /* NULL: the model's own */
+  int noptimizers;
+  int per_worker; /* batches are per worker (each worker keeps it); else global (split among workers) */
+} pt_scale_sweep;
+
+/* One configuration and, once run, what it measured. */
+typedef struct {
+  pt_scale_strategy strategy;
+  int workers, threads;
+  int batch;            /* global: all workers' samples in one step (0: the model's own) */
+  int worker_batch;     /* what each worker's --batch-size is (0: the model's own) */
+  const char *optimizer; /* NULL: the model's own */
+  int runnable;         /* 0: skipped, why says why */
+  int ran;              /* measured */
+  char why[240];        /* why it was skipped or failed */
+  /* steady state, from the two runs' difference */
+  double images_per_s, ms_per_step;
+  double data_ms, forward_ms, backward_ms, optimizer_ms, comm_ms, other_ms;
+  double bubble;        /* pipelines: the stages' idle share; NaN otherwise */
+  double peak_rss_mb;   /* of rank 0's process, the longer run */
+  /* against the baseline (one worker, same threads, batch, optimizer) */
+  int baseline;         /* index of the baseline configuration, or -1 */
+  double speedup, efficiency;
+  char verdict[320];
+} pt_scale_config;
+
+/* Splits "1,2,4" into out (at most PT_SCALE_MAX_LIST positive integers in
+ * [lo, hi]); fails naming flag and the bad entry. */
+pt_status pt_scale_parse_ints(const char *flag, const char *text, int lo, int hi, int *out, int *n);
+/* "none,dp,ddp,pipeline" */
+pt_status pt_scale_parse_strategies(const char *text, pt_scale_sweep *sw);
+
+/* The configurations of sw (malloc'd, *n of them). cores: this machine's;
+ * have_mpi: mpirun and an MPI build are there. Configurations that cannot
+ * run are kept, runnable 0, with the reason. */
+pt_status pt_scale_expand(const pt_scale_sweep *sw, int cores, int have_mpi, pt_scale_config **out, int *n);
+
+/* How a configuration's child runs. */
+typedef struct {
+  const char *self;        /* this ptrain */
+  const char *mpirun;      /* for ddp */
+  const char *model, *model_file, *data_dir, *device;
+  char **train_args;       /* passed through to every run */
+  int ntrain_args;
+  int steps_short, steps_long; /* the two runs' --max-steps */
+  double time_limit_s;     /* a run that takes longer is stopped and the configuration marked failed */
+  const char *tmp_dir;     /* for the runs' metrics and logs */
+} pt_scale_runner;
+
+/* Runs c twice and fills its measurements; a failed run marks c with the
+ * child's last error line rather than failing the sweep. */
+void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c);
+
+/* Speed-ups, efficiencies and each configuration's verdict, then the one
+ * line recommendation into rec. cores: this machine's. */
+void pt_scale_judge(pt_scale_config *c, int n, int cores, char *rec, size_t rec_len);
+
+#endif

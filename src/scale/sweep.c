@@ -1,0 +1,124 @@
+/* Expanding a sweep into configurations, and saying which cannot run. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scale/scale.h"
+
+const char *pt_scale_strategy_name(pt_scale_strategy s) {
+  switch (s) {
+    case PT_SCALE_NONE: return "none";
+    case PT_SCALE_DP: return "dp";
+    case PT_SCALE_DDP: return "ddp";
+    case PT_SCALE_PIPELINE: return "pipeline";
+  }
+  return "?";
+}
+
+pt_status pt_scale_parse_ints(const char *flag, const char *text, int lo, int hi, int *out, int *n) {
+  *n = 0;
+  const char *p = text;
+  while (*p) {
+    char *end;
+    errno = 0;
+    const long v = strtol(p, &end, 10);
+    if (end == p || errno || v < lo || v > hi || (*end && *end != ','))
+      return pt_fail(PT_ERR_ARG, "%s: expected a comma-separated list of integers in [%d, %d], got '%s'", flag, lo,
+                     hi, text);
+    if (*n == PT_SCALE_MAX_LIST)
+      return pt_fail(PT_ERR_ARG, "%s: at most %d values, got '%s'", flag, PT_SCALE_MAX_LIST, text);
+    out[(*n)++] = (int)v;
+    p = *end ? end + 1 : end;
+  }
+  if (*n == 0) return pt_fail(PT_ERR_ARG, "%s: expected a comma-separated list of integers, got '%s'", flag, text);
+  return PT_OK;
+}
+
+pt_status pt_scale_parse_strategies(const char *text, pt_scale_sweep *sw) {
+  sw->nstrategies = 0;
+  const char *p = text;
+  while (*p) {
+    const size_t len = strcspn(p, ",");
+    const char *names[] = {"none", "dp", "ddp", "pipeline"};
+    int k = -1;
+    for (int i = 0; i < 4; i++)
+      if (strlen(names[i]) == len && !strncmp(p, names[i], len)) k = i;
+    if (k < 0)
+      return pt_fail(PT_ERR_ARG, "--strategies: unknown strategy '%.*s' in '%s' (expected none, dp, ddp or pipeline)",
+                     (int)len, p, text);
+    for (int i = 0; i < sw->nstrategies; i++)
+      if (sw->strategies[i] == (pt_scale_strategy)k)
+        return pt_fail(PT_ERR_ARG, "--strategies: '%s' given twice in '%s'", names[k], text);
+    sw->strategies[sw->nstrategies++] = (pt_scale_strategy)k;
+    p += len;
+    if (*p) p++;
+  }
+  if (!sw->nstrategies) return pt_fail(PT_ERR_ARG, "--strategies: expected a list such as none,dp,ddp, got '%s'", text);
+  return PT_OK;
+}
+
+/* Whether c can run, and if not why (into c->why). */
+static void check(pt_scale_config *c, int cores, int have_mpi) {
+  c->runnable = 1;
+  if (c->strategy == PT_SCALE_DDP && !have_mpi) {
+    c->runnable = 0;
+    snprintf(c->why, sizeof c->why,
+             "ddp needs mpirun and a ptrain built with MPI (apt-get install openmpi-bin libopenmpi-dev)");
+    return;
+  }
+  if (c->batch > 0 && c->strategy != PT_SCALE_PIPELINE && c->strategy != PT_SCALE_NONE && c->worker_batch == 0) {
+    c->runnable = 0;
+    snprintf(c->why, sizeof c->why, "the global batch %d does not split into %d equal shares", c->batch,
+             c->workers);
+    return;
+  }
+  /* Oversubscribed configurations run: that more workers than cores is
+   * slower is one of the things to measure. Absurd ones do not. */
+  if (c->workers * c->threads > 8 * cores) {
+    c->runnable = 0;
+    snprintf(c->why, sizeof c->why, "%d workers x %d threads on %d cores: more than 8 threads a core",
+             c->workers, c->threads, cores);
+  }
+}
+
+pt_status pt_scale_expand(const pt_scale_sweep *sw, int cores, int have_mpi, pt_scale_config **out, int *n) {
+  const size_t most = (size_t)sw->noptimizers * sw->nbatches * sw->nthreads * (1 + 3 * (size_t)sw->nworkers);
+  pt_scale_config *c = calloc(most ? most : 1, sizeof *c);
+  if (!c) return pt_fail(PT_ERR_NOMEM, "out of memory for %zu configurations", most);
+  int k = 0;
+  for (int o = 0; o < sw->noptimizers; o++)
+    for (int b = 0; b < sw->nbatches; b++)
+      for (int t = 0; t < sw->nthreads; t++) {
+        /* the baseline first: one worker; the strategies only from 2 */
+        pt_scale_config base = {.strategy = PT_SCALE_NONE, .workers = 1, .threads = sw->threads[t],
+                                .batch = sw->batches[b], .worker_batch = sw->batches[b],
+                                .optimizer = sw->optimizers[o], .baseline = -1};
+        check(&base, cores, have_mpi);
+        const int b0 = k;
+        c[k++] = base;
+        for (int s = 0; s < sw->nstrategies; s++) {
+          if (sw->strategies[s] == PT_SCALE_NONE) continue;
+          for (int w = 0; w < sw->nworkers; w++) {
+            const int W = sw->workers[w];
+            if (W < 2) continue;
+            pt_scale_config x = base;
+            x.strategy = sw->strategies[s];
+            x.workers = W;
+            x.baseline = b0;
+            /* dp and ddp: each worker takes --batch-size samples a step;
+             * a pipeline's stages pass one batch along */
+            if (x.strategy == PT_SCALE_PIPELINE || sw->per_worker || x.batch == 0)
+              x.worker_batch = x.batch;
+            else
+              x.worker_batch = x.batch % W ? 0 : x.batch / W;
+            if (sw->per_worker && x.batch > 0 && x.strategy != PT_SCALE_PIPELINE) x.batch = x.worker_batch * W;
+            check(&x, cores, have_mpi);
+            c[k++] = x;
+          }
+        }
+      }
+  *out = c;
+  *n = k;
+  return PT_OK;
+}
