@@ -110,7 +110,7 @@ static pt_status write_json(const char *path, const char *model, int cores, cons
 }
 
 int pt_cmd_scale(int argc, char **argv) {
-  const char *model = NULL, *model_file = NULL, *data_dir = NULL, *device = NULL, *json = NULL;
+  const char *model = NULL, *model_file = NULL, *data_dir = NULL, *device = NULL, *json = NULL, *report = NULL;
   const char *workers = "1,2,4", *strategies = "none,dp,ddp,pipeline", *threads = "1", *batches = NULL,
              *optimizers = NULL, *batch_kind = "global";
   int steps = 30, warm = 5;
@@ -132,6 +132,8 @@ int pt_cmd_scale(int argc, char **argv) {
       {"--warmup", ARG_INT, &warm, 1, 1 << 20, NULL, "N", "steps of the short run subtracted from the long (default 5)"},
       {"--time-limit", ARG_FLOAT, &time_limit, 1, 1e6, NULL, "SECONDS", "per run; a slower run fails (default 600)"},
       {"--json", ARG_STR, &json, 0, 0, NULL, "FILE", "write every measurement as JSON lines"},
+      {"--report", ARG_STR, &report, 0, 0, NULL, "DIR",
+       "write DIR/report.md, DIR/speedup.png and .svg and DIR/scale.jsonl"},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
   /* Training arguments after "--" go to every run. */
@@ -236,6 +238,16 @@ int pt_cmd_scale(int argc, char **argv) {
   printf("\nrecommendation for %s on this machine: %s\n", name, rec);
   int failed = 0;
   if (json && write_json(json, name, (int)cores, cfg, n, rec) != PT_OK) failed = pt_cli_fail("scale");
+  if (report && !failed) {
+    char title[512], jpath[PATH_MAX];
+    snprintf(title, sizeof title, "%s on %s (%ld cores, %s kernels)", name, pt_cpu_model(), cores,
+             pt_cpu_level_name(pt_cpu_level_current()));
+    snprintf(jpath, sizeof jpath, "%.4000s/scale.jsonl", report);
+    if (pt_scale_report(report, title, cfg, n, rec) != PT_OK || write_json(jpath, name, (int)cores, cfg, n, rec) != PT_OK)
+      failed = pt_cli_fail("scale");
+    else
+      printf("report: %s/report.md (speedup.png, speedup.svg, scale.jsonl)\n", report);
+  }
   int any = 0;
   for (int i = 0; i < n; i++) any |= cfg[i].ran;
   free(cfg);

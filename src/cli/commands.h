@@ -11,6 +11,7 @@ int pt_cmd_data(int argc, char **argv);
 int pt_cmd_bench(int argc, char **argv);
 int pt_cmd_jobscript(int argc, char **argv);
 int pt_cmd_scale(int argc, char **argv);
+int pt_cmd_plot(int argc, char **argv);
 /* Prints "ptrain CMD: error: message" and returns 1. */
 int pt_cli_fail(const char *cmd);
 

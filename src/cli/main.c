@@ -24,7 +24,8 @@ static void usage(FILE *f) {
           "  data fetch   download and verify a dataset\n"
           "  bench        measure training throughput, or the SGEMM rate\n"
           "  jobscript    print a Slurm or HTCondor script that runs train on a cluster\n"
-          "  scale        run a model in many parallel configurations: does parallelism pay?\n\n"
+          "  scale        run a model in many parallel configurations: does parallelism pay?\n"
+          "  plot         draw the training curves of runs' --metrics files side by side\n\n"
           "  --help       show this help\n"
           "  --version    show the version\n\n"
           "Quick start: ptrain train --model mnist-cnn --epochs 1\n");
@@ -58,8 +59,9 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "bench")) return pt_cmd_bench(argc, argv);
   if (!strcmp(cmd, "jobscript")) return pt_cmd_jobscript(argc, argv);
   if (!strcmp(cmd, "scale")) return pt_cmd_scale(argc, argv);
+  if (!strcmp(cmd, "plot")) return pt_cmd_plot(argc, argv);
   fprintf(stderr,
-          "ptrain: unknown command '%s' (expected train, eval, models, info, data, bench, jobscript or scale; see ptrain --help)\n",
+          "ptrain: unknown command '%s' (expected train, eval, models, info, data, bench, jobscript, scale or plot; see ptrain --help)\n",
           cmd);
   return PT_USAGE_ERROR;
 }

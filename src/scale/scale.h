@@ -85,4 +85,9 @@ void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c);
  * line recommendation into rec. cores: this machine's. */
 void pt_scale_judge(pt_scale_config *c, int n, int cores, char *rec, size_t rec_len);
 
+/* DIR/speedup.png and .svg (speed-up against workers, one line per
+ * strategy and setting, and the ideal), and DIR/report.md embedding the
+ * chart, with the table, the verdicts and the recommendation. */
+pt_status pt_scale_report(const char *dir, const char *title, const pt_scale_config *c, int n, const char *rec);
+
 #endif

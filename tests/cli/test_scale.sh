@@ -74,6 +74,20 @@ assert rec in open(sys.argv[2]).read()
 PY
 pass "--json: every configuration, speed-ups and efficiencies from the rates, the recommendation the fastest"
 
+# --report DIR: the chart as PNG and SVG, the markdown report embedding it, the JSON lines
+"$PTRAIN" scale --model fmnist-mlp --data-dir "$FMNIST" --workers 1,2 --strategies none,dp --batch-sizes 100 \
+  --steps 5 --warmup 2 --report "$TMP/report" >"$TMP/rep.out" 2>&1 || fail "--report: $(cat "$TMP/rep.out")"
+for f in report.md speedup.png speedup.svg scale.jsonl; do
+  [[ -s $TMP/report/$f ]] || fail "--report: no $f"
+done
+head -c 8 "$TMP/report/speedup.png" | od -An -c | grep -q "P   N   G" || fail "speedup.png is not a PNG"
+grep -q "<svg" "$TMP/report/speedup.svg" || fail "speedup.svg is not an SVG"
+grep -q "^!\[speed-up against workers\](speedup.svg)" "$TMP/report/report.md" || fail "the report does not embed the chart"
+grep -q "^\*\*Recommendation:\*\* " "$TMP/report/report.md" || fail "the report has no recommendation"
+grep -q "^| dp | 2 | 1 | 100 | 50 |" "$TMP/report/report.md" || fail "the report's table: $(cat "$TMP/report/report.md")"
+[[ $(grep -c '"event":"config"' "$TMP/report/scale.jsonl") == 2 ]] || fail "the report's scale.jsonl"
+pass "--report: report.md embedding speedup.svg, the PNG, and scale.jsonl"
+
 # per-worker batches: each dp worker takes the whole batch, the global batch doubles
 "$PTRAIN" scale --model fmnist-mlp --data-dir "$FMNIST" --workers 2 --strategies dp --batch per-worker \
   --batch-sizes 64 --steps 5 --warmup 2 >"$TMP/pw.out" 2>&1 || fail "per-worker: $(cat "$TMP/pw.out")"
