@@ -35,9 +35,11 @@ static void fmt_ms(char *buf, size_t len, double ms, double step) {
   else snprintf(buf, len, "%.0f%%", 100.0 * ms / step);
 }
 
-static void print_table(FILE *f, const pt_scale_config *c, int n) {
-  fprintf(f, "%-9s %7s %7s %12s %-9s %10s %8s %6s %6s %6s %6s %9s\n", "strategy", "workers", "threads",
+static void print_table(FILE *f, const pt_scale_config *c, int n, double target) {
+  fprintf(f, "%-9s %7s %7s %12s %-9s %10s %8s %6s %6s %6s %6s %9s", "strategy", "workers", "threads",
           "batch (each)", "optimizer", "images/s", "speed-up", "eff.", "comm", "data", "bubble", "peak MiB");
+  if (target > 0) fprintf(f, " %10s", "s to target");
+  fputc('\n', f);
   for (int i = 0; i < n; i++) {
     const pt_scale_config *x = &c[i];
     char batch[32], ips[24] = "-", sp[16] = "-", eff[16] = "-", comm[16] = "-", data[16] = "-", bub[16] = "-",
@@ -54,9 +56,14 @@ static void print_table(FILE *f, const pt_scale_config *c, int n) {
       if (isfinite(x->bubble)) snprintf(bub, sizeof bub, "%.0f%%", 100.0 * x->bubble);
       if (isfinite(x->peak_rss_mb)) snprintf(mem, sizeof mem, "%.0f", x->peak_rss_mb);
     }
-    fprintf(f, "%-9s %7d %7d %12s %-9s %10s %8s %6s %6s %6s %6s %9s\n", pt_scale_strategy_name(x->strategy),
+    fprintf(f, "%-9s %7d %7d %12s %-9s %10s %8s %6s %6s %6s %6s %9s", pt_scale_strategy_name(x->strategy),
             x->workers, x->threads, batch, x->optimizer ? x->optimizer : "model's", ips, sp, eff, comm, data, bub,
             mem);
+    if (target > 0) {
+      if (x->ran && isfinite(x->target_s)) fprintf(f, " %10.1f", x->target_s);
+      else fprintf(f, " %10s", "-");
+    }
+    fputc('\n', f);
   }
 }
 
@@ -96,6 +103,10 @@ static pt_status write_json(const char *path, const char *model, int cores, cons
       pt_metrics_num(m, "peak_rss_mb", x->peak_rss_mb);
       pt_metrics_num(m, "speedup", x->speedup);
       pt_metrics_num(m, "efficiency", x->efficiency);
+      if (x->curve_n) {
+        pt_metrics_num(m, "target_seconds", x->target_s);
+        pt_metrics_int(m, "evaluations", x->curve_n);
+      }
     }
     pt_metrics_str(m, "verdict", x->verdict);
     st = pt_metrics_end(m);
@@ -113,8 +124,8 @@ int pt_cmd_scale(int argc, char **argv) {
   const char *model = NULL, *model_file = NULL, *data_dir = NULL, *device = NULL, *json = NULL, *report = NULL;
   const char *workers = "1,2,4", *strategies = "none,dp,ddp,pipeline", *threads = "1", *batches = NULL,
              *optimizers = NULL, *batch_kind = "global";
-  int steps = 30, warm = 5;
-  float time_limit = 600;
+  int steps = 30, warm = 5, target_epochs = 10, eval_every = 100;
+  float time_limit = 600, target = 0;
   const pt_arg flags[] = {
       {"--model", ARG_STR, &model, 0, 0, NULL, "NAME", "model preset (default mnist-cnn)"},
       {"--model-file", ARG_STR, &model_file, 0, 0, NULL, "SPEC", "model spec file"},
@@ -131,6 +142,10 @@ int pt_cmd_scale(int argc, char **argv) {
       {"--steps", ARG_INT, &steps, 2, 1 << 20, NULL, "N", "steps measured per configuration (default 30)"},
       {"--warmup", ARG_INT, &warm, 1, 1 << 20, NULL, "N", "steps of the short run subtracted from the long (default 5)"},
       {"--time-limit", ARG_FLOAT, &time_limit, 1, 1e6, NULL, "SECONDS", "per run; a slower run fails (default 600)"},
+      {"--target-accuracy", ARG_FLOAT, &target, 0, 1, NULL, "A",
+       "also train each configuration until the test accuracy reaches A, and judge them on that time"},
+      {"--target-epochs", ARG_INT, &target_epochs, 1, 100000, NULL, "E", "at most E epochs for it (default 10)"},
+      {"--eval-every", ARG_INT, &eval_every, 1, 1 << 30, NULL, "N", "evaluating every N steps for it (default 100)"},
       {"--json", ARG_STR, &json, 0, 0, NULL, "FILE", "write every measurement as JSON lines"},
       {"--report", ARG_STR, &report, 0, 0, NULL, "DIR",
        "write DIR/report.md, DIR/speedup.png and .svg and DIR/scale.jsonl"},
@@ -213,7 +228,8 @@ int pt_cmd_scale(int argc, char **argv) {
   pt_scale_runner r = {.self = self, .mpirun = have_mpi ? mpirun : NULL, .model = model, .model_file = model_file,
                        .data_dir = data_dir, .device = device, .train_args = argv + split + (split < argc),
                        .ntrain_args = split < argc ? argc - split - 1 : 0, .steps_short = warm,
-                       .steps_long = warm + steps, .time_limit_s = time_limit, .tmp_dir = tmp};
+                       .steps_long = warm + steps, .time_limit_s = time_limit, .tmp_dir = tmp,
+                       .target_accuracy = target, .target_epochs = target_epochs, .eval_every = eval_every};
   printf("ptrain scale: %s on %s (%ld cores, %s kernels): %d configurations, each run for %d and %d steps\n", name,
          pt_cpu_model(), cores, pt_cpu_level_name(pt_cpu_level_current()), n, r.steps_short, r.steps_long);
   fflush(stdout);
@@ -223,16 +239,16 @@ int pt_cmd_scale(int argc, char **argv) {
             cfg[i].threads, cfg[i].ran ? "measured" : cfg[i].why);
   }
   char f[PATH_MAX];
-  const char *left[] = {"run0.jsonl", "run1.jsonl", "run0.log", "run1.log"};
+  const char *left[] = {"run0.jsonl", "run1.jsonl", "run2.jsonl", "run0.log", "run1.log", "run2.log"};
   for (size_t i = 0; i < sizeof left / sizeof left[0]; i++) {
     snprintf(f, sizeof f, "%s/%s", tmp, left[i]);
     unlink(f);
   }
   if (rmdir(tmp) != 0) fprintf(stderr, "ptrain scale: warning: could not remove %s\n", tmp);
   char rec[400];
-  pt_scale_judge(cfg, n, (int)cores, rec, sizeof rec);
+  pt_scale_judge(cfg, n, (int)cores, target, rec, sizeof rec);
   printf("\n");
-  print_table(stdout, cfg, n);
+  print_table(stdout, cfg, n, target);
   printf("\n");
   for (int i = 0; i < n; i++) printf("- %s\n", cfg[i].verdict);
   printf("\nrecommendation for %s on this machine: %s\n", name, rec);
@@ -243,7 +259,7 @@ int pt_cmd_scale(int argc, char **argv) {
     snprintf(title, sizeof title, "%s on %s (%ld cores, %s kernels)", name, pt_cpu_model(), cores,
              pt_cpu_level_name(pt_cpu_level_current()));
     snprintf(jpath, sizeof jpath, "%.4000s/scale.jsonl", report);
-    if (pt_scale_report(report, title, cfg, n, rec) != PT_OK || write_json(jpath, name, (int)cores, cfg, n, rec) != PT_OK)
+    if (pt_scale_report(report, title, cfg, n, target, rec) != PT_OK || write_json(jpath, name, (int)cores, cfg, n, rec) != PT_OK)
       failed = pt_cli_fail("scale");
     else
       printf("report: %s/report.md (speedup.png, speedup.svg, scale.jsonl)\n", report);

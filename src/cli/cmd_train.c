@@ -45,6 +45,7 @@ int pt_cmd_train(int argc, char **argv) {
   pt_train_config c;
   pt_train_config_defaults(&c);
   int no_prefetch = 0;
+  float target_acc = 0;
   float bucket_mb = (float)c.bucket_mb, timeout_s = (float)c.timeout_s, ckpt_interval = 0.0f;
   const pt_arg flags[] = {
       {"--model", ARG_STR, &c.model, 0, 0, NULL, "NAME", "model preset (ptrain models lists them; default mnist-cnn)"},
@@ -76,6 +77,10 @@ int pt_cmd_train(int argc, char **argv) {
       {"--checkpoint-every", ARG_I64, &c.checkpoint_every, 1, BIG, NULL, "N", "also checkpoint every N steps, inside epochs"},
       {"--checkpoint-interval", ARG_FLOAT, &ckpt_interval, 1, 1e9, NULL, "SECONDS",
        "also checkpoint every SECONDS of training, inside epochs"},
+      {"--eval-every", ARG_I64, &c.eval_every, 1, BIG, NULL, "N",
+       "also evaluate on the test split every N steps, inside epochs (with --metrics: an \"eval\" line each)"},
+      {"--target-accuracy", ARG_FLOAT, &target_acc, 0, 1, NULL, "A",
+       "stop at the first evaluation whose test accuracy is at least A (time to accuracy)"},
       {"--exit-after-checkpoint", ARG_FLAG, &c.exit_after_checkpoint, 0, 0, NULL, NULL,
        "exit with status 85 after the first --checkpoint-every/--checkpoint-interval save (HTCondor's "
        "checkpoint_exit_code: run again with --resume)"},
@@ -135,6 +140,7 @@ int pt_cmd_train(int argc, char **argv) {
   c.prefetch = !no_prefetch;
   c.bucket_mb = bucket_mb;
   c.checkpoint_interval = ckpt_interval;
+  c.target_accuracy = target_acc;
   c.timeout_s = timeout_s;
   c.progress = isatty(fileno(stderr));
   const int ddp = c.parallel && !strcmp(c.parallel, "ddp");

@@ -132,8 +132,19 @@ static void draw_panel(cairo_t *cr, const pt_panel *p, double ox) {
         }
   }
   cairo_restore(cr);
-  /* legend */
+  /* legend, on a veil so that lines under it do not hide it */
   cairo_set_font_size(cr, 11);
+  double lw = 0;
+  for (int s = 0; s < p->nseries; s++) {
+    cairo_text_extents_t e;
+    cairo_text_extents(cr, p->series[s].label, &e);
+    if (e.x_advance > lw) lw = e.x_advance;
+  }
+  if (p->nseries) {
+    cairo_set_source_rgba(cr, 1, 1, 1, 0.85);
+    cairo_rectangle(cr, L + 4, T + 4, lw + 34, 16.0 * p->nseries + 6);
+    cairo_fill(cr);
+  }
   for (int s = 0, c = 0; s < p->nseries; s++) {
     const pt_series *se = &p->series[s];
     const double *col = se->dashed ? colours[7] : colours[c++ % 7];

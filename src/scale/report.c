@@ -20,7 +20,51 @@ static int same_setting(const pt_scale_config *a, const pt_scale_config *b) {
   return a->baseline == b->baseline;
 }
 
-pt_status pt_scale_report(const char *dir, const char *title, const pt_scale_config *c, int n, const char *rec) {
+/* Test loss and accuracy against time, one line per configuration that
+ * made the run to the target. */
+static pt_status write_curves(const char *dir, const pt_scale_config *c, int n, double target, int *wrote) {
+  *wrote = 0;
+  pt_figure fig = {.npanels = 2};
+  pt_panel *l = &fig.panels[0], *a = &fig.panels[1];
+  snprintf(l->title, sizeof l->title, "test loss");
+  snprintf(a->title, sizeof a->title, "test accuracy (target %g)", target);
+  snprintf(l->xlabel, sizeof l->xlabel, "seconds of training");
+  snprintf(a->xlabel, sizeof a->xlabel, "seconds of training");
+  snprintf(l->ylabel, sizeof l->ylabel, "loss");
+  snprintf(a->ylabel, sizeof a->ylabel, "accuracy");
+  for (int i = 0; i < n && l->nseries < PT_CHART_MAX_SERIES - 1; i++) {
+    const pt_scale_config *x = &c[i];
+    if (!x->ran || x->curve_n == 0) continue;
+    char label[96];
+    snprintf(label, sizeof label, "%s x %d, %d thr, batch %d%s%s", pt_scale_strategy_name(x->strategy), x->workers,
+             x->threads, x->batch, x->optimizer ? ", " : "", x->optimizer ? x->optimizer : "");
+    pt_series *sl = &l->series[l->nseries++], *sa = &a->series[a->nseries++];
+    *sl = (pt_series){.x = x->curve_t, .y = x->curve_loss, .n = x->curve_n};
+    *sa = (pt_series){.x = x->curve_t, .y = x->curve_acc, .n = x->curve_n};
+    snprintf(sl->label, sizeof sl->label, "%s", label);
+    snprintf(sa->label, sizeof sa->label, "%s", label);
+  }
+  if (!l->nseries) return PT_OK;
+  static double tx[2], ty[2];
+  tx[0] = 0, tx[1] = 0;
+  for (int k = 0; k < a->nseries; k++)
+    for (int j = 0; j < a->series[k].n; j++)
+      if (a->series[k].x[j] > tx[1]) tx[1] = a->series[k].x[j];
+  ty[0] = ty[1] = target;
+  pt_series *t = &a->series[a->nseries++];
+  *t = (pt_series){.x = tx, .y = ty, .n = 2, .dashed = 1};
+  snprintf(t->label, sizeof t->label, "target");
+  char path[4200];
+  snprintf(path, sizeof path, "%s/curves.png", dir);
+  PT_TRY(pt_figure_write(&fig, path));
+  snprintf(path, sizeof path, "%s/curves.svg", dir);
+  PT_TRY(pt_figure_write(&fig, path));
+  *wrote = 1;
+  return PT_OK;
+}
+
+pt_status pt_scale_report(const char *dir, const char *title, const pt_scale_config *c, int n, double target,
+                          const char *rec) {
   if (mkdir(dir, 0755) && errno != EEXIST) return pt_fail_errno(PT_ERR_IO, "cannot create the report directory %s", dir);
   pt_figure fig = {.npanels = 1};
   pt_panel *p = &fig.panels[0];
@@ -80,21 +124,24 @@ pt_status pt_scale_report(const char *dir, const char *title, const pt_scale_con
   snprintf(path, sizeof path, "%s/speedup.svg", dir);
   PT_TRY(pt_figure_write(&fig, path));
 
+  int curves = 0;
+  if (target > 0) PT_TRY(write_curves(dir, c, n, target, &curves));
   snprintf(path, sizeof path, "%s/report.md", dir);
   FILE *f = fopen(path, "w");
   if (!f) return pt_fail_errno(PT_ERR_IO, "cannot write %s", path);
   fprintf(f, "# Does parallelism pay? %s\n\n", title);
   fprintf(f, "**Recommendation:** %s.\n\n", rec);
   fprintf(f, "![speed-up against workers](speedup.svg)\n\n");
+  if (curves) fprintf(f, "![test loss and accuracy against time](curves.svg)\n\n");
   fprintf(f, "| strategy | workers | threads | global batch | per worker | optimizer | images/s | speed-up | "
-             "efficiency | communication | waiting for data | bubble | peak MiB |\n");
-  fprintf(f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+             "efficiency | communication | waiting for data | bubble | peak MiB | seconds to target |\n");
+  fprintf(f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < n; i++) {
     const pt_scale_config *x = &c[i];
     fprintf(f, "| %s | %d | %d | %d | %d | %s |", pt_scale_strategy_name(x->strategy), x->workers, x->threads,
             x->batch, x->worker_batch, x->optimizer ? x->optimizer : "the model's");
     if (!x->ran) {
-      fprintf(f, " - | - | - | - | - | - | - |\n");
+      fprintf(f, " - | - | - | - | - | - | - | - |\n");
       continue;
     }
     const double step = x->ms_per_step > 0 ? x->ms_per_step : 1;
@@ -102,7 +149,9 @@ pt_status pt_scale_report(const char *dir, const char *title, const pt_scale_con
             100 * x->comm_ms / step, 100 * x->data_ms / step);
     if (isfinite(x->bubble)) fprintf(f, " %.0f%% |", 100 * x->bubble);
     else fprintf(f, " - |");
-    fprintf(f, " %.0f |\n", x->peak_rss_mb);
+    fprintf(f, " %.0f |", x->peak_rss_mb);
+    if (isfinite(x->target_s)) fprintf(f, " %.1f |\n", x->target_s);
+    else fprintf(f, " - |\n");
   }
   fprintf(f, "\n## Verdicts\n\n");
   for (int i = 0; i < n; i++) fprintf(f, "- %s\n", c[i].verdict);

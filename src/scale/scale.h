@@ -20,6 +20,7 @@ typedef enum { PT_SCALE_NONE, PT_SCALE_DP, PT_SCALE_DDP, PT_SCALE_PIPELINE } pt_
 const char *pt_scale_strategy_name(pt_scale_strategy s);
 
 #define PT_SCALE_MAX_LIST 16
+#define PT_SCALE_MAX_CURVE 256 /* evaluations kept per configuration */
 
 /* What to sweep; every list has at least one entry. */
 typedef struct {
@@ -51,7 +52,11 @@ typedef struct {
   /* against the baseline (one worker, same threads, batch, optimizer) */
   int baseline;         /* index of the baseline configuration, or -1 */
   double speedup, efficiency;
-  char verdict[320];
+  /* with a target accuracy: the third run's evaluations and the time to it */
+  double target_s;      /* seconds from the start of training to the target; NaN: not reached */
+  int curve_n;
+  double curve_t[PT_SCALE_MAX_CURVE], curve_loss[PT_SCALE_MAX_CURVE], curve_acc[PT_SCALE_MAX_CURVE];
+  char verdict[400];
 } pt_scale_config;
 
 /* Splits "1,2,4" into out (at most PT_SCALE_MAX_LIST positive integers in
@@ -74,6 +79,9 @@ typedef struct {
   int ntrain_args;
   int steps_short, steps_long; /* the two runs' --max-steps */
   double time_limit_s;     /* a run that takes longer is stopped and the configuration marked failed */
+  double target_accuracy;  /* > 0: a third run trains until the test accuracy reaches it */
+  int target_epochs;       /* at most this many epochs for it */
+  int eval_every;          /* evaluating every this many steps */
   const char *tmp_dir;     /* for the runs' metrics and logs */
 } pt_scale_runner;
 
@@ -82,12 +90,15 @@ typedef struct {
 void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c);
 
 /* Speed-ups, efficiencies and each configuration's verdict, then the one
- * line recommendation into rec. cores: this machine's. */
-void pt_scale_judge(pt_scale_config *c, int n, int cores, char *rec, size_t rec_len);
+ * line recommendation into rec. cores: this machine's; target: the
+ * accuracy the time-to-accuracy runs aimed at (0: none), which then decides
+ * the recommendation. */
+void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *rec, size_t rec_len);
 
 /* DIR/speedup.png and .svg (speed-up against workers, one line per
  * strategy and setting, and the ideal), and DIR/report.md embedding the
  * chart, with the table, the verdicts and the recommendation. */
-pt_status pt_scale_report(const char *dir, const char *title, const pt_scale_config *c, int n, const char *rec);
+pt_status pt_scale_report(const char *dir, const char *title, const pt_scale_config *c, int n, double target,
+                          const char *rec);
 
 #endif

@@ -460,6 +460,44 @@ static void print_header(const worker_t *W) {
   fflush(out);
 }
 
+/* The float a person wrote as that decimal (0.85, not 0.8500000238). */
+static double as_written(float v) {
+  char b[32];
+  snprintf(b, sizeof b, "%.7g", v);
+  return strtod(b, NULL);
+}
+
+/* With --eval-every or --target-accuracy: every evaluation as a metrics
+ * line, against the wall-clock seconds since training started (what time
+ * to accuracy is measured in), and a line when the target is first met.
+ * Returns through *hit whether this evaluation met the target. */
+static pt_status report_eval(worker_t *W, int epoch, int64_t step, double train_loss, const pt_eval_sums *ev,
+                             double seconds, int *hit) {
+  const pt_train_config *c = W->cfg;
+  const double acc = ev->count ? (double)ev->correct / ev->count : NAN;
+  *hit = c->target_accuracy > 0 && acc >= c->target_accuracy;
+  if (!W->out) return PT_OK; /* rank 0 reports; every rank has the same sums */
+  if (*hit && !c->quiet)
+    fprintf(W->out, "target accuracy %g reached: test accuracy %.4f at step %lld, %.1f s into training\n",
+            as_written((float)c->target_accuracy), acc, (long long)step, seconds);
+  if (!W->metrics) return PT_OK;
+  pt_metrics_begin(W->metrics, "eval");
+  pt_metrics_int(W->metrics, "epoch", epoch);
+  pt_metrics_int(W->metrics, "step", step);
+  pt_metrics_num(W->metrics, "seconds", seconds);
+  pt_metrics_num(W->metrics, "train_loss", train_loss);
+  pt_metrics_num(W->metrics, "test_loss", ev->count ? ev->loss_sum / ev->count : NAN);
+  pt_metrics_num(W->metrics, "test_acc", acc);
+  PT_TRY(pt_metrics_end(W->metrics));
+  if (!*hit) return PT_OK;
+  pt_metrics_begin(W->metrics, "target");
+  pt_metrics_num(W->metrics, "accuracy", as_written((float)c->target_accuracy));
+  pt_metrics_bool(W->metrics, "reached", 1);
+  pt_metrics_int(W->metrics, "step", step);
+  pt_metrics_num(W->metrics, "seconds", seconds);
+  return pt_metrics_end(W->metrics);
+}
+
 static pt_status report_epoch(worker_t *W, int epoch, int64_t step, double train_loss, const pt_eval_sums *ev,
                               double ips, double seconds, float lr, int partial) {
   const pt_train_config *c = W->cfg;
@@ -642,6 +680,8 @@ static pt_status train_loop(worker_t *W) {
   pt_model *m = W->model;
   pt_comm *comm = W->comm;
   pt_train_result *res = &W->result;
+  res->target_seconds = NAN;
+  res->target_step = -1;
   pt_train_position pos = {0};
   pos.seed = c->seed;
   pos.batch_size = r->batch;
@@ -692,7 +732,7 @@ static pt_status train_loop(worker_t *W) {
                       c->epochs, nb);
     m->training = 1;
     const double t0 = pt_now();
-    int stopped = 0, signalled = 0, save_due = 0, ckpt_exit = 0;
+    int stopped = 0, signalled = 0, save_due = 0, ckpt_exit = 0, target_hit = 0;
     int64_t queued = 0; /* global samples whose loss is still on the device */
     while (b < nb) {
       if (c->max_steps && pos.step >= c->max_steps) {
@@ -798,13 +838,31 @@ static pt_status train_loop(worker_t *W) {
         if (c->exit_after_checkpoint && !(c->max_steps && pos.step >= c->max_steps)) signalled = ckpt_exit = 1;
       }
       save_due = 0;
+      /* --eval-every: the step count decides, the same on every worker, and
+       * evaluate_all is collective; so is the stop at the target. */
+      if (!signalled && b < nb && c->eval_every && pos.step % c->eval_every == 0) {
+        pt_eval_sums ev = {0};
+        const double te0 = pt_now();
+        PT_TRY(evaluate_all(W, &ev));
+        m->training = 1;
+        pt_trace_span("evaluate", "eval", te0, pt_now());
+        int hit;
+        PT_TRY(report_eval(W, epoch + 1, pos.step, samples ? loss_sum / (double)samples : NAN, &ev,
+                           pt_now() - t_run, &hit));
+        if (hit) {
+          target_hit = 1;
+          res->target_seconds = pt_now() - t_run;
+          res->target_step = pos.step;
+          stopped = 1;
+        }
+      }
       double dt = pt_now() - t0;
       if (W->watch.nv) {
         pt_gpu_watch_line(&W->watch, gpu_line, sizeof gpu_line);
         pt_progress_set_extra(&prog, gpu_line);
       }
       pt_progress_update(&prog, b, pos.step, loss_sum / (double)samples, dt > 0 ? fresh / dt : 0.0);
-      if (signalled) break;
+      if (signalled || target_hit) break;
     }
     if (on_device) PT_TRY(flush_device_loss(W, epoch, pos.step, lr, &loss_sum, &samples, NULL, NULL, last_save));
     pt_progress_finish(&prog);
@@ -819,7 +877,7 @@ static pt_status train_loop(worker_t *W) {
     /* Stopped on a signal within the epoch: the time left before SIGKILL
      * goes to the checkpoint, not to an evaluation (the resumed run
      * evaluates the whole epoch at its end). */
-    const int skip_eval = signalled && b < nb;
+    const int skip_eval = (signalled || target_hit) && b < nb;
     pt_eval_sums ev = {0};
     if (!skip_eval) {
       const double te0 = pt_now();
@@ -830,6 +888,15 @@ static pt_status train_loop(worker_t *W) {
     double train_loss = samples ? loss_sum / (double)samples : NAN;
     if (W->out && !skip_eval)
       PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &ev, ips, prior_seconds + train_s, lr, b < nb));
+    if (!skip_eval && (c->eval_every || c->target_accuracy > 0)) {
+      int hit;
+      PT_TRY(report_eval(W, epoch + 1, pos.step, train_loss, &ev, pt_now() - t_run, &hit));
+      if (hit) {
+        target_hit = stopped = 1;
+        res->target_seconds = pt_now() - t_run;
+        res->target_step = pos.step;
+      }
+    }
     if ((saving || signalled) && saved_step != pos.step) {
       PT_TRY(save_checkpoint(W, &pos));
       /* With exit_after_checkpoint the interval runs from the process's
@@ -857,6 +924,18 @@ static pt_status train_loop(worker_t *W) {
                               W->r->staged ? W->stages.bubble : NAN, (double)ru.ru_maxrss / 1024.0));
   }
   if (!c->quiet) pt_gpu_watch_summary(&W->watch, W->out);
+  if (c->target_accuracy > 0 && !isfinite(res->target_seconds) && W->out && !res->stopped_by) {
+    if (!c->quiet)
+      fprintf(W->out, "target accuracy %g not reached in %lld steps\n", as_written((float)c->target_accuracy),
+              (long long)pos.step);
+    if (W->metrics) {
+      pt_metrics_begin(W->metrics, "target");
+      pt_metrics_num(W->metrics, "accuracy", as_written((float)c->target_accuracy));
+      pt_metrics_bool(W->metrics, "reached", 0);
+      pt_metrics_int(W->metrics, "step", pos.step);
+      PT_TRY(pt_metrics_end(W->metrics));
+    }
+  }
   res->steps = pos.step;
   res->seconds = pt_now() - t_run;
   res->images_per_s = train_seconds_total > 0 ? samples_total / train_seconds_total : 0.0;

@@ -45,6 +45,8 @@ typedef struct {
   int keep_checkpoints;       /* complete checkpoints kept (default 2) */
   int64_t checkpoint_every;   /* also save every N steps (0: only at epoch ends) */
   double checkpoint_interval; /* also save every this many seconds (0: no) */
+  int64_t eval_every;         /* also evaluate on the test split every N steps, inside epochs (0: no) */
+  double target_accuracy;     /* stop at the first evaluation with test accuracy >= this (0: no) */
   int exit_after_checkpoint;  /* stop after the first --checkpoint-every/--checkpoint-interval save (HTCondor's
                                  self-checkpointing: the job exits, its checkpoint is transferred, it restarts) */
   int resume;
@@ -85,6 +87,8 @@ typedef struct {
   double train_loss, test_loss, test_acc;
   double images_per_s;
   double seconds;
+  double target_seconds; /* from the start of training to the evaluation that reached target_accuracy; NaN: not reached */
+  int64_t target_step;
   int stopped_by; /* a stop was requested (pt_train_stop_request): the signal, or -1 where it reached only
                      another worker, or PT_STOP_CHECKPOINT_EXIT after a save (exit_after_checkpoint); the run
                      wrote a checkpoint and can be resumed */

@@ -88,6 +88,32 @@ grep -q "^| dp | 2 | 1 | 100 | 50 |" "$TMP/report/report.md" || fail "the report
 [[ $(grep -c '"event":"config"' "$TMP/report/scale.jsonl") == 2 ]] || fail "the report's scale.jsonl"
 pass "--report: report.md embedding speedup.svg, the PNG, and scale.jsonl"
 
+# --target-accuracy: a third run per configuration trains to the target;
+# the table, the verdicts and the recommendation judge on that time, and the
+# report adds the curves against time.
+"$PTRAIN" scale --model fmnist-mlp --data-dir "$FMNIST" --workers 1,2 --strategies none,dp --batch-sizes 100 \
+  --steps 5 --warmup 2 --target-accuracy 0.6 --target-epochs 2 --eval-every 50 --report "$TMP/target" \
+  --json "$TMP/target.jsonl" >"$TMP/target.out" 2>&1 || fail "--target-accuracy: $(cat "$TMP/target.out")"
+grep -Eq "^none +1 +1 +100 \(100\) .* [0-9]+\.[0-9]$" "$TMP/target.out" || fail "no seconds to target: $(cat "$TMP/target.out")"
+grep -q "^- the baseline: one worker, 1 thread; reaches 0.6 in [0-9.]* s" "$TMP/target.out" ||
+  fail "the baseline's verdict has no time to accuracy: $(cat "$TMP/target.out")"
+grep -Eq "^- dp, 2 workers: .*; reaches 0.6 in [0-9.]+ s \([0-9.]+x (sooner|later) than one worker\)" "$TMP/target.out" ||
+  fail "dp's verdict has no time to accuracy: $(cat "$TMP/target.out")"
+grep -q "it reaches 0.6 test accuracy soonest, in" "$TMP/target.out" || fail "the recommendation is not on convergence"
+[[ -s $TMP/target/curves.png && -s $TMP/target/curves.svg ]] || fail "no curves in the report"
+grep -q "^!\[test loss and accuracy against time\](curves.svg)" "$TMP/target/report.md" || fail "the report does not embed the curves"
+python3 - "$TMP/target.jsonl" <<'PY' || fail "the JSON lines with a target"
+import json, sys
+cfg = [json.loads(l) for l in open(sys.argv[1]) if '"config"' in l]
+assert len(cfg) == 2 and all(c["ran"] for c in cfg), cfg
+for c in cfg:
+    assert c["target_seconds"] > 0 and c["evaluations"] >= 1, c
+soonest = min(cfg, key=lambda c: c["target_seconds"])
+rec = [json.loads(l) for l in open(sys.argv[1]) if '"recommendation"' in l][0]["text"]
+assert ("in %.1f s" % soonest["target_seconds"]) in rec, (rec, soonest)
+PY
+pass "--target-accuracy: seconds to 0.6 per configuration, verdicts and recommendation on it, curves in the report"
+
 # per-worker batches: each dp worker takes the whole batch, the global batch doubles
 "$PTRAIN" scale --model fmnist-mlp --data-dir "$FMNIST" --workers 2 --strategies dp --batch per-worker \
   --batch-sizes 64 --steps 5 --warmup 2 >"$TMP/pw.out" 2>&1 || fail "per-worker: $(cat "$TMP/pw.out")"

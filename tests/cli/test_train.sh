@@ -89,3 +89,33 @@ assert any(e["cat"] == "data" and (cores < 2 or e["tid"] != names["trainer"]) fo
 assert sum(1 for e in spans if e["name"] == "optimizer") == 30
 PY
 pass "--profile and --trace"
+
+# --eval-every N evaluates inside epochs (an "eval" metrics line each) without
+# changing the training; --target-accuracy stops at the first evaluation
+# that reaches it, with a "target" line.
+"$PTRAIN" train --model fmnist-mlp --threads 1 --max-steps 250 --save-model --checkpoint-dir "$TMP/ev0" --quiet \
+  >/dev/null 2>&1 || fail "plain run"
+"$PTRAIN" train --model fmnist-mlp --threads 1 --max-steps 250 --eval-every 100 --save-model --checkpoint-dir "$TMP/ev1" \
+  --metrics "$TMP/ev1.jsonl" --quiet >/dev/null 2>&1 || fail "--eval-every run"
+cmp -s "$TMP/ev0/model.safetensors" "$TMP/ev1/model.safetensors" || fail "--eval-every changed the weights"
+[[ $(grep -c '"event":"eval"' "$TMP/ev1.jsonl") == 3 ]] || fail "expected evaluations at steps 100, 200 and 250: $(cat "$TMP/ev1.jsonl")"
+grep -q '"event":"eval","epoch":1,"step":100,"seconds":' "$TMP/ev1.jsonl" || fail "no eval line at step 100"
+"$PTRAIN" train --model fmnist-mlp --threads 1 --epochs 3 --eval-every 50 --target-accuracy 0.6 \
+  --metrics "$TMP/tg.jsonl" >"$TMP/tg.out" 2>&1 || fail "--target-accuracy: $(cat "$TMP/tg.out")"
+grep -q "^target accuracy 0.6 reached: test accuracy 0\.[6-9][0-9]* at step [0-9]*, [0-9.]* s into training" "$TMP/tg.out" ||
+  fail "no target line: $(cat "$TMP/tg.out")"
+python3 - "$TMP/tg.jsonl" <<'PY' || fail "the target's metrics"
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+evals = [e for e in ev if e["event"] == "eval"]
+tgt = [e for e in ev if e["event"] == "target"]
+assert len(tgt) == 1 and tgt[0]["reached"] and tgt[0]["accuracy"] == 0.6, tgt
+assert evals[-1]["test_acc"] >= 0.6 and all(e["test_acc"] < 0.6 for e in evals[:-1]), evals
+assert evals[-1]["step"] == tgt[0]["step"] and tgt[0]["step"] < 1800, (evals[-1], tgt)
+assert all(a["seconds"] < b["seconds"] for a, b in zip(evals, evals[1:])), evals
+PY
+"$PTRAIN" train --model fmnist-mlp --threads 1 --max-steps 60 --eval-every 30 --target-accuracy 0.99 \
+  --metrics "$TMP/tn.jsonl" >"$TMP/tn.out" 2>&1 || fail "an unreached target: $(cat "$TMP/tn.out")"
+grep -q "target accuracy 0.99 not reached in 60 steps" "$TMP/tn.out" || fail "no 'not reached': $(cat "$TMP/tn.out")"
+grep -q '"event":"target","accuracy":0.99,"reached":false' "$TMP/tn.jsonl" || fail "no unreached target line"
+pass "--eval-every leaves the weights unchanged; --target-accuracy stops at the first evaluation reaching it"
