@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "comm/comm.h"
+#include "cuda/device.h"
 #include "io/metrics.h"
 #include "ops/cpu/isa/cpu_level.h"
 #include "scale/scale.h"
@@ -216,7 +217,16 @@ int pt_cmd_scale(int argc, char **argv) {
   const int have_mpi = pt_comm_mpi_available() && find_on_path("mpirun", mpirun, sizeof mpirun);
   pt_scale_config *cfg;
   int n;
-  if (pt_scale_expand(&sw, (int)cores, have_mpi, &cfg, &n) != PT_OK) return pt_cli_fail("scale");
+  int gpus = -1;
+  char gpu_why[256] = "";
+  if (device && strcmp(device, "cpu")) {
+    if (strncmp(device, "cuda", 4)) {
+      fprintf(stderr, "ptrain scale: --device: expected cpu or cuda, got '%s'\n", device);
+      return PT_USAGE_ERROR;
+    }
+    if (pt_cuda_device_count(&gpus, gpu_why, sizeof gpu_why) != PT_OK) gpus = 0;
+  }
+  if (pt_scale_expand(&sw, (int)cores, have_mpi, gpus, gpu_why, &cfg, &n) != PT_OK) return pt_cli_fail("scale");
 
   char tmp[] = "/tmp/ptrain-scale-XXXXXX";
   if (!mkdtemp(tmp)) {

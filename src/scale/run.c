@@ -143,7 +143,8 @@ static int run_once(const pt_scale_runner *r, const pt_scale_config *c, int step
     add(&a, "--data-dir");
     add(&a, r->data_dir);
   }
-  if (r->device) {
+  const int gpu = r->device && !strncmp(r->device, "cuda", 4);
+  if (r->device && !(gpu && (c->strategy == PT_SCALE_DP || c->strategy == PT_SCALE_PIPELINE))) {
     add(&a, "--device");
     add(&a, r->device);
   }
@@ -163,8 +164,16 @@ static int run_once(const pt_scale_runner *r, const pt_scale_config *c, int step
     case PT_SCALE_DP:
       add(&a, "--parallel");
       add(&a, "dp");
-      add(&a, "--workers");
-      add_int(&a, c->workers);
+      if (r->device && !strncmp(r->device, "cuda", 4)) { /* dp on GPUs: one worker per device */
+        size_t used = 0;
+        for (int i = 0; i < c->workers && used < sizeof devices; i++)
+          used += (size_t)snprintf(devices + used, sizeof devices - used, "%scuda:%d", i ? "," : "", i);
+        add(&a, "--devices");
+        add(&a, devices);
+      } else {
+        add(&a, "--workers");
+        add_int(&a, c->workers);
+      }
       break;
     case PT_SCALE_DDP:
       add(&a, "--parallel");

@@ -66,9 +66,11 @@ pt_status pt_scale_parse_ints(const char *flag, const char *text, int lo, int hi
 pt_status pt_scale_parse_strategies(const char *text, pt_scale_sweep *sw);
 
 /* The configurations of sw (malloc'd, *n of them). cores: this machine's;
- * have_mpi: mpirun and an MPI build are there. Configurations that cannot
- * run are kept, runnable 0, with the reason. */
-pt_status pt_scale_expand(const pt_scale_sweep *sw, int cores, int have_mpi, pt_scale_config **out, int *n);
+ * have_mpi: mpirun and an MPI build are there; gpus: -1 for a CPU sweep,
+ * else the GPUs there are (gpu_why: why none, where 0). Configurations
+ * that cannot run are kept, runnable 0, with the reason. */
+pt_status pt_scale_expand(const pt_scale_sweep *sw, int cores, int have_mpi, int gpus, const char *gpu_why,
+                          pt_scale_config **out, int *n);
 
 /* How a configuration's child runs. */
 typedef struct {

@@ -59,8 +59,20 @@ pt_status pt_scale_parse_strategies(const char *text, pt_scale_sweep *sw) {
 }
 
 /* Whether c can run, and if not why (into c->why). */
-static void check(pt_scale_config *c, int cores, int have_mpi) {
+static void check(pt_scale_config *c, int cores, int have_mpi, int gpus, const char *gpu_why) {
   c->runnable = 1;
+  if (gpus == 0) {
+    c->runnable = 0;
+    snprintf(c->why, sizeof c->why, "no GPU: %.200s", gpu_why && *gpu_why ? gpu_why : "none found");
+    return;
+  }
+  /* one worker, or one stage, per GPU: NCCL refuses two ranks on one */
+  if (gpus > 0 && c->workers > gpus) {
+    c->runnable = 0;
+    snprintf(c->why, sizeof c->why, "%d workers need %d GPUs, one each; this machine has %d", c->workers, c->workers,
+             gpus);
+    return;
+  }
   if (c->strategy == PT_SCALE_DDP && !have_mpi) {
     c->runnable = 0;
     snprintf(c->why, sizeof c->why,
@@ -82,7 +94,8 @@ static void check(pt_scale_config *c, int cores, int have_mpi) {
   }
 }
 
-pt_status pt_scale_expand(const pt_scale_sweep *sw, int cores, int have_mpi, pt_scale_config **out, int *n) {
+pt_status pt_scale_expand(const pt_scale_sweep *sw, int cores, int have_mpi, int gpus, const char *gpu_why,
+                          pt_scale_config **out, int *n) {
   const size_t most = (size_t)sw->noptimizers * sw->nbatches * sw->nthreads * (1 + 3 * (size_t)sw->nworkers);
   pt_scale_config *c = calloc(most ? most : 1, sizeof *c);
   if (!c) return pt_fail(PT_ERR_NOMEM, "out of memory for %zu configurations", most);
@@ -94,7 +107,7 @@ pt_status pt_scale_expand(const pt_scale_sweep *sw, int cores, int have_mpi, pt_
         pt_scale_config base = {.strategy = PT_SCALE_NONE, .workers = 1, .threads = sw->threads[t],
                                 .batch = sw->batches[b], .worker_batch = sw->batches[b],
                                 .optimizer = sw->optimizers[o], .baseline = -1};
-        check(&base, cores, have_mpi);
+        check(&base, cores, have_mpi, gpus, gpu_why);
         const int b0 = k;
         c[k++] = base;
         for (int s = 0; s < sw->nstrategies; s++) {
@@ -113,7 +126,7 @@ pt_status pt_scale_expand(const pt_scale_sweep *sw, int cores, int have_mpi, pt_
             else
               x.worker_batch = x.batch % W ? 0 : x.batch / W;
             if (sw->per_worker && x.batch > 0 && x.strategy != PT_SCALE_PIPELINE) x.batch = x.worker_batch * W;
-            check(&x, cores, have_mpi);
+            check(&x, cores, have_mpi, gpus, gpu_why);
             c[k++] = x;
           }
         }

@@ -133,6 +133,21 @@ else
   pass "ddp without MPI: listed as not run, with the reason"
 fi
 
+# --device cuda: without a GPU every configuration is listed with the reason;
+# with one, a worker per GPU, and more workers than GPUs are not run.
+expect_exit 2 "--device: expected cpu or cuda, got 'tpu'" -- "$PTRAIN" scale --device tpu
+rc=0
+"$PTRAIN" scale --model fmnist-mlp --data-dir "$FMNIST" --workers 1,2 --strategies none,dp --device cuda --steps 3 \
+  --warmup 1 >"$TMP/gpu.out" 2>&1 || rc=$?
+if grep -q "^- none, 1 worker: not run: no GPU: " "$TMP/gpu.out"; then
+  [[ $rc == 1 ]] || fail "no GPU: exit $rc, expected 1"
+  grep -q "^- dp, 2 workers: not run: no GPU: " "$TMP/gpu.out" || fail "no GPU, dp: $(cat "$TMP/gpu.out")"
+  pass "--device cuda without a GPU: every configuration listed as not run, with the reason"
+else
+  grep -Eq "^none +1 +1 .* [0-9]+ +1.00x" "$TMP/gpu.out" || fail "--device cuda: $(cat "$TMP/gpu.out")"
+  pass "--device cuda: measured on the GPU"
+fi
+
 # A run that fails is reported with the child's error, and the sweep goes on.
 "$PTRAIN" scale --model fmnist-mlp --data-dir "$TMP/nowhere" --workers 1 --steps 2 --warmup 1 >"$TMP/bad.out" 2>&1 &&
   fail "a sweep where nothing can run exited 0"
