@@ -1,5 +1,6 @@
 /* ptrain scale: runs a model in every configuration of a sweep and says,
  * with the measurements, whether parallelism pays (src/scale/). */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -121,8 +122,47 @@ static pt_status write_json(const char *path, const char *model, int cores, cons
   return st != PT_OK ? st : cl;
 }
 
+/* --collect DIR: the sweep's arguments from DIR/sweep.args, run again in
+ * this process with --gather, which reads DIR/results instead of running. */
+static int collect_sweep(const char *dir, const char *report, const char *json) {
+  char path[PATH_MAX], line[4096], *args[256], res[PATH_MAX];
+  snprintf(path, sizeof path, "%.4000s/sweep.args", dir);
+  snprintf(res, sizeof res, "%.4000s/results", dir);
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "ptrain scale: error: cannot open %s: %s (expected a directory written by --jobscript --write)\n",
+            path, strerror(errno));
+    return 1;
+  }
+  int n = 0;
+  args[n++] = "ptrain";
+  args[n++] = "scale";
+  args[n++] = "--gather";
+  args[n++] = "--results";
+  args[n++] = res;
+  if (report) args[n++] = "--report", args[n++] = (char *)report;
+  if (json) args[n++] = "--json", args[n++] = (char *)json;
+  int rc = 0;
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = 0;
+    if (n == 255 || !(args[n] = strdup(line))) {
+      fprintf(stderr, "ptrain scale: error: %s: more arguments than fit\n", path);
+      rc = 1;
+      break;
+    }
+    n++;
+  }
+  fclose(f);
+  const int first = 5 + (report ? 2 : 0) + (json ? 2 : 0);
+  if (!rc) rc = pt_cmd_scale(n, args);
+  for (int i = first; i < n; i++) free(args[i]);
+  return rc;
+}
+
 int pt_cmd_scale(int argc, char **argv) {
   const char *model = NULL, *model_file = NULL, *data_dir = NULL, *device = NULL, *json = NULL, *report = NULL;
+  const char *jobscript = NULL, *write_dir = NULL, *results = NULL, *collect = NULL;
+  int task = -1, gather = 0;
   const char *workers = "1,2,4", *strategies = "none,dp,ddp,pipeline", *threads = "1", *batches = NULL,
              *optimizers = NULL, *batch_kind = "global";
   int steps = 30, warm = 5, target_epochs = 10, eval_every = 100;
@@ -148,6 +188,13 @@ int pt_cmd_scale(int argc, char **argv) {
       {"--target-epochs", ARG_INT, &target_epochs, 1, 100000, NULL, "E", "at most E epochs for it (default 10)"},
       {"--eval-every", ARG_INT, &eval_every, 1, 1 << 30, NULL, "N", "evaluating every N steps for it (default 100)"},
       {"--json", ARG_STR, &json, 0, 0, NULL, "FILE", "write every measurement as JSON lines"},
+      {"--jobscript", ARG_CHOICE, &jobscript, 0, 0, "slurm|htcondor", "KIND",
+       "write the sweep as one submission (a Slurm job array, an HTCondor cluster) into --write DIR"},
+      {"--write", ARG_STR, &write_dir, 0, 0, NULL, "DIR", "with --jobscript: where the submission goes"},
+      {"--collect", ARG_STR, &collect, 0, 0, NULL, "DIR", "the report of a submitted sweep, from DIR's results"},
+      {"--task", ARG_INT, &task, 0, 1 << 20, NULL, "I", "(run by the submission) measure configuration I only"},
+      {"--results", ARG_STR, &results, 0, 0, NULL, "DIR", "(with --task) where its result goes"},
+      {"--gather", ARG_FLAG, &gather, 0, 0, NULL, NULL, "(used by --collect) read the results instead of running"},
       {"--report", ARG_STR, &report, 0, 0, NULL, "DIR",
        "write DIR/report.md, DIR/speedup.png and .svg and DIR/scale.jsonl"},
   };
@@ -173,6 +220,15 @@ int pt_cmd_scale(int argc, char **argv) {
   }
   if (model && model_file) {
     fprintf(stderr, "ptrain scale: --model and --model-file: give one, not both (see 'ptrain scale --help')\n");
+    return PT_USAGE_ERROR;
+  }
+  if (collect) return collect_sweep(collect, report, json);
+  if (jobscript && !write_dir) {
+    fprintf(stderr, "ptrain scale: --jobscript needs --write DIR, where the submission goes\n");
+    return PT_USAGE_ERROR;
+  }
+  if ((task >= 0 || gather) != (results != NULL) || (task >= 0 && gather)) {
+    fprintf(stderr, "ptrain scale: --task I (or --gather) and --results DIR go together, and not --task with --gather\n");
     return PT_USAGE_ERROR;
   }
   pt_scale_sweep sw = {.per_worker = !strcmp(batch_kind, "per-worker")};
@@ -228,6 +284,43 @@ int pt_cmd_scale(int argc, char **argv) {
   }
   if (pt_scale_expand(&sw, (int)cores, have_mpi, gpus, gpu_why, &cfg, &n) != PT_OK) return pt_cli_fail("scale");
 
+  if (jobscript) {
+    /* the sweep's own arguments, without the submission's */
+    char **keep = malloc(sizeof *keep * (size_t)argc);
+    int nk = 0;
+    for (int i = 2; keep && i < argc; i++) {
+      if (i < split && (!strcmp(argv[i], "--jobscript") || !strcmp(argv[i], "--write"))) {
+        i++;
+        continue;
+      }
+      if (i < split && (!strncmp(argv[i], "--jobscript=", 12) || !strncmp(argv[i], "--write=", 8))) continue;
+      keep[nk++] = argv[i];
+    }
+    char abs_dir[PATH_MAX];
+    pt_status st = keep ? PT_OK : pt_fail(PT_ERR_NOMEM, "out of memory");
+    if (st == PT_OK && mkdir(write_dir, 0755) && errno != EEXIST)
+      st = pt_fail_errno(PT_ERR_IO, "cannot create %s", write_dir);
+    if (st == PT_OK && !realpath(write_dir, abs_dir)) st = pt_fail_errno(PT_ERR_IO, "%s", write_dir);
+    if (st == PT_OK) st = pt_scale_write_jobs(abs_dir, jobscript, self, keep, nk, cfg, n, gpus >= 0);
+    free(keep);
+    free(cfg);
+    if (st != PT_OK) return pt_cli_fail("scale");
+    printf("wrote %s/%s for %d configurations; submit from there with %s, then: ptrain scale --collect %s\n",
+           abs_dir, !strcmp(jobscript, "slurm") ? "scale.sbatch" : "scale.sub", n,
+           !strcmp(jobscript, "slurm") ? "sbatch scale.sbatch" : "condor_submit scale.sub", abs_dir);
+    return 0;
+  }
+  if (gather) {
+    char path[PATH_MAX];
+    for (int i = 0; i < n; i++) {
+      snprintf(path, sizeof path, "%.4000s/task-%d.jsonl", results, i);
+      if (cfg[i].runnable && pt_scale_result_read(path, i, &cfg[i]) != PT_OK) {
+        free(cfg);
+        return pt_cli_fail("scale");
+      }
+      if (!cfg[i].runnable) cfg[i].bubble = cfg[i].target_s = NAN;
+    }
+  }
   char tmp[] = "/tmp/ptrain-scale-XXXXXX";
   if (!mkdtemp(tmp)) {
     free(cfg);
@@ -240,10 +333,21 @@ int pt_cmd_scale(int argc, char **argv) {
                        .ntrain_args = split < argc ? argc - split - 1 : 0, .steps_short = warm,
                        .steps_long = warm + steps, .time_limit_s = time_limit, .tmp_dir = tmp,
                        .target_accuracy = target, .target_epochs = target_epochs, .eval_every = eval_every};
-  printf("ptrain scale: %s on %s (%ld cores, %s kernels): %d configurations, each run for %d and %d steps\n", name,
-         pt_cpu_model(), cores, pt_cpu_level_name(pt_cpu_level_current()), n, r.steps_short, r.steps_long);
+  if (gather)
+    printf("ptrain scale: %s: %d configurations, collected from %s (this machine: %s, %ld cores)\n", name, n,
+           results, pt_cpu_model(), cores);
+  else
+    printf("ptrain scale: %s on %s (%ld cores, %s kernels): %d configurations, each run for %d and %d steps\n", name,
+           pt_cpu_model(), cores, pt_cpu_level_name(pt_cpu_level_current()), n, r.steps_short, r.steps_long);
   fflush(stdout);
-  for (int i = 0; i < n; i++) {
+  if (task >= n) {
+    fprintf(stderr, "ptrain scale: --task %d: the sweep has configurations 0 to %d\n", task, n - 1);
+    rmdir(tmp);
+    free(cfg);
+    return PT_USAGE_ERROR;
+  }
+  for (int i = 0; i < n && !gather; i++) {
+    if (task >= 0 && i != task) continue;
     pt_scale_run(&r, &cfg[i]);
     fprintf(stderr, "  %-9s %d x %d threads: %s\n", pt_scale_strategy_name(cfg[i].strategy), cfg[i].workers,
             cfg[i].threads, cfg[i].ran ? "measured" : cfg[i].why);
@@ -255,6 +359,14 @@ int pt_cmd_scale(int argc, char **argv) {
     unlink(f);
   }
   if (rmdir(tmp) != 0) fprintf(stderr, "ptrain scale: warning: could not remove %s\n", tmp);
+  if (task >= 0) { /* one configuration of a submitted sweep: its result for --collect */
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%.4000s/task-%d.jsonl", results, task);
+    const pt_status st = pt_scale_result_write(path, task, &cfg[task]);
+    if (st == PT_OK) printf("task %d: %s; result in %s\n", task, cfg[task].ran ? "measured" : cfg[task].why, path);
+    free(cfg);
+    return st == PT_OK ? 0 : pt_cli_fail("scale");
+  }
   char rec[400];
   pt_scale_judge(cfg, n, (int)cores, target, rec, sizeof rec);
   printf("\n");

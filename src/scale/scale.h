@@ -97,6 +97,20 @@ void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c);
  * the recommendation. */
 void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *rec, size_t rec_len);
 
+/* One configuration's result as a file (ptrain scale --task), and back
+ * (--collect): a missing file leaves c not run with the reason; a file of
+ * another configuration is an error. */
+pt_status pt_scale_result_write(const char *path, int index, const pt_scale_config *c);
+pt_status pt_scale_result_read(const char *path, int index, pt_scale_config *c);
+
+/* The submission of a sweep as one cluster job: DIR/sweep.args (the
+ * sweep's arguments, one a line), and for slurm DIR/scale.sbatch (a job
+ * array, one task per configuration, each asking for the most any needs),
+ * for htcondor DIR/scale.sub, DIR/scale-task.sh and DIR/tasks.txt (one
+ * job per configuration with its own request_cpus and request_gpus). */
+pt_status pt_scale_write_jobs(const char *dir, const char *kind, const char *self, char **args, int nargs,
+                              const pt_scale_config *c, int n, int gpu);
+
 /* DIR/speedup.png and .svg (speed-up against workers, one line per
  * strategy and setting, and the ideal), and DIR/report.md embedding the
  * chart, with the table, the verdicts and the recommendation. */

@@ -148,6 +148,26 @@ else
   pass "--device cuda: measured on the GPU"
 fi
 
+# --jobscript htcondor: one job per configuration with its own request; the
+# task script run as HTCondor would for each line of tasks.txt, then
+# --collect; a missing result is reported, not guessed.
+"$PTRAIN" scale --model fmnist-mlp --workers 1,2 --strategies none,dp --steps 5 --warmup 2 --jobscript htcondor \
+  --write "$TMP/condor" -- --data-dir "$FMNIST" >"$TMP/condor.out" || fail "scale --jobscript htcondor: $(cat "$TMP/condor.out")"
+grep -q "^queue task, cpus, gpus from tasks.txt$" "$TMP/condor/scale.sub" || fail "scale.sub: $(cat "$TMP/condor/scale.sub")"
+grep -q "^request_cpus   = \$(cpus)$" "$TMP/condor/scale.sub" || fail "scale.sub: no per-job request_cpus"
+[[ $(cat "$TMP/condor/tasks.txt") == $'0 1 0\n1 2 0' ]] || fail "tasks.txt: $(cat "$TMP/condor/tasks.txt")"
+"$PTRAIN" scale --collect "$TMP/condor" >"$TMP/c0.out" 2>&1 && fail "--collect with no results exited 0"
+grep -q "failed: no result: .*task-0.jsonl is missing (the task did not finish)" "$TMP/c0.out" ||
+  fail "--collect without results: $(cat "$TMP/c0.out")"
+while read -r t cpus gpus; do
+  (cd "$TMP/condor" && bash scale-task.sh "$t") >>"$TMP/condor-tasks.out" 2>&1 || fail "task $t: $(cat "$TMP/condor-tasks.out")"
+done <"$TMP/condor/tasks.txt"
+"$PTRAIN" scale --collect "$TMP/condor" --json "$TMP/collected.jsonl" >"$TMP/c1.out" 2>&1 ||
+  fail "--collect: $(cat "$TMP/c1.out")"
+grep -Eq "^dp +2 +1 +100 \(50\) +model's +[0-9]+ +[0-9.]+x" "$TMP/c1.out" || fail "--collect: $(cat "$TMP/c1.out")"
+[[ $(grep -c '"ran":true' "$TMP/collected.jsonl") == 2 ]] || fail "--collect --json: $(cat "$TMP/collected.jsonl")"
+pass "--jobscript htcondor: per-job requests, tasks run, --collect reports them (and a missing one as such)"
+
 # A run that fails is reported with the child's error, and the sweep goes on.
 "$PTRAIN" scale --model fmnist-mlp --data-dir "$TMP/nowhere" --workers 1 --steps 2 --warmup 1 >"$TMP/bad.out" 2>&1 &&
   fail "a sweep where nothing can run exited 0"

@@ -191,3 +191,24 @@ run_job two --ntasks-per-node 2 --time 00:10:00 -- --model fmnist-mlp --max-step
 grep -q "2 task(s)" "$out" || fail "job two: $(head -n 2 "$out")"
 grep -q "2 ranks" "$out" || fail "job two: the ranks did not form one job of 2: $(cat "$out")"
 pass "sbatch of a two-task ddp script ($(grep '^done: ' "$out" | head -n 1))"
+
+# ptrain scale's sweep as one Slurm job array: a task per configuration, then
+# --collect builds the report from the tasks' results.
+"$PTRAIN" scale --model fmnist-mlp --workers 1,2 --strategies none,dp --steps 5 --warmup 2 --jobscript slurm \
+  --write "$TMP/scale" -- --data-dir "$FMNIST" >"$TMP/scale-write.out" || fail "scale --jobscript slurm"
+grep -q "^#SBATCH --array=0-1$" "$TMP/scale/scale.sbatch" || fail "no 2-task array: $(cat "$TMP/scale/scale.sbatch")"
+id=$(cd "$TMP/scale" && sbatch --parsable scale.sbatch) || fail "sbatch scale.sbatch"
+id=${id%%;*}
+jobs_submitted+=("$id")
+deadline=$((SECONDS + 180))
+while ((SECONDS < deadline)) && [[ -n $(squeue -h -j "$id" 2>/dev/null) ]]; do sleep 0.5; done
+[[ -z $(squeue -h -j "$id" 2>/dev/null) ]] || fail "the scale array $id did not end: $(squeue -j "$id")"
+for t in 0 1; do
+  [[ -s $TMP/scale/results/task-$t.jsonl ]] || fail "task $t left no result: $(cat "$TMP/scale/results/task-$t.out" 2>/dev/null)"
+done
+"$PTRAIN" scale --collect "$TMP/scale" --report "$TMP/scale/report" >"$TMP/scale-collect.out" 2>&1 ||
+  fail "scale --collect: $(cat "$TMP/scale-collect.out")"
+grep -q "2 configurations, collected from" "$TMP/scale-collect.out" || fail "collect: $(cat "$TMP/scale-collect.out")"
+grep -Eq "^- dp, 2 workers: [0-9.]+x" "$TMP/scale-collect.out" || fail "collect: no dp verdict: $(cat "$TMP/scale-collect.out")"
+[[ -s $TMP/scale/report/report.md && -s $TMP/scale/report/speedup.png ]] || fail "collect: no report"
+pass "ptrain scale as a Slurm job array: both tasks ran, --collect made the report"

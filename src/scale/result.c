@@ -1,0 +1,104 @@
+/* One configuration's measurements as a file, for sweeps run as a cluster's
+ * tasks (ptrain scale --task) and gathered afterwards (--collect). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "io/metrics.h"
+#include "scale/scale.h"
+
+pt_status pt_scale_result_write(const char *path, int index, const pt_scale_config *c) {
+  pt_metrics *m;
+  PT_TRY(pt_metrics_open(path, 0, &m));
+  pt_metrics_begin(m, "result");
+  pt_metrics_int(m, "index", index);
+  pt_metrics_str(m, "strategy", pt_scale_strategy_name(c->strategy));
+  pt_metrics_int(m, "workers", c->workers);
+  pt_metrics_int(m, "threads", c->threads);
+  pt_metrics_bool(m, "ran", c->ran);
+  pt_metrics_str(m, "why", c->why);
+  pt_metrics_num(m, "images_per_s", c->images_per_s);
+  pt_metrics_num(m, "ms_per_step", c->ms_per_step);
+  pt_metrics_num(m, "data_ms", c->data_ms);
+  pt_metrics_num(m, "forward_ms", c->forward_ms);
+  pt_metrics_num(m, "backward_ms", c->backward_ms);
+  pt_metrics_num(m, "optimizer_ms", c->optimizer_ms);
+  pt_metrics_num(m, "comm_ms", c->comm_ms);
+  pt_metrics_num(m, "other_ms", c->other_ms);
+  pt_metrics_num(m, "bubble", c->bubble);
+  pt_metrics_num(m, "peak_rss_mb", c->peak_rss_mb);
+  pt_metrics_num(m, "target_seconds", c->target_s);
+  pt_status st = pt_metrics_end(m);
+  for (int i = 0; i < c->curve_n && st == PT_OK; i++) {
+    pt_metrics_begin(m, "curve");
+    pt_metrics_num(m, "seconds", c->curve_t[i]);
+    pt_metrics_num(m, "test_loss", c->curve_loss[i]);
+    pt_metrics_num(m, "test_acc", c->curve_acc[i]);
+    st = pt_metrics_end(m);
+  }
+  const pt_status cl = pt_metrics_close(m);
+  return st != PT_OK ? st : cl;
+}
+
+static double num(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+pt_status pt_scale_result_read(const char *path, int index, pt_scale_config *c) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(c->why, sizeof c->why, "no result: %.180s is missing (the task did not finish)", path);
+    c->ran = 0;
+    return PT_OK;
+  }
+  char line[8192];
+  int found = 0, lineno = 0;
+  pt_status st = PT_OK;
+  c->curve_n = 0;
+  while (fgets(line, sizeof line, f) && st == PT_OK) {
+    lineno++;
+    cJSON *o = cJSON_Parse(line);
+    const cJSON *ev = o ? cJSON_GetObjectItemCaseSensitive(o, "event") : NULL;
+    if (!cJSON_IsString(ev)) {
+      st = pt_fail(PT_ERR_FORMAT, "%s:%d: not a result line of ptrain scale --task", path, lineno);
+    } else if (!strcmp(ev->valuestring, "result")) {
+      const cJSON *why = cJSON_GetObjectItemCaseSensitive(o, "why");
+      if ((int)num(o, "index") != index || num(o, "workers") != c->workers || num(o, "threads") != c->threads ||
+          !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "strategy")) ||
+          strcmp(cJSON_GetObjectItemCaseSensitive(o, "strategy")->valuestring, pt_scale_strategy_name(c->strategy))) {
+        st = pt_fail(PT_ERR_FORMAT, "%s: the result of another configuration than task %d's (%s, %d x %d): was the "
+                     "sweep changed after the jobs were written?", path, index, pt_scale_strategy_name(c->strategy),
+                     c->workers, c->threads);
+      } else {
+        c->ran = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "ran"));
+        snprintf(c->why, sizeof c->why, "%s", cJSON_IsString(why) ? why->valuestring : "");
+        c->images_per_s = num(o, "images_per_s");
+        c->ms_per_step = num(o, "ms_per_step");
+        c->data_ms = num(o, "data_ms");
+        c->forward_ms = num(o, "forward_ms");
+        c->backward_ms = num(o, "backward_ms");
+        c->optimizer_ms = num(o, "optimizer_ms");
+        c->comm_ms = num(o, "comm_ms");
+        c->other_ms = num(o, "other_ms");
+        c->bubble = num(o, "bubble");
+        c->peak_rss_mb = num(o, "peak_rss_mb");
+        c->target_s = num(o, "target_seconds");
+        if (c->ran && !(c->images_per_s > 0))
+          st = pt_fail(PT_ERR_FORMAT, "%s: a result that ran but has no images_per_s", path);
+        found = 1;
+      }
+    } else if (!strcmp(ev->valuestring, "curve") && c->curve_n < PT_SCALE_MAX_CURVE) {
+      c->curve_t[c->curve_n] = num(o, "seconds");
+      c->curve_loss[c->curve_n] = num(o, "test_loss");
+      c->curve_acc[c->curve_n] = num(o, "test_acc");
+      c->curve_n++;
+    }
+    cJSON_Delete(o);
+  }
+  fclose(f);
+  if (st == PT_OK && !found) st = pt_fail(PT_ERR_FORMAT, "%s: no result line (expected ptrain scale --task's)", path);
+  return st;
+}
