@@ -30,6 +30,7 @@ pt_status pt_scale_result_write(const char *path, int index, const pt_scale_conf
   pt_metrics_num(m, "bubble", c->bubble);
   pt_metrics_num(m, "peak_rss_mb", c->peak_rss_mb);
   pt_metrics_num(m, "target_seconds", c->target_s);
+  pt_metrics_bool(m, "rough", c->rough);
   pt_status st = pt_metrics_end(m);
   for (int i = 0; i < c->curve_n && st == PT_OK; i++) {
     pt_metrics_begin(m, "curve");
@@ -86,6 +87,7 @@ pt_status pt_scale_result_read(const char *path, int index, pt_scale_config *c) 
         c->bubble = num(o, "bubble");
         c->peak_rss_mb = num(o, "peak_rss_mb");
         c->target_s = num(o, "target_seconds");
+        c->rough = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "rough"));
         if (c->ran && !(c->images_per_s > 0))
           st = pt_fail(PT_ERR_FORMAT, "%s: a result that ran but has no images_per_s", path);
         found = 1;

@@ -275,11 +275,14 @@ void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c) {
       return;
     }
   }
+  /* Runs so short that noise (a busy machine, a slow first step) makes the
+   * longer one no longer: its own figures, start-up included, marked so. */
+  c->rough = !(p[1].seconds - p[0].seconds > 0) || !(p[1].images - p[0].images > 0) || !(p[1].steps > p[0].steps);
+  if (c->rough) memset(&p[0], 0, sizeof p[0]);
   const double ds = p[1].seconds - p[0].seconds, di = p[1].images - p[0].images;
   const double dn = (double)(p[1].steps - p[0].steps);
   if (!(ds > 0) || !(di > 0) || !(dn > 0)) {
-    snprintf(c->why, sizeof c->why, "the longer run was not longer (%.3f s, %.0f images more): raise --steps", ds,
-             di);
+    snprintf(c->why, sizeof c->why, "its run measured nothing (%.3f s, %.0f images): raise --steps", ds, di);
     return;
   }
   c->images_per_s = di / ds;

@@ -49,6 +49,7 @@ typedef struct {
   double data_ms, forward_ms, backward_ms, optimizer_ms, comm_ms, other_ms;
   double bubble;        /* pipelines: the stages' idle share; NaN otherwise */
   double peak_rss_mb;   /* of rank 0's process, the longer run */
+  int rough;            /* the runs were too short to subtract: the longer run's own figures */
   /* against the baseline (one worker, same threads, batch, optimizer) */
   int baseline;         /* index of the baseline configuration, or -1 */
   double speedup, efficiency;

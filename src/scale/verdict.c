@@ -39,6 +39,11 @@ static void reason(const pt_scale_config *c, const pt_scale_config *base, int co
 
 /* "; reaches 0.85 in 12.3 s (1.6x sooner than one worker)" */
 static void append_target(pt_scale_config *x, const pt_scale_config *c, double target) {
+  if (x->rough) {
+    const size_t used = strlen(x->verdict);
+    snprintf(x->verdict + used, sizeof x->verdict - used,
+             " (rough: the two runs were too short to subtract, start-up included; raise --steps)");
+  }
   if (!(target > 0)) return;
   const size_t used = strlen(x->verdict);
   char *p = x->verdict + used;
