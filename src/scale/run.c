@@ -93,7 +93,7 @@ static void last_error(const char *log, char *out, size_t len) {
   char line[1024];
   while (fgets(line, sizeof line, f)) {
     line[strcspn(line, "\n")] = 0;
-    if (strstr(line, "error") || strstr(line, "ptrain train:") || strstr(line, "failed"))
+    if (strcasestr(line, "error") || strstr(line, "ptrain train:") || strstr(line, "failed"))
       snprintf(out, len, "%.180s", line);
   }
   fclose(f);
