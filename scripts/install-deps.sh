@@ -9,6 +9,7 @@ packages=(
   libopenblas-dev zlib1g-dev libcjson-dev libcurl4-openssl-dev libssl-dev libarchive-dev
   libcmocka-dev
   libcairo2-dev          # ptrain plot and scale --report draw PNG and SVG charts
+  libpng-dev libjpeg-dev # ptrain predict reads the user's PNG and JPEG images (libjpeg-turbo)
   libopenmpi-dev openmpi-bin  # --parallel ddp, and its tests under mpirun
   iproute2               # the two-host ddp test builds its hosts with ip netns
   python3                # the loopback HTTP server of the download tests

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Each libFuzzer target in fuzz/ (IDX, CIFAR-10, safetensors, checkpoints)
+# Each libFuzzer target in fuzz/ (IDX, CIFAR-10, safetensors, checkpoints,
+# PNG and JPEG images)
 # built with clang, ASan and UBSan (-DPT_FUZZ=ON, the training core only)
 # and run for PT_FUZZ_SECONDS (default 12) from a copy of its seed corpus in
 # fuzz/corpus/NAME. Any crash, leak, sanitizer report or timeout fails the
