@@ -5,26 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api.h"
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "data/loader.h"
-#include "nn/presets.h"
-#include "train/checkpoint.h"
-#include "train/evaluate.h"
-#include "train/trainer.h"
-#include "util/fpmode.h"
-
-/* --device -> a backend bound on this thread. */
-static pt_status eval_backend(const char *device, const pt_backend **be, int *gpu) {
-  pt_backend_kind kind;
-  PT_TRY(pt_device_parse(device, "--device", &kind, gpu));
-  if (kind == PT_BACKEND_CPU) {
-    *be = pt_backend_cpu();
-    return PT_OK;
-  }
-  if (!(*be = pt_backend_cuda())) return pt_wrap(PT_ERR_DEVICE, "evaluating on cuda:%d", *gpu);
-  return pt_backend_bind(*be, *gpu);
-}
 
 int pt_cmd_eval(int argc, char **argv) {
   const char *ckpt = NULL, *model = NULL, *model_file = NULL, *dataset = NULL, *data_dir = NULL, *device = "cpu";
@@ -54,53 +37,28 @@ int pt_cmd_eval(int argc, char **argv) {
     fprintf(stderr, "ptrain eval: --checkpoint FILE is required (see 'ptrain eval --help')\n");
     return PT_USAGE_ERROR;
   }
-  pt_model_spec spec;
-  pt_status st;
-  char *text = (model || model_file) ? NULL : pt_checkpoint_spec_text(ckpt);
-  if (text) st = pt_spec_parse(text, ckpt, &spec);
-  else if (model || model_file) st = pt_train_load_spec(model, model_file, &spec);
-  else st = pt_fail(PT_ERR_ARG, "%s records no model; name it with --model or --model-file", ckpt);
-  free(text);
-  if (st != PT_OK) return pt_cli_fail("eval");
-  pt_fp_set_flush(!keep_denormals); /* as training computed */
-  if (threads > 0) pt_ops_set_threads(threads);
-  pt_dataset_kind kind;
-  pt_dataset ds = {0};
-  pt_model *m = NULL;
-  pt_loader *l = NULL;
-  st = pt_dataset_kind_parse(dataset ? dataset : spec.defaults.dataset, &kind);
-  if (st == PT_OK) st = pt_dataset_load(&ds, kind, data_dir ? data_dir : pt_dataset_default_dir(kind), 0);
-  if (st == PT_OK && (ds.c != spec.in_c || ds.h != spec.in_h || ds.w != spec.in_w))
-    st = pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images are %dx%dx%d", spec.name, spec.in_c,
-                 spec.in_h, spec.in_w, pt_dataset_kind_name(kind), ds.c, ds.h, ds.w);
-  const pt_backend *be = NULL;
-  int gpu = 0;
-  if (st == PT_OK) st = eval_backend(device, &be, &gpu);
-  if (st == PT_OK) st = pt_model_create_on(&m, &spec, batch, be);
-  if (st == PT_OK) st = pt_checkpoint_load_weights(ckpt, m);
-  pt_loader_config lc;
-  pt_train_loader_config(&spec, batch, 0, &lc);
-  lc.prefetch = 1;
-  lc.indices_only = be && be->kind != PT_BACKEND_CPU; /* the GPU makes the images */
-  if (st == PT_OK) st = pt_loader_create(&l, &ds, &lc);
-  pt_eval_sums ev;
-  pt_device_data dd = {0};
-  if (st == PT_OK) st = pt_device_data_init(&dd, m->be, &ds, &lc, batch);
-  if (st == PT_OK) st = pt_evaluate(m, l, &dd, &ev);
-  pt_device_data_free(&dd);
-  if (be && be->kind != PT_BACKEND_CPU) { /* the GPU memory before the thread's stream and handles */
-    pt_model_destroy(m);
-    m = NULL;
-    /* A fault in the evaluation's last kernels shows only here. */
-    const pt_status ust = pt_backend_unbind(be);
-    if (st == PT_OK) st = ust;
+  if (model && model_file) {
+    fprintf(stderr, "ptrain eval: --model and --model-file: give one, not both (see 'ptrain eval --help')\n");
+    return PT_USAGE_ERROR;
   }
+  pt_net *net = NULL;
+  pt_data *data = NULL;
+  pt_eval ev;
+  pt_status st = pt_net_load(ckpt, model ? model : model_file, &net);
+  if (st == PT_OK) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TEST, &data);
+  if (st == PT_OK) {
+    int c, h, w;
+    pt_net_shape(net, &c, &h, &w, NULL);
+    if (data->ds.c != c || data->ds.h != h || data->ds.w != w)
+      st = pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images are %dx%dx%d", pt_net_name(net), c, h,
+                   w, pt_dataset_kind_name((pt_dataset_kind)data->kind), data->ds.c, data->ds.h, data->ds.w);
+  }
+  if (st == PT_OK) st = pt_evaluate_with(net, data, device, threads, batch, !keep_denormals, &ev);
   if (st == PT_OK)
-    printf("%s on %s test: loss %.4f, accuracy %.4f (%lld/%lld)\n", spec.name, pt_dataset_kind_name(kind),
-           ev.loss_sum / (double)ev.count, (double)ev.correct / (double)ev.count, (long long)ev.correct,
+    printf("%s on %s test: loss %.4f, accuracy %.4f (%lld/%lld)\n", pt_net_name(net),
+           pt_dataset_kind_name((pt_dataset_kind)data->kind), ev.loss, ev.accuracy, (long long)ev.correct,
            (long long)ev.count);
-  pt_loader_destroy(l);
-  pt_model_destroy(m);
-  pt_dataset_free(&ds);
+  pt_data_free(data);
+  pt_net_free(net);
   return st == PT_OK ? 0 : pt_cli_fail("eval");
 }

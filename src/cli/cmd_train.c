@@ -1,16 +1,17 @@
 /* ptrain train: flags named as in pytorch/examples/mnist where they exist
- * there, so users type them by habit. */
+ * there, so users type them by habit. The run goes through the library's
+ * API (include/ptrain.h): the flags fill a pt_config. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "api/api.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "comm/comm.h"
 #include "train/stop.h"
-#include "train/trainer.h"
 
 #define BIG 9.2e18
 
@@ -42,17 +43,18 @@ static void catch_stop_signals(void) {
 }
 
 int pt_cmd_train(int argc, char **argv) {
-  pt_train_config c;
-  pt_train_config_defaults(&c);
-  int no_prefetch = 0;
+  pt_config c;
+  pt_config_defaults(&c);
+  const char *model = NULL, *model_file = NULL, *dataset = NULL, *data_dir = NULL;
+  int no_prefetch = 0, no_shuffle = 0, no_dropout = 0;
   float target_acc = 0;
   float bucket_mb = (float)c.bucket_mb, timeout_s = (float)c.timeout_s, ckpt_interval = 0.0f;
   const pt_arg flags[] = {
-      {"--model", ARG_STR, &c.model, 0, 0, NULL, "NAME", "model preset (ptrain models lists them; default mnist-cnn)"},
-      {"--model-file", ARG_STR, &c.model_file, 0, 0, NULL, "SPEC", "model spec file (docs/models.md)"},
-      {"--dataset", ARG_CHOICE, &c.dataset, 0, 0, "fashion-mnist|mnist|cifar10", "NAME",
+      {"--model", ARG_STR, &model, 0, 0, NULL, "NAME", "model preset (ptrain models lists them; default mnist-cnn)"},
+      {"--model-file", ARG_STR, &model_file, 0, 0, NULL, "SPEC", "model spec file (docs/models.md)"},
+      {"--dataset", ARG_CHOICE, &dataset, 0, 0, "fashion-mnist|mnist|cifar10", "NAME",
        "fashion-mnist, mnist or cifar10 (default: the preset's)"},
-      {"--data-dir", ARG_STR, &c.data_dir, 0, 0, NULL, "DIR", "where the dataset files are"},
+      {"--data-dir", ARG_STR, &data_dir, 0, 0, NULL, "DIR", "where the dataset files are"},
       {"--epochs", ARG_INT, &c.epochs, 1, 100000, NULL, "N", "total epochs, counting resumed ones (default 1)"},
       {"--batch-size", ARG_INT, &c.batch_size, 1, 1 << 20, NULL, "N", "training batch size (default: the preset's)"},
       {"--test-batch-size", ARG_INT, &c.test_batch_size, 1, 1 << 20, NULL, "N", "evaluation batch size"},
@@ -67,8 +69,8 @@ int pt_cmd_train(int argc, char **argv) {
       {"--threads", ARG_INT, &c.threads, 1, 1024, NULL, "N", "CPU threads (default: all cores)"},
       {"--log-interval", ARG_INT, &c.log_interval, 1, 1 << 30, NULL, "N", "steps between log lines (default 10)"},
       {"--max-steps", ARG_I64, &c.max_steps, 1, BIG, NULL, "N", "stop after N optimizer steps in all"},
-      {"--no-shuffle", ARG_FLAG, &c.no_shuffle, 0, 0, NULL, NULL, "keep the dataset's order"},
-      {"--no-dropout", ARG_FLAG, &c.no_dropout, 0, 0, NULL, NULL, "turn dropout layers off"},
+      {"--no-shuffle", ARG_FLAG, &no_shuffle, 0, 0, NULL, NULL, "keep the dataset's order"},
+      {"--no-dropout", ARG_FLAG, &no_dropout, 0, 0, NULL, NULL, "turn dropout layers off"},
       {"--init-from", ARG_STR, &c.init_from, 0, 0, NULL, "FILE", "start from these weights (.safetensors, e.g. from PyTorch)"},
       {"--save-model", ARG_FLAG, &c.save_model, 0, 0, NULL, NULL, "checkpoint after every epoch and at the end"},
       {"--checkpoint-dir", ARG_STR, &c.checkpoint_dir, 0, 0, NULL, "DIR", "checkpoint directory (default checkpoints)"},
@@ -124,7 +126,7 @@ int pt_cmd_train(int argc, char **argv) {
                        flags, n);
     return 0;
   }
-  if (c.model && c.model_file) {
+  if (model && model_file) {
     fprintf(stderr, "ptrain train: --model and --model-file: give one, not both (see 'ptrain train --help')\n");
     return PT_USAGE_ERROR;
   }
@@ -138,6 +140,8 @@ int pt_cmd_train(int argc, char **argv) {
     return PT_USAGE_ERROR;
   }
   c.prefetch = !no_prefetch;
+  c.shuffle = !no_shuffle;
+  c.dropout = !no_dropout;
   c.bucket_mb = bucket_mb;
   c.checkpoint_interval = ckpt_interval;
   c.target_accuracy = target_acc;
@@ -152,11 +156,9 @@ int pt_cmd_train(int argc, char **argv) {
             "--parallel ddp\n");
     return PT_USAGE_ERROR;
   }
-  /* Stages as MPI ranks when a launcher started several processes. */
-  if (staged && pt_comm_mpi_launched() && pt_comm_mpi_create(&c.comm, c.timeout_s) != PT_OK)
-    return pt_cli_fail("train");
   if (ddp && !pt_comm_mpi_available()) {
-    pt_comm_mpi_create(&c.comm, c.timeout_s); /* fails, saying what to install */
+    pt_comm *none;
+    pt_comm_mpi_create(&none, c.timeout_s); /* fails, saying what to install */
     pt_cli_fail("train");
     return PT_USAGE_ERROR;
   }
@@ -167,18 +169,48 @@ int pt_cmd_train(int argc, char **argv) {
                     "or use --parallel dp --workers N for workers that are threads of one process\n");
     return PT_USAGE_ERROR;
   }
-  if (ddp && pt_comm_mpi_create(&c.comm, c.timeout_s) != PT_OK) return pt_cli_fail("train");
-  pt_train_result r;
-  catch_stop_signals();
-  if (pt_train_run(&c, c.comm && c.comm->rank ? NULL : stdout, &r) != PT_OK) {
-    int rc = pt_cli_fail("train");
-    /* The other ranks wait on this one: take them down rather than let them hang. */
-    if (c.comm) pt_comm_abort(c.comm, pt_error_message());
-    return rc;
+  /* The MPI world first, so that a rank failing to load its data takes the
+   * others down at once instead of leaving them waiting. Stages are MPI
+   * ranks when a launcher started several processes. */
+  pt_comm *comm = NULL;
+  if ((ddp || (staged && pt_comm_mpi_launched())) && pt_comm_mpi_create(&comm, c.timeout_s) != PT_OK)
+    return pt_cli_fail("train");
+  c.log = stdout; /* rank 0 reports */
+  pt_net *net = NULL;
+  pt_data *train = NULL, *test = NULL;
+  pt_run *run = NULL;
+  pt_status st = model_file ? pt_net_spec_file(model_file, &net) : pt_net_preset(model ? model : "mnist-cnn", &net);
+  if (st == PT_OK) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TRAIN, &train);
+  if (st == PT_OK) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TEST, &test);
+  if (st == PT_OK) st = pt_run_create(net, train, test, &c, &run);
+  if (st == PT_OK) {
+    run->comm = comm; /* the run's from here on */
+    comm = NULL;
   }
-  const int rank0 = !c.comm || !c.comm->rank; /* rank 0 speaks for all */
-  pt_comm_destroy(c.comm);
+  catch_stop_signals();
+  if (st == PT_OK) st = pt_run_train(run);
+  rc = 0;
+  if (st != PT_OK) {
+    rc = pt_cli_fail("train");
+    /* The other ranks wait on this one: take them down rather than let them hang. */
+    pt_comm *world = run ? run->comm : comm;
+    if (world) pt_comm_abort(world, pt_error_message());
+  }
+  const int rank0 = !run || !run->comm || !run->comm->rank; /* rank 0 speaks for all */
+  pt_comm_destroy(comm);
+  pt_train_result r = {0};
+  if (st == PT_OK) {
+    const pt_result *res = pt_run_result(run);
+    r.steps = res->steps;
+    r.stopped_by = res->stopped == 3 ? PT_STOP_CHECKPOINT_EXIT : res->stopped == 2 ? pt_train_stop_signal() : 0;
+    if (res->stopped == 2 && !r.stopped_by) r.stopped_by = -1;
+  }
+  pt_run_free(run);
+  pt_data_free(train);
+  pt_data_free(test);
+  pt_net_free(net);
   pt_comm_mpi_finalize();
+  if (rc) return rc;
   if (r.stopped_by == PT_STOP_CHECKPOINT_EXIT) {
     if (rank0)
       fprintf(stderr, "ptrain: checkpointed after step %lld in %s/ (--exit-after-checkpoint; exit status %d: continue with --resume)\n",

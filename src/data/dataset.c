@@ -44,6 +44,18 @@ const char *pt_dataset_kind_name(pt_dataset_kind kind) {
   return kind_names[kind];
 }
 
+/* As the datasets' own documentation names them (torchvision's classes). */
+static const char *const class_names[][10] = {
+    [PT_DS_MNIST] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"},
+    [PT_DS_FASHION_MNIST] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"},
+    [PT_DS_CIFAR10] = {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"},
+};
+
+const char *pt_dataset_class_name(pt_dataset_kind kind, int label) {
+  if ((int)kind < 0 || (int)kind >= NUM_KINDS || label < 0 || label >= 10) return NULL;
+  return class_names[kind][label];
+}
+
 const char *pt_dataset_default_dir(pt_dataset_kind kind) {
   switch (kind) {
     case PT_DS_MNIST: return "data/mnist";

@@ -24,6 +24,8 @@ typedef struct {
 /* "mnist", "fashion-mnist", "cifar10" -> kind; PT_ERR_ARG naming the choices otherwise. */
 pt_status pt_dataset_kind_parse(const char *name, pt_dataset_kind *out);
 const char *pt_dataset_kind_name(pt_dataset_kind kind);
+/* The name of class label ("Ankle boot"), or NULL out of range. */
+const char *pt_dataset_class_name(pt_dataset_kind kind, int label);
 /* Default directory: /usr/share/datasets/fashion-mnist for fashion-mnist (Debian's
  * dataset-fashion-mnist), data/<name> otherwise. */
 const char *pt_dataset_default_dir(pt_dataset_kind kind);

@@ -307,6 +307,7 @@ pt_status pt_model_summarize(const pt_model_spec *spec, pt_model_summary *out) {
   if (st == PT_OK) {
     out->nparams = m->nparam_total;
     out->flops = pt_model_flops(m);
+    out->classes = m->num_classes;
     for (int i = 0; i < m->nlayers; i++)
       out->activation_floats +=
           (size_t)m->layers[i].out_c * m->layers[i].out_h * m->layers[i].out_w;

@@ -33,6 +33,11 @@ typedef struct {
  * must not overlap. */
 void pt_tensor_to_torch(const pt_tensor_info *t, const float *src, float *dst);
 void pt_tensor_from_torch(const pt_tensor_info *t, const float *src, float *dst);
+/* dst's weights and batch-norm buffers <- src's host copies (hparam,
+ * hbuffer), tensor by tensor, then uploaded: two models of one spec,
+ * wherever each lives. */
+struct pt_model;
+pt_status pt_model_copy_weights(struct pt_model *dst, const struct pt_model *src);
 
 typedef struct {
   pt_layer_spec spec;
@@ -191,6 +196,7 @@ typedef struct {
   size_t nparams;           /* trainable parameters */
   double flops;             /* forward, per sample */
   size_t activation_floats; /* all layers' outputs, per sample */
+  int classes;              /* outputs of the last layer */
 } pt_model_summary;
 pt_status pt_model_summarize(const pt_model_spec *spec, pt_model_summary *out);
 /* The tensor called name, and (data) where it is in hparam or hbuffer, in

@@ -277,7 +277,8 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
   return PT_OK;
 }
 
-pt_status pt_spec_parse_file(const char *path, pt_model_spec *spec) {
+pt_status pt_spec_read_file(const char *path, char **text) {
+  *text = NULL;
   FILE *f = fopen(path, "rb");
   if (!f) return pt_fail_errno(PT_ERR_IO, "cannot open model file %s", path);
   char *buf = pt_malloc(1 << 16);
@@ -298,6 +299,13 @@ pt_status pt_spec_parse_file(const char *path, pt_model_spec *spec) {
     free(buf);
     return pt_fail(PT_ERR_FORMAT, "%s: binary data, expected a text model spec", path);
   }
+  *text = buf;
+  return PT_OK;
+}
+
+pt_status pt_spec_parse_file(const char *path, pt_model_spec *spec) {
+  char *buf;
+  PT_TRY(pt_spec_read_file(path, &buf));
   pt_status st = pt_spec_parse(buf, path, spec);
   free(buf);
   return st;

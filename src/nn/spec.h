@@ -75,6 +75,8 @@ typedef struct {
 /* Parses text; origin names it in messages ("model.txt"). */
 pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spec);
 pt_status pt_spec_parse_file(const char *path, pt_model_spec *spec);
+/* A spec file's text (malloc'd, NUL-terminated; at most 64 KiB, no binary). */
+pt_status pt_spec_read_file(const char *path, char **text);
 const char *pt_layer_kind_name(pt_layer_kind kind);
 const char *pt_loss_kind_name(pt_loss_kind kind);
 

@@ -548,6 +548,11 @@ pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, 
   return PT_OK;
 }
 
+pt_status pt_checkpoint_save_weights(const char *path, const pt_model *m, const char *spec_text) {
+  /* A lone weights file pairs with no state file: its id only says so. */
+  return write_model(path, m, spec_text, "weights");
+}
+
 char *pt_checkpoint_spec_text(const char *path) {
   char file[4400];
   path = weights_path(path, file, sizeof file);

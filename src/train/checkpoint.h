@@ -60,6 +60,9 @@ pt_status pt_checkpoint_load_weights(const char *path, pt_model *m);
  * path and, where newer ones were skipped, which and why. */
 pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, pt_train_position *pos,
                                char *note, size_t note_size);
+/* The weights alone (hparam, hbuffer) as one safetensors file, replaced
+ * atomically, with the spec in its metadata: what pt_net_save writes. */
+pt_status pt_checkpoint_save_weights(const char *path, const pt_model *m, const char *spec_text);
 /* The model spec stored in a checkpoint's metadata, or NULL (malloc'd). */
 char *pt_checkpoint_spec_text(const char *path);
 

@@ -1,6 +1,6 @@
 #include "train/evaluate.h"
 
-pt_status pt_evaluate(pt_model *m, pt_loader *loader, pt_device_data *dd, pt_eval_sums *s) {
+pt_status pt_evaluate_batches(pt_model *m, pt_loader *loader, pt_device_data *dd, pt_eval_sums *s) {
   s->loss_sum = 0.0;
   s->correct = s->count = 0;
   int was_training = m->training;

@@ -15,6 +15,6 @@ typedef struct {
 
 /* Batches come through dd (the loader's own on the CPU); its sums are used
  * and left cleared. */
-pt_status pt_evaluate(pt_model *m, pt_loader *loader, pt_device_data *dd, pt_eval_sums *sums);
+pt_status pt_evaluate_batches(pt_model *m, pt_loader *loader, pt_device_data *dd, pt_eval_sums *sums);
 
 #endif

@@ -155,12 +155,24 @@ static pt_status plan_stages(const pt_train_config *c, pt_train_plan *r, int pip
 
 pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   memset(r, 0, sizeof *r);
-  PT_TRY(pt_train_load_spec(c->model, c->model_file, &r->spec));
-  const pt_preset *p = c->model_file ? NULL : pt_preset_find(c->model ? c->model : "mnist-cnn");
-  r->spec_text = p ? p->text : NULL;
+  if (c->spec) {
+    r->spec = *c->spec;
+    r->spec_text = c->spec_text;
+  } else {
+    PT_TRY(pt_train_load_spec(c->model, c->model_file, &r->spec));
+    const pt_preset *p = c->model_file ? NULL : pt_preset_find(c->model ? c->model : "mnist-cnn");
+    r->spec_text = p ? p->text : NULL;
+  }
   const pt_train_defaults *d = &r->spec.defaults;
-  PT_TRY(pt_dataset_kind_parse(c->dataset ? c->dataset : d->dataset, &r->dataset));
-  r->data_dir = c->data_dir ? c->data_dir : pt_dataset_default_dir(r->dataset);
+  if (c->train_data) {
+    if (!c->test_data) return pt_fail(PT_ERR_ARG, "training data but no test data: give the split to evaluate on");
+    r->data_name = c->data_name ? c->data_name : "the caller's data";
+    r->data_dir = c->data_dir; /* where they were read from, for the report; NULL: arrays */
+  } else {
+    PT_TRY(pt_dataset_kind_parse(c->dataset ? c->dataset : d->dataset, &r->dataset));
+    r->data_dir = c->data_dir ? c->data_dir : pt_dataset_default_dir(r->dataset);
+    r->data_name = pt_dataset_kind_name(r->dataset);
+  }
   r->batch = c->batch_size != PT_UNSET_INT ? c->batch_size : d->batch;
   r->test_batch = c->test_batch_size != PT_UNSET_INT ? c->test_batch_size : d->test_batch;
   pt_opt_kind kind;
@@ -285,6 +297,8 @@ typedef struct {
   pt_metrics *metrics;
   FILE *out;              /* rank 0's report; NULL on the other ranks */
   pt_train_result result;
+  int caller;              /* runs on the caller's thread: the callbacks are called here */
+  int cb_stop;             /* a callback asked to stop */
   pt_status status;
   char error[1024];       /* a dp worker's failure, for the main thread */
 } worker_t;
@@ -387,8 +401,9 @@ static pt_status setup_worker(worker_t *W) {
   W->model = W->whole;
   if (W->whole->num_classes < W->train_ds->num_classes)
     return pt_fail(PT_ERR_ARG, "model %s has %d outputs but %s has %d classes", s->name, W->whole->num_classes,
-                   pt_dataset_kind_name(r->dataset), W->train_ds->num_classes);
+                   r->data_name, W->train_ds->num_classes);
   pt_model_init(W->whole, c->seed);
+  if (c->init_model && !c->resume && !c->init_from) PT_TRY(pt_model_copy_weights(W->whole, c->init_model));
   /* Each replica sees other samples, so it draws its own dropout masks. */
   if (W->data_rank > 0)
     W->whole->dropout_key = pt_rng_key(c->seed + (uint64_t)W->data_rank * 0x9E3779B97F4A7C15ull, PT_RNG_DROPOUT);
@@ -428,9 +443,9 @@ static void print_header(const worker_t *W) {
   const pt_train_plan *r = W->r;
   const pt_model *m = W->whole;
   FILE *out = W->out;
-  fprintf(out, "ptrain %s: %s (%zu parameters, %.1f MFLOP/image forward), %s from %s (%d train, %d test); %s, %s kernels\n",
-          PT_VERSION, m->spec.name, m->nparam_total, pt_model_flops(m) / 1e6, pt_dataset_kind_name(r->dataset),
-          r->data_dir, W->train_ds->n, W->test_ds->n, pt_cpu_model(), pt_cpu_level_name(pt_cpu_level_current()));
+  fprintf(out, "ptrain %s: %s (%zu parameters, %.1f MFLOP/image forward), %s%s%s (%d train, %d test); %s, %s kernels\n",
+          PT_VERSION, m->spec.name, m->nparam_total, pt_model_flops(m) / 1e6, r->data_name,
+          r->data_dir ? " from " : "", r->data_dir ? r->data_dir : "", W->train_ds->n, W->test_ds->n, pt_cpu_model(), pt_cpu_level_name(pt_cpu_level_current()));
   fprintf(out, "optimizer %s lr %g", pt_opt_kind_name(r->opt.kind), r->opt.lr);
   if (r->opt.momentum > 0) fprintf(out, " momentum %g%s", r->opt.momentum, r->opt.nesterov ? " nesterov" : "");
   if (r->opt.weight_decay > 0) fprintf(out, " weight decay %g", r->opt.weight_decay);
@@ -476,8 +491,8 @@ static pt_status report_eval(worker_t *W, int epoch, int64_t step, double train_
   const pt_train_config *c = W->cfg;
   const double acc = ev->count ? (double)ev->correct / ev->count : NAN;
   *hit = c->target_accuracy > 0 && acc >= c->target_accuracy;
-  if (!W->out) return PT_OK; /* rank 0 reports; every rank has the same sums */
-  if (*hit && !c->quiet)
+  if (W->rank != 0) return PT_OK; /* rank 0 reports; every rank has the same sums */
+  if (*hit && !c->quiet && W->out)
     fprintf(W->out, "target accuracy %g reached: test accuracy %.4f at step %lld, %.1f s into training\n",
             as_written((float)c->target_accuracy), acc, (long long)step, seconds);
   if (!W->metrics) return PT_OK;
@@ -503,7 +518,7 @@ static pt_status report_epoch(worker_t *W, int epoch, int64_t step, double train
   const pt_train_config *c = W->cfg;
   double test_loss = ev->count ? ev->loss_sum / ev->count : NAN;
   double acc = ev->count ? (double)ev->correct / ev->count : NAN;
-  if (!c->quiet || epoch == c->epochs) {
+  if (W->out && (!c->quiet || epoch == c->epochs)) {
     fprintf(W->out,
             "epoch %d/%d%s: train loss %.4f, test loss %.4f, test accuracy %.4f (%lld/%lld), %.0f img/s, %.1f s, lr %g\n",
             epoch, c->epochs, partial ? " (stopped early)" : "", train_loss, test_loss, acc, (long long)ev->correct,
@@ -587,7 +602,7 @@ static pt_status evaluate_all(worker_t *W, pt_eval_sums *ev) {
   } else {
     PT_TRY(pt_comm_nccl_sync(W->dcomm)); /* bounded, before evaluation reads the device */
     m->profile = 0; /* the profile is of training steps */
-    PT_TRY(pt_evaluate(m, W->test, &W->test_dd, ev));
+    PT_TRY(pt_evaluate_batches(m, W->test, &W->test_dd, ev));
     m->profile = W->cfg->profile;
   }
   double sums[3] = {ev->loss_sum, (double)ev->correct, (double)ev->count};
@@ -624,11 +639,13 @@ static pt_status staged_micro_step(worker_t *W, const pt_batch *batch, uint64_t 
 
 /* This worker's part of what all workers agree on with the loss: v[0],
  * whether it was asked to stop; v[1], whether rank 0's clock says a
- * --checkpoint-interval save is due. Summed over the workers, nonzero
+ * --checkpoint-interval save is due; v[2], whether a callback asked to
+ * stop. Summed over the workers, nonzero
  * means yes for all. */
-static void agreement(const worker_t *W, double last_save, double v[2]) {
+static void agreement(const worker_t *W, double last_save, double v[3]) {
   v[0] = pt_train_stop_signal() ? 1.0 : 0.0;
   v[1] = W->rank == 0 && W->cfg->checkpoint_interval > 0 && pt_now() - last_save >= W->cfg->checkpoint_interval;
+  v[2] = W->cb_stop ? 1.0 : 0.0;
 }
 
 /* A GPU worker's losses since the last read: summed over every worker,
@@ -638,8 +655,8 @@ static void agreement(const worker_t *W, double last_save, double v[2]) {
  * With them travel whether any worker was asked to stop (*stop) and
  * whether rank 0 finds a --checkpoint-interval save due (*save_due). */
 static pt_status flush_device_loss(worker_t *W, int epoch, int64_t step, float lr, double *loss_sum,
-                                   int64_t *samples, int *stop, int *save_due, double last_save) {
-  double sums[4];
+                                   int64_t *samples, int *stop, int *save_due, int *cb_stop, double last_save) {
+  double sums[5];
   int64_t unused;
   /* The stream holds NCCL's reductions: a dead peer must end in an error
    * after --timeout, not in a wait without end. */
@@ -648,9 +665,10 @@ static pt_status flush_device_loss(worker_t *W, int epoch, int64_t step, float l
   W->comm->what = "the loss allreduce";
   W->comm->step = step;
   agreement(W, last_save, sums + 2);
-  PT_TRY(pt_comm_allreduce_f64(W->comm, sums, 4));
+  PT_TRY(pt_comm_allreduce_f64(W->comm, sums, 5));
   if (stop) *stop = sums[2] > 0.0;
   if (save_due) *save_due = sums[3] > 0.0;
+  if (cb_stop) *cb_stop = sums[4] > 0.0;
   if (!isfinite(sums[0]))
     return pt_fail(PT_ERR_STATE, "loss became %g at epoch %d, by step %lld: lower the learning rate (now %g)",
                    sums[0] / sums[1], epoch + 1, (long long)step, lr);
@@ -705,11 +723,11 @@ static pt_status train_loop(worker_t *W) {
    * so a step never waits for the device; the CPU reads it every step. */
   const int on_device = W->be->kind != PT_BACKEND_CPU;
   const int flush_every = c->log_interval > 0 ? c->log_interval : 10;
-  if (on_device && W->out) {
+  if (on_device && W->rank == 0) {
     /* dp: every GPU of this process; otherwise this worker's one. */
     const int dp_gpus = W->world > 1 && !strcmp(W->comm->ops->name, "threads");
     PT_TRY(pt_gpu_watch_open(&W->watch, dp_gpus ? r->devices : &W->device, dp_gpus ? W->world : 1,
-                             c->quiet ? NULL : W->out));
+                             c->quiet ? NULL : W->out));  /* NULL out: metrics only */
   }
   char gpu_line[160];
   /* --checkpoint-interval: rank 0's clock decides, and the decision
@@ -732,7 +750,7 @@ static pt_status train_loop(worker_t *W) {
                       c->epochs, nb);
     m->training = 1;
     const double t0 = pt_now();
-    int stopped = 0, signalled = 0, save_due = 0, ckpt_exit = 0, target_hit = 0;
+    int stopped = 0, signalled = 0, save_due = 0, ckpt_exit = 0, target_hit = 0, cb_stopped = 0;
     int64_t queued = 0; /* global samples whose loss is still on the device */
     while (b < nb) {
       if (c->max_steps && pos.step >= c->max_steps) {
@@ -744,7 +762,7 @@ static pt_status train_loop(worker_t *W) {
       const int k = nb - b < K ? nb - b : K;
       /* loss * samples, samples, then agreement(): this worker's, then
        * every worker's summed */
-      double stats[4] = {0.0, 0.0, 0.0, 0.0};
+      double stats[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
       const double ta = timing ? pt_now() : 0.0;
       const double comm0 = W->sync.wait_s;
       for (int j = 0; j < k; j++, b++) {
@@ -785,7 +803,7 @@ static pt_status train_loop(worker_t *W) {
       /* Read once, after the step's work: every worker then acts on the
        * sum, so all stop after the same step. */
       agreement(W, last_save, stats + 2);
-      if (!on_device) PT_TRY(pt_comm_iallreduce_f64(comm, stats, 4));
+      if (!on_device) PT_TRY(pt_comm_iallreduce_f64(comm, stats, 5));
       PT_TRY(pt_grad_sync_finish(&W->sync));
       /* The loss sums travel on the world communicator. Finishing the
        * gradients finished them too when the gradients share it; a stage's
@@ -814,12 +832,14 @@ static pt_status train_loop(worker_t *W) {
         int stop = W->world == 1 && pt_train_stop_signal();
         int every = c->checkpoint_every && pos.step % c->checkpoint_every == 0;
         if (b % flush_every == 0 || b >= nb || (c->max_steps && pos.step >= c->max_steps) || stop || every)
-          PT_TRY(flush_device_loss(W, epoch, pos.step, lr, &loss_sum, &samples, &stop, &save_due, last_save));
+          PT_TRY(flush_device_loss(W, epoch, pos.step, lr, &loss_sum, &samples, &stop, &save_due, &cb_stopped,
+                                   last_save));
         queued = 0;
         signalled = stop;
       } else {
         signalled = stats[2] > 0.0;
         save_due = stats[3] > 0.0;
+        cb_stopped = stats[4] > 0.0;
       }
       /* --checkpoint-every, --checkpoint-interval: a save inside the epoch
        * (its end saves anyway); a stop on a signal saves below */
@@ -862,9 +882,19 @@ static pt_status train_loop(worker_t *W) {
         pt_progress_set_extra(&prog, gpu_line);
       }
       pt_progress_update(&prog, b, pos.step, loss_sum / (double)samples, dt > 0 ? fresh / dt : 0.0);
-      if (signalled || target_hit) break;
+      if (W->caller && c->on_step && !W->cb_stop) {
+        const pt_step info = {.epoch = epoch + 1, .step = pos.step, .batch = b, .batches = nb,
+                              .loss = samples ? loss_sum / (double)samples : NAN, .lr = lr,
+                              .images_per_s = dt > 0 ? fresh / dt : 0.0};
+        W->cb_stop = c->on_step(&info, c->user) != 0;
+        /* Alone, the run stops at once; several workers agree on it with the next step's loss. */
+        if (W->cb_stop && W->world == 1 && !r->staged) cb_stopped = 1;
+      }
+      if (cb_stopped) stopped = 1;
+      if (signalled || target_hit || cb_stopped) break;
     }
-    if (on_device) PT_TRY(flush_device_loss(W, epoch, pos.step, lr, &loss_sum, &samples, NULL, NULL, last_save));
+    if (on_device)
+      PT_TRY(flush_device_loss(W, epoch, pos.step, lr, &loss_sum, &samples, NULL, NULL, NULL, last_save));
     pt_progress_finish(&prog);
     const double train_s = pt_now() - t0;
     samples_total += fresh;
@@ -886,7 +916,7 @@ static pt_status train_loop(worker_t *W) {
     }
     double ips = train_s > 0 ? fresh / train_s : 0.0;
     double train_loss = samples ? loss_sum / (double)samples : NAN;
-    if (W->out && !skip_eval)
+    if (W->rank == 0 && !skip_eval)
       PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &ev, ips, prior_seconds + train_s, lr, b < nb));
     if (!skip_eval && (c->eval_every || c->target_accuracy > 0)) {
       int hit;
@@ -897,6 +927,21 @@ static pt_status train_loop(worker_t *W) {
         res->target_step = pos.step;
       }
     }
+    if (c->on_epoch && !skip_eval) {
+      /* Every worker calls this, together, so all stop after the same epoch. */
+      double want = 0.0;
+      if (W->caller) {
+        const pt_epoch info = {.epoch = epoch + 1, .step = pos.step, .train_loss = train_loss,
+                               .test_loss = ev.count ? ev.loss_sum / ev.count : NAN,
+                               .test_acc = ev.count ? (double)ev.correct / ev.count : NAN, .images_per_s = ips,
+                               .seconds = prior_seconds + train_s, .lr = lr};
+        want = c->on_epoch(&info, c->user) != 0;
+      }
+      W->comm->what = "the agreement to stop after the epoch";
+      PT_TRY(pt_comm_allreduce_f64(W->comm, &want, 1));
+      if (want > 0.0) cb_stopped = stopped = 1;
+    }
+    if (cb_stopped) res->stopped_by = PT_STOP_CALLBACK;
     if ((saving || signalled) && saved_step != pos.step) {
       PT_TRY(save_checkpoint(W, &pos));
       /* With exit_after_checkpoint the interval runs from the process's
@@ -917,15 +962,15 @@ static pt_status train_loop(worker_t *W) {
   }
   if (W->r->staged) PT_TRY(pt_stages_report(c->quiet ? NULL : W->out, &W->stages, W->whole, c->profile));
   if (c->profile && W->out) pt_profile_print(W->out, W->r->staged ? W->whole : m, &ph);
-  if (c->profile && W->out && W->metrics) {
+  if (c->profile && W->metrics) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru); /* ru_maxrss in KiB on Linux */
     PT_TRY(pt_profile_metrics(W->metrics, &ph, W->r->staged ? W->r->replicas : W->r->world,
                               W->r->staged ? W->stages.bubble : NAN, (double)ru.ru_maxrss / 1024.0));
   }
-  if (!c->quiet) pt_gpu_watch_summary(&W->watch, W->out);
-  if (c->target_accuracy > 0 && !isfinite(res->target_seconds) && W->out && !res->stopped_by) {
-    if (!c->quiet)
+  if (!c->quiet && W->out) pt_gpu_watch_summary(&W->watch, W->out);
+  if (c->target_accuracy > 0 && !isfinite(res->target_seconds) && W->rank == 0 && !res->stopped_by) {
+    if (!c->quiet && W->out)
       fprintf(W->out, "target accuracy %g not reached in %lld steps\n", as_written((float)c->target_accuracy),
               (long long)pos.step);
     if (W->metrics) {
@@ -936,9 +981,28 @@ static pt_status train_loop(worker_t *W) {
       PT_TRY(pt_metrics_end(W->metrics));
     }
   }
+  /* Collective: every stage's parameters into every worker's whole model. */
+  if (c->final_model && W->r->staged) PT_TRY(pt_stages_gather(&W->stages, W->whole, &W->opt));
   res->steps = pos.step;
   res->seconds = pt_now() - t_run;
   res->images_per_s = train_seconds_total > 0 ? samples_total / train_seconds_total : 0.0;
+  return PT_OK;
+}
+
+/* The weights a run ended with, as a CPU model of their own for the
+ * caller (a staged run's parts were gathered by train_loop). */
+static pt_status take_final_model(worker_t *W, pt_model **out) {
+  *out = NULL;
+  PT_TRY(pt_comm_nccl_sync(W->dcomm));
+  PT_TRY(pt_model_to_host(W->whole));
+  pt_model *m;
+  PT_TRY(pt_model_create(&m, &W->r->spec, 1));
+  pt_status st = pt_model_copy_weights(m, W->whole);
+  if (st != PT_OK) {
+    pt_model_destroy(m);
+    return st;
+  }
+  *out = m;
   return PT_OK;
 }
 
@@ -981,19 +1045,30 @@ static void *dp_worker_main(void *arg) {
 
 typedef struct {
   pt_train_plan r;
-  pt_dataset train_ds, test_ds;
+  pt_dataset own_train, own_test;   /* loaded here, unless the caller gave them */
+  const pt_dataset *train_ds, *test_ds;
 } shared_t;
 
 static pt_status load_shared(const pt_train_config *c, shared_t *S) {
   pt_train_plan *r = &S->r;
   PT_TRY(pt_train_plan_make(c, r));
-  PT_TRY(pt_dataset_load(&S->train_ds, r->dataset, r->data_dir, 1));
-  PT_TRY(pt_dataset_load(&S->test_ds, r->dataset, r->data_dir, 0));
+  if (c->train_data) {
+    S->train_ds = c->train_data;
+    S->test_ds = c->test_data;
+  } else {
+    PT_TRY(pt_dataset_load(&S->own_train, r->dataset, r->data_dir, 1));
+    PT_TRY(pt_dataset_load(&S->own_test, r->dataset, r->data_dir, 0));
+    S->train_ds = &S->own_train;
+    S->test_ds = &S->own_test;
+  }
   const pt_model_spec *s = &r->spec;
-  if (S->train_ds.c != s->in_c || S->train_ds.h != s->in_h || S->train_ds.w != s->in_w)
-    return pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but %s images are %dx%dx%d (use --dataset)", s->name,
-                   s->in_c, s->in_h, s->in_w, pt_dataset_kind_name(r->dataset), S->train_ds.c, S->train_ds.h,
-                   S->train_ds.w);
+  for (int i = 0; i < 2; i++) {
+    const pt_dataset *ds = i ? S->test_ds : S->train_ds;
+    if (ds->c != s->in_c || ds->h != s->in_h || ds->w != s->in_w)
+      return pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images of %s are %dx%dx%d%s", s->name,
+                     s->in_c, s->in_h, s->in_w, i ? "test" : "training", r->data_name, ds->c, ds->h, ds->w,
+                     c->train_data ? "" : " (use --dataset)");
+  }
   /* Each worker evaluates 1/world of the test split, so its share of the
    * evaluation batch is enough; results do not depend on the cut. */
   r->eval_batch = eval_batch_for(s, r->batch, (r->test_batch + r->replicas - 1) / r->replicas);
@@ -1005,7 +1080,7 @@ static pt_status load_shared(const pt_train_config *c, shared_t *S) {
 static pt_status run_workers(const pt_train_config *c, shared_t *S, FILE *out, worker_t *W, int nlocal,
                              pt_comm_local_group *group, pt_comm_nccl_group *ngroup, pt_comm *comm) {
   for (int i = 0; i < nlocal; i++) {
-    W[i] = (worker_t){.cfg = c, .r = &S->r, .train_ds = &S->train_ds, .test_ds = &S->test_ds};
+    W[i] = (worker_t){.cfg = c, .r = &S->r, .train_ds = S->train_ds, .test_ds = S->test_ds, .caller = i == 0};
     W[i].comm = group ? pt_comm_local_get(group, i) : comm;
     W[i].comm->timeout_s = c->timeout_s;
     W[i].rank = W[i].comm->rank;
@@ -1110,8 +1185,9 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   }
   if (st == PT_OK) st = run_workers(cfg, &S, out, W, nlocal, group, ngroup, ddp ? cfg->comm : self);
   if (st == PT_OK) *result = W[0].result;
+  if (st == PT_OK && cfg->final_model) st = take_final_model(&W[0], cfg->final_model);
   const int rank0 = !ddp || cfg->comm->rank == 0;
-  if (st == PT_OK && !cfg->quiet && rank0) {
+  if (st == PT_OK && !cfg->quiet && rank0 && out) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     fprintf(out, "done: %lld steps in %.1f s, %.0f img/s, peak memory %.0f MiB%s%s\n", (long long)result->steps,
@@ -1122,7 +1198,7 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   if (cfg->trace_path) {
     pt_status ts = pt_trace_finish(trace_path);
     if (st == PT_OK) st = ts;
-    if (ts == PT_OK && !cfg->quiet && rank0)
+    if (ts == PT_OK && !cfg->quiet && rank0 && out)
       fprintf(out, "trace written to %s (open in Perfetto or chrome://tracing)\n", trace_path);
   }
   const pt_backend *main_be = W ? W[0].be : NULL; /* bound on this thread by worker 0 */
@@ -1135,8 +1211,8 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   pt_comm_nccl_group_destroy(ngroup);
   pt_comm_local_group_destroy(group);
   pt_comm_destroy(self);
-  pt_dataset_free(&S.train_ds);
-  pt_dataset_free(&S.test_ds);
+  pt_dataset_free(&S.own_train);
+  pt_dataset_free(&S.own_test);
   pt_fp_set_flush(flushing);
   return st;
 }

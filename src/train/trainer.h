@@ -73,12 +73,26 @@ typedef struct {
   int micro_batches;          /* pipeline: micro-batches per batch (0: 4) */
   const char *schedule;       /* pipeline: "gpipe" or "1f1b" (NULL: 1f1b) */
   const char *split;          /* layer names or indices starting stages 1.. (NULL: balance FLOPs) */
+  /* The library's (src/api): the model, the data and the weights as
+   * values rather than names, and callbacks. NULL: the names above. */
+  const pt_model_spec *spec;  /* instead of model, model_file */
+  const char *spec_text;      /* its text, recorded in checkpoints */
+  const pt_dataset *train_data, *test_data; /* instead of dataset, data_dir */
+  const char *data_name;      /* what to call them in the report */
+  const pt_model *init_model; /* start from its weights (a CPU model of spec) unless resume or init_from */
+  pt_model **final_model;     /* gets the weights the run ended with, as a new CPU model (this process's
+                                 first worker's; a staged run's rank 0 only) */
+  int (*on_step)(const pt_step *step, void *user);    /* nonzero: stop */
+  int (*on_epoch)(const pt_epoch *epoch, void *user); /* nonzero: stop after this epoch */
+  void *user;
 } pt_train_config;
 
 void pt_train_config_defaults(pt_train_config *c);
 
 /* pt_train_result.stopped_by after a save made the run stop (exit_after_checkpoint). */
 #define PT_STOP_CHECKPOINT_EXIT (-2)
+/* pt_train_result.stopped_by after a callback asked to stop. */
+#define PT_STOP_CALLBACK (-3)
 
 /* What a run measured, for callers and tests. */
 typedef struct {
@@ -89,7 +103,7 @@ typedef struct {
   double seconds;
   double target_seconds; /* from the start of training to the evaluation that reached target_accuracy; NaN: not reached */
   int64_t target_step;
-  int stopped_by; /* a stop was requested (pt_train_stop_request): the signal, or -1 where it reached only
+  int stopped_by; /* PT_STOP_CALLBACK, or a stop was requested (pt_train_stop_request): the signal, or -1 where it reached only
                      another worker, or PT_STOP_CHECKPOINT_EXIT after a save (exit_after_checkpoint); the run
                      wrote a checkpoint and can be resumed */
 } pt_train_result;
@@ -99,7 +113,8 @@ typedef struct {
   pt_model_spec spec;
   const char *spec_text;   /* the preset's text; NULL for a spec file */
   pt_dataset_kind dataset;
-  const char *data_dir;
+  const char *data_dir;     /* NULL: the caller's data */
+  const char *data_name;    /* "fashion-mnist", or the caller's name for its data */
   int batch, test_batch, eval_batch;
   pt_opt_config opt;
   pt_sched_kind sched;

@@ -12,23 +12,15 @@
 
 #include <stddef.h>
 
+#include "ptrain.h"
+
 /* C linkage for the CUDA sources, which nvcc compiles as C++. */
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum {
-  PT_OK = 0,
-  PT_ERR_ARG,     /* a caller passed a value out of range */
-  PT_ERR_IO,      /* open/read/write/rename failed (disk full included) */
-  PT_ERR_FORMAT,  /* a file's content is malformed */
-  PT_ERR_NOMEM,
-  PT_ERR_NET,     /* download failed */
-  PT_ERR_CHECKSUM,
-  PT_ERR_STATE,   /* an operation out of order, or an internal invariant broke */
-  PT_ERR_COMM,    /* a peer was lost or a collective failed */
-  PT_ERR_DEVICE,  /* an accelerator or its driver failed or is missing */
-} pt_status;
+/* pt_status, pt_error_message and pt_status_name are the public API's
+ * (include/ptrain.h): one definition for the library and its users. */
 
 /* Sets the thread's message (printf-style) and returns code, so call sites read
  * `return pt_fail(PT_ERR_FORMAT, "%s: truncated", path);`. */

@@ -1,0 +1,42 @@
+/* The library's handles (include/ptrain.h) as the rest of ptrain sees
+ * them: the CLI reaches through them to what the public API leaves out. */
+#ifndef PT_API_API_H
+#define PT_API_API_H
+
+#include "ptrain.h"
+#include "data/dataset.h"
+#include "nn/model.h"
+#include "train/trainer.h"
+
+struct pt_net {
+  pt_model_spec spec;
+  char *spec_text;  /* recorded in every checkpoint and save */
+  pt_model *m;      /* the weights, on the CPU; NULL until trained or loaded */
+};
+
+struct pt_data {
+  pt_dataset ds;
+  int kind;         /* a pt_dataset_kind, or -1 for the caller's arrays */
+  char *dir;        /* where it was read from; NULL for arrays */
+};
+
+struct pt_run {
+  pt_net *net;
+  const pt_data *train, *test;
+  pt_config pub;
+  pt_train_config cfg;   /* pub in the trainer's terms */
+  pt_comm *comm;         /* ddp, and stages as MPI ranks: made by pt_run_train */
+  pt_result result;
+  int trained;
+};
+
+/* pt_evaluate in batches of at most batch_max, flushing denormals or not
+ * (util/fpmode.h). */
+pt_status pt_evaluate_with(pt_net *net, const pt_data *data, const char *device, int threads, int batch_max,
+                           int flush, pt_eval *out);
+
+/* The net's model with room for batches of at least want samples (up to
+ * 256), rebuilt with the same weights when it has less. */
+pt_status pt_net_model_for(pt_net *net, int want, pt_model **m);
+
+#endif

@@ -1,0 +1,189 @@
+/* pt_run: a training run through the trainer (src/train), which the
+ * command line's `ptrain train` drives the same way. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "comm/comm.h"
+#include "train/stop.h"
+
+void pt_config_defaults(pt_config *c) {
+  if (!c) return;
+  pt_train_config t;
+  pt_train_config_defaults(&t);
+  memset(c, 0, sizeof *c);
+  c->epochs = t.epochs;
+  c->batch_size = t.batch_size;
+  c->test_batch_size = t.test_batch_size;
+  c->lr = t.lr;
+  c->momentum = t.momentum;
+  c->weight_decay = t.weight_decay;
+  c->gamma = t.gamma;
+  c->seed = t.seed;
+  c->threads = t.threads;
+  c->shuffle = 1;
+  c->dropout = 1;
+  c->accum_steps = t.accum_steps;
+  c->bucket_mb = t.bucket_mb;
+  c->timeout_s = t.timeout_s;
+  c->checkpoint_dir = t.checkpoint_dir;
+  c->keep_checkpoints = t.keep_checkpoints;
+  c->log_interval = t.log_interval;
+  c->prefetch = t.prefetch;
+}
+
+static void to_trainer(const pt_config *p, pt_train_config *t) {
+  pt_train_config_defaults(t);
+  t->epochs = p->epochs;
+  t->batch_size = p->batch_size > 0 ? p->batch_size : PT_UNSET_INT;
+  t->test_batch_size = p->test_batch_size > 0 ? p->test_batch_size : PT_UNSET_INT;
+  t->lr = p->lr;
+  t->optimizer = p->optimizer;
+  t->momentum = p->momentum;
+  t->nesterov = p->nesterov;
+  t->weight_decay = p->weight_decay;
+  t->scheduler = p->scheduler;
+  t->gamma = p->gamma;
+  t->seed = p->seed;
+  t->threads = p->threads;
+  t->no_shuffle = !p->shuffle;
+  t->no_dropout = !p->dropout;
+  t->max_steps = p->max_steps;
+  t->accum_steps = p->accum_steps;
+  t->drop_last = p->drop_last;
+  t->parallel = p->parallel;
+  t->workers = p->workers;
+  t->device = p->device;
+  t->devices = p->devices;
+  t->stages = p->stages;
+  t->micro_batches = p->micro_batches;
+  t->schedule = p->schedule;
+  t->split = p->split;
+  t->bucket_mb = p->bucket_mb;
+  t->sync_bn = p->sync_bn;
+  t->timeout_s = p->timeout_s;
+  t->checkpoint_dir = p->checkpoint_dir ? p->checkpoint_dir : "checkpoints";
+  t->save_model = p->save_model;
+  t->keep_checkpoints = p->keep_checkpoints;
+  t->checkpoint_every = p->checkpoint_every;
+  t->checkpoint_interval = p->checkpoint_interval;
+  t->exit_after_checkpoint = p->exit_after_checkpoint;
+  t->resume = p->resume;
+  t->init_from = p->init_from;
+  t->eval_every = p->eval_every;
+  t->target_accuracy = p->target_accuracy;
+  t->quiet = p->quiet;
+  t->progress = p->progress;
+  t->log_interval = p->log_interval;
+  t->metrics_path = p->metrics_path;
+  t->profile = p->profile;
+  t->trace_path = p->trace_path;
+  t->prefetch = p->prefetch;
+  t->keep_denormals = p->keep_denormals;
+  t->on_step = p->on_step;
+  t->on_epoch = p->on_epoch;
+  t->user = p->user;
+}
+
+pt_status pt_run_create(pt_net *net, const pt_data *train, const pt_data *test, const pt_config *cfg,
+                        pt_run **out) {
+  if (!out) return pt_fail(PT_ERR_ARG, "pt_run_create: out is NULL");
+  *out = NULL;
+  if (!net || !train || !test || !cfg)
+    return pt_fail(PT_ERR_ARG, "pt_run_create: %s is NULL", !net ? "net" : !train ? "train" : !test ? "test" : "cfg");
+  if (cfg->resume && cfg->init_from)
+    return pt_fail(PT_ERR_ARG, "resume and init_from: give one, not both");
+  if (cfg->exit_after_checkpoint && !cfg->checkpoint_every && !(cfg->checkpoint_interval > 0))
+    return pt_fail(PT_ERR_ARG, "exit_after_checkpoint needs checkpoint_every or checkpoint_interval, which say when "
+                               "to save and stop");
+  pt_run *run = calloc(1, sizeof *run);
+  if (!run) return pt_fail(PT_ERR_NOMEM, "out of memory for a run");
+  run->net = net;
+  run->train = train;
+  run->test = test;
+  run->pub = *cfg;
+  to_trainer(&run->pub, &run->cfg);
+  pt_train_config *t = &run->cfg;
+  t->spec = &net->spec;
+  t->spec_text = net->spec_text;
+  t->train_data = &train->ds;
+  t->test_data = &test->ds;
+  t->data_dir = train->dir;
+  t->data_name = train->kind >= 0 ? pt_dataset_kind_name((pt_dataset_kind)train->kind) : "the caller's data";
+  t->init_model = net->m;
+  run->result.target_seconds = NAN;
+  run->result.target_step = -1;
+  *out = run;
+  return PT_OK;
+}
+
+static int is(const char *a, const char *b) { return a && !strcmp(a, b); }
+
+pt_status pt_run_train(pt_run *run) {
+  if (!run) return pt_fail(PT_ERR_ARG, "pt_run_train: run is NULL");
+  if (run->trained) return pt_fail(PT_ERR_STATE, "this run has trained already: create another to go on");
+  run->trained = 1;
+  pt_train_config *t = &run->cfg;
+  const int ddp = is(t->parallel, "ddp");
+  const int staged = is(t->parallel, "model") || is(t->parallel, "pipeline");
+  /* Stages become MPI ranks when a launcher started several processes. */
+  if (ddp || (staged && pt_comm_mpi_launched())) {
+    if (ddp && !pt_comm_mpi_launched())
+      return pt_fail(PT_ERR_ARG, "parallel \"ddp\" runs one process per rank: start them with mpirun -np N or "
+                                 "srun, or use \"dp\" for workers that are threads of one process");
+    if (!run->comm) {
+      PT_TRY(pt_comm_mpi_create(&run->comm, t->timeout_s));
+      /* mpirun counts a rank that exits without MPI_Finalize as failed;
+       * the caller may not know MPI is there at all. Finalizing twice is
+       * harmless (pt_comm_mpi_finalize checks). */
+      static int finalize_registered;
+      if (!finalize_registered && atexit(pt_comm_mpi_finalize) == 0) finalize_registered = 1;
+    }
+    t->comm = run->comm;
+  }
+  pt_model *final = NULL;
+  t->final_model = &final;
+  /* A signal that stopped an earlier run in this process stopped that run. */
+  pt_train_stop_reset();
+  pt_train_result r;
+  pt_status st = pt_train_run(t, run->pub.log, &r);
+  t->final_model = NULL;
+  if (st != PT_OK) {
+    pt_model_destroy(final);
+    return st;
+  }
+  if (final) {
+    pt_model_destroy(run->net->m);
+    run->net->m = final;
+  }
+  pt_result *o = &run->result;
+  o->epochs_done = r.epochs_done;
+  o->steps = r.steps;
+  o->train_loss = r.train_loss;
+  o->test_loss = r.test_loss;
+  o->test_acc = r.test_acc;
+  o->images_per_s = r.images_per_s;
+  o->seconds = r.seconds;
+  o->target_seconds = r.target_seconds;
+  o->target_step = r.target_step;
+  o->stopped = r.stopped_by == PT_STOP_CALLBACK ? 1 : r.stopped_by == PT_STOP_CHECKPOINT_EXIT ? 3 : r.stopped_by ? 2 : 0;
+  return PT_OK;
+}
+
+const pt_result *pt_run_result(const pt_run *run) { return run ? &run->result : NULL; }
+
+void pt_run_free(pt_run *run) {
+  if (!run) return;
+  pt_comm_destroy(run->comm);
+  free(run);
+}
+
+pt_status pt_train(pt_net *net, const pt_data *train, const pt_data *test, const pt_config *cfg, pt_result *result) {
+  pt_run *run;
+  PT_TRY(pt_run_create(net, train, test, cfg, &run));
+  pt_status st = pt_run_train(run);
+  if (result) *result = run->result;
+  pt_run_free(run);
+  return st;
+}

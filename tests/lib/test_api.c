@@ -1,0 +1,358 @@
+/* The public API (include/ptrain.h) as a C program sees it: this test
+ * links libptrain.so and includes nothing else of ptrain's. A synthetic
+ * task (a bright square whose place is the class) stands in for a dataset,
+ * so training must learn it, fast. */
+#include <fcntl.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ptrain.h"
+#include "../tmpdir.h"
+
+#define N 400
+#define SIDE 12
+#define CLASSES 4
+
+static const char *spec_text =
+    "name squares\n"
+    "input 1 12 12\n"
+    "flatten\n"
+    "linear fc1 out=32\n"
+    "relu\n"
+    "linear fc2 out=4\n"
+    "loss cross-entropy\n"
+    "defaults dataset=fashion-mnist optimizer=adam lr=0.01 batch=20 test-batch=100\n";
+
+/* Image i: noise, and a bright 4x4 square in the quadrant of its class. */
+static void make_data(uint8_t *images, uint8_t *labels, int n, unsigned seed) {
+  for (int i = 0; i < n; i++) {
+    const int k = (int)((i * 7u + seed) % CLASSES);
+    labels[i] = (uint8_t)k;
+    uint8_t *im = images + (size_t)i * SIDE * SIDE;
+    for (int p = 0; p < SIDE * SIDE; p++) im[p] = (uint8_t)((p * 31u + (unsigned)i * 17u + seed) % 60u);
+    const int y0 = (k / 2) * 6 + 1, x0 = (k % 2) * 6 + 1;
+    for (int y = y0; y < y0 + 4; y++)
+      for (int x = x0; x < x0 + 4; x++) im[y * SIDE + x] = 250;
+  }
+}
+
+static pt_data *train_data, *test_data;
+static uint8_t test_images[N * SIDE * SIDE], test_labels[N];
+
+static int setup(void **state) {
+  static uint8_t im[N * SIDE * SIDE], lb[N];
+  make_data(im, lb, N, 1);
+  make_data(test_images, test_labels, N, 2);
+  if (pt_data_from_arrays(im, lb, N, 1, SIDE, SIDE, CLASSES, &train_data) ||
+      pt_data_from_arrays(test_images, test_labels, N, 1, SIDE, SIDE, CLASSES, &test_data))
+    return -1;
+  return tmpdir_setup(state);
+}
+
+static int teardown(void **state) {
+  pt_data_free(train_data);
+  pt_data_free(test_data);
+  return tmpdir_teardown(state);
+}
+
+static void config(pt_config *c) {
+  pt_config_defaults(c);
+  c->epochs = 3;
+  c->threads = 1;
+}
+
+static void test_train_learns_and_predict_agrees_with_evaluate(void **state) {
+  (void)state;
+  pt_net *net;
+  assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+  assert_string_equal(pt_net_name(net), "squares");
+  assert_false(pt_net_has_weights(net));
+  assert_int_equal(pt_net_parameters(net), 144 * 32 + 32 + 32 * 4 + 4);
+  pt_config c;
+  config(&c);
+  pt_result r;
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
+  assert_true(pt_net_has_weights(net));
+  assert_int_equal(r.epochs_done, 3);
+  assert_int_equal(r.steps, 3 * N / 20);
+  assert_int_equal(r.stopped, 0);
+  assert_true(r.test_acc > 0.95);
+  pt_eval ev;
+  assert_int_equal(pt_evaluate(net, test_data, NULL, 1, &ev), PT_OK);
+  assert_int_equal(ev.count, N);
+  assert_float_equal(ev.accuracy, r.test_acc, 1e-9);
+  static float x[N * SIDE * SIDE], p[N * CLASSES];
+  for (int i = 0; i < N * SIDE * SIDE; i++) x[i] = test_images[i] / 255.0f;
+  assert_int_equal(pt_predict(net, x, N, p), PT_OK);
+  int correct = 0;
+  for (int i = 0; i < N; i++) {
+    double sum = 0;
+    int best = 0;
+    for (int k = 0; k < CLASSES; k++) {
+      sum += p[i * CLASSES + k];
+      if (p[i * CLASSES + k] > p[i * CLASSES + best]) best = k;
+    }
+    assert_float_equal(sum, 1.0, 1e-5);
+    correct += best == test_labels[i];
+  }
+  assert_int_equal(correct, ev.correct);
+  pt_net_free(net);
+}
+
+/* Same seed, same settings: the same bits. */
+static void test_deterministic(void **state) {
+  (void)state;
+  float p[2][8 * CLASSES], x[8 * SIDE * SIDE];
+  for (int i = 0; i < 8 * SIDE * SIDE; i++) x[i] = test_images[i] / 255.0f;
+  for (int t = 0; t < 2; t++) {
+    pt_net *net;
+    pt_config c;
+    config(&c);
+    c.epochs = 1;
+    c.seed = 7;
+    assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+    assert_int_equal(pt_train(net, train_data, test_data, &c, NULL), PT_OK);
+    assert_int_equal(pt_predict(net, x, 8, p[t]), PT_OK);
+    pt_net_free(net);
+  }
+  assert_memory_equal(p[0], p[1], sizeof p[0]);
+}
+
+typedef struct {
+  int steps, epochs, stop_at_step, stop_at_epoch;
+  int64_t last_step;
+} counts;
+
+static int on_step(const pt_step *s, void *user) {
+  counts *k = user;
+  k->steps++;
+  assert_int_equal(s->step, k->last_step + 1);
+  k->last_step = s->step;
+  assert_int_equal(s->batches, N / 20);
+  assert_true(isfinite(s->loss));
+  return k->stop_at_step && s->step >= k->stop_at_step;
+}
+
+static int on_epoch(const pt_epoch *e, void *user) {
+  counts *k = user;
+  k->epochs++;
+  assert_int_equal(e->epoch, k->epochs);
+  assert_true(e->test_acc >= 0 && e->test_acc <= 1);
+  return k->stop_at_epoch && e->epoch >= k->stop_at_epoch;
+}
+
+static void test_callbacks_see_every_step_and_stop_the_run(void **state) {
+  (void)state;
+  pt_net *net;
+  pt_config c;
+  pt_result r;
+  counts k = {0};
+  config(&c);
+  c.on_step = on_step;
+  c.on_epoch = on_epoch;
+  c.user = &k;
+  assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
+  assert_int_equal(k.steps, 3 * N / 20);
+  assert_int_equal(k.epochs, 3);
+  /* A step callback stops the run after its step. */
+  k = (counts){.stop_at_step = 5};
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
+  assert_int_equal(r.steps, 5);
+  assert_int_equal(r.stopped, 1);
+  /* An epoch callback after its epoch. */
+  k = (counts){.stop_at_epoch = 2};
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
+  assert_int_equal(r.epochs_done, 2);
+  assert_int_equal(r.steps, 2 * N / 20);
+  assert_int_equal(r.stopped, 1);
+  assert_int_equal(k.epochs, 2);
+  pt_net_free(net);
+}
+
+/* A second run starts from the weights the first ended with. */
+static void test_training_continues_from_the_nets_weights(void **state) {
+  (void)state;
+  pt_net *net;
+  pt_config c;
+  pt_result r1, r2;
+  config(&c);
+  c.epochs = 1;
+  c.lr = 0.001f;
+  assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &r1), PT_OK);
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &r2), PT_OK);
+  assert_true(r2.train_loss < r1.train_loss);
+  pt_net_free(net);
+}
+
+static void test_save_and_load(void **state) {
+  (void)state;
+  pt_net *net, *back;
+  pt_config c;
+  config(&c);
+  c.epochs = 1;
+  char path[128];
+  snprintf(path, sizeof path, "%s/squares.safetensors", tmpdir);
+  assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+  assert_int_equal(pt_net_save(net, path), PT_ERR_STATE); /* no weights yet */
+  assert_non_null(strstr(pt_error_message(), "no weights"));
+  assert_int_equal(pt_train(net, train_data, test_data, &c, NULL), PT_OK);
+  assert_int_equal(pt_net_save(net, path), PT_OK);
+  assert_int_equal(pt_net_load(path, NULL, &back), PT_OK); /* the layers come from the file */
+  assert_string_equal(pt_net_name(back), "squares");
+  assert_string_equal(pt_net_spec_text(back), spec_text);
+  float x[4 * SIDE * SIDE], p1[4 * CLASSES], p2[4 * CLASSES];
+  for (int i = 0; i < 4 * SIDE * SIDE; i++) x[i] = test_images[i] / 255.0f;
+  assert_int_equal(pt_predict(net, x, 4, p1), PT_OK);
+  assert_int_equal(pt_predict(back, x, 4, p2), PT_OK);
+  assert_memory_equal(p1, p2, sizeof p1);
+  /* The weights under another model's layers do not load. */
+  pt_net *wrong;
+  assert_int_not_equal(pt_net_load(path, "fmnist-mlp", &wrong), PT_OK);
+  assert_non_null(strstr(pt_error_message(), "lin1.weight"));
+  pt_net_free(back);
+  pt_net_free(net);
+}
+
+static void test_parallel_dp(void **state) {
+  (void)state;
+  pt_net *net;
+  pt_config c;
+  pt_result r;
+  config(&c);
+  c.parallel = "dp";
+  c.workers = 2;
+  c.batch_size = 10; /* per worker: the same global batch */
+  assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
+  assert_int_equal(r.steps, 3 * N / 20);
+  assert_true(r.test_acc > 0.95);
+  pt_eval ev;
+  assert_int_equal(pt_evaluate(net, test_data, "cpu", 0, &ev), PT_OK);
+  assert_float_equal(ev.accuracy, r.test_acc, 1e-9);
+  pt_net_free(net);
+}
+
+/* Nothing on stdout or stderr unless cfg.log asks. */
+static void test_silent(void **state) {
+  (void)state;
+  char path[128];
+  snprintf(path, sizeof path, "%s/out.txt", tmpdir);
+  fflush(stdout);
+  fflush(stderr);
+  const int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600), o1 = dup(1), o2 = dup(2);
+  assert_true(fd >= 0);
+  dup2(fd, 1);
+  dup2(fd, 2);
+  pt_net *net;
+  pt_config c;
+  config(&c);
+  c.epochs = 1;
+  pt_status st = pt_net_spec(spec_text, &net);
+  if (st == PT_OK) st = pt_train(net, train_data, test_data, &c, NULL);
+  fflush(stdout);
+  fflush(stderr);
+  dup2(o1, 1);
+  dup2(o2, 2);
+  close(fd);
+  assert_int_equal(st, PT_OK);
+  struct stat sb;
+  assert_int_equal(stat(path, &sb), 0);
+  assert_int_equal(sb.st_size, 0);
+  pt_net_free(net);
+}
+
+static void test_errors_name_the_thing(void **state) {
+  (void)state;
+  pt_net *net = (pt_net *)1;
+  assert_int_equal(pt_net_preset("no-such-model", &net), PT_ERR_ARG);
+  assert_null(net);
+  assert_non_null(strstr(pt_error_message(), "fmnist-mlp")); /* lists the presets */
+  assert_int_equal(pt_net_spec("name x\ninput 1 4 4\nwobble\n", &net), PT_ERR_FORMAT);
+  assert_non_null(strstr(pt_error_message(), "wobble"));
+  assert_int_not_equal(pt_net_load("/nonexistent/model.safetensors", "fmnist-mlp", &net), PT_OK);
+  assert_non_null(strstr(pt_error_message(), "/nonexistent/model.safetensors"));
+  pt_data *d = (pt_data *)1;
+  uint8_t im[16] = {0}, lb[1] = {9};
+  assert_int_equal(pt_data_from_arrays(im, lb, 1, 1, 4, 4, 4, &d), PT_ERR_ARG);
+  assert_null(d);
+  assert_non_null(strstr(pt_error_message(), "label 9"));
+  assert_int_equal(pt_data_load("imagenet", NULL, PT_TRAIN, &d), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "fashion-mnist"));
+  assert_int_equal(pt_data_load("mnist", "/nonexistent", PT_TRAIN, &d), PT_ERR_IO);
+  assert_non_null(strstr(pt_error_message(), "/nonexistent"));
+  /* Settings that do not fit together, and a run trained twice. */
+  assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+  float x[SIDE * SIDE] = {0}, p[CLASSES];
+  assert_int_equal(pt_predict(net, x, 1, p), PT_ERR_STATE);
+  pt_config c;
+  config(&c);
+  c.parallel = "ddp"; /* not started by mpirun */
+  assert_int_equal(pt_train(net, train_data, test_data, &c, NULL), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "mpirun"));
+  config(&c);
+  c.optimizer = "rmsprop";
+  assert_int_equal(pt_train(net, train_data, test_data, &c, NULL), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "rmsprop"));
+  config(&c);
+  c.epochs = 1;
+  pt_run *run;
+  assert_int_equal(pt_run_create(net, train_data, test_data, &c, &run), PT_OK);
+  assert_int_equal(pt_run_train(run), PT_OK);
+  assert_int_equal(pt_run_result(run)->epochs_done, 1);
+  assert_int_equal(pt_run_train(run), PT_ERR_STATE);
+  pt_run_free(run);
+  /* Images of another shape than the model's input. */
+  pt_net *mlp;
+  assert_int_equal(pt_net_preset("fmnist-mlp", &mlp), PT_OK);
+  assert_int_equal(pt_train(mlp, train_data, test_data, &c, NULL), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "1x28x28"));
+  assert_string_equal(pt_status_name(PT_ERR_FORMAT), "malformed input");
+  pt_net_free(mlp);
+  pt_net_free(net);
+}
+
+static void test_names(void **state) {
+  (void)state;
+  int n = 0;
+  while (pt_preset_name(n)) n++;
+  assert_true(n >= 4);
+  assert_null(pt_preset_name(-1));
+  pt_net *net;
+  assert_int_equal(pt_net_preset("fmnist-mlp", &net), PT_OK);
+  assert_string_equal(pt_net_class_name(net, 9), "Ankle boot");
+  assert_null(pt_net_class_name(net, 10));
+  assert_string_equal(pt_net_dataset(net), "fashion-mnist");
+  int c, h, w, k;
+  pt_net_shape(net, &c, &h, &w, &k);
+  assert_int_equal(c * 1000 + h * 10 + w, 1000 + 280 + 28);
+  assert_int_equal(k, 10);
+  assert_null(pt_data_class_name(train_data, 0)); /* arrays have no class names */
+  assert_non_null(strstr(pt_version(), "."));
+  pt_net_free(net);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_train_learns_and_predict_agrees_with_evaluate),
+      cmocka_unit_test(test_deterministic),
+      cmocka_unit_test(test_callbacks_see_every_step_and_stop_the_run),
+      cmocka_unit_test(test_training_continues_from_the_nets_weights),
+      cmocka_unit_test(test_save_and_load),
+      cmocka_unit_test(test_parallel_dp),
+      cmocka_unit_test(test_silent),
+      cmocka_unit_test(test_errors_name_the_thing),
+      cmocka_unit_test(test_names),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
