@@ -5,6 +5,7 @@
 
 int pt_cmd_train(int argc, char **argv);
 int pt_cmd_eval(int argc, char **argv);
+int pt_cmd_predict(int argc, char **argv);
 int pt_cmd_models(int argc, char **argv);
 int pt_cmd_info(int argc, char **argv);
 int pt_cmd_data(int argc, char **argv);

@@ -19,6 +19,7 @@ static void usage(FILE *f) {
           "commands:\n"
           "  train        train a model (ptrain train --help for every flag)\n"
           "  eval         evaluate a checkpoint on the test split\n"
+          "  predict      classify images (PNG, JPEG, IDX, CIFAR-10) with a checkpoint\n"
           "  models       list the model presets, or print one's spec\n"
           "  info         show the build, the devices and the datasets found\n"
           "  data fetch   download and verify a dataset\n"
@@ -53,6 +54,7 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "train")) return pt_cmd_train(argc, argv);
   if (!strcmp(cmd, "eval")) return pt_cmd_eval(argc, argv);
+  if (!strcmp(cmd, "predict")) return pt_cmd_predict(argc, argv);
   if (!strcmp(cmd, "models")) return pt_cmd_models(argc, argv);
   if (!strcmp(cmd, "info")) return pt_cmd_info(argc, argv);
   if (!strcmp(cmd, "data")) return pt_cmd_data(argc, argv);
@@ -61,7 +63,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "scale")) return pt_cmd_scale(argc, argv);
   if (!strcmp(cmd, "plot")) return pt_cmd_plot(argc, argv);
   fprintf(stderr,
-          "ptrain: unknown command '%s' (expected train, eval, models, info, data, bench, jobscript, scale or plot; see ptrain --help)\n",
+          "ptrain: unknown command '%s' (expected train, eval, predict, models, info, data, bench, jobscript, scale or plot; see ptrain --help)\n",
           cmd);
   return PT_USAGE_ERROR;
 }

@@ -1,0 +1,256 @@
+/* ptrain predict: the classes a trained model sees in images. PNG and JPEG
+ * files are fitted to the model's input (grey or colour, resized) and the
+ * conversion is said; IDX and CIFAR-10 files give images by --index, with
+ * their labels where they are known. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "data/blob.h"
+#include "data/dataset.h"
+#include "image/image.h"
+#include "ops/cpu/ops.h"
+
+typedef struct {
+  pt_net *net;
+  int top, json, classes;
+  float *probs; /* (classes) */
+  int order[256];
+} predictor;
+
+/* Prints one image's top classes; label < 0: unknown. */
+static void report(predictor *P, const char *file, int index, int label, const char *note) {
+  int *ord = P->order;
+  for (int k = 0; k < P->classes; k++) ord[k] = k;
+  for (int i = 0; i < P->top && i < P->classes; i++) /* a partial selection sort: top is small */
+    for (int j = i + 1; j < P->classes; j++)
+      if (P->probs[ord[j]] > P->probs[ord[i]]) {
+        int t = ord[i];
+        ord[i] = ord[j];
+        ord[j] = t;
+      }
+  const int top = P->top < P->classes ? P->top : P->classes;
+  char fallback[16];
+#define NAME(k) (pt_net_class_name(P->net, k) ? pt_net_class_name(P->net, k) : (snprintf(fallback, sizeof fallback, "class %d", k), fallback))
+  if (P->json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "file", file);
+    if (index >= 0) cJSON_AddNumberToObject(o, "index", index);
+    if (label >= 0) cJSON_AddStringToObject(o, "label", NAME(label));
+    if (note && note[0]) cJSON_AddStringToObject(o, "converted", note);
+    cJSON *arr = cJSON_AddArrayToObject(o, "top");
+    for (int i = 0; i < top; i++) {
+      cJSON *e = cJSON_CreateObject();
+      cJSON_AddStringToObject(e, "class", NAME(ord[i]));
+      cJSON_AddNumberToObject(e, "index", ord[i]);
+      char p[32];
+      snprintf(p, sizeof p, "%.6g", P->probs[ord[i]]);
+      cJSON_AddRawToObject(e, "probability", p);
+      cJSON_AddItemToArray(arr, e);
+    }
+    char *text = cJSON_PrintUnformatted(o);
+    if (text) puts(text);
+    free(text);
+    cJSON_Delete(o);
+    return;
+  }
+  if (index >= 0) printf("%s[%d]:", file, index);
+  else printf("%s:", file);
+  for (int i = 0; i < top; i++) printf("%s %s %.1f%%", i ? "," : "", NAME(ord[i]), 100.0 * P->probs[ord[i]]);
+  if (label >= 0) printf(" (label: %s)", NAME(label));
+  if (note && note[0]) printf(" (%s)", note);
+  printf("\n");
+#undef NAME
+}
+
+static int is_picture(const char *path) {
+  unsigned char sig[8] = {0};
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  size_t n = fread(sig, 1, sizeof sig, f);
+  fclose(f);
+  if (n >= 8 && !memcmp(sig, "\x89PNG\r\n\x1a\n", 8)) return 1;
+  return n >= 3 && sig[0] == 0xFF && sig[1] == 0xD8 && sig[2] == 0xFF;
+}
+
+/* "3", "0,5,17", "0-9", or a mix: the indices, each below n. */
+static pt_status parse_indices(const char *spec, int n, int **out, int *count) {
+  *out = NULL;
+  *count = 0;
+  int cap = 0;
+  const char *p = spec;
+  while (*p) {
+    char *end;
+    long a = strtol(p, &end, 10), b = a;
+    if (end == p || a < 0) goto bad;
+    if (*end == '-') {
+      const char *q = end + 1;
+      b = strtol(q, &end, 10);
+      if (end == q || b < a) goto bad;
+    }
+    if (*end && *end != ',') goto bad;
+    if (b >= n)
+      return pt_fail(PT_ERR_ARG, "--index %s: %ld is past the file's last image, %d", spec, b, n - 1);
+    for (long i = a; i <= b; i++) {
+      if (*count == cap) {
+        cap = cap ? 2 * cap : 16;
+        int *grown = realloc(*out, sizeof(int) * (size_t)cap);
+        if (!grown) {
+          free(*out);
+          *out = NULL;
+          return pt_fail(PT_ERR_NOMEM, "out of memory for --index %s", spec);
+        }
+        *out = grown;
+      }
+      (*out)[(*count)++] = (int)i;
+    }
+    p = *end ? end + 1 : end;
+  }
+  if (*count) return PT_OK;
+bad:
+  free(*out);
+  *out = NULL;
+  return pt_fail(PT_ERR_ARG, "--index %s: expected image numbers from 0, as 3, 0,5,17 or 0-9", spec);
+}
+
+/* The labels beside an IDX image file (t10k-images-idx3-ubyte.gz ->
+ * t10k-labels-idx1-ubyte.gz), or NULL where there are none. */
+static uint8_t *idx_labels_beside(const char *path, int n) {
+  const char *at = strstr(path, "images-idx3");
+  if (!at) return NULL;
+  char lpath[4096];
+  snprintf(lpath, sizeof lpath, "%.*slabels-idx1%s", (int)(at - path), path, at + strlen("images-idx3"));
+  uint8_t *labels = NULL;
+  if (pt_idx_read_labels(lpath, n, 256, &labels) != PT_OK) return NULL;
+  return labels;
+}
+
+/* An IDX or CIFAR-10 file: the images --index names. */
+static pt_status predict_dataset_file(predictor *P, const char *path, const char *index) {
+  uint8_t *buf;
+  size_t len;
+  PT_TRY(pt_blob_read(path, PT_BLOB_MAX_BYTES, &buf, &len));
+  pt_dataset ds = {0};
+  pt_status st;
+  int cifar = 0;
+  if (len >= 4 && buf[0] == 0 && buf[1] == 0 && buf[2] == 8 && buf[3] == 3) {
+    st = pt_idx_parse_images(buf, len, path, &ds);
+  } else if (len > 0 && len % 3073 == 0) {
+    st = pt_cifar_parse_batch(buf, len, path, &ds);
+    cifar = 1;
+  } else {
+    /* The image reader's account of the first bytes names what the file is. */
+    uint8_t px;
+    char what[1024] = "";
+    if (pt_image_decode(buf, len, path, 1, 1, 1, &px, NULL) != PT_OK) snprintf(what, sizeof what, "%s", pt_error_message());
+    st = pt_fail(PT_ERR_FORMAT, "%s; nor is it an IDX image file (magic 00 00 08 03) or a CIFAR-10 batch (records of "
+                 "3073 bytes)", what[0] ? what : path);
+  }
+  free(buf);
+  if (st != PT_OK) return st;
+  int c, h, w;
+  pt_net_shape(P->net, &c, &h, &w, NULL);
+  int *idx = NULL, count = 0;
+  if (ds.c != c || ds.h != h || ds.w != w)
+    st = pt_fail(PT_ERR_ARG, "%s holds %dx%dx%d images but model %s takes %dx%dx%d", path, ds.c, ds.h, ds.w,
+                 pt_net_name(P->net), c, h, w);
+  else if (!index)
+    st = pt_fail(PT_ERR_ARG, "%s holds %d images: choose with --index (3, 0,5,17 or 0-9)", path, ds.n);
+  else
+    st = parse_indices(index, ds.n, &idx, &count);
+  if (st == PT_OK && !cifar) ds.labels = idx_labels_beside(path, ds.n);
+  const size_t per = (size_t)c * h * w;
+  float *x = st == PT_OK ? pt_malloc(sizeof(float) * per) : NULL; /* (c, h, w) */
+  if (st == PT_OK && !x) st = PT_ERR_NOMEM;
+  for (int i = 0; i < count && st == PT_OK; i++) {
+    const uint8_t *im = ds.images + (size_t)idx[i] * per;
+    for (size_t j = 0; j < per; j++) x[j] = im[j] / 255.0f;
+    st = pt_predict(P->net, x, 1, P->probs);
+    if (st == PT_OK) report(P, path, idx[i], ds.labels ? ds.labels[idx[i]] : -1, NULL);
+  }
+  free(x);
+  free(idx);
+  pt_dataset_free(&ds);
+  return st;
+}
+
+int pt_cmd_predict(int argc, char **argv) {
+  const char *ckpt = NULL, *model = NULL, *model_file = NULL, *index = NULL;
+  int top = 3, json = 0, threads = 0;
+  const pt_arg flags[] = {
+      {"--checkpoint", ARG_STR, &ckpt, 0, 0, NULL, "FILE", "the model's weights (model.safetensors, or a checkpoint directory)"},
+      {"--model", ARG_STR, &model, 0, 0, NULL, "NAME", "preset (default: the one recorded in the checkpoint)"},
+      {"--model-file", ARG_STR, &model_file, 0, 0, NULL, "SPEC", "model spec file"},
+      {"--index", ARG_STR, &index, 0, 0, NULL, "LIST",
+       "images of IDX and CIFAR-10 files to classify: 3, 0,5,17 or 0-9"},
+      {"--top", ARG_INT, &top, 1, 256, NULL, "K", "classes to show per image (default 3)"},
+      {"--json", ARG_FLAG, &json, 0, 0, NULL, NULL, "one JSON object per image"},
+      {"--threads", ARG_INT, &threads, 1, 1024, NULL, "N", "CPU threads (default: all cores)"},
+  };
+  const int n = (int)(sizeof flags / sizeof flags[0]);
+  const char *files[4096];
+  int nfiles = 0, help;
+  int rc = pt_args_parse("predict", flags, n, argc, argv, 2, &help, files, 4096, &nfiles);
+  if (rc) return rc;
+  if (help) {
+    pt_args_print_help("ptrain predict --checkpoint FILE [options] IMAGE...",
+                       "Print the likeliest classes of each image, with their probabilities. PNG and JPEG\n"
+                       "images are turned grey or colour and resized to the model's input as needed;\n"
+                       "IDX and CIFAR-10 files give images by --index.",
+                       flags, n);
+    return 0;
+  }
+  if (!ckpt) {
+    fprintf(stderr, "ptrain predict: --checkpoint FILE is required (see 'ptrain predict --help')\n");
+    return PT_USAGE_ERROR;
+  }
+  if (model && model_file) {
+    fprintf(stderr, "ptrain predict: --model and --model-file: give one, not both (see 'ptrain predict --help')\n");
+    return PT_USAGE_ERROR;
+  }
+  if (!nfiles) {
+    fprintf(stderr, "ptrain predict: no image given: name PNG, JPEG, IDX or CIFAR-10 files (see 'ptrain predict --help')\n");
+    return PT_USAGE_ERROR;
+  }
+  int tables = 0;
+  for (int i = 0; i < nfiles; i++) tables += !is_picture(files[i]);
+  if (index && !tables) {
+    fprintf(stderr, "ptrain predict: --index picks images of IDX and CIFAR-10 files, and none is given (see 'ptrain predict "
+                    "--help')\n");
+    return PT_USAGE_ERROR;
+  }
+  if (threads > 0) pt_ops_set_threads(threads);
+  predictor P = {.top = top, .json = json};
+  if (pt_net_load(ckpt, model ? model : model_file, &P.net) != PT_OK) return pt_cli_fail("predict");
+  pt_net_shape(P.net, NULL, NULL, NULL, &P.classes);
+  if (P.classes > 256) P.classes = 256;
+  P.probs = malloc(sizeof(float) * (size_t)P.classes);
+  int c, h, w;
+  pt_net_shape(P.net, &c, &h, &w, NULL);
+  float *x = malloc(sizeof(float) * (size_t)c * h * w); /* (c, h, w) */
+  int failed = 0;
+  for (int i = 0; i < nfiles && P.probs && x; i++) {
+    pt_status st;
+    if (is_picture(files[i])) {
+      char note[256];
+      st = pt_image_load(files[i], P.net, x, note, sizeof note);
+      if (st == PT_OK) st = pt_predict(P.net, x, 1, P.probs);
+      if (st == PT_OK) report(&P, files[i], -1, -1, note);
+    } else {
+      st = predict_dataset_file(&P, files[i], index);
+    }
+    if (st != PT_OK) {
+      pt_cli_fail("predict"); /* the others are still classified */
+      failed = 1;
+    }
+  }
+  if (!P.probs || !x) failed = pt_cli_fail("predict");
+  free(x);
+  free(P.probs);
+  pt_net_free(P.net);
+  return failed;
+}

@@ -1,0 +1,111 @@
+# ptrain predict: a trained model's classes for PNG images and for images
+# of IDX and CIFAR-10 files, as a user runs it; and its errors.
+source "$(dirname "$0")/lib.sh"
+need_fmnist
+"$PTRAIN" train --model fmnist-mlp --epochs 1 --save-model --checkpoint-dir "$TMP/ck" --quiet >"$TMP/train.out"
+T10K=$FMNIST/t10k-images-idx3-ubyte.gz
+
+# Ten test images, each with its label from the labels file beside it.
+"$PTRAIN" predict --checkpoint "$TMP/ck" "$T10K" --index 0-9 >"$TMP/idx.out"
+[[ $(wc -l <"$TMP/idx.out") == 10 ]] || fail "--index 0-9 printed $(wc -l <"$TMP/idx.out") lines, expected 10"
+right=$(python3 - "$TMP/idx.out" <<'PY'
+import re, sys
+n = 0
+for line in open(sys.argv[1]):
+    m = re.match(r".*\[\d+\]: ([^,]+?) [0-9.]+%.*\(label: (.+)\)$", line.strip())
+    assert m, "unexpected line: " + line
+    n += m.group(1) == m.group(2)
+print(n)
+PY
+)
+[[ $right -ge 6 ]] || fail "only $right of 10 test images classified as labelled: $(cat "$TMP/idx.out")"
+pass "IDX --index 0-9: 10 lines, $right right"
+grep -q "^$T10K\[0\]: Ankle boot" "$TMP/idx.out" || fail "image 0 (an ankle boot) not called one: $(head -1 "$TMP/idx.out")"
+
+# PNG files: image 0 as it is (no conversion), and doubled in size in RGB,
+# which averages back to the same pixels exactly.
+python3 - "$T10K" "$TMP" <<'PY'
+import gzip, struct, sys, zlib
+raw = gzip.open(sys.argv[1]).read()
+img = raw[16:16 + 784]
+def png(path, w, h, colour, rows):
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+    data = b"".join(b"\0" + r for r in rows)
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, colour, 0, 0, 0)
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(data)) + chunk(b"IEND", b""))
+png(sys.argv[2] + "/boot.png", 28, 28, 0, [img[y * 28:(y + 1) * 28] for y in range(28)])
+rows = []
+for y in range(56):
+    r = img[(y // 2) * 28:(y // 2 + 1) * 28]
+    rows.append(bytes(v for x in range(56) for v in (r[x // 2],) * 3))
+png(sys.argv[2] + "/boot-rgb-56.png", 56, 56, 2, rows)
+data = open(sys.argv[2] + "/boot.png", "rb").read()
+open(sys.argv[2] + "/truncated.png", "wb").write(data[:len(data) // 2])
+open(sys.argv[2] + "/garbage.png", "wb").write(b"GIF89a" + bytes(100))
+PY
+"$PTRAIN" predict --checkpoint "$TMP/ck/model.safetensors" "$TMP/boot.png" "$TMP/boot-rgb-56.png" >"$TMP/png.out"
+first=$(sed -n 1p "$TMP/idx.out" | sed 's/.*\]: //; s/ (label.*//')
+grep -qF "$TMP/boot.png: $first" "$TMP/png.out" || fail "boot.png: expected '$first' as for IDX image 0; got $(cat "$TMP/png.out")"
+grep -q "boot.png: .*converted" "$TMP/png.out" && fail "boot.png fits the model as it is, yet a conversion was reported"
+grep -qF "$TMP/boot-rgb-56.png: $first (converted 56x56 RGB to 28x28 grey)" "$TMP/png.out" ||
+  fail "boot-rgb-56.png: expected '$first' and the conversion said; got $(cat "$TMP/png.out")"
+pass "PNG: the same classes and probabilities as the IDX image; a 56x56 RGB one converted and said so"
+
+# --json: one object per image.
+"$PTRAIN" predict --checkpoint "$TMP/ck" --json --top 2 "$T10K" --index 0,3 "$TMP/boot-rgb-56.png" >"$TMP/json.out"
+python3 - "$TMP/json.out" <<'PY' || fail "--json output: $(cat "$TMP/json.out")"
+import json, sys
+objs = [json.loads(l) for l in open(sys.argv[1])]
+assert len(objs) == 3, objs
+assert [o.get("index") for o in objs] == [0, 3, None], objs
+assert objs[0]["label"] == "Ankle boot" and "converted" in objs[2], objs
+for o in objs:
+    assert len(o["top"]) == 2 and o["top"][0]["probability"] >= o["top"][1]["probability"], o
+    assert 0.0 < sum(t["probability"] for t in o["top"]) <= 1.0 + 1e-6, o
+    assert all(isinstance(t["class"], str) and 0 <= t["index"] < 10 for t in o["top"]), o
+PY
+pass "--json: an object per image with its top classes"
+
+# Errors: named, with the right exit codes; good images are still classified.
+expect_exit 1 "truncated.png" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/truncated.png"
+expect_exit 1 "garbage.png.*GIF" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/garbage.png"
+expect_exit 1 "truncated.png" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/truncated.png" "$TMP/boot.png"
+grep -qF "$TMP/boot.png: $first" "$TMP/out" || fail "the good image after a bad one was not classified"
+expect_exit 1 "holds 10000 images: choose with --index" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$T10K"
+expect_exit 1 "--index 0,10000: 10000 is past the file's last image, 9999" -- \
+  "$PTRAIN" predict --checkpoint "$TMP/ck" "$T10K" --index 0,10000
+expect_exit 1 "--index x: expected image numbers" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$T10K" --index x
+expect_exit 2 "--index picks images of IDX and CIFAR-10 files, and none is given" -- \
+  "$PTRAIN" predict --checkpoint "$TMP/ck" --index 0 "$TMP/boot.png"
+expect_exit 2 "--checkpoint FILE is required" -- "$PTRAIN" predict "$TMP/boot.png"
+expect_exit 2 "no image given" -- "$PTRAIN" predict --checkpoint "$TMP/ck"
+expect_exit 1 "$TMP/none" -- "$PTRAIN" predict --checkpoint "$TMP/none" "$TMP/boot.png"
+expect_exit 1 "$TMP/missing.png" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/missing.png"
+make_cifar "$TMP/cifar" 3
+expect_exit 1 "holds 3x32x32 images but model fmnist-mlp takes 1x28x28" -- \
+  "$PTRAIN" predict --checkpoint "$TMP/ck" --index 0 "$TMP/cifar/test_batch.bin"
+
+# A CIFAR-10 batch with a model for it: labels come from the records and
+# classes have CIFAR-10's names.
+cat >"$TMP/cifar.spec" <<SPEC
+name tiny-cifar
+input 3 32 32
+flatten
+linear fc out=10
+loss cross-entropy
+defaults dataset=cifar10 optimizer=adam lr=0.001 batch=10 test-batch=10
+SPEC
+"$PTRAIN" train --model-file "$TMP/cifar.spec" --data-dir "$TMP/cifar" --epochs 1 --save-model \
+  --checkpoint-dir "$TMP/ckc" --quiet >/dev/null
+"$PTRAIN" predict --checkpoint "$TMP/ckc" --index 0-2 "$TMP/cifar/test_batch.bin" >"$TMP/cifar.out"
+for label in airplane automobile bird; do
+  grep -q "(label: $label)" "$TMP/cifar.out" || fail "CIFAR-10: no line labelled $label: $(cat "$TMP/cifar.out")"
+done
+grep -Eq ": (airplane|automobile|bird|cat|deer|dog|frog|horse|ship|truck) [0-9.]+%" "$TMP/cifar.out" ||
+  fail "CIFAR-10 classes not named: $(cat "$TMP/cifar.out")"
+pass "CIFAR-10 batch: labels and class names"
+"$PTRAIN" eval --checkpoint "$TMP/ck" >"$TMP/eval.out"
+grep -q "fmnist-mlp on fashion-mnist test: loss .*, accuracy" "$TMP/eval.out" || fail "eval: $(cat "$TMP/eval.out")"
+pass "eval of the same checkpoint"
