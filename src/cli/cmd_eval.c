@@ -41,6 +41,10 @@ int pt_cmd_eval(int argc, char **argv) {
     fprintf(stderr, "ptrain eval: --model and --model-file: give one, not both (see 'ptrain eval --help')\n");
     return PT_USAGE_ERROR;
   }
+  /* A mistyped --device is said before the checkpoint is read. */
+  pt_backend_kind kind;
+  int index;
+  if (pt_device_parse(device, "--device", &kind, &index) != PT_OK) return pt_cli_fail("eval");
   pt_net *net = NULL;
   pt_data *data = NULL;
   pt_eval ev;
