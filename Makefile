@@ -1,6 +1,10 @@
 # The two set-up commands of the README:
 #   make demo   install what is missing, build, train the default model
 #   make test   install what is missing, build, run every test
+# and the installation:
+#   make install   build, then install the program, libptrain, ptrain.h, the man
+#                  page, ptrain.pc and the CMake package under PREFIX (default
+#                  /usr/local); DESTDIR=dir stages them under dir/PREFIX
 # Options: SANITIZE=1 (AddressSanitizer + UBSan, in build-san), BUILD=dir.
 SANITIZE ?= 0
 ifeq ($(SANITIZE),1)
@@ -11,8 +15,10 @@ BUILD ?= build
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=Release
 endif
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PREFIX ?= /usr/local
+CMAKE_FLAGS += -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
-.PHONY: all deps configure build demo test fuzz clean
+.PHONY: all deps configure build demo test install fuzz clean
 
 all: build
 
@@ -30,6 +36,9 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD)
 
 # libFuzzer targets for the file readers (needs clang).
 fuzz: deps
