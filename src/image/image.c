@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "image/decoded.h"
 #include "util/file.h"
@@ -204,6 +205,12 @@ pt_status pt_image_decode(const uint8_t *buf, size_t len, const char *name, int 
 pt_status pt_image_read(const char *path, int c, int h, int w, uint8_t *out,
                         pt_image_info *info) {
   if (info) memset(info, 0, sizeof *info);
+  /* The file is read whole: bound it first, as the pixels are bounded
+   * after. 64 Mpixel of RGBA compresses to far less than this. */
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > PT_IMAGE_MAX_FILE_BYTES)
+    return pt_fail(PT_ERR_FORMAT, "%s: %llu bytes, larger than the %llu MiB an image may have here", path,
+                   (unsigned long long)sb.st_size, (unsigned long long)(PT_IMAGE_MAX_FILE_BYTES >> 20));
   uint8_t *buf;
   size_t len;
   PT_TRY(pt_read_file(path, &buf, &len));

@@ -25,6 +25,7 @@
 /* Far above any photograph a classifier is given, far below what would
  * exhaust memory: the decoded pixels take at most 4 bytes each. */
 #define PT_IMAGE_MAX_SIDE 16384
+#define PT_IMAGE_MAX_FILE_BYTES ((uint64_t)256 << 20)
 #define PT_IMAGE_MAX_PIXELS ((int64_t)64 << 20) /* 64 Mpixel */
 
 /* What pt_image_* did to fit the image to the model's input. */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <jpeglib.h>
@@ -528,6 +529,14 @@ static void test_missing_file_and_bad_args(void **state) {
   assert_error_contains(path);
   assert_int_equal(pt_image_read(tmpdir, 1, 28, 28, out, NULL), PT_ERR_IO);
   assert_error_contains("not a regular file");
+  /* A file too large to be read whole (sparse: it takes no disk). */
+  snprintf(path, sizeof path, "%s/huge.png", tmpdir);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(ftruncate(fileno(f), (off_t)300 << 20), 0);
+  fclose(f);
+  assert_int_equal(pt_image_read(path, 1, 28, 28, out, NULL), PT_ERR_FORMAT);
+  assert_error_contains("larger than the 256 MiB an image may have");
 
   uint8_t px[4] = {1, 2, 3, 4};
   mem m = png_file(2, 2, PNG_COLOR_TYPE_GRAY, 8, PNG_INTERLACE_NONE, px, NULL, 0, NULL, 0);
