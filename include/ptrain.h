@@ -15,8 +15,10 @@
  * exit() and prints nothing unless a pt_config asks it to (cfg.log).
  *
  * Thread safety: handles are not shared between threads while in use;
- * different handles may be used from different threads. Training uses its
- * own threads (cfg.threads, cfg.workers) and returns when they are done.
+ * different handles may be used from different threads, but one run
+ * trains at a time in a process (another gets PT_ERR_STATE). Training
+ * uses its own threads (cfg.threads, cfg.workers) and returns when they
+ * are done.
  *
  * Determinism: with the same seed, configuration, device and number of
  * workers, training gives the same bits, whatever the thread timing.

@@ -94,18 +94,18 @@ void pt_net_free(pt_net *net) {
 const char *pt_net_name(const pt_net *net) { return net ? net->spec.name : NULL; }
 
 void pt_net_shape(const pt_net *net, int *c, int *h, int *w, int *classes) {
-  if (c) *c = net->spec.in_c;
-  if (h) *h = net->spec.in_h;
-  if (w) *w = net->spec.in_w;
+  if (c) *c = net ? net->spec.in_c : 0;
+  if (h) *h = net ? net->spec.in_h : 0;
+  if (w) *w = net ? net->spec.in_w : 0;
   if (classes) {
     pt_model_summary s;
-    *classes = pt_model_summarize(&net->spec, &s) == PT_OK ? s.classes : 0;
+    *classes = net && pt_model_summarize(&net->spec, &s) == PT_OK ? s.classes : 0;
   }
 }
 
 size_t pt_net_parameters(const pt_net *net) {
   pt_model_summary s;
-  return pt_model_summarize(&net->spec, &s) == PT_OK ? s.nparams : 0;
+  return net && pt_model_summarize(&net->spec, &s) == PT_OK ? s.nparams : 0;
 }
 
 int pt_net_has_weights(const pt_net *net) { return net && net->m; }

@@ -1,6 +1,7 @@
 /* pt_run: a training run through the trainer (src/train), which the
  * command line's `ptrain train` drives the same way. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,10 +121,23 @@ pt_status pt_run_create(pt_net *net, const pt_data *train, const pt_data *test, 
 
 static int is(const char *a, const char *b) { return a && !strcmp(a, b); }
 
+/* A stop signal, the trace and MPI belong to the process: one run at a time. */
+static atomic_flag training = ATOMIC_FLAG_INIT;
+
+static pt_status train_alone(pt_run *run);
+
 pt_status pt_run_train(pt_run *run) {
   if (!run) return pt_fail(PT_ERR_ARG, "pt_run_train: run is NULL");
   if (run->trained) return pt_fail(PT_ERR_STATE, "this run has trained already: create another to go on");
+  if (atomic_flag_test_and_set(&training))
+    return pt_fail(PT_ERR_STATE, "another run is training in this process; one trains at a time");
   run->trained = 1;
+  pt_status st = train_alone(run);
+  atomic_flag_clear(&training);
+  return st;
+}
+
+static pt_status train_alone(pt_run *run) {
   pt_train_config *t = &run->cfg;
   const int ddp = is(t->parallel, "ddp");
   const int staged = is(t->parallel, "model") || is(t->parallel, "pipeline");

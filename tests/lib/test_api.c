@@ -130,6 +130,7 @@ static void test_deterministic(void **state) {
 typedef struct {
   int steps, epochs, stop_at_step, stop_at_epoch;
   int64_t last_step;
+  pt_net *other; /* trained from inside a callback: refused */
 } counts;
 
 static int on_step(const pt_step *s, void *user) {
@@ -139,6 +140,12 @@ static int on_step(const pt_step *s, void *user) {
   k->last_step = s->step;
   assert_int_equal(s->batches, N / 20);
   assert_true(isfinite(s->loss));
+  if (k->other && s->step == 1) {
+    pt_config c;
+    pt_config_defaults(&c);
+    assert_int_equal(pt_train(k->other, train_data, test_data, &c, NULL), PT_ERR_STATE);
+    assert_non_null(strstr(pt_error_message(), "one trains at a time"));
+  }
   return k->stop_at_step && s->step >= k->stop_at_step;
 }
 
@@ -164,11 +171,15 @@ static void test_callbacks_see_every_step_and_stop_the_run(void **state) {
   assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
   assert_int_equal(k.steps, 3 * N / 20);
   assert_int_equal(k.epochs, 3);
-  /* A step callback stops the run after its step. */
-  k = (counts){.stop_at_step = 5};
+  /* A step callback stops the run after its step; a second run cannot
+   * start while this one trains. */
+  pt_net *other;
+  assert_int_equal(pt_net_spec(spec_text, &other), PT_OK);
+  k = (counts){.stop_at_step = 5, .other = other};
   assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
   assert_int_equal(r.steps, 5);
   assert_int_equal(r.stopped, 1);
+  pt_net_free(other);
   /* An epoch callback after its epoch. */
   k = (counts){.stop_at_epoch = 2};
   assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
