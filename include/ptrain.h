@@ -12,7 +12,10 @@
  * Every call that can fail returns a pt_status; PT_OK is 0. On failure
  * pt_error_message() gives, for the calling thread, what went wrong, naming
  * the file, flag or value and what was expected. The library never calls
- * exit() and prints nothing unless a pt_config asks it to (cfg.log).
+ * exit() and prints nothing unless a pt_config asks it to (cfg.log), with
+ * one exception: a rank that fails inside a "ddp" run stops every rank
+ * through MPI_Abort, saying why, since MPI cannot leave collectives that
+ * are in flight (docs/library.md).
  *
  * Thread safety: handles are not shared between threads while in use;
  * different handles may be used from different threads, but one run
