@@ -22,6 +22,14 @@ typedef struct {
   int order[256];
 } predictor;
 
+/* The dataset's name of class k, or "class k" (written into buf). */
+static const char *class_name(const predictor *P, int k, char buf[16]) {
+  const char *name = pt_net_class_name(P->net, k);
+  if (name) return name;
+  snprintf(buf, 16, "class %d", k);
+  return buf;
+}
+
 /* Prints one image's top classes; label < 0: unknown. */
 static void report(predictor *P, const char *file, int index, int label, const char *note) {
   int *ord = P->order;
@@ -34,18 +42,17 @@ static void report(predictor *P, const char *file, int index, int label, const c
         ord[j] = t;
       }
   const int top = P->top < P->classes ? P->top : P->classes;
-  char fallback[16];
-#define NAME(k) (pt_net_class_name(P->net, k) ? pt_net_class_name(P->net, k) : (snprintf(fallback, sizeof fallback, "class %d", k), fallback))
+  char buf[16]; /* each name is used before the next is made */
   if (P->json) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "file", file);
     if (index >= 0) cJSON_AddNumberToObject(o, "index", index);
-    if (label >= 0) cJSON_AddStringToObject(o, "label", NAME(label));
+    if (label >= 0) cJSON_AddStringToObject(o, "label", class_name(P, label, buf));
     if (note && note[0]) cJSON_AddStringToObject(o, "converted", note);
     cJSON *arr = cJSON_AddArrayToObject(o, "top");
     for (int i = 0; i < top; i++) {
       cJSON *e = cJSON_CreateObject();
-      cJSON_AddStringToObject(e, "class", NAME(ord[i]));
+      cJSON_AddStringToObject(e, "class", class_name(P, ord[i], buf));
       cJSON_AddNumberToObject(e, "index", ord[i]);
       char p[32];
       snprintf(p, sizeof p, "%.6g", P->probs[ord[i]]);
@@ -60,11 +67,10 @@ static void report(predictor *P, const char *file, int index, int label, const c
   }
   if (index >= 0) printf("%s[%d]:", file, index);
   else printf("%s:", file);
-  for (int i = 0; i < top; i++) printf("%s %s %.1f%%", i ? "," : "", NAME(ord[i]), 100.0 * P->probs[ord[i]]);
-  if (label >= 0) printf(" (label: %s)", NAME(label));
+  for (int i = 0; i < top; i++) printf("%s %s %.1f%%", i ? "," : "", class_name(P, ord[i], buf), 100.0 * P->probs[ord[i]]);
+  if (label >= 0) printf(" (label: %s)", class_name(P, label, buf));
   if (note && note[0]) printf(" (%s)", note);
   printf("\n");
-#undef NAME
 }
 
 static int is_picture(const char *path) {
