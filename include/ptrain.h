@@ -237,9 +237,15 @@ typedef struct {
   double images_per_s, seconds;
   double target_seconds;  /* time to target_accuracy; NaN: not reached or not asked */
   int64_t target_step;
-  int stopped;            /* 0: ran to the end; 1: a callback; 2: a signal (a checkpoint was written);
-                             3: after a save, by exit_after_checkpoint */
+  int stopped;            /* one of the below */
 } pt_result;
+
+enum {
+  PT_RUN_COMPLETE = 0,           /* ran to the end (epochs, max_steps or target_accuracy) */
+  PT_RUN_STOPPED_CALLBACK = 1,   /* a callback asked */
+  PT_RUN_STOPPED_SIGNAL = 2,     /* a signal to the process (a checkpoint was written) */
+  PT_RUN_STOPPED_CHECKPOINT = 3, /* after a save, by exit_after_checkpoint */
+};
 
 /* A training run: a net, its data and its settings. */
 typedef struct pt_run pt_run;

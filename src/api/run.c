@@ -181,7 +181,10 @@ static pt_status train_alone(pt_run *run) {
   o->seconds = r.seconds;
   o->target_seconds = r.target_seconds;
   o->target_step = r.target_step;
-  o->stopped = r.stopped_by == PT_STOP_CALLBACK ? 1 : r.stopped_by == PT_STOP_CHECKPOINT_EXIT ? 3 : r.stopped_by ? 2 : 0;
+  o->stopped = r.stopped_by == PT_STOP_CALLBACK          ? PT_RUN_STOPPED_CALLBACK
+               : r.stopped_by == PT_STOP_CHECKPOINT_EXIT ? PT_RUN_STOPPED_CHECKPOINT
+               : r.stopped_by                            ? PT_RUN_STOPPED_SIGNAL
+                                                         : PT_RUN_COMPLETE;
   return PT_OK;
 }
 

@@ -35,8 +35,9 @@ pt_status pt_evaluate_with(pt_net *net, const pt_data *data, const char *device,
   const pt_model_spec *s = &net->spec;
   const pt_dataset *ds = &data->ds;
   if (ds->c != s->in_c || ds->h != s->in_h || ds->w != s->in_w)
-    return pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the images are %dx%dx%d", s->name, s->in_c, s->in_h,
-                   s->in_w, ds->c, ds->h, ds->w);
+    return pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images are %dx%dx%d", s->name, s->in_c,
+                   s->in_h, s->in_w, data->kind >= 0 ? pt_dataset_kind_name((pt_dataset_kind)data->kind) : "given",
+                   ds->c, ds->h, ds->w);
   if (threads > 0 && pt_ops_set_threads(threads)) return pt_fail(PT_ERR_STATE, "cannot start %d threads", threads);
   const int batch = ds->n < batch_max ? ds->n : batch_max;
   pt_model *m = NULL;

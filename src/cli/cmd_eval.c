@@ -50,13 +50,6 @@ int pt_cmd_eval(int argc, char **argv) {
   pt_eval ev;
   pt_status st = pt_net_load(ckpt, model ? model : model_file, &net);
   if (st == PT_OK) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TEST, &data);
-  if (st == PT_OK) {
-    int c, h, w;
-    pt_net_shape(net, &c, &h, &w, NULL);
-    if (data->ds.c != c || data->ds.h != h || data->ds.w != w)
-      st = pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images are %dx%dx%d", pt_net_name(net), c, h,
-                   w, pt_dataset_kind_name((pt_dataset_kind)data->kind), data->ds.c, data->ds.h, data->ds.w);
-  }
   if (st == PT_OK) st = pt_evaluate_with(net, data, device, threads, batch, !keep_denormals, &ev);
   if (st == PT_OK)
     printf("%s on %s test: loss %.4f, accuracy %.4f (%lld/%lld)\n", pt_net_name(net),

@@ -198,30 +198,26 @@ int pt_cmd_train(int argc, char **argv) {
   }
   const int rank0 = !run || !run->comm || !run->comm->rank; /* rank 0 speaks for all */
   pt_comm_destroy(comm);
-  pt_train_result r = {0};
-  if (st == PT_OK) {
-    const pt_result *res = pt_run_result(run);
-    r.steps = res->steps;
-    r.stopped_by = res->stopped == 3 ? PT_STOP_CHECKPOINT_EXIT : res->stopped == 2 ? pt_train_stop_signal() : 0;
-    if (res->stopped == 2 && !r.stopped_by) r.stopped_by = -1;
-  }
+  pt_result r = {0};
+  if (st == PT_OK) r = *pt_run_result(run);
   pt_run_free(run);
   pt_data_free(train);
   pt_data_free(test);
   pt_net_free(net);
   pt_comm_mpi_finalize();
   if (rc) return rc;
-  if (r.stopped_by == PT_STOP_CHECKPOINT_EXIT) {
+  if (r.stopped == PT_RUN_STOPPED_CHECKPOINT) {
     if (rank0)
       fprintf(stderr, "ptrain: checkpointed after step %lld in %s/ (--exit-after-checkpoint; exit status %d: continue with --resume)\n",
               (long long)r.steps, c.checkpoint_dir, PT_EXIT_CHECKPOINTED);
     return PT_EXIT_CHECKPOINTED;
   }
-  if (r.stopped_by) {
+  if (r.stopped == PT_RUN_STOPPED_SIGNAL) {
+    const int sig = pt_train_stop_signal(); /* 0: the signal reached another worker */
     if (rank0)
       fprintf(stderr,
               "ptrain: stopped by %s after step %lld; checkpoint in %s/ (exit status %d: resume with --resume)\n",
-              r.stopped_by > 0 ? strsignal(r.stopped_by) : "a signal to another worker", (long long)r.steps,
+              sig > 0 ? strsignal(sig) : "a signal to another worker", (long long)r.steps,
               c.checkpoint_dir, PT_EXIT_CHECKPOINTED);
     return PT_EXIT_CHECKPOINTED;
   }

@@ -111,7 +111,7 @@ typedef struct {
 /* The hyper-parameters of a run after flags and preset defaults are merged. */
 typedef struct {
   pt_model_spec spec;
-  const char *spec_text;   /* the preset's text; NULL for a spec file */
+  const char *spec_text;   /* the preset's or the caller's text; NULL for a spec file named by model_file */
   pt_dataset_kind dataset;
   const char *data_dir;     /* NULL: the caller's data */
   const char *data_name;    /* "fashion-mnist", or the caller's name for its data */
