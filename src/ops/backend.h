@@ -147,6 +147,20 @@ typedef struct pt_backend {
   /* x *= a over n floats (gradient averaging after a sum). */
   void (*scale)(size_t n, float a, float *x);
 
+  /* ---- between devices: model and pipeline stages that are threads of
+   * one process hand each other activations and gradients by reference.
+   * An event marks a point in the calling thread's queue; another thread
+   * can make its own queue wait for that point, and the host waits for
+   * nothing. On the CPU, whose ops have finished when they return, events
+   * are tokens and copy_from is memcpy. ---- */
+  void *(*event_create)(void); /* NULL with a message on failure */
+  void (*event_destroy)(void *ev);
+  void (*event_record)(void *ev); /* the point after everything queued so far */
+  void (*event_wait)(void *ev);   /* what is queued after this waits for ev's last recorded point */
+  /* dst (this thread's device) <- src on device src_device, in queue
+   * order: GPU to GPU directly where the two can reach each other. */
+  void (*copy_from)(void *dst, const void *src, int src_device, size_t bytes);
+
   /* ---- data: a batch made on the device from a dataset kept there;
    * NULL on the CPU, where the loader makes batches. See
    * pt_cuda_make_batch in ops/cuda/ops.h. ---- */

@@ -11,6 +11,16 @@
  * micro-batch on its own, as in GPipe).
  *
  * Everything is allocated when the stage is made; a step allocates nothing.
+ *
+ * Two ways to hand a micro-batch over. Over MPI ranks (and CPU threads by
+ * default) the bytes travel as the communicator's message. Direct, for
+ * stages that are threads of one process (GPUs always; CPU threads when
+ * the tests ask, PTRAIN_TEST_PIPE_DIRECT=1): only a small token travels;
+ * the receiver makes its queue wait for the sender's event and copies the
+ * piece device to device (cudaMemcpyPeerAsync), records its own event,
+ * and acknowledges, and the sender's queue waits for that before it
+ * overwrites the piece in the next batch. The host never waits for a GPU,
+ * and the data never passes through host memory.
  */
 #ifndef PT_PIPE_STAGE_H
 #define PT_PIPE_STAGE_H
@@ -20,6 +30,24 @@
 #include "comm/comm.h"
 #include "nn/model.h"
 #include "pipe/schedule.h"
+
+/* A piece ready for the neighbour (direct hand-over). */
+typedef struct {
+  uint64_t offset; /* floats into the sender's send buffer */
+  uint64_t floats;
+  int32_t index;   /* of the sender's event, and of the acknowledgement */
+  int32_t pad;
+} pt_pipe_token;
+
+/* What a stage tells its neighbours once, for direct hand-over: the
+ * buffers they copy from and the events they wait for. Directions: 0,
+ * activations (to the stage after); 1, gradients (to the stage before). */
+typedef struct {
+  const float *send[2];
+  void *const *ev_sent[2];  /* (M): piece k of send[d] is written */
+  void *const *ev_taken[2]; /* (M): this stage has copied the neighbour's piece k */
+  int device;
+} pt_pipe_peer;
 
 typedef struct {
   pt_model *m;            /* this stage's layers, with nslots activation slots of mb samples */
@@ -33,6 +61,13 @@ typedef struct {
   float *grad_send;       /* (M, mb, in_floats) input gradients on their way back */
   float *grad_recv;       /* (mb, out_floats) */
   pt_pipe_op *ops;        /* (2M) */
+  /* Direct hand-over (see above); all NULL otherwise. */
+  int direct;
+  pt_pipe_peer self, prev, next;
+  void **ev_sent[2], **ev_taken[2]; /* (M) each, this stage's events */
+  pt_pipe_token *tok[2], *ack[2];   /* (M) each: message bodies, alive until the sends complete */
+  int *unacked, nunacked;           /* (2M) direction * M + index of pieces sent, not yet acknowledged */
+  int eval_base;                    /* evaluation: the micro-batch tag of the ring's first place */
   char (*labels)[16];     /* (2M) "F3", "B3": trace span names, alive as long as the stage */
   /* Measured over training batches: compute, waiting for the other stages
    * (the bubble and the transfers), and the most micro-batches alive. */
@@ -42,23 +77,36 @@ typedef struct {
 } pt_pipe_stage;
 
 /* Builds stage `stage` (comm->rank) of comm->size: layers [lo, hi) of whole,
- * for batches of up to batch samples in M micro-batches. */
+ * for batches of up to batch samples in M micro-batches, its arrays in
+ * whole's backend. direct: hand pieces over by reference (the stages must
+ * be threads of one process, each bound to its device, the CUDA ordinal;
+ * called by all stages together, as they tell each other their buffers). */
 pt_status pt_pipe_stage_init(pt_pipe_stage *P, pt_model *whole, int lo, int hi, pt_comm *comm,
-                             pt_pipe_schedule kind, int M, int batch);
+                             pt_pipe_schedule kind, int M, int batch, int direct, int device);
 void pt_pipe_stage_free(pt_pipe_stage *P);
 
+/* Where the last stage's losses go. On the CPU: *loss_sum (and
+ * *correct), host numbers. On a GPU they stay on the device: sums (2
+ * doubles: loss * samples, samples) and correct (1 int64), backend memory,
+ * are added to, and read when the caller chooses. */
+typedef struct {
+  double loss_sum;
+  int64_t correct;
+  double *sums;
+  int64_t *correct_dev;
+} pt_pipe_sums;
+
 /* One training batch of n samples: x (n, input) is read on the first
- * stage, y (n) on the last; the others may pass NULL. Parameter gradients
- * accumulate into the stage's slice of m->grad, scaled by loss_scale; on
- * the last stage *loss_sum gets the sum of the samples' losses (0
- * elsewhere). The model's grad_ready hook is called only during the last
- * backward, when the gradients are complete. */
+ * stage, y (n) on the last; the others may pass NULL (all backend
+ * memory). Parameter gradients accumulate into the stage's slice of
+ * m->grad, scaled by loss_scale; the last stage adds the samples' losses
+ * to out (nothing elsewhere). The model's grad_ready hook is called only
+ * during the last backward, when the gradients are complete. */
 pt_status pt_pipe_train(pt_pipe_stage *P, const float *x, const int32_t *y, int n, uint64_t dropout_step,
-                        float loss_scale, double *loss_sum);
-/* Forward only (evaluation mode is the caller's): on the last stage, the
- * sum of losses and the count of correct predictions; 0 elsewhere. */
-pt_status pt_pipe_eval(pt_pipe_stage *P, const float *x, const int32_t *y, int n, double *loss_sum,
-                       int64_t *correct);
+                        float loss_scale, pt_pipe_sums *out);
+/* Forward only (evaluation mode is the caller's): the last stage adds the
+ * losses and the count of correct predictions to out. */
+pt_status pt_pipe_eval(pt_pipe_stage *P, const float *x, const int32_t *y, int n, pt_pipe_sums *out);
 /* Activation memory of the most micro-batches that were alive at once:
  * layer outputs, masks and saved statistics, and the received inputs. */
 size_t pt_pipe_peak_activation_bytes(const pt_pipe_stage *P);

@@ -5,7 +5,7 @@
 #include "pipe/partition.h"
 
 pt_status pt_stages_init(pt_stages *S, pt_model *whole, pt_comm *world, int stages, const char *split,
-                         pt_pipe_schedule kind, int micro, int batch) {
+                         pt_pipe_schedule kind, int micro, int batch, int direct, int device) {
   memset(S, 0, sizeof *S);
   if (stages < 1 || world->size % stages)
     return pt_fail(PT_ERR_ARG, "%d workers cannot form replicas of %d stages (--stages)", world->size, stages);
@@ -25,42 +25,67 @@ pt_status pt_stages_init(pt_stages *S, pt_model *whole, pt_comm *world, int stag
     S->own_peers = 1;
   }
   S->pipe->timeout_s = S->peers->timeout_s = world->timeout_s;
+  S->dpipe = S->pipe;
+  if (whole->be->kind != PT_BACKEND_CPU && S->stages > 1) {
+    /* Gathering a checkpoint moves device memory, a few times a run. */
+    const size_t floats = whole->nparam_total > whole->nbuffer_total ? whole->nparam_total : whole->nbuffer_total;
+    PT_TRY(pt_comm_staging_create(&S->dpipe, S->pipe, whole->be, sizeof(float) * floats + 64));
+  }
   return pt_pipe_stage_init(&S->st, whole, S->bounds[S->stage], S->bounds[S->stage + 1], S->pipe, kind, micro,
-                            batch);
+                            batch, direct, device);
 }
 
 void pt_stages_free(pt_stages *S) {
   pt_pipe_stage_free(&S->st);
+  if (S->dpipe != S->pipe) pt_comm_destroy(S->dpipe);
   if (S->own_pipe) pt_comm_destroy(S->pipe);
   if (S->own_peers) pt_comm_destroy(S->peers);
   memset(S, 0, sizeof *S);
 }
 
-pt_status pt_stages_evaluate(pt_stages *S, pt_loader *test, pt_eval_sums *ev) {
+pt_status pt_stages_evaluate(pt_stages *S, pt_loader *test, pt_device_data *dd, pt_eval_sums *ev) {
   memset(ev, 0, sizeof *ev);
   pt_model *m = S->st.m;
   const int was_training = m->training, was_profiling = m->profile;
   m->training = 0;
   m->profile = 0; /* the profile is of training steps */
-  pt_status st = pt_loader_start_epoch(test, 0, 0);
+  /* On a GPU the sums stay there until the end; left over from an
+   * interrupted pass, they are cleared first. */
+  const int on_device = m->be->kind != PT_BACKEND_CPU;
+  pt_pipe_sums sums = {0};
+  double dev[2];
+  int64_t correct;
+  if (on_device) {
+    sums.sums = dd->sums;
+    sums.correct_dev = dd->correct;
+  }
+  pt_status st = on_device ? pt_device_data_take_sums(dd, dev, &correct) : PT_OK;
+  if (st == PT_OK) st = pt_loader_start_epoch(test, 0, 0);
   while (st == PT_OK) {
     pt_batch b;
     st = pt_loader_next(test, &b);
     if (st != PT_OK || b.n == 0) break;
-    double loss;
-    int64_t correct;
-    st = pt_pipe_eval(&S->st, b.x, b.y, b.n, &loss, &correct);
-    ev->loss_sum += loss;
-    ev->correct += correct;
+    const float *x;
+    const int32_t *y;
+    pt_device_data_batch(dd, &b, 0, &x, &y);
+    st = pt_pipe_eval(&S->st, x, y, b.n, &sums);
     if (S->stage == S->stages - 1) ev->count += b.n;
   }
+  if (st == PT_OK && on_device) {
+    st = pt_device_data_take_sums(dd, dev, &correct);
+    sums.loss_sum = dev[0];
+    sums.correct = correct;
+  }
+  if (st == PT_OK) st = pt_model_take_status(m);
+  ev->loss_sum = sums.loss_sum;
+  ev->correct = sums.correct;
   m->training = was_training;
   m->profile = was_profiling;
   return st;
 }
 
 pt_status pt_stages_gather(pt_stages *S, pt_model *whole, pt_optimizer *opt) {
-  pt_comm *c = S->pipe;
+  pt_comm *c = S->dpipe; /* the arrays are the backend's; the counts below are host numbers */
   int64_t nbt[PT_MAX_LAYERS];
   for (int i = 0; i < whole->nlayers; i++) nbt[i] = whole->layers[i].num_batches_tracked;
   c->what = "gathering the stages' parameters for the checkpoint";
@@ -74,7 +99,8 @@ pt_status pt_stages_gather(pt_stages *S, pt_model *whole, pt_optimizer *opt) {
       for (int k = 0; k < opt->nstate; k++) PT_TRY(pt_comm_bcast(c, opt->state[k] + off, len * sizeof(float), s));
     }
     if (blen) PT_TRY(pt_comm_bcast(c, whole->buffer + boff, blen * sizeof(float), s));
-    PT_TRY(pt_comm_bcast(c, nbt + lo, sizeof(int64_t) * (size_t)(hi - lo), s));
+    S->pipe->what = c->what;
+    PT_TRY(pt_comm_bcast(S->pipe, nbt + lo, sizeof(int64_t) * (size_t)(hi - lo), s));
   }
   for (int i = 0; i < whole->nlayers; i++) whole->layers[i].num_batches_tracked = nbt[i];
   return PT_OK;

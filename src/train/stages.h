@@ -20,6 +20,7 @@
 #include "nn/model.h"
 #include "optim/optimizer.h"
 #include "pipe/stage.h"
+#include "train/device_data.h"
 #include "train/evaluate.h"
 
 typedef struct {
@@ -27,18 +28,21 @@ typedef struct {
   double bubble; /* after pt_stages_report: the share of the stages' time they sat idle (rank 0's view) */
   int bounds[PT_MAX_LAYERS + 1]; /* stage s runs layers [bounds[s], bounds[s+1]) */
   pt_comm *pipe;                 /* this replica's stages; rank = stage */
+  pt_comm *dpipe;                /* the same for backend memory: pipe itself, or host staging over it (GPUs) */
   pt_comm *peers;                /* this stage in every replica; rank = replica */
   int own_pipe, own_peers;       /* made here, destroyed here */
   pt_pipe_stage st;
 } pt_stages;
 
-/* world: every worker (threads or MPI ranks), stages * replicas of them. */
+/* world: every worker (threads or MPI ranks), stages * replicas of them.
+ * direct and device: as pt_pipe_stage_init's. */
 pt_status pt_stages_init(pt_stages *S, pt_model *whole, pt_comm *world, int stages, const char *split,
-                         pt_pipe_schedule kind, int micro, int batch);
+                         pt_pipe_schedule kind, int micro, int batch, int direct, int device);
 void pt_stages_free(pt_stages *S);
 
-/* The test split through the stages; sums on the last stage, 0 elsewhere. */
-pt_status pt_stages_evaluate(pt_stages *S, pt_loader *test, pt_eval_sums *ev);
+/* The test split through the stages, its batches made by dd (this
+ * worker's: on a GPU, from indices); sums on the last stage, 0 elsewhere. */
+pt_status pt_stages_evaluate(pt_stages *S, pt_loader *test, pt_device_data *dd, pt_eval_sums *ev);
 /* Brings every stage's parameters, buffers, optimizer state and batch-norm
  * counts into every worker's whole arrays (called by all workers). */
 pt_status pt_stages_gather(pt_stages *S, pt_model *whole, pt_optimizer *opt);

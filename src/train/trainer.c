@@ -60,8 +60,9 @@ void pt_train_config_defaults(pt_train_config *c) {
 }
 
 /* "cpu:0,cpu:1,..." or "cuda:0,cuda:1,..." -> the number of devices and,
- * into r, their kind and indices; each named once, all of one kind. */
-static pt_status parse_devices(const char *list, int *count, pt_train_plan *r) {
+ * into r, their kind and indices; all of one kind, each named once except
+ * where gpu_repeats allows a GPU twice (stages may share one). */
+static pt_status parse_devices(const char *list, int *count, pt_train_plan *r, int gpu_repeats) {
   int n = 0;
   unsigned char seen[PT_MAX_DEVICES] = {0};
   const char *p = list;
@@ -78,7 +79,8 @@ static pt_status parse_devices(const char *list, int *count, pt_train_plan *r) {
     PT_TRY(pt_device_parse(dev, "--devices", &kind, &k));
     if (n > 0 && kind != r->backend)
       return pt_fail(PT_ERR_ARG, "--devices '%s': mixes CPU and CUDA devices; name devices of one kind", list);
-    if (seen[k]) return pt_fail(PT_ERR_ARG, "--devices: %s is named twice", dev);
+    if (seen[k] && !(gpu_repeats && kind == PT_BACKEND_CUDA))
+      return pt_fail(PT_ERR_ARG, "--devices: %s is named twice", dev);
     seen[k] = 1;
     r->backend = kind;
     r->devices[n++] = k;
@@ -138,11 +140,9 @@ static pt_status plan_stages(const pt_train_config *c, pt_train_plan *r, int pip
     *local = c->comm->local_size;
   } else {
     int n;
-    PT_TRY(parse_devices(c->devices ? c->devices : "cpu:0,cpu:1", &n, r));
-    if (r->backend != PT_BACKEND_CPU)
-      return pt_fail(PT_ERR_ARG, "--parallel %s on CUDA devices is not built yet: stages run on virtual CPU "
-                                 "devices (cpu:0,cpu:1) or MPI ranks; --parallel dp and ddp run on GPUs",
-                     pipeline ? "pipeline" : "model");
+    /* Stages are threads here, each on its device; two may share a GPU,
+     * each with its own stream. */
+    PT_TRY(parse_devices(c->devices ? c->devices : "cpu:0,cpu:1", &n, r, 1));
     if (c->stages > 0 && c->stages != n)
       return pt_fail(PT_ERR_ARG, "--stages %d but --devices names %d devices", c->stages, n);
     r->world = r->stages = *local = n;
@@ -197,7 +197,7 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   if (!strcmp(par, "dp")) {
     int n = c->workers > 0 ? c->workers : 2;
     if (c->devices) {
-      PT_TRY(parse_devices(c->devices, &n, r));
+      PT_TRY(parse_devices(c->devices, &n, r, 0));
       if (c->workers > 0 && c->workers != n)
         return pt_fail(PT_ERR_ARG, "--workers %d but --devices names %d devices", c->workers, n);
     }
@@ -222,9 +222,14 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
                                  "devices: give one of them");
     int k;
     PT_TRY(pt_device_parse(c->device, "--device", &r->backend, &k));
-    if (r->staged && r->backend != PT_BACKEND_CPU)
-      return pt_fail(PT_ERR_ARG, "--device %s with --parallel %s: stages on CUDA devices are not built yet", c->device,
-                     par);
+    if (r->staged && r->backend != PT_BACKEND_CPU) {
+      if (c->comm)
+        return pt_fail(PT_ERR_ARG, "--device %s with --parallel %s under mpirun: stages on GPUs run as threads of "
+                                   "one process (--devices cuda:0,cuda:1); as MPI ranks they are not built yet",
+                       c->device, par);
+      return pt_fail(PT_ERR_ARG, "--device %s with --parallel %s: name the stages' devices with --devices "
+                                 "cuda:0,cuda:1 (stages may share a GPU: cuda:0,cuda:0)", c->device, par);
+    }
     if (!strcmp(par, "dp")) {
       if (r->backend != PT_BACKEND_CPU)
         return pt_fail(PT_ERR_ARG, "--device %s with --parallel dp: list the GPUs with --devices cuda:0,cuda:1,...",
@@ -359,6 +364,18 @@ static pt_status sum_bn_stats(void *ctx, double *host, const double *buf, size_t
  * where NCCL cannot run (ranks sharing a GPU, or a build without NCCL). */
 static pt_status make_device_comm(worker_t *W) {
   if (W->dcomm != W->comm) return PT_OK; /* dp: the group's */
+  const pt_model *m = W->whole;
+  /* The largest buffer a collective moves: all parameters (the initial
+   * broadcast, or one bucket), the batch-norm statistics, a few sums. */
+  const size_t floats = m->nparam_total > m->nbuffer_total ? m->nparam_total : m->nbuffer_total;
+  const size_t bytes = sizeof(float) * floats + 64;
+  /* Stages of one process reduce no gradients among themselves; this
+   * carries only the initial broadcast and the checkpoints' gathering. */
+  if (W->r->staged) {
+    PT_TRY(pt_comm_staging_create(&W->dcomm_own, W->comm, W->be, bytes));
+    W->dcomm = W->dcomm_own;
+    return PT_OK;
+  }
   char why[512] = "no NCCL in this build";
   if (pt_comm_nccl_available() && !strcmp(W->comm->ops->name, "mpi")) {
     int shared = 0;
@@ -370,11 +387,6 @@ static pt_status make_device_comm(worker_t *W) {
   } else if (pt_comm_nccl_available()) {
     snprintf(why, sizeof why, "NCCL could not start for these GPUs");
   }
-  const pt_model *m = W->whole;
-  /* The largest buffer a collective moves: all parameters (the initial
-   * broadcast, or one bucket), the batch-norm statistics, a few sums. */
-  const size_t floats = m->nparam_total > m->nbuffer_total ? m->nparam_total : m->nbuffer_total;
-  const size_t bytes = sizeof(float) * floats + 64;
   if (W->out && !W->cfg->quiet)
     fprintf(W->out, "warning: gradients between GPUs go through host memory (%s): correct but slower\n", why);
   PT_TRY(pt_comm_staging_create(&W->dcomm_own, W->comm, W->be, bytes));
@@ -397,7 +409,7 @@ static pt_status setup_worker(worker_t *W) {
    * only holds the parameters, with activations for one sample. */
   const int max_batch = r->staged ? 1 : r->batch > r->eval_batch ? r->batch : r->eval_batch;
   PT_TRY(pt_model_create_on(&W->whole, s, max_batch, be));
-  if (be->kind != PT_BACKEND_CPU && W->world > 1) PT_TRY(make_device_comm(W));
+  if (be->kind != PT_BACKEND_CPU && (W->world > 1 || (r->staged && W->comm->size > 1))) PT_TRY(make_device_comm(W));
   W->model = W->whole;
   if (W->whole->num_classes < W->train_ds->num_classes)
     return pt_fail(PT_ERR_ARG, "model %s has %d outputs but %s has %d classes", s->name, W->whole->num_classes,
@@ -410,7 +422,14 @@ static pt_status setup_worker(worker_t *W) {
   PT_TRY(pt_optimizer_init_on(&W->opt, &r->opt, W->whole->nparam_total, be));
   pt_comm *grad_comm = W->dcomm;
   if (r->staged) {
-    PT_TRY(pt_stages_init(&W->stages, W->whole, W->comm, r->stages, c->split, r->pipe_kind, r->micro, r->batch));
+    /* Stages that are threads of one process hand GPU memory over
+     * directly; the tests ask for the same on the CPU, where it must give
+     * the same bits as passing messages. */
+    const char *force = getenv("PTRAIN_TEST_PIPE_DIRECT");
+    const int direct = !strcmp(W->comm->ops->name, "threads") &&
+                       (be->kind != PT_BACKEND_CPU || (force && !strcmp(force, "1")));
+    PT_TRY(pt_stages_init(&W->stages, W->whole, W->comm, r->stages, c->split, r->pipe_kind, r->micro, r->batch,
+                          direct, W->device));
     W->model = W->stages.st.m;
     grad_comm = W->stages.peers;
   }
@@ -598,7 +617,7 @@ static pt_status evaluate_all(worker_t *W, pt_eval_sums *ev) {
     PT_TRY(pt_comm_bcast(bn_comm, m->buffer, m->nbuffer_total * sizeof(float), 0));
   }
   if (W->r->staged) {
-    PT_TRY(pt_stages_evaluate(&W->stages, W->test, ev));
+    PT_TRY(pt_stages_evaluate(&W->stages, W->test, &W->test_dd, ev));
   } else {
     PT_TRY(pt_comm_nccl_sync(W->dcomm)); /* bounded, before evaluation reads the device */
     m->profile = 0; /* the profile is of training steps */
@@ -616,16 +635,21 @@ static pt_status evaluate_all(worker_t *W, pt_eval_sums *ev) {
 
 /* A batch through this worker's pipeline stage. Only the last stage knows
  * the loss; the others add nothing to the sums every worker adds up. */
-static pt_status staged_micro_step(worker_t *W, const pt_batch *batch, uint64_t dropout_step, float scale,
-                                   double *stats, pt_phase_times *ph, int64_t step) {
+static pt_status staged_micro_step(worker_t *W, const pt_batch *batch, int epoch, uint64_t dropout_step,
+                                   float scale, double *stats, pt_phase_times *ph, int64_t step) {
   pt_pipe_stage *P = &W->stages.st;
   const double f0 = P->forward_s, b0 = P->backward_s, w0 = P->wait_s;
   P->comm->step = step;
   pt_model_zero_grad(W->model);
-  double loss_sum;
-  PT_TRY(pt_pipe_train(P, batch->x, batch->y, batch->n, dropout_step, scale, &loss_sum));
-  if (W->stages.stage == W->stages.stages - 1) {
-    stats[0] += loss_sum;
+  const float *x;
+  const int32_t *y;
+  pt_device_data_batch(&W->train_dd, batch, epoch, &x, &y);
+  /* On a GPU the loss stays there, with the other workers' way of keeping it. */
+  const int on_device = W->be->kind != PT_BACKEND_CPU;
+  pt_pipe_sums sums = {.sums = on_device ? W->train_dd.sums : NULL};
+  PT_TRY(pt_pipe_train(P, x, y, batch->n, dropout_step, scale, &sums));
+  if (!on_device && W->stages.stage == W->stages.stages - 1) {
+    stats[0] += sums.loss_sum;
     stats[1] += batch->n;
   }
   if (ph) {
@@ -724,10 +748,18 @@ static pt_status train_loop(worker_t *W) {
   const int on_device = W->be->kind != PT_BACKEND_CPU;
   const int flush_every = c->log_interval > 0 ? c->log_interval : 10;
   if (on_device && W->rank == 0) {
-    /* dp: every GPU of this process; otherwise this worker's one. */
-    const int dp_gpus = W->world > 1 && !strcmp(W->comm->ops->name, "threads");
-    PT_TRY(pt_gpu_watch_open(&W->watch, dp_gpus ? r->devices : &W->device, dp_gpus ? W->world : 1,
-                             c->quiet ? NULL : W->out));  /* NULL out: metrics only */
+    /* dp and stages: every GPU of this process, once each; otherwise
+     * this worker's one. */
+    int gpus[PT_MAX_DEVICES], ngpus = 0;
+    const int local_gpus = W->comm->size > 1 && !strcmp(W->comm->ops->name, "threads");
+    const int listed = local_gpus ? (r->staged ? r->stages : W->world) : 1;
+    for (int i = 0; i < listed && ngpus < (int)(sizeof gpus / sizeof gpus[0]); i++) {
+      const int d = local_gpus ? r->devices[i] : W->device;
+      int seen = 0;
+      for (int j = 0; j < ngpus; j++) seen |= gpus[j] == d;
+      if (!seen) gpus[ngpus++] = d;
+    }
+    PT_TRY(pt_gpu_watch_open(&W->watch, gpus, ngpus, c->quiet ? NULL : W->out));  /* NULL out: metrics only */
   }
   char gpu_line[160];
   /* --checkpoint-interval: rank 0's clock decides, and the decision
@@ -779,7 +811,8 @@ static pt_status train_loop(worker_t *W) {
         const uint64_t dropout_step = (uint64_t)pos.step * (uint64_t)K + (uint64_t)j;
         const float scale = 1.0f / (float)(W->world * k);
         if (W->r->staged) {
-          PT_TRY(staged_micro_step(W, &batch, dropout_step, scale, stats, timing ? &ph : NULL, pos.step));
+          PT_TRY(staged_micro_step(W, &batch, epoch, dropout_step, scale, stats, timing ? &ph : NULL, pos.step));
+          if (on_device) queued += (int64_t)batch.n * W->world;
           continue;
         }
         const float *x;
@@ -829,7 +862,7 @@ static pt_status train_loop(worker_t *W) {
          * line shows this epoch's loss rather than 0/0 or a stale one. */
         /* One GPU stops after the step it was asked in; several agree at
          * the next flush, with the loss. */
-        int stop = W->world == 1 && pt_train_stop_signal();
+        int stop = W->comm->size == 1 && pt_train_stop_signal();
         int every = c->checkpoint_every && pos.step % c->checkpoint_every == 0;
         if (b % flush_every == 0 || b >= nb || (c->max_steps && pos.step >= c->max_steps) || stop || every)
           PT_TRY(flush_device_loss(W, epoch, pos.step, lr, &loss_sum, &samples, &stop, &save_due, &cb_stopped,

@@ -77,6 +77,53 @@ if command -v mpirun >/dev/null && "$PTRAIN" info | grep -q "MPI: .*ddp availabl
   check_close "ddp, 2 ranks on one GPU, equals one GPU at twice the batch" "$TMP/one" "$TMP/ddp"
 fi
 
+# Stages on GPUs (the model-parallel tutorial): on one GPU two stages share
+# it, each on its own stream; activations and gradients go device to
+# device. Model, GPipe and 1F1B equal one GPU within 1e-5.
+devs=cuda:0,cuda:0
+devs3=cuda:0,cuda:0,cuda:0
+[[ $ngpu -ge 2 ]] && devs=cuda:0,cuda:1 && devs3=cuda:0,cuda:1,cuda:0
+st=(train --model fmnist-mlp --max-steps 5 --no-dropout --no-shuffle --quiet --save-model --optimizer sgd
+    --lr 0.05 --batch-size 100)
+"$PTRAIN" "${st[@]}" --device cuda:0 --checkpoint-dir "$TMP/st-one" --metrics "$TMP/st-one.jsonl" >/dev/null ||
+  fail "fmnist-mlp on one GPU"
+"$PTRAIN" "${st[@]}" --parallel model --devices $devs --checkpoint-dir "$TMP/st-model" \
+  --metrics "$TMP/st-model.jsonl" >"$TMP/log" 2>&1 || fail "model parallel on $devs: $(cat "$TMP/log")"
+check_close "model parallel, 2 stages on $devs, equals one GPU" "$TMP/st-one" "$TMP/st-model"
+for sched in gpipe 1f1b; do
+  "$PTRAIN" "${st[@]}" --parallel pipeline --devices $devs --micro-batches 4 --schedule $sched \
+    --checkpoint-dir "$TMP/st-$sched" >"$TMP/log" 2>&1 || fail "pipeline $sched on $devs: $(cat "$TMP/log")"
+  check_close "pipeline $sched, 4 micro-batches on $devs, equals one GPU" "$TMP/st-one" "$TMP/st-$sched"
+done
+cmp -s "$TMP/st-gpipe/model.safetensors" "$TMP/st-1f1b/model.safetensors" ||
+  fail "gpipe and 1f1b on GPUs are not bit-identical"
+pass "gpipe and 1f1b on GPUs give the same bits"
+# Evaluation through the stages: the test loss of one GPU.
+python3 - "$TMP/st-one.jsonl" "$TMP/st-model.jsonl" <<'PY' || fail "evaluation through GPU stages"
+import json, sys
+a, b = ([json.loads(l) for l in open(f) if '"test_loss"' in l][-1] for f in sys.argv[1:])
+assert abs(a["test_loss"] - b["test_loss"]) <= 1e-4 * abs(a["test_loss"]), (a, b)
+assert abs(a["test_acc"] - b["test_acc"]) <= 2e-4, (a, b)
+print(f"PASS: evaluation through GPU stages: test loss {b['test_loss']:.6f} (one GPU {a['test_loss']:.6f}), "
+      f"accuracy {b['test_acc']} ({a['test_acc']})")
+PY
+# Three stages of a CNN, a short last micro-batch (100 = 34 + 34 + 32).
+cnn=(train --model mnist-cnn --max-steps 3 --no-dropout --no-shuffle --quiet --save-model --optimizer sgd
+     --batch-size 100)
+"$PTRAIN" "${cnn[@]}" --device cuda:0 --checkpoint-dir "$TMP/cnn-one" >/dev/null || fail "mnist-cnn on one GPU"
+"$PTRAIN" "${cnn[@]}" --parallel pipeline --devices $devs3 --split conv2,fc1 --micro-batches 3 \
+  --checkpoint-dir "$TMP/cnn-3" >"$TMP/log" 2>&1 || fail "mnist-cnn, 3 stages on $devs3: $(cat "$TMP/log")"
+"$ST_CLOSE" "$TMP/cnn-one/model.safetensors" "$TMP/cnn-3/model.safetensors" 1e-5 >"$TMP/close" 2>&1 ||
+  fail "mnist-cnn, 3 GPU stages against one GPU: $(cat "$TMP/close")"
+pass "mnist-cnn, 3 stages on $devs3, 3 micro-batches, equals one GPU: $(cat "$TMP/close")"
+# Dropout masks and resume: the same bits.
+drop=(train --model mnist-cnn --quiet --save-model --parallel pipeline --devices $devs --micro-batches 2)
+"$PTRAIN" "${drop[@]}" --max-steps 4 --checkpoint-dir "$TMP/dr-a" >/dev/null || fail "pipeline with dropout"
+"$PTRAIN" "${drop[@]}" --max-steps 2 --checkpoint-dir "$TMP/dr-b" >/dev/null || fail "pipeline, 2 steps"
+"$PTRAIN" "${drop[@]}" --max-steps 4 --resume --checkpoint-dir "$TMP/dr-b" >/dev/null || fail "pipeline resumed"
+cmp -s "$TMP/dr-a/model.safetensors" "$TMP/dr-b/model.safetensors" || fail "GPU stages: resumed run differs"
+pass "GPU stages with dropout: a resumed run equals an uninterrupted one, bit for bit"
+
 if [[ $ngpu -ge 2 ]]; then
   "$PTRAIN" train --model fmnist-mlp --max-steps 5 --no-dropout --quiet --save-model --parallel dp \
     --devices cuda:0,cuda:1 --batch-size 50 --checkpoint-dir "$TMP/dp" >/dev/null || fail "dp on 2 GPUs"

@@ -87,6 +87,39 @@ pass "--trace: a track per stage with F and B spans per micro-batch"
 cmp -s "$TMP/res/model.safetensors" "$TMP/1f1b-4/model.safetensors" || fail "a resumed pipeline run differs"
 pass "pipeline: stopped at step 2 and resumed = 4 steps straight, bit for bit"
 
+# Stages on GPUs hand pieces over by reference (a token, the neighbour's
+# event, a device-to-device copy, an acknowledgement); the tests run the
+# same hand-over on CPU threads, where it must give the same bits as
+# messages, in training, evaluation and resume, for 2 and 3 stages.
+for run in "gpipe-4:--micro-batches 4 --schedule gpipe" "1f1b-4:--micro-batches 4 --schedule 1f1b" "model:"; do
+  name=${run%%:*}
+  if [ "$name" = model ]; then par=(--parallel model); else par=(--parallel pipeline ${run#*:}); fi
+  PTRAIN_TEST_PIPE_DIRECT=1 "$PTRAIN" train "${common[@]}" "${par[@]}" --checkpoint-dir "$TMP/direct-$name" \
+    --metrics "$TMP/direct-$name.jsonl" >/dev/null || fail "direct hand-over, $name"
+  cmp -s "$TMP/direct-$name/model.safetensors" "$TMP/$name/model.safetensors" ||
+    fail "direct hand-over, $name: the weights differ from messages'"
+done
+PTRAIN_TEST_PIPE_DIRECT=1 "$PTRAIN" train "${cnn[@]}" --parallel pipeline --devices cpu:0,cpu:1,cpu:2 \
+  --split conv2,fc1 --micro-batches 3 --checkpoint-dir "$TMP/direct-cnn3" --metrics "$TMP/direct-cnn3.jsonl" \
+  --quiet >/dev/null || fail "direct hand-over, 3 stages"
+cmp -s "$TMP/direct-cnn3/model.safetensors" "$TMP/cnn3/model.safetensors" ||
+  fail "direct hand-over, 3 stages: the weights differ from messages'"
+"$PTRAIN" train "${cnn[@]}" --parallel pipeline --devices cpu:0,cpu:1,cpu:2 --split conv2,fc1 --micro-batches 3 \
+  --checkpoint-dir "$TMP/msg-cnn3" --metrics "$TMP/msg-cnn3.jsonl" --quiet >/dev/null || fail "3 stages"
+acc() { python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if "test_acc" in l][-1]["test_acc"])' "$1"; }
+[ "$(acc "$TMP/direct-cnn3.jsonl")" = "$(acc "$TMP/msg-cnn3.jsonl")" ] ||
+  fail "direct hand-over: test accuracy $(acc "$TMP/direct-cnn3.jsonl"), messages $(acc "$TMP/msg-cnn3.jsonl")"
+PTRAIN_TEST_PIPE_DIRECT=1 "$PTRAIN" train "${common[@]}" --parallel pipeline --max-steps 2 \
+  --checkpoint-dir "$TMP/direct-res" >/dev/null
+PTRAIN_TEST_PIPE_DIRECT=1 "$PTRAIN" train "${common[@]}" --parallel pipeline --resume \
+  --checkpoint-dir "$TMP/direct-res" >/dev/null
+cmp -s "$TMP/direct-res/model.safetensors" "$TMP/1f1b-4/model.safetensors" || fail "direct hand-over: resume differs"
+# The variable does switch the hand-over: only direct tags cap M at 8000.
+PTRAIN_TEST_PIPE_DIRECT=1 "$PTRAIN" train --model fmnist-mlp --max-steps 1 --parallel pipeline --quiet \
+  --micro-batches 8001 --batch-size 8001 >"$TMP/direct-max.out" 2>&1 && fail "direct hand-over took 8001 micro-batches"
+grep -q "expected 1 to 8000 for stages in one process" "$TMP/direct-max.out" || fail "$(cat "$TMP/direct-max.out")"
+pass "direct hand-over (GPUs' way) = messages, bit for bit: model, gpipe, 1f1b, 3 stages, evaluation, resume"
+
 # Mistakes are refused with a message that names them.
 expect_usage() {
   local want=$1
@@ -100,7 +133,7 @@ expect_usage "no layer of that name" --parallel model --split fc1
 expect_usage "only 'flatten'" --parallel model --split 1
 expect_usage "more than the batch size" --parallel pipeline --micro-batches 101
 expect_usage "are for --parallel model or pipeline" --micro-batches 4
-expect_usage "--parallel model on CUDA devices is not built yet" --parallel model --devices cuda:0,cuda:1
+expect_usage "cpu:1 is named twice" --parallel model --devices cpu:0,cpu:1,cpu:1
 pass "mistakes in the flags are refused with a message naming them"
 
 # MPI ranks as stages.

@@ -86,6 +86,16 @@ static void cpu_scale(size_t n, float a, float *x) {
   for (size_t i = 0; i < n; i++) x[i] *= a;
 }
 
+/* Stages on the CPU: an op has finished when it returns, so an event has
+ * nothing to mark; any non-NULL pointer will do. */
+static char cpu_event_token;
+static void *cpu_event_create(void) { return &cpu_event_token; }
+static void cpu_event_nop(void *ev) { (void)ev; }
+static void cpu_copy_from(void *dst, const void *src, int src_device, size_t bytes) {
+  (void)src_device;
+  cpu_copy(dst, src, bytes);
+}
+
 static const pt_backend cpu_backend = {
     .kind = PT_BACKEND_CPU,
     .name = "cpu",
@@ -134,6 +144,11 @@ static const pt_backend cpu_backend = {
     .adam_update = cpu_adam,
     .adadelta_update = cpu_adadelta,
     .scale = cpu_scale,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_nop,
+    .event_record = cpu_event_nop,
+    .event_wait = cpu_event_nop,
+    .copy_from = cpu_copy_from,
 };
 
 const pt_backend *pt_backend_cpu(void) { return &cpu_backend; }

@@ -8,6 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <mutex>
+#include <set>
+#include <utility>
+
 #include <cuda_runtime.h>
 
 #include "cuda/device.h"
@@ -165,6 +169,61 @@ pt_status cuda_download(void *host_dst, const void *src, size_t bytes) {
   return pt_cuda_sync();
 }
 
+/* Stages on GPUs (pipe/stage.c): events order one thread's stream after
+ * another's without the host waiting. */
+void *cuda_event_create() {
+  cudaEvent_t e = nullptr;
+  const cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    pt_fail(PT_ERR_DEVICE, "cuda:%d: cannot create an event: %s", device_for_message(), cudaGetErrorString(err));
+    return nullptr;
+  }
+  return e;
+}
+
+void cuda_event_destroy(void *e) {
+  if (e) PT_CUDA_CHECK(cudaEventDestroy((cudaEvent_t)e), "event: destroying");
+}
+
+void cuda_event_record(void *e) {
+  PT_CUDA_CHECK(cudaEventRecord((cudaEvent_t)e, stream()), "event: marking a point for another stage");
+}
+
+void cuda_event_wait(void *e) {
+  PT_CUDA_CHECK(cudaStreamWaitEvent(stream(), (cudaEvent_t)e, 0), "event: waiting for another stage");
+}
+
+/* Peer access is switched on once per ordered pair of GPUs, from the
+ * reading GPU (the thread's own), where the hardware offers it; without
+ * it cudaMemcpyPeerAsync still copies, staged by the driver. */
+std::mutex peer_mutex;
+std::set<std::pair<int, int>> peer_tried;
+
+void enable_peer(int dev, int peer) {
+  std::lock_guard<std::mutex> lock(peer_mutex);
+  if (!peer_tried.insert({dev, peer}).second) return;
+  int can = 0;
+  if (cudaDeviceCanAccessPeer(&can, dev, peer) == cudaSuccess && can) {
+    const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+    if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
+      fprintf(stderr, "warning: cuda:%d cannot reach cuda:%d directly (%s); copies between them go through the "
+              "driver's staging\n", dev, peer, cudaGetErrorString(e));
+  }
+  (void)cudaGetLastError();
+}
+
+void cuda_copy_from(void *dst, const void *src, int src_device, size_t bytes) {
+  if (!bytes) return;
+  const int dev = pt_cuda_current_device();
+  if (src_device == dev || dev < 0) {
+    cuda_copy(dst, src, bytes);
+    return;
+  }
+  enable_peer(dev, src_device);
+  PT_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dev, src, src_device, bytes, stream()), "copy from another GPU");
+}
+
 /* Filled by name (C++17 has no designated initialisers), once, on first
  * use: C++ makes that initialisation thread-safe. */
 pt_backend make_table() {
@@ -211,6 +270,11 @@ pt_backend make_table() {
   b.adadelta_update = pt_cuda_adadelta_update;
   b.scale = pt_cuda_scale;
   b.make_batch = pt_cuda_make_batch;
+  b.event_create = cuda_event_create;
+  b.event_destroy = cuda_event_destroy;
+  b.event_record = cuda_event_record;
+  b.event_wait = cuda_event_wait;
+  b.copy_from = cuda_copy_from;
   return b;
 }
 
