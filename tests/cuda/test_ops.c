@@ -13,6 +13,17 @@
  *    carries rounding of that scale, but one wrong entry, however small
  *    (one channel's bias gradient), is caught, which a tolerance against
  *    the array's largest value alone let through; NaN must meet NaN;
+ *  - convolutions: an entry also passes within 1e-5 of the sum of its
+ *    terms' magnitudes (sum |x||w| + |b| for y, and likewise for dx, dw,
+ *    db, the accumulated start included). Two fp32 convolutions differ by
+ *    rounding that scales with those magnitudes, not with the result: the
+ *    CPU's Winograd transforms (3x3 and 5x5, stride 1, 8+ channels) and
+ *    long reductions (dw over 200 samples, 1.6 million terms) leave entries
+ *    that cancelled to well below their terms off by more than 1e-4 of
+ *    themselves (on an H200: a y of 0.125, from 288 terms, 5.9e-4 from
+ *    the CPU's Winograd, where cuDNN and the gemm path agree to 2e-6). 1e-5
+ *    of the magnitudes is about 80 roundings of float32; a term missing or
+ *    counted twice, a chunk's samples lost, is far beyond it;
  *  - the synchronised batch-norm steps' outputs with a stricter floor: an
  *    element under a millionth of the array's largest magnitude is held to
  *    1e-4 of that millionth, since a worker's sums and statistics are each
@@ -757,6 +768,64 @@ static void check_conv_path(const ocase *tc) {
   if (!want && p.gemm) print_message("    %s: %llu direction(s) on the gemm path: %s\n", tc->label, p.gemm, p.why);
 }
 
+/* ---- convolutions: the magnitudes each entry is a sum of ---- */
+
+#define SUM_TOL 1e-5
+
+typedef struct {
+  double *y, *dx, *dw, *db; /* as run_conv's results, NULL where it has none */
+} conv_sums;
+
+/* The inputs run_conv makes, from the same streams; the ReLU's mask left
+ * out of dy, which only makes the sums larger. */
+static void conv_magnitudes(const ocase *tc, conv_sums *m) {
+  pt_conv_geom g = {tc->c, tc->h, tc->w, tc->oc, tc->k, tc->k, tc->s, tc->pad, 0, 0, (tc->flags & F_RELU) != 0};
+  assert_true(pt_conv_init(&g));
+  const int k = tc->k, bias = (tc->flags & F_BIAS) != 0;
+  const size_t nx = (size_t)tc->n * tc->c * tc->h * tc->w, nw = (size_t)tc->oc * tc->c * k * k;
+  const size_t ny = (size_t)tc->n * tc->oc * g.oh * g.ow;
+  float *x = rnd(nx, 1, -1, 1), *w = rnd(nw, 2, -0.5f, 0.5f), *b = rnd((size_t)tc->oc, 3, -0.5f, 0.5f);
+  float *dy = rnd(ny, 4, -1, 1), *dw0 = rnd(nw, 5, -0.1f, 0.1f), *db0 = rnd((size_t)tc->oc, 6, -0.1f, 0.1f);
+  m->y = calloc(ny, sizeof(double));
+  m->dw = calloc(nw, sizeof(double));
+  m->db = bias ? calloc((size_t)tc->oc, sizeof(double)) : NULL;
+  m->dx = tc->flags & F_NO_DX ? NULL : calloc(nx, sizeof(double));
+  assert_true(m->y && m->dw && (m->db || !bias) && (m->dx || (tc->flags & F_NO_DX)));
+  for (size_t i = 0; i < nw; i++) m->dw[i] = fabs(dw0[i]);
+  for (int o = 0; m->db && o < tc->oc; o++) m->db[o] = fabs(db0[o]);
+  for (int s = 0; s < tc->n; s++)
+    for (int o = 0; o < tc->oc; o++)
+      for (int oy = 0; oy < g.oh; oy++)
+        for (int ox = 0; ox < g.ow; ox++) {
+          const size_t yi = (((size_t)s * tc->oc + o) * g.oh + oy) * g.ow + ox;
+          const double d = fabs(dy[yi]);
+          double acc = bias ? fabs(b[o]) : 0.0;
+          if (m->db) m->db[o] += d;
+          for (int c = 0; c < tc->c; c++)
+            for (int ky = 0; ky < k; ky++) {
+              const int iy = oy * tc->s + ky - tc->pad;
+              if (iy < 0 || iy >= tc->h) continue;
+              for (int kx = 0; kx < k; kx++) {
+                const int ix = ox * tc->s + kx - tc->pad;
+                if (ix < 0 || ix >= tc->w) continue;
+                const size_t xi = (((size_t)s * tc->c + c) * tc->h + iy) * tc->w + ix;
+                const size_t wi = (((size_t)o * tc->c + c) * k + ky) * k + kx;
+                const double ax = fabs(x[xi]), aw = fabs(w[wi]);
+                acc += ax * aw;
+                m->dw[wi] += d * ax;
+                if (m->dx) m->dx[xi] += d * aw;
+              }
+            }
+          m->y[yi] = acc;
+        }
+  FREE_ALL(x, w, b, dy, dw0, db0);
+}
+
+static const double *conv_sum_of(const conv_sums *m, const char *name) {
+  return !strcmp(name, "y") ? m->y : !strcmp(name, "dx") ? m->dx : !strcmp(name, "dw") ? m->dw
+                                                              : !strcmp(name, "db") ? m->db : NULL;
+}
+
 static void test_cuda_matches_cpu(void **state) {
   const ocase *tc = *state;
   const pt_backend *cuda = pt_backend_cuda();
@@ -766,6 +835,8 @@ static void test_cuda_matches_cpu(void **state) {
   pt_cuda_conv_paths_reset();
   run_case(cuda, tc, &b);
   if (tc->op == OP_CONV) check_conv_path(tc);
+  conv_sums mags = {0};
+  if (tc->op == OP_CONV) conv_magnitudes(tc, &mags);
   assert_int_equal(a.nres, b.nres);
   double worst = 0.0;
   const char *worst_name = "";
@@ -794,12 +865,14 @@ static void test_cuda_matches_cpu(void **state) {
       if (fabs(u) > maxref) maxref = fabs(u);
     }
     const double floor_ = FLOOR_FRACTION * maxref > TINY ? FLOOR_FRACTION * maxref : TINY;
+    const double *sums = conv_sum_of(&mags, ra->name);
     double rel = 0.0;
     size_t at = 0;
     for (size_t j = 0; j < ra->count; j++) {
       const double u = value(ra, j), v = value(rb, j);
       if (isnan(u)) continue;
       const double e = fabs(u - v) / (fabs(u) > floor_ ? fabs(u) : floor_);
+      if (sums && fabs(u - v) <= SUM_TOL * sums[j]) continue; /* rounding of the terms (top of the file) */
       if (e > rel) {
         rel = e;
         at = j;
@@ -825,7 +898,9 @@ static void test_cuda_matches_cpu(void **state) {
       worst_name = ra->name;
     }
   }
-  print_message("    %-52s worst relative error %.2g (%s)\n", tc->label, worst, worst_name);
+  print_message("    %-52s worst relative error %.2g (%s)%s\n", tc->label, worst, worst_name,
+                tc->op == OP_CONV ? ", entries within 1e-5 of their terms' magnitudes aside" : "");
+  FREE_ALL(mags.y, mags.dx, mags.dw, mags.db);
   release(&a);
   release(&b);
 }
