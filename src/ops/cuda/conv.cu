@@ -3,11 +3,12 @@
  * and db and overwrites dx.
  *
  * Two implementations, chosen by the environment variable PT_CUDA_CONV:
- *   cudnn  cuDNN's convolutions, deterministic algorithms only (the default
- *          when the build has cuDNN and the thread has a cuDNN handle);
- *   gemm   im2col + cuBLAS SGEMM with this file's own kernels.
- * Which is faster depends on the layer and the GPU, and has not yet been
- * measured; the variable lets a benchmark compare them (docs/gpu.md). A
+ *   cudnn  cuDNN's convolutions, deterministic algorithms only;
+ *   gemm   im2col + cuBLAS SGEMM with this file's own kernels;
+ *   unset  cuDNN where the build has it and the thread has a handle,
+ *          except for 5x5 kernels, which the gemm path ran faster
+ *          (gemm_by_default).
+ * The variable lets a benchmark compare them (docs/gpu.md). A
  * geometry for which cuDNN offers no deterministic fp32 algorithm runs on
  * the gemm path, whatever the variable says.
  *
@@ -352,14 +353,27 @@ void note_gemm(const pt_conv_geom *g, int n, const char *direction, const char *
            direction, g->c, g->h, g->w, g->oc, g->kh, g->kw, g->stride, g->pad, n, reason);
 }
 
+/* 5x5 kernels take the gemm path unless PT_CUDA_CONV says otherwise.
+ * Timed on an H200 (cuDNN 9.14, FP32 FMA math, one epoch each):
+ * tutorial-cnn, whose two convolutions are 5x5, trained at 165k images/s
+ * on the gemm path against 108k on cuDNN's heuristic choices (conv2.0's
+ * backward 0.22 against 0.64 ms a step); mnist-cnn's 3x3 layers were the
+ * other way round (113k on cuDNN, 81k on gemm). A fixed rule, like
+ * wants_winograd below, so a run's algorithms and bits do not change. */
+bool gemm_by_default(const pt_conv_geom *g) { return g->kh == 5 && g->kw == 5; }
+
 /* The cuDNN handle to use, or NULL for the gemm path. A misspelt or
  * unsatisfiable PT_CUDA_CONV is reported (at the next sync) rather than
  * quietly measuring something else. */
-void *cudnn_choice(const char *what, char *why, size_t why_size) {
+void *cudnn_choice(const pt_conv_geom *g, const char *what, char *why, size_t why_size) {
   const conv_mode mode = mode_from_env();
   if (mode == MODE_BAD) pt_cuda_note_error(what, "PT_CUDA_CONV must be \"cudnn\" or \"gemm\"");
   if (mode == MODE_GEMM) {
     snprintf(why, why_size, "PT_CUDA_CONV=gemm");
+    return nullptr;
+  }
+  if (mode == MODE_DEFAULT && gemm_by_default(g)) {
+    snprintf(why, why_size, "5x5 kernels run faster on the gemm path (PT_CUDA_CONV=cudnn overrides)");
     return nullptr;
   }
 #ifdef PT_HAVE_CUDNN
@@ -778,7 +792,7 @@ extern "C" void pt_cuda_conv2d_forward(const pt_conv_geom *g, int n, const float
                                        float *y, float *ws) {
   if (n <= 0) return;
   char why[192];
-  void *h = cudnn_choice("conv2d_forward", why, sizeof why);
+  void *h = cudnn_choice(g, "conv2d_forward", why, sizeof why);
 #ifdef PT_HAVE_CUDNN
   if (h && cudnn_forward((cudnnHandle_t)h, g, n, x, w, b, y, why, sizeof why)) {
     t_paths.cudnn++;
@@ -795,7 +809,7 @@ extern "C" void pt_cuda_conv2d_backward(const pt_conv_geom *g, int n, const floa
                                         const float *dy, float *dw, float *db, float *dx, float *ws) {
   if (n <= 0) return;
   char why_w[192], why_x[192];
-  void *h = cudnn_choice("conv2d_backward", why_w, sizeof why_w);
+  void *h = cudnn_choice(g, "conv2d_backward", why_w, sizeof why_w);
   memcpy(why_x, why_w, sizeof why_x);
 #ifdef PT_HAVE_CUDNN
   const bool want_w = dw, want_x = dx;
