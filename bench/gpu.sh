@@ -110,10 +110,14 @@ if ((dry_run)); then
   exit 0
 fi
 
-"$BIN" train --help 2>&1 | grep -q -- '--device' ||
+# Read whole, then searched: under pipefail, grep -q quitting at its first
+# match can end the writer with SIGPIPE and fail the check it passed.
+train_help=$("$BIN" train --help 2>&1 || true)
+grep -q -- '--device' <<<"$train_help" ||
   die "$PTRAIN train has no --device flag: this build trains on the CPU only; rebuild from a newer tree"
 if [[ $DEVICE != cpu ]]; then
-  "$BIN" info 2>&1 | grep -q '^  CUDA: yes' ||
+  info=$("$BIN" info 2>&1 || true)
+  grep -q '^  CUDA: yes' <<<"$info" ||
     die "$PTRAIN was built without CUDA ('ptrain info' says why): build it where the CUDA toolkit is installed"
   "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' ||
     die "PyTorch in $PY sees no GPU ($("$PY" -c 'import torch; print(torch.__version__)'))"
