@@ -101,8 +101,8 @@ int pt_cmd_train(int argc, char **argv) {
       {"--device", ARG_STR, &c.device, 0, 0, NULL, "DEV",
        "cpu (default), cuda or cuda:N: where the run trains; under ddp each rank takes the GPU of its local rank"},
       {"--devices", ARG_STR, &c.devices, 0, 0, NULL, "LIST",
-       "dp: one worker per device (cpu:0,cpu:1 or cuda:0,cuda:1); model, pipeline: one stage per device "
-       "(default cpu:0,cpu:1)"},
+       "dp: one worker per device (cpu:0,cpu:1 or cuda:0,cuda:1); model, pipeline: one stage per device, "
+       "stages may share a GPU (default cpu:0,cpu:1)"},
       {"--split", ARG_STR, &c.split, 0, 0, NULL, "LAYERS",
        "model, pipeline: first layers of stages 2.. by name or index (default: balance FLOPs)"},
       {"--micro-batches", ARG_INT, &c.micro_batches, 1, 16000, NULL, "M", "pipeline: micro-batches per batch (default 4)"},
