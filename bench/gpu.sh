@@ -41,6 +41,7 @@
 #   PY          Python with PyTorch (default: the first of python3 and
 #               /opt/torch-latest/bin/python that imports torch)
 #   COMPILE     torch.compile in the best mode: auto, on, off (default auto)
+#   PRECISION   fp32 (default: no TF32 on either side) or tf32 (TF32 in both)
 #   WARMUP      PyTorch's untimed steps before the epoch (default 5)
 #   FASHION_DIR Fashion-MNIST (default /usr/share/datasets/fashion-mnist)
 #   CIFAR_DIR   CIFAR-10 binary batches (default data/cifar10; ptrain data
@@ -66,6 +67,7 @@ EPOCHS=${EPOCHS:-1}
 DEVICE=${DEVICE:-cuda}
 PTRAIN=${PTRAIN:-build/ptrain}
 COMPILE=${COMPILE:-auto}
+PRECISION=${PRECISION:-fp32}
 WARMUP=${WARMUP:-5}
 FASHION_DIR=${FASHION_DIR:-/usr/share/datasets/fashion-mnist}
 CIFAR_DIR=${CIFAR_DIR:-data/cifar10}
@@ -158,7 +160,7 @@ done
 dataset_of() { [[ $1 == cifar-convnet ]] && echo cifar10 || echo fashion-mnist; }
 
 GPU=$gpu DRIVER=$driver CPU_MODEL=$cpu_model PTRAIN_VERSION=$ptrain_version GIT_REV=$git_rev GIT_DIRTY=$git_dirty \
-  TORCH_VERSION=$torch_version ROUNDS=$ROUNDS EPOCHS=$EPOCHS COMPILE=$COMPILE WARMUP=$WARMUP MODELS=$MODELS \
+  TORCH_VERSION=$torch_version ROUNDS=$ROUNDS EPOCHS=$EPOCHS COMPILE=$COMPILE WARMUP=$WARMUP MODELS=$MODELS PRECISION=$PRECISION \
   DEVICE=$DEVICE PYTHON=$PY "$PY" -c '
 import datetime, json, os, sys
 e = os.environ
@@ -166,7 +168,7 @@ meta = {"meta": True, "date": datetime.datetime.now().astimezone().isoformat(tim
         "driver": e["DRIVER"], "device": e["DEVICE"], "cpu": e["CPU_MODEL"], "ptrain": e["PTRAIN_VERSION"],
         "git": e["GIT_REV"], "git_dirty": e["GIT_DIRTY"] == "true", "torch": e["TORCH_VERSION"], "python": e["PYTHON"],
         "rounds": int(e["ROUNDS"]), "epochs": int(e["EPOCHS"]), "compile": e["COMPILE"], "warmup": int(e["WARMUP"]),
-        "models": e["MODELS"].split()}
+        "models": e["MODELS"].split(), "precision": e["PRECISION"]}
 print(json.dumps(meta))' >"$RESULTS"
 
 echo "ptrain: $ptrain_version (git $git_rev$([[ $git_dirty == true ]] && echo ', uncommitted changes'))"
@@ -222,7 +224,7 @@ run() {
   mark_end
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
   if [[ $kind == ptrain ]]; then
-    out=$("$PY" "$BENCH" --record-ptrain "$TMP/metrics.jsonl" --model "$model" \
+    out=$("$PY" "$BENCH" --record-ptrain "$TMP/metrics.jsonl" --model "$model" --precision "$PRECISION" \
       --dataset-label "${data_label[$(dataset_of "$model")]}" --device "$DEVICE") || {
       echo "gpu.sh: round $round: $label wrote no epoch to its --metrics file" >&2
       failures=$((failures + 1))
@@ -253,12 +255,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
     # shellcheck disable=SC2086 # the extra arguments are words on purpose
     run "$r" "$m ptrain" ptrain "$m" \
       "$BIN" train --model "$m" --device "$DEVICE" --epochs "$EPOCHS" --data-dir "$dir" --metrics "$TMP/metrics.jsonl" \
+      $([[ $PRECISION == fp32 ]] || echo --precision "$PRECISION") \
       --quiet ${PTRAIN_ARGS:-}
     for mode in tutorial best; do
       # shellcheck disable=SC2086
       run "$r" "$m torch $torch_version $mode" torch "$m" \
         "$PY" "$BENCH" --model "$m" --mode "$mode" --device "$DEVICE" --epochs "$EPOCHS" --data-dir "$dir" \
-        --dataset-label "$label" --compile "$COMPILE" --warmup "$WARMUP" ${TORCH_ARGS:-}
+        --dataset-label "$label" --compile "$COMPILE" --warmup "$WARMUP" --precision "$PRECISION" ${TORCH_ARGS:-}
     done
   done
 done

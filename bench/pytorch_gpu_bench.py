@@ -628,6 +628,7 @@ def record_ptrain(args):
         "epoch_seconds": [round(x["seconds"], 3) for x in epochs], "seconds": round(e["seconds"], 3),
         "images_per_s": round(e["images_per_s"], 1), "train_loss": e.get("train_loss"),
         "test_loss": e.get("test_loss"), "test_accuracy": e.get("test_acc"), "device": args.device,
+        "precision": args.precision,
     }
     print(json.dumps(out))
     return 0
@@ -672,8 +673,11 @@ def table(path):
         ratio = [f"{med['ptrain'] / med[m]:.2f}x" if "ptrain" in med and m in med else "-" for m in ("tutorial", "best")]
         print(f"| {model} | {mine[0].get('dataset', '?')} | " + " | ".join(cells) + " | " + " | ".join(ratio) + " |")
     precisions = sorted({r.get("precision", "default (TF32 in cuDNN)") for r in runs if r.get("framework") != "ptrain"})
-    print("\nRatios are images/s, ptrain over PyTorch: above 1, ptrain is faster. Precision: ptrain FP32 "
-          "(cuBLAS and cuDNN in FMA math, no TF32); PyTorch " + ", ".join(precisions) + ".")
+    mine = sorted({r.get("precision", "fp32") for r in runs if r.get("framework") == "ptrain"})
+    said = {"fp32": "FP32 (cuBLAS and cuDNN in FMA math, no TF32)",
+            "tf32": "TF32 (cuBLAS's TF32 tensor-op math, cuDNN's default math)"}
+    print("\nRatios are images/s, ptrain over PyTorch: above 1, ptrain is faster. Precision: ptrain "
+          + ", ".join(said.get(p, p) for p in mine) + "; PyTorch " + ", ".join(precisions) + ".")
     return 0
 
 

@@ -192,6 +192,7 @@ typedef struct {
   int workers;                /* dp: replicas (0: from devices, else 2) */
   const char *device;         /* "cpu" (NULL), "cuda", "cuda:N" */
   const char *devices;        /* dp: "cpu:0,cpu:1" or "cuda:0,cuda:1"; model, pipeline: a stage each */
+  const char *precision;      /* GPUs: "fp32" (NULL) or "tf32" */
   int stages;                 /* model, pipeline under mpirun: ranks per replica (0: all) */
   int micro_batches;          /* pipeline (0: 4) */
   const char *schedule;       /* pipeline: "gpipe" or "1f1b" (NULL: 1f1b) */

@@ -103,6 +103,8 @@ int pt_cmd_train(int argc, char **argv) {
       {"--devices", ARG_STR, &c.devices, 0, 0, NULL, "LIST",
        "dp: one worker per device (cpu:0,cpu:1 or cuda:0,cuda:1); model, pipeline: one stage per device, "
        "stages may share a GPU (default cpu:0,cpu:1)"},
+      {"--precision", ARG_CHOICE, &c.precision, 0, 0, "fp32|tf32", "P",
+       "GPUs: fp32 (default) or tf32, TF32 tensor-core math in GEMMs and convolutions, as PyTorch's allow_tf32"},
       {"--split", ARG_STR, &c.split, 0, 0, NULL, "LAYERS",
        "model, pipeline: first layers of stages 2.. by name or index (default: balance FLOPs)"},
       {"--micro-batches", ARG_INT, &c.micro_batches, 1, 16000, NULL, "M", "pipeline: micro-batches per batch (default 4)"},

@@ -147,6 +147,10 @@ typedef struct pt_backend {
   /* x *= a over n floats (gradient averaging after a sum). */
   void (*scale)(size_t n, float a, float *x);
 
+  /* --precision tf32 (on) or fp32 for this thread's GEMMs and
+   * convolutions; NULL where the backend has only FP32 (the CPU). */
+  pt_status (*set_tf32)(int on);
+
   /* ---- between devices: model and pipeline stages that are threads of
    * one process hand each other activations and gradients by reference.
    * An event marks a point in the calling thread's queue; another thread

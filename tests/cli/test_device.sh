@@ -14,6 +14,8 @@ expect_exit 1 "cuda:0 is named twice" -- "${T[@]}" --parallel dp --devices cuda:
 expect_exit 1 "list the GPUs with --devices cuda:0,cuda:1" -- "${T[@]}" --parallel dp --device cuda
 expect_exit 1 "--device names the one device" -- "${T[@]}" --device cuda --parallel dp --devices cuda:0,cuda:1
 expect_exit 1 "name the stages' devices with --devices cuda:0,cuda:1" -- "${T[@]}" --device cuda --parallel model
+expect_exit 1 "--precision tf32 is for GPUs" -- "${T[@]}" --precision tf32
+expect_exit 2 "expected one of fp32[|]tf32, got 'bf16'" -- "${T[@]}" --precision bf16
 # Stages may share a GPU; without one the run says so, naming the device.
 if ! "$PTRAIN" info 2>/dev/null | grep -E "^  cuda:[0-9]+: " | grep -qv ": unusable"; then
   expect_exit 1 "training on cuda:0: " -- "${T[@]}" --parallel pipeline --devices cuda:0,cuda:0

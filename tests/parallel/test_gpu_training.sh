@@ -124,6 +124,27 @@ drop=(train --model mnist-cnn --quiet --save-model --parallel pipeline --devices
 cmp -s "$TMP/dr-a/model.safetensors" "$TMP/dr-b/model.safetensors" || fail "GPU stages: resumed run differs"
 pass "GPU stages with dropout: a resumed run equals an uninterrupted one, bit for bit"
 
+# --precision tf32: one epoch of mnist-cnn within half a point of FP32's
+# test accuracy, and the same bits twice (TF32 changes rounding, not order).
+for p in fp32 tf32; do
+  "$PTRAIN" train --model mnist-cnn --epochs 1 --device cuda --precision $p --save-model --log-interval 1000 \
+    --metrics "$TMP/prec-$p.jsonl" --checkpoint-dir "$TMP/prec-$p" >"$TMP/log" 2>&1 ||
+    fail "mnist-cnn --precision $p: $(cat "$TMP/log")"
+done
+grep -q "precision tf32" "$TMP/log" || fail "the tf32 run's header does not say tf32: $(head -3 "$TMP/log")"
+python3 - "$TMP/prec-fp32.jsonl" "$TMP/prec-tf32.jsonl" <<'PY' || fail "tf32 accuracy"
+import json, sys
+a, b = ([json.loads(l) for l in open(f) if '"test_acc"' in l][-1]["test_acc"] for f in sys.argv[1:])
+assert abs(a - b) <= 0.005, f"fp32 {a}, tf32 {b}"
+print(f"PASS: --precision tf32: one epoch of mnist-cnn at test accuracy {b} (fp32 {a})")
+PY
+"$PTRAIN" train --model mnist-cnn --epochs 1 --device cuda --precision tf32 --save-model --quiet \
+  --checkpoint-dir "$TMP/prec-tf32b" >/dev/null || fail "tf32 again"
+cmp -s "$TMP/prec-tf32/model.safetensors" "$TMP/prec-tf32b/model.safetensors" || fail "two tf32 runs differ"
+cmp -s "$TMP/prec-tf32/model.safetensors" "$TMP/prec-fp32/model.safetensors" &&
+  fail "the tf32 run gave fp32's bits: TF32 was not in use"
+pass "--precision tf32: two runs bit for bit, and not fp32's bits"
+
 if [[ $ngpu -ge 2 ]]; then
   "$PTRAIN" train --model fmnist-mlp --max-steps 5 --no-dropout --quiet --save-model --parallel dp \
     --devices cuda:0,cuda:1 --batch-size 50 --checkpoint-dir "$TMP/dp" >/dev/null || fail "dp on 2 GPUs"

@@ -38,13 +38,14 @@ struct thread_ctx {
    * later wait at once: each would otherwise sit out the timeout again. */
   pt_status wait_failed;
   char wait_error[512];
+  int tf32; /* --precision tf32: cuBLAS and cuDNN may round inputs to TF32 */
 };
 
 thread_local thread_ctx t_ctx = {-1, nullptr, nullptr,
 #ifdef PT_HAVE_CUDNN
                                  nullptr,
 #endif
-                                 0, PT_OK, {0}, nullptr, nullptr, PT_OK, {0}};
+                                 0, PT_OK, {0}, nullptr, nullptr, PT_OK, {0}, 0};
 
 /* The device an error happened on: the bound one, else CUDA's current one
  * (an op run before bind uses it and the legacy default stream). */
@@ -230,12 +231,28 @@ extern "C" pt_status pt_cuda_unbind(void) {
    * what it met: after this there is no stream left to sync. */
   const pt_status st = c->stream ? pt_cuda_sync() : pt_cuda_last_error();
   release(c);
+  c->tf32 = 0;
   c->has_error = 0;
   c->error[0] = '\0';
   /* The wait function belongs to a communicator of this binding. */
   pt_cuda_set_wait(nullptr, nullptr);
   return st;
 }
+
+extern "C" pt_status pt_cuda_set_tf32(int on) {
+  thread_ctx *c = &t_ctx;
+  if (c->device < 0 || !c->cublas) return pt_fail(PT_ERR_STATE, "TF32: this thread has no GPU bound");
+  /* TF32 tensor-core math in cuBLAS's FP32 GEMMs; cuDNN's descriptors
+   * follow pt_cuda_tf32 (conv.cu). */
+  const cublasStatus_t bs = cublasSetMathMode(c->cublas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+  if (bs != CUBLAS_STATUS_SUCCESS)
+    return pt_fail(PT_ERR_DEVICE, "cuda:%d: setting cuBLAS's math to %s: %s", c->device, on ? "TF32" : "FP32",
+                   cublasGetStatusString(bs));
+  c->tf32 = on != 0;
+  return PT_OK;
+}
+
+extern "C" int pt_cuda_tf32(void) { return t_ctx.tf32; }
 
 extern "C" int pt_cuda_current_device(void) { return t_ctx.device; }
 extern "C" void *pt_cuda_current_stream(void) { return (void *)t_ctx.stream; }

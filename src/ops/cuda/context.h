@@ -34,6 +34,12 @@ void *pt_cuda_current_stream(void);
 /* cublasHandle_t / cudnnHandle_t (NULL without cuDNN). */
 void *pt_cuda_cublas(void);
 void *pt_cuda_cudnn(void);
+/* --precision tf32 (on) or fp32: cuBLAS's FP32 GEMMs and cuDNN's
+ * convolutions may round their inputs to TF32 (10-bit mantissas) on tensor
+ * cores. Per thread, after pt_cuda_bind and before the first op; FP32 again
+ * after a rebind. */
+pt_status pt_cuda_set_tf32(int on);
+int pt_cuda_tf32(void);
 /* Waits for the thread's stream; a fault of any kernel queued before it
  * is returned as PT_ERR_DEVICE naming the device and CUDA's message. The
  * error is reported once: the caller must pass it on. Waits through the

@@ -28,7 +28,8 @@
  * ld is the column-major (c, r) matrix with the same ld, so each row-major
  * product C = A B is asked as C^T = B^T A^T, the operands swapped. The
  * thread's handle is in CUBLAS_DEFAULT_MATH (context.cu), and the cuDNN
- * descriptors ask for CUDNN_FMA_MATH: no TF32, so results match the CPU
+ * descriptors ask for CUDNN_FMA_MATH (both TF32 under --precision tf32,
+ * pt_cuda_set_tf32): no TF32 by default, so results match the CPU
  * to fp32 rounding rather than TF32's 1e-3.
  */
 #include <limits.h>
@@ -419,7 +420,7 @@ const size_t kAlgoWorkspaceLimit = (size_t)1 << 30;
 
 struct conv_plan {
   bool used;
-  int key[9]; /* c, h, w, oc, kh, kw, stride, pad, n */
+  int key[10]; /* c, h, w, oc, kh, kw, stride, pad, n, tf32 */
   unsigned long long stamp;
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t wd;
@@ -538,8 +539,8 @@ bool wants_winograd(const pt_conv_geom *g) {
 template <typename Perf, typename WsFn>
 bool usable(const Perf &p, WsFn ws_of, size_t *ws) {
   if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) return false;
-  /* The descriptor stays in FMA math whatever the entry says; an entry
-   * that needs tensor cores would not run under it. */
+  /* The descriptor stays in FMA math (default math under TF32) whatever
+   * the entry says; an entry that asks for more would not run under it. */
   if (p.mathType != CUDNN_FMA_MATH && p.mathType != CUDNN_DEFAULT_MATH) return false;
   return ws_of(p.algo, ws) == CUDNN_STATUS_SUCCESS && *ws <= kAlgoWorkspaceLimit;
 }
@@ -578,7 +579,10 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
       /* cross-correlation, as PyTorch and the CPU's im2col */
       cudnnSetConvolution2dDescriptor(p->cd, g->pad, g->pad, g->stride, g->stride, 1, 1, CUDNN_CROSS_CORRELATION,
                                       CUDNN_DATA_FLOAT) != CUDNN_STATUS_SUCCESS ||
-      cudnnSetConvolutionMathType(p->cd, CUDNN_FMA_MATH) != CUDNN_STATUS_SUCCESS)
+      /* FMA math keeps FP32 exact to the CPU's rounding; under TF32 the
+       * default math lets cuDNN use tensor cores, as PyTorch's default. */
+      cudnnSetConvolutionMathType(p->cd, pt_cuda_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH) !=
+          CUDNN_STATUS_SUCCESS)
     return;
   int dn = 0, dc = 0, dh = 0, dw = 0;
   if (cudnnGetConvolution2dForwardOutputDim(p->cd, p->xd, p->wd, &dn, &dc, &dh, &dw) != CUDNN_STATUS_SUCCESS ||
@@ -631,7 +635,7 @@ conv_plan *find_plan(cudnnHandle_t h, const pt_conv_geom *g, int n) {
     c.handle = h;
     c.device = device;
   }
-  const int key[9] = {g->c, g->h, g->w, g->oc, g->kh, g->kw, g->stride, g->pad, n};
+  const int key[10] = {g->c, g->h, g->w, g->oc, g->kh, g->kw, g->stride, g->pad, n, pt_cuda_tf32()};
   conv_plan *victim = &c.plans[0];
   for (int i = 0; i < kPlans; i++) {
     conv_plan *p = &c.plans[i];
