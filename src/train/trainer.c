@@ -311,6 +311,10 @@ typedef struct {
   FILE *out;              /* rank 0's report; NULL on the other ranks */
   pt_train_result result;
   int caller;              /* runs on the caller's thread: the callbacks are called here */
+  /* GPUs: host waits for the device during the epoch's training, and the
+   * loss reads among them (metrics: a steady-state step waits for nothing). */
+  uint64_t epoch_waits[2];
+  int64_t loss_reads;
   int cb_stop;             /* a callback asked to stop */
   pt_status status;
   char error[1024];       /* a dp worker's failure, for the main thread */
@@ -572,6 +576,11 @@ static pt_status report_epoch(worker_t *W, int epoch, int64_t step, double train
   pt_metrics_num(mt, "lr", strtod(lrs, NULL));
   if (W->world > 1) pt_metrics_int(mt, "workers", W->world);
   pt_gpu_watch_metrics(&W->watch, mt);
+  if (W->be->host_waits) {
+    pt_metrics_int(mt, "gpu_host_waits", (int64_t)W->epoch_waits[0]);
+    pt_metrics_int(mt, "gpu_host_waits_blocked", (int64_t)W->epoch_waits[1]);
+    pt_metrics_int(mt, "gpu_loss_reads", W->loss_reads);
+  }
   if (partial) pt_metrics_bool(mt, "partial", 1);
   return pt_metrics_end(mt);
 }
@@ -694,6 +703,7 @@ static pt_status flush_device_loss(worker_t *W, int epoch, int64_t step, float l
                                    int64_t *samples, int *stop, int *save_due, int *cb_stop, double last_save) {
   double sums[5];
   int64_t unused;
+  W->loss_reads++;
   /* The stream holds NCCL's reductions: a dead peer must end in an error
    * after --timeout, not in a wait without end. */
   PT_TRY(pt_comm_nccl_sync(W->dcomm));
@@ -793,6 +803,9 @@ static pt_status train_loop(worker_t *W) {
     pt_progress_start(&prog, c->quiet || !W->out ? NULL : stderr, c->progress, c->log_interval, epoch + 1,
                       c->epochs, nb);
     m->training = 1;
+    uint64_t waits0[2] = {0, 0};
+    if (W->be->host_waits) W->be->host_waits(waits0);
+    W->loss_reads = 0;
     const double t0 = pt_now();
     int stopped = 0, signalled = 0, save_due = 0, ckpt_exit = 0, target_hit = 0, cb_stopped = 0;
     int64_t queued = 0; /* global samples whose loss is still on the device */
@@ -940,6 +953,12 @@ static pt_status train_loop(worker_t *W) {
     }
     if (on_device)
       PT_TRY(flush_device_loss(W, epoch, pos.step, lr, &loss_sum, &samples, NULL, NULL, NULL, last_save));
+    if (W->be->host_waits) {
+      uint64_t w[2];
+      W->be->host_waits(w);
+      W->epoch_waits[0] = w[0] - waits0[0];
+      W->epoch_waits[1] = w[1] - waits0[1];
+    }
     pt_progress_finish(&prog);
     const double train_s = pt_now() - t0;
     samples_total += fresh;

@@ -39,13 +39,16 @@ struct thread_ctx {
   pt_status wait_failed;
   char wait_error[512];
   int tf32; /* --precision tf32: cuBLAS and cuDNN may round inputs to TF32 */
+  /* Host waits asked for, and those that found the GPU still busy: the
+   * evidence that a steady-state step waits for nothing (pt_cuda_host_waits). */
+  unsigned long long waits, blocked;
 };
 
 thread_local thread_ctx t_ctx = {-1, nullptr, nullptr,
 #ifdef PT_HAVE_CUDNN
                                  nullptr,
 #endif
-                                 0, PT_OK, {0}, nullptr, nullptr, PT_OK, {0}, 0};
+                                 0, PT_OK, {0}, nullptr, nullptr, PT_OK, {0}, 0, 0, 0};
 
 /* The device an error happened on: the bound one, else CUDA's current one
  * (an op run before bind uses it and the legacy default stream). */
@@ -114,6 +117,9 @@ int query_ready(void *p) {
  * PT_OK with q->err the CUDA outcome, or the wait function's failure. */
 pt_status wait_for(query *q, const char *what) {
   thread_ctx *c = &t_ctx;
+  c->waits++;
+  if (query_ready(q)) return PT_OK; /* done already: q->err says how */
+  c->blocked++;
   if (!c->wait) {
     q->err = q->event ? cudaEventSynchronize(q->event) : cudaStreamSynchronize(q->stream);
     return PT_OK;
@@ -253,6 +259,11 @@ extern "C" pt_status pt_cuda_set_tf32(int on) {
 }
 
 extern "C" int pt_cuda_tf32(void) { return t_ctx.tf32; }
+
+extern "C" void pt_cuda_host_waits(uint64_t out[2]) {
+  out[0] = t_ctx.waits;
+  out[1] = t_ctx.blocked;
+}
 
 extern "C" int pt_cuda_current_device(void) { return t_ctx.device; }
 extern "C" void *pt_cuda_current_stream(void) { return (void *)t_ctx.stream; }

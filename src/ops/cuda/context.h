@@ -11,6 +11,7 @@
 #define PT_OPS_CUDA_CONTEXT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util/error.h"
 
@@ -40,6 +41,10 @@ void *pt_cuda_cudnn(void);
  * after a rebind. */
 pt_status pt_cuda_set_tf32(int on);
 int pt_cuda_tf32(void);
+/* This thread's host waits for its GPU so far: [0] every sync, download
+ * and bounded wait asked for, [1] those that found the work unfinished
+ * and so held the host. */
+void pt_cuda_host_waits(uint64_t out[2]);
 /* Waits for the thread's stream; a fault of any kernel queued before it
  * is returned as PT_ERR_DEVICE naming the device and CUDA's message. The
  * error is reported once: the caller must pass it on. Waits through the
