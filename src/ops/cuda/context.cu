@@ -118,13 +118,13 @@ int query_ready(void *p) {
 pt_status wait_for(query *q, const char *what) {
   thread_ctx *c = &t_ctx;
   c->waits++;
+  if (c->wait && c->wait_failed != PT_OK) return pt_fail(c->wait_failed, "%s", c->wait_error);
   if (query_ready(q)) return PT_OK; /* done already: q->err says how */
   c->blocked++;
   if (!c->wait) {
     q->err = q->event ? cudaEventSynchronize(q->event) : cudaStreamSynchronize(q->stream);
     return PT_OK;
   }
-  if (c->wait_failed != PT_OK) return pt_fail(c->wait_failed, "%s", c->wait_error);
   q->err = cudaSuccess;
   const pt_status st = c->wait(c->wait_ctx, what, query_ready, q);
   if (st != PT_OK) {
