@@ -9,8 +9,6 @@
 #include <string.h>
 
 #include <mutex>
-#include <set>
-#include <utility>
 
 #include <cuda_runtime.h>
 
@@ -197,12 +195,15 @@ void cuda_event_wait(void *e) {
 /* Peer access is switched on once per ordered pair of GPUs, from the
  * reading GPU (the thread's own), where the hardware offers it; without
  * it cudaMemcpyPeerAsync still copies, staged by the driver. */
+constexpr int kPeerDevices = 64; /* beyond, copies go without asking for peer access */
 std::mutex peer_mutex;
-std::set<std::pair<int, int>> peer_tried;
+bool peer_tried[kPeerDevices][kPeerDevices];
 
 void enable_peer(int dev, int peer) {
+  if (dev < 0 || peer < 0 || dev >= kPeerDevices || peer >= kPeerDevices) return;
   std::lock_guard<std::mutex> lock(peer_mutex);
-  if (!peer_tried.insert({dev, peer}).second) return;
+  if (peer_tried[dev][peer]) return;
+  peer_tried[dev][peer] = true;
   int can = 0;
   if (cudaDeviceCanAccessPeer(&can, dev, peer) == cudaSuccess && can) {
     const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);

@@ -101,10 +101,12 @@ struct query {
   cudaStream_t stream;
   cudaEvent_t event;
   cudaError_t err;
+  int polls; /* more than one: the host waited */
 };
 
 int query_ready(void *p) {
   query *q = (query *)p;
+  q->polls++;
   q->err = q->event ? cudaEventQuery(q->event) : cudaStreamQuery(q->stream);
   if (q->err != cudaErrorNotReady) return 1;
   /* "Not ready" is an answer, not a failure: it must not be what the next
@@ -118,15 +120,17 @@ int query_ready(void *p) {
 pt_status wait_for(query *q, const char *what) {
   thread_ctx *c = &t_ctx;
   c->waits++;
-  if (c->wait && c->wait_failed != PT_OK) return pt_fail(c->wait_failed, "%s", c->wait_error);
-  if (query_ready(q)) return PT_OK; /* done already: q->err says how */
-  c->blocked++;
   if (!c->wait) {
+    if (query_ready(q)) return PT_OK; /* done already: q->err says how */
+    c->blocked++;
     q->err = q->event ? cudaEventSynchronize(q->event) : cudaStreamSynchronize(q->stream);
     return PT_OK;
   }
+  if (c->wait_failed != PT_OK) return pt_fail(c->wait_failed, "%s", c->wait_error);
   q->err = cudaSuccess;
+  q->polls = 0;
   const pt_status st = c->wait(c->wait_ctx, what, query_ready, q);
+  if (q->polls > 1) c->blocked++;
   if (st != PT_OK) {
     c->wait_failed = st;
     snprintf(c->wait_error, sizeof c->wait_error, "%s", pt_error_message());
@@ -169,12 +173,12 @@ extern "C" void pt_cuda_clear_wait(void *ctx) {
 }
 
 extern "C" pt_status pt_cuda_wait_stream(const char *what) {
-  query q = {t_ctx.stream, nullptr, cudaSuccess};
+  query q = {t_ctx.stream, nullptr, cudaSuccess, 0};
   return wait_status(&q, what);
 }
 
 extern "C" pt_status pt_cuda_wait_event(void *event, const char *what) {
-  query q = {t_ctx.stream, (cudaEvent_t)event, cudaSuccess};
+  query q = {t_ctx.stream, (cudaEvent_t)event, cudaSuccess, 0};
   return wait_status(&q, what);
 }
 
@@ -284,7 +288,7 @@ extern "C" pt_status pt_cuda_last_error(void) {
 
 extern "C" pt_status pt_cuda_sync(void) {
   thread_ctx *c = &t_ctx;
-  query q = {c->stream, nullptr, cudaSuccess};
+  query q = {c->stream, nullptr, cudaSuccess, 0};
   const pt_status waited = wait_for(&q, "waiting for the GPU");
   if (waited != PT_OK) {
     /* The wait gave up (a peer's NCCL failure, or the timeout); the op
