@@ -629,6 +629,9 @@ def record_ptrain(args):
         "images_per_s": round(e["images_per_s"], 1), "train_loss": e.get("train_loss"),
         "test_loss": e.get("test_loss"), "test_accuracy": e.get("test_acc"), "device": args.device,
         "precision": args.precision,
+        # ptrain's own view of the GPU (NVML), for the run's nvidia-smi samples beside it
+        "ptrain_gpu_util_pct": e.get("gpu_util_pct"), "ptrain_gpu_mem_peak_mib": e.get("gpu_mem_peak_mib"),
+        "gpu_host_waits": e.get("gpu_host_waits"), "gpu_loss_reads": e.get("gpu_loss_reads"),
     }
     print(json.dumps(out))
     return 0
