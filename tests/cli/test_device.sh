@@ -1,7 +1,7 @@
 # --device and --devices: names are checked, CPU and CUDA are not mixed, what
 # GPUs cannot do yet is refused by name, and a machine without a usable GPU
 # says why instead of failing obscurely. The GPU run itself is compared with
-# the CPU by tests/cuda/test_train_gpu.sh where a GPU is present.
+# the CPU by tests/parallel/test_gpu_training.sh where a GPU is present.
 source "$(dirname "$0")/lib.sh"
 need_fmnist
 
