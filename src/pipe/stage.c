@@ -144,7 +144,7 @@ static pt_status recv_from(pt_pipe_stage *P, void *buf, size_t bytes, int src, i
 }
 
 /* Hands piece `index` of direction dir over: floats from src, through the
- * send buffer at offset (which stays untouched until pt_pipe_finish_sends). */
+ * send buffer at offset (which stays untouched until finish_sends). */
 static pt_status send_piece(pt_pipe_stage *P, int dir, size_t offset, const float *src, size_t floats, int k,
                             int index, const char *what) {
   float *buf = (dir == ACT ? P->act_send : P->grad_send) + offset;
