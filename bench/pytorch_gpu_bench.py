@@ -631,7 +631,8 @@ def record_ptrain(args):
         "precision": args.precision,
         # ptrain's own view of the GPU (NVML), for the run's nvidia-smi samples beside it
         "ptrain_gpu_util_pct": e.get("gpu_util_pct"), "ptrain_gpu_mem_peak_mib": e.get("gpu_mem_peak_mib"),
-        "gpu_host_waits": e.get("gpu_host_waits"), "gpu_loss_reads": e.get("gpu_loss_reads"),
+        "gpu_syncs": e.get("gpu_syncs"), "gpu_ahead_waits": e.get("gpu_ahead_waits"),
+        "gpu_loss_reads": e.get("gpu_loss_reads"),
     }
     print(json.dumps(out))
     return 0

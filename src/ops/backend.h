@@ -150,8 +150,9 @@ typedef struct pt_backend {
   /* --precision tf32 (on) or fp32 for this thread's GEMMs and
    * convolutions; NULL where the backend has only FP32 (the CPU). */
   pt_status (*set_tf32)(int on);
-  /* The calling thread's host waits for the device so far ([0] asked for,
-   * [1] that found it busy); NULL on the CPU, which never waits. */
+  /* The calling thread's host waits for the device so far: [0] for all
+   * its queued work, [1] for an earlier point that was not yet reached;
+   * NULL on the CPU, which never waits. */
   void (*host_waits)(uint64_t out[2]);
 
   /* ---- between devices: model and pipeline stages that are threads of

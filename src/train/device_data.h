@@ -24,7 +24,7 @@ typedef struct {
   float *x;                 /* (max_batch, c, h, w) */
   int32_t *y;               /* (max_batch) */
   double *sums;             /* (2) loss * samples, samples: running sums kept where the loss is */
-  int64_t *correct;         /* (1) */
+  int64_t *correct;         /* (1), right after sums in the same allocation */
   int c, h, w, max_batch;
   float mean[3], std[3];
   int crop_pad, hflip;

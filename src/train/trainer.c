@@ -577,8 +577,8 @@ static pt_status report_epoch(worker_t *W, int epoch, int64_t step, double train
   if (W->world > 1) pt_metrics_int(mt, "workers", W->world);
   pt_gpu_watch_metrics(&W->watch, mt);
   if (W->be->host_waits) {
-    pt_metrics_int(mt, "gpu_host_waits", (int64_t)W->epoch_waits[0]);
-    pt_metrics_int(mt, "gpu_host_waits_blocked", (int64_t)W->epoch_waits[1]);
+    pt_metrics_int(mt, "gpu_syncs", (int64_t)W->epoch_waits[0]);
+    pt_metrics_int(mt, "gpu_ahead_waits", (int64_t)W->epoch_waits[1]);
     pt_metrics_int(mt, "gpu_loss_reads", W->loss_reads);
   }
   if (partial) pt_metrics_bool(mt, "partial", 1);

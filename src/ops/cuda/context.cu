@@ -39,9 +39,11 @@ struct thread_ctx {
   pt_status wait_failed;
   char wait_error[512];
   int tf32; /* --precision tf32: cuBLAS and cuDNN may round inputs to TF32 */
-  /* Host waits asked for, and those that found the GPU still busy: the
-   * evidence that a steady-state step waits for nothing (pt_cuda_host_waits). */
-  unsigned long long waits, blocked;
+  /* Waits for the whole stream (syncs, downloads: the GPU's queue
+   * empties), and waits for an earlier point that found it not yet reached
+   * (an upload's staging slot: the host ahead by the ring's depth, the GPU
+   * still busy): a steady-state step makes neither (pt_cuda_host_waits). */
+  unsigned long long drains, ahead;
 };
 
 thread_local thread_ctx t_ctx = {-1, nullptr, nullptr,
@@ -119,10 +121,10 @@ int query_ready(void *p) {
  * PT_OK with q->err the CUDA outcome, or the wait function's failure. */
 pt_status wait_for(query *q, const char *what) {
   thread_ctx *c = &t_ctx;
-  c->waits++;
+  if (!q->event) c->drains++;
   if (!c->wait) {
     if (query_ready(q)) return PT_OK; /* done already: q->err says how */
-    c->blocked++;
+    if (q->event) c->ahead++;
     q->err = q->event ? cudaEventSynchronize(q->event) : cudaStreamSynchronize(q->stream);
     return PT_OK;
   }
@@ -130,7 +132,7 @@ pt_status wait_for(query *q, const char *what) {
   q->err = cudaSuccess;
   q->polls = 0;
   const pt_status st = c->wait(c->wait_ctx, what, query_ready, q);
-  if (q->polls > 1) c->blocked++;
+  if (q->polls > 1 && q->event) c->ahead++;
   if (st != PT_OK) {
     c->wait_failed = st;
     snprintf(c->wait_error, sizeof c->wait_error, "%s", pt_error_message());
@@ -265,8 +267,8 @@ extern "C" pt_status pt_cuda_set_tf32(int on) {
 extern "C" int pt_cuda_tf32(void) { return t_ctx.tf32; }
 
 extern "C" void pt_cuda_host_waits(uint64_t out[2]) {
-  out[0] = t_ctx.waits;
-  out[1] = t_ctx.blocked;
+  out[0] = t_ctx.drains;
+  out[1] = t_ctx.ahead;
 }
 
 extern "C" int pt_cuda_current_device(void) { return t_ctx.device; }

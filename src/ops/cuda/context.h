@@ -41,9 +41,9 @@ void *pt_cuda_cudnn(void);
  * after a rebind. */
 pt_status pt_cuda_set_tf32(int on);
 int pt_cuda_tf32(void);
-/* This thread's host waits for its GPU so far: [0] every sync, download
- * and bounded wait asked for, [1] those that found the work unfinished
- * and so held the host. */
+/* This thread's host waits for its GPU so far: [0] for its whole queue
+ * (syncs, downloads), [1] for an earlier point not yet reached (an upload
+ * waiting for its staging slot while the GPU works on). */
 void pt_cuda_host_waits(uint64_t out[2]);
 /* Waits for the thread's stream; a fault of any kernel queued before it
  * is returned as PT_ERR_DEVICE naming the device and CUDA's message. The
