@@ -71,7 +71,7 @@ typedef enum {
 PT_API const char *pt_error_message(void);
 /* "malformed input" for PT_ERR_FORMAT, and so on. */
 PT_API const char *pt_status_name(pt_status code);
-/* "0.1.0": the library's version. */
+/* "0.2.0": the library's version. */
 PT_API const char *pt_version(void);
 
 /* ---- Models ---------------------------------------------------------- */
