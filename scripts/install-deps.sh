@@ -19,10 +19,13 @@ packages=(
   clang libclang-rt-dev  # make test runs the fuzzers (libFuzzer, in libclang-rt) for a minute
 )
 
+# One line per installed architecture: with arm64 multiarch libraries
+# beside the native ones (scripts/install-cross-deps.sh), a package has two.
+arch=$(dpkg --print-architecture)
 missing=()
 for p in "${packages[@]}"; do
-  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
-  [[ "$status" == installed ]] || missing+=("$p")
+  status=$(dpkg-query -W -f='${db:Status-Status} ${Architecture}\n' "$p" 2>/dev/null || true)
+  grep -qE "^installed ($arch|all)$" <<<"$status" || missing+=("$p")
 done
 ((${#missing[@]} == 0)) && exit 0
 
