@@ -376,18 +376,6 @@ static pt_status sum_bn_stats(void *ctx, double *host, const double *buf, size_t
  * where NCCL cannot run (ranks sharing a GPU, or a build without NCCL). */
 static pt_status make_device_comm(worker_t *W) {
   if (W->dcomm != W->comm) return PT_OK; /* dp: the group's */
-  const pt_model *m = W->whole;
-  /* The largest buffer a collective moves: all parameters (the initial
-   * broadcast, or one bucket), the batch-norm statistics, a few sums. */
-  const size_t floats = m->nparam_total > m->nbuffer_total ? m->nparam_total : m->nbuffer_total;
-  const size_t bytes = sizeof(float) * floats + 64;
-  /* Stages of one process reduce no gradients among themselves; this
-   * carries only the initial broadcast and the checkpoints' gathering. */
-  if (W->r->staged) {
-    PT_TRY(pt_comm_staging_create(&W->dcomm_own, W->comm, W->be, bytes));
-    W->dcomm = W->dcomm_own;
-    return PT_OK;
-  }
   char why[512] = "no NCCL in this build";
   if (pt_comm_nccl_available() && !strcmp(W->comm->ops->name, "mpi")) {
     int shared = 0;
@@ -399,6 +387,11 @@ static pt_status make_device_comm(worker_t *W) {
   } else if (pt_comm_nccl_available()) {
     snprintf(why, sizeof why, "NCCL could not start for these GPUs");
   }
+  const pt_model *m = W->whole;
+  /* The largest buffer a collective moves: all parameters (the initial
+   * broadcast, or one bucket), the batch-norm statistics, a few sums. */
+  const size_t floats = m->nparam_total > m->nbuffer_total ? m->nparam_total : m->nbuffer_total;
+  const size_t bytes = sizeof(float) * floats + 64;
   if (W->out && !W->cfg->quiet)
     fprintf(W->out, "warning: gradients between GPUs go through host memory (%s): correct but slower\n", why);
   PT_TRY(pt_comm_staging_create(&W->dcomm_own, W->comm, W->be, bytes));
@@ -425,7 +418,7 @@ static pt_status setup_worker(worker_t *W) {
    * only holds the parameters, with activations for one sample. */
   const int max_batch = r->staged ? 1 : r->batch > r->eval_batch ? r->batch : r->eval_batch;
   PT_TRY(pt_model_create_on(&W->whole, s, max_batch, be));
-  if (be->kind != PT_BACKEND_CPU && (W->world > 1 || (r->staged && W->comm->size > 1))) PT_TRY(make_device_comm(W));
+  if (be->kind != PT_BACKEND_CPU && W->world > 1) PT_TRY(make_device_comm(W));
   W->model = W->whole;
   if (W->whole->num_classes < W->train_ds->num_classes)
     return pt_fail(PT_ERR_ARG, "model %s has %d outputs but %s has %d classes", s->name, W->whole->num_classes,
@@ -446,6 +439,10 @@ static pt_status setup_worker(worker_t *W) {
                        (be->kind != PT_BACKEND_CPU || (force && !strcmp(force, "1")));
     PT_TRY(pt_stages_init(&W->stages, W->whole, W->comm, r->stages, c->split, r->pipe_kind, r->micro, r->batch,
                           direct, W->device));
+    /* One replica: the stages are the world, and their communicator for
+     * backend memory (host staging on GPUs) also carries the initial
+     * broadcast. */
+    if (W->stages.replicas == 1) W->dcomm = W->stages.dpipe;
     W->model = W->stages.st.m;
     grad_comm = W->stages.peers;
   }
