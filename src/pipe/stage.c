@@ -160,7 +160,9 @@ static pt_status send_piece(pt_pipe_stage *P, int dir, size_t offset, const floa
   t->floats = floats;
   t->index = index;
   PT_TRY(pt_comm_isend(P->comm, t, sizeof *t, peer, tag_of(P, k, dir)));
-  P->unacked[P->nunacked++] = dir * P->M + index;
+  P->unacked[P->nunacked].dir = dir;
+  P->unacked[P->nunacked].index = index;
+  P->unacked[P->nunacked++].k = k;
   return PT_OK;
 }
 
@@ -190,27 +192,19 @@ static pt_status recv_piece(pt_pipe_stage *P, int dir, float *dst, size_t floats
 /* Before the send buffers are reused: every piece sent was taken (direct:
  * the neighbour acknowledged queueing its copy, and this stage's queue
  * waits for that copy) and every message was received. */
-static pt_status finish_sends(pt_pipe_stage *P, const char *what, int (*k_of)(const pt_pipe_stage *, int)) {
+static pt_status finish_sends(pt_pipe_stage *P, const char *what) {
   const pt_backend *be = P->m->be;
   for (int i = 0; i < P->nunacked; i++) {
-    const int dir = P->unacked[i] / P->M, index = P->unacked[i] % P->M;
+    const int dir = P->unacked[i].dir, index = P->unacked[i].index;
     const int peer = dir == ACT ? P->stage + 1 : P->stage - 1;
     pt_pipe_token a;
-    PT_TRY(recv_from(P, &a, sizeof a, peer, ack_tag_of(k_of(P, index), dir), what, NULL));
+    PT_TRY(recv_from(P, &a, sizeof a, peer, ack_tag_of(P->unacked[i].k, dir), what, NULL));
     const pt_pipe_peer *to = dir == ACT ? &P->next : &P->prev;
     be->event_wait(to->ev_taken[dir][index]);
   }
   P->nunacked = 0;
   P->comm->what = what;
   return pt_comm_wait_sends(P->comm);
-}
-
-/* Which micro-batch a piece index stands for: in training they are the
- * same; in evaluation (below) the index is the piece's place in the ring,
- * which eval_k keeps. */
-static int same_k(const pt_pipe_stage *P, int index) {
-  (void)P;
-  return index;
 }
 
 /* Micro-batch k's rows: the batch cut in pieces of ceil(n / M). */
@@ -309,19 +303,12 @@ pt_status pt_pipe_train(pt_pipe_stage *P, const float *x, const int32_t *y, int 
   P->m->grad_ready = hook;
   if (st != PT_OK) return st;
   const double tw = pt_now();
-  st = finish_sends(P, "the pipeline's sends at the end of the batch", same_k);
+  st = finish_sends(P, "the pipeline's sends at the end of the batch");
   const double t_end = pt_now();
   P->wait_s += t_end - tw;
   P->busy_s += (t_end - t_start) - (P->wait_s - wait0);
   P->batches++;
   return st;
-}
-
-/* Evaluation sends piece k from place k % ring of the send buffer, with
- * tags of k % max; between two wraps of the ring the places stand for
- * consecutive k, so the place gives k back. */
-static int eval_k(const pt_pipe_stage *P, int index) {
-  return (P->eval_base + index) % MAX_MICRO_DIRECT; /* acknowledgements are direct only */
 }
 
 pt_status pt_pipe_eval(pt_pipe_stage *P, const float *x, const int32_t *y, int n, pt_pipe_sums *out) {
@@ -332,7 +319,6 @@ pt_status pt_pipe_eval(pt_pipe_stage *P, const float *x, const int32_t *y, int n
   const int max = P->direct ? MAX_MICRO_DIRECT : MAX_MICRO;
   pt_model *m = P->m;
   pt_model_use_slot(m, 0);
-  P->eval_base = 0;
   for (int k = 0, lo = 0; lo < n; k++, lo += cap) {
     const int rows = n - lo < cap ? n - lo : cap;
     const int kt = k % max;
@@ -341,10 +327,8 @@ pt_status pt_pipe_eval(pt_pipe_stage *P, const float *x, const int32_t *y, int n
       PT_TRY(recv_piece(P, ACT, P->xin, (size_t)rows * P->in_floats, kt, "the evaluation activations", NULL));
     const float *o = pt_model_forward(m, in, rows);
     if (P->stage < P->nstages - 1) {
-      if (k % ring == 0) { /* the send buffer wraps: its old pieces must have been taken */
-        if (k > 0) PT_TRY(finish_sends(P, "sending evaluation activations", eval_k));
-        P->eval_base = kt;
-      }
+      if (k > 0 && k % ring == 0) /* the send buffer wraps: its old pieces must have been taken */
+        PT_TRY(finish_sends(P, "sending evaluation activations"));
       PT_TRY(send_piece(P, ACT, (size_t)(k % ring) * cap * P->out_floats, o, (size_t)rows * P->out_floats, kt,
                         k % ring, "sending evaluation activations"));
     } else {
@@ -353,7 +337,7 @@ pt_status pt_pipe_eval(pt_pipe_stage *P, const float *x, const int32_t *y, int n
       else out->correct += pt_count_correct(rows, m->num_classes, o, y + lo);
     }
   }
-  return finish_sends(P, "sending evaluation activations", eval_k);
+  return finish_sends(P, "sending evaluation activations");
 }
 
 size_t pt_pipe_peak_activation_bytes(const pt_pipe_stage *P) {

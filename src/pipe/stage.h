@@ -66,8 +66,10 @@ typedef struct {
   pt_pipe_peer self, prev, next;
   void **ev_sent[2], **ev_taken[2]; /* (M) each, this stage's events */
   pt_pipe_token *tok[2], *ack[2];   /* (M) each: message bodies, alive until the sends complete */
-  int *unacked, nunacked;           /* (2M) direction * M + index of pieces sent, not yet acknowledged */
-  int eval_base;                    /* evaluation: the micro-batch tag of the ring's first place */
+  struct {
+    int dir, index, k;              /* the piece's direction, place and micro-batch tag number */
+  } *unacked;                       /* (2M) pieces sent, not yet acknowledged */
+  int nunacked;
   char (*labels)[16];     /* (2M) "F3", "B3": trace span names, alive as long as the stage */
   /* Measured over training batches: compute, waiting for the other stages
    * (the bubble and the transfers), and the most micro-batches alive. */
