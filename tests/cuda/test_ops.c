@@ -280,14 +280,37 @@ static void quantize(float *a, size_t n) {
     for (size_t i_ = 0; i_ < sizeof fa_ / sizeof fa_[0]; i_++) free(fa_[i_]); \
   } while (0)
 
+/* A convolution row's geometry and host inputs, the same for both
+ * backends and for the magnitudes that bound its rounding. */
+typedef struct {
+  pt_conv_geom g;
+  size_t nx, nw, ny;
+  float *x, *w, *b, *dy, *dw0, *db0; /* db0: the bias gradient's starting value */
+} conv_inputs;
+
+static void conv_inputs_make(const ocase *tc, conv_inputs *in) {
+  in->g = (pt_conv_geom){tc->c, tc->h, tc->w, tc->oc, tc->k, tc->k, tc->s, tc->pad, 0, 0, (tc->flags & F_RELU) != 0};
+  assert_true(pt_conv_init(&in->g));
+  in->nx = (size_t)tc->n * tc->c * tc->h * tc->w;
+  in->nw = (size_t)tc->oc * tc->c * tc->k * tc->k;
+  in->ny = (size_t)tc->n * tc->oc * in->g.oh * in->g.ow;
+  in->x = rnd(in->nx, 1, -1, 1);
+  in->w = rnd(in->nw, 2, -0.5f, 0.5f);
+  in->b = rnd((size_t)tc->oc, 3, -0.5f, 0.5f);
+  in->dy = rnd(in->ny, 4, -1, 1);
+  in->dw0 = rnd(in->nw, 5, -0.1f, 0.1f);
+  in->db0 = rnd((size_t)tc->oc, 6, -0.1f, 0.1f);
+}
+
+static void conv_inputs_free(conv_inputs *in) { FREE_ALL(in->x, in->w, in->b, in->dy, in->dw0, in->db0); }
+
 static void run_conv(run_t *r, const ocase *tc) {
   const pt_backend *be = r->be;
-  pt_conv_geom g = {tc->c, tc->h, tc->w, tc->oc, tc->k, tc->k, tc->s, tc->pad, 0, 0, (tc->flags & F_RELU) != 0};
-  assert_true(pt_conv_init(&g));
-  const size_t nx = (size_t)tc->n * tc->c * tc->h * tc->w, nw = (size_t)tc->oc * tc->c * tc->k * tc->k;
-  const size_t ny = (size_t)tc->n * tc->oc * g.oh * g.ow;
-  float *x = rnd(nx, 1, -1, 1), *w = rnd(nw, 2, -0.5f, 0.5f), *b = rnd((size_t)tc->oc, 3, -0.5f, 0.5f);
-  float *dy = rnd(ny, 4, -1, 1), *dw0 = rnd(nw, 5, -0.1f, 0.1f), *db0 = rnd((size_t)tc->oc, 6, -0.1f, 0.1f);
+  conv_inputs in;
+  conv_inputs_make(tc, &in);
+  const pt_conv_geom g = in.g;
+  const size_t nx = in.nx, nw = in.nw, ny = in.ny;
+  const float *x = in.x, *w = in.w, *b = in.b, *dy = in.dy, *dw0 = in.dw0, *db0 = in.db0;
   float *junk = constant(nx, 7.0f);
   const int bias = (tc->flags & F_BIAS) != 0;
   const size_t wsf = be->conv_workspace(&g, pt_ops_get_threads());
@@ -301,7 +324,8 @@ static void run_conv(run_t *r, const ocase *tc) {
   take(r, "dw", T_F32, 0, DW, nw);
   if (DB) take(r, "db", T_F32, 0, DB, (size_t)tc->oc);
   if (DX) take(r, "dx", T_F32, 0, DX, nx);
-  FREE_ALL(x, w, b, dy, dw0, db0, junk);
+  free(junk);
+  conv_inputs_free(&in);
 }
 
 static void run_linear(run_t *r, const ocase *tc) {
@@ -776,16 +800,15 @@ typedef struct {
   double *y, *dx, *dw, *db; /* as run_conv's results, NULL where it has none */
 } conv_sums;
 
-/* The inputs run_conv makes, from the same streams; the ReLU's mask left
- * out of dy, which only makes the sums larger. */
+/* Over the row's own inputs (conv_inputs_make); the ReLU's mask left out
+ * of dy, which only makes the sums larger. */
 static void conv_magnitudes(const ocase *tc, conv_sums *m) {
-  pt_conv_geom g = {tc->c, tc->h, tc->w, tc->oc, tc->k, tc->k, tc->s, tc->pad, 0, 0, (tc->flags & F_RELU) != 0};
-  assert_true(pt_conv_init(&g));
+  conv_inputs in;
+  conv_inputs_make(tc, &in);
+  const pt_conv_geom g = in.g;
   const int k = tc->k, bias = (tc->flags & F_BIAS) != 0;
-  const size_t nx = (size_t)tc->n * tc->c * tc->h * tc->w, nw = (size_t)tc->oc * tc->c * k * k;
-  const size_t ny = (size_t)tc->n * tc->oc * g.oh * g.ow;
-  float *x = rnd(nx, 1, -1, 1), *w = rnd(nw, 2, -0.5f, 0.5f), *b = rnd((size_t)tc->oc, 3, -0.5f, 0.5f);
-  float *dy = rnd(ny, 4, -1, 1), *dw0 = rnd(nw, 5, -0.1f, 0.1f), *db0 = rnd((size_t)tc->oc, 6, -0.1f, 0.1f);
+  const size_t nx = in.nx, nw = in.nw, ny = in.ny;
+  const float *x = in.x, *w = in.w, *b = in.b, *dy = in.dy, *dw0 = in.dw0, *db0 = in.db0;
   m->y = calloc(ny, sizeof(double));
   m->dw = calloc(nw, sizeof(double));
   m->db = bias ? calloc((size_t)tc->oc, sizeof(double)) : NULL;
@@ -818,7 +841,7 @@ static void conv_magnitudes(const ocase *tc, conv_sums *m) {
             }
           m->y[yi] = acc;
         }
-  FREE_ALL(x, w, b, dy, dw0, db0);
+  conv_inputs_free(&in);
 }
 
 static const double *conv_sum_of(const conv_sums *m, const char *name) {
