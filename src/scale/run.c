@@ -287,16 +287,18 @@ void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c) {
   }
   c->images_per_s = di / ds;
   c->ms_per_step = 1e3 * ds / dn;
-  /* A phase too small to measure can come out a hair below zero in the
-   * difference of two runs: it is none. */
-#define PT_SCALE_PHASE(f) (p[1].f - p[0].f > 0 ? 1e3 * (p[1].f - p[0].f) / dn : 0.0)
-  c->data_ms = PT_SCALE_PHASE(data_s);
-  c->forward_ms = PT_SCALE_PHASE(forward_s);
-  c->backward_ms = PT_SCALE_PHASE(backward_s);
-  c->optimizer_ms = PT_SCALE_PHASE(optimizer_s);
-  c->comm_ms = PT_SCALE_PHASE(comm_s);
-  c->other_ms = PT_SCALE_PHASE(other_s);
-#undef PT_SCALE_PHASE
+  const double s0[PT_SCALE_NPHASES] = {p[0].data_s, p[0].forward_s, p[0].backward_s,
+                                       p[0].optimizer_s, p[0].comm_s, p[0].other_s};
+  const double s1[PT_SCALE_NPHASES] = {p[1].data_s, p[1].forward_s, p[1].backward_s,
+                                       p[1].optimizer_s, p[1].comm_s, p[1].other_s};
+  double ms[PT_SCALE_NPHASES];
+  pt_scale_phases(s0, s1, dn, c->ms_per_step, ms);
+  c->data_ms = ms[0];
+  c->forward_ms = ms[1];
+  c->backward_ms = ms[2];
+  c->optimizer_ms = ms[3];
+  c->comm_ms = ms[4];
+  c->other_ms = ms[5];
   c->bubble = p[1].bubble;
   c->peak_rss_mb = p[1].peak_rss_mb;
   c->ran = 1;

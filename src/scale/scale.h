@@ -92,6 +92,17 @@ typedef struct {
  * child's last error line rather than failing the sweep. */
 void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c);
 
+/* The phases of a step, in this order: waiting for data, forward,
+ * backward, optimizer, communication, other. */
+#define PT_SCALE_NPHASES 6
+/* Splits a step of ms_per_step into its phases (out_ms, ms each) from the
+ * seconds the two runs spent in each (short_s, long_s) and the difference
+ * of their steps: the differences per step where none is negative, else
+ * the longer run's shares of ms_per_step. They add up to the step either
+ * way (phases.c says why). */
+void pt_scale_phases(const double short_s[PT_SCALE_NPHASES], const double long_s[PT_SCALE_NPHASES], double steps,
+                     double ms_per_step, double out_ms[PT_SCALE_NPHASES]);
+
 /* Speed-ups, efficiencies and each configuration's verdict, then the one
  * line recommendation into rec. cores: this machine's; target: the
  * accuracy the time-to-accuracy runs aimed at (0: none), which then decides
