@@ -162,8 +162,8 @@ run() {
     if ! out=$("$@" 2>"$TMP/stderr"); then
       echo "cpu.sh: round $round: $label failed: $*" >&2
       sed 's/^/  /' "$TMP/stderr" >&2
-      jq -cn --arg label "$label" --arg cmd "$*" --argjson round "$round" \
-        '{error: true, label: $label, command: $cmd, round: $round}' >> "$RESULTS"
+      jq -cn --arg what "$label" --arg cmd "$*" --argjson round "$round" \
+        '{error: true, "label": $what, command: $cmd, round: $round}' >> "$RESULTS"
       failures=$((failures + 1))
       return 0
     fi
