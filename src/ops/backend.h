@@ -36,6 +36,14 @@ extern "C" {
 
 typedef enum { PT_BACKEND_CPU = 0, PT_BACKEND_CUDA = 1 } pt_backend_kind;
 
+/* What a replayed step takes that changes from step to step (graph_launch). */
+typedef struct {
+  uint64_t dropout_step; /* pt_model.step */
+  int64_t opt_step;      /* the optimizer's step count, this step included */
+  float lr;
+  int epoch;             /* for the augmentation */
+} pt_graph_vars;
+
 /* Devices one process can name (cpu:N / cuda:N, N below this). */
 #define PT_MAX_DEVICES 1024
 
@@ -175,6 +183,18 @@ typedef struct pt_backend {
   void (*make_batch)(const uint8_t *images, const uint8_t *labels, int c, int h, int w, const int32_t *index, int n,
                      const float mean[3], const float std[3], int crop_pad, int hflip, uint64_t augment_key,
                      int epoch, float *x, int32_t *y);
+
+  /* ---- graphs: a step captured once and replayed (ops/cuda/graph.h);
+   * NULL on the CPU. Between graph_begin and graph_end nothing runs: the
+   * ops called are recorded. graph_end fails, naming why, when the step
+   * did something a graph cannot hold; the step must then run as usual.
+   * graph_launch runs the step again with v's values. A graph is valid
+   * while memory_generation returns what it returned at the capture. ---- */
+  pt_status (*graph_begin)(void);
+  pt_status (*graph_end)(void **graph);
+  pt_status (*graph_launch)(void *graph, const pt_graph_vars *v);
+  void (*graph_destroy)(void *graph);
+  uint64_t (*memory_generation)(void);
 } pt_backend;
 
 /* The CPU backend; always present. */

@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "util/draws.h"
+#include "ops/cuda/graph.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/ops.h"
 
@@ -26,8 +27,9 @@ __global__ void relu_bwd_kernel(size_t n, const float *y, const float *dy,
 
 /* units = ceil(n / 8); unit u covers elements 8u .. min(8u + 8, n). */
 __global__ void dropout_fwd_kernel(size_t n, size_t units, uint32_t threshold, float scale, uint64_t key,
-                                   uint64_t step, uint32_t layer, const float *x,
+                                   uint64_t step, const pt_cuda_step_values *dyn, uint32_t layer, const float *x,
                                    float *y, float *mask) {
+  if (dyn) step = dyn->dropout_step; /* a captured step: this replay's */
   for (size_t u = (size_t)blockIdx.x * blockDim.x + threadIdx.x; u < units; u += (size_t)gridDim.x * blockDim.x)
     pt_dropout_unit(n, u, key, step, layer, threshold, scale, x, y, mask);
 }
@@ -64,8 +66,8 @@ extern "C" void pt_cuda_dropout_forward(size_t n, float p, uint64_t key, uint64_
   const uint32_t threshold = pt_dropout_threshold(p);
   const float scale = pt_dropout_scale(p);
   const size_t units = (n + 7) / 8;
-  dropout_fwd_kernel<<<grid_for(units), kThreads, 0, stream()>>>(n, units, threshold, scale, key, step, layer, x,
-                                                                 y, mask);
+  dropout_fwd_kernel<<<grid_for(units), kThreads, 0, stream()>>>(n, units, threshold, scale, key, step,
+                                                                 pt_cuda_capture_values(), layer, x, y, mask);
   PT_CUDA_CHECK_LAUNCH("dropout_forward");
 }
 

@@ -16,6 +16,7 @@
 #include "ops/backend.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/context.h"
+#include "ops/cuda/graph.h"
 #include "ops/cuda/ops.h"
 
 namespace {
@@ -145,6 +146,12 @@ void plain_upload(void *dst, const void *host_src, size_t bytes) {
 
 void cuda_upload(void *dst, const void *host_src, size_t bytes) {
   if (!bytes) return;
+  /* A capture would freeze the staging slot's address and replay the copy
+   * from it, whatever the slot then holds. */
+  if (pt_cuda_capturing()) {
+    pt_cuda_capture_refuse("an upload from host memory");
+    return;
+  }
   if (bytes > RING_SLOT_BYTES || !ring_ready()) {
     plain_upload(dst, host_src, bytes);
     return;
@@ -163,6 +170,10 @@ void cuda_upload(void *dst, const void *host_src, size_t bytes) {
 }
 
 pt_status cuda_download(void *host_dst, const void *src, size_t bytes) {
+  if (pt_cuda_capturing()) { /* nothing has run: nothing to read, and the capture fails */
+    pt_cuda_capture_refuse("a download to host memory");
+    return PT_OK;
+  }
   if (bytes) PT_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream()), "download");
   return pt_cuda_sync();
 }
@@ -278,10 +289,17 @@ pt_backend make_table() {
   b.event_record = cuda_event_record;
   b.event_wait = cuda_event_wait;
   b.copy_from = cuda_copy_from;
+  b.graph_begin = pt_cuda_graph_begin;
+  b.graph_end = pt_cuda_graph_end;
+  b.graph_launch = pt_cuda_graph_launch;
+  b.graph_destroy = pt_cuda_graph_destroy;
+  b.memory_generation = pt_cuda_memory_generation;
   return b;
 }
 
 } // namespace
+
+extern "C" void pt_cuda_upload(void *dst, const void *host_src, size_t bytes) { cuda_upload(dst, host_src, bytes); }
 
 /* NULL, with the reason, where no GPU can be used: the caller (the
  * trainer, a test) decides whether that is an error. */

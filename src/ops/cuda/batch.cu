@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "util/draws.h"
+#include "ops/cuda/graph.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/ops.h"
 
@@ -24,8 +25,9 @@ struct norm_params {
 /* images (N, c, h, w), labels (N), index (n) -> x (n, c, h, w), y (n). */
 __global__ void make_batch_kernel(const uint8_t *__restrict__ images, const uint8_t *__restrict__ labels, int c,
                                   int h, int w, const int32_t *__restrict__ index, norm_params np, int crop_pad,
-                                  int hflip, uint64_t key, int epoch, float *__restrict__ x,
-                                  int32_t *__restrict__ y) {
+                                  int hflip, uint64_t key, int epoch, const pt_cuda_step_values *dyn,
+                                  float *__restrict__ x, int32_t *__restrict__ y) {
+  if (dyn) epoch = dyn->epoch; /* a captured step: this replay's */
   __shared__ float lut[3][256]; /* normalised value of each byte, per channel */
   __shared__ pt_augment aug;
   const int s = blockIdx.x;
@@ -65,6 +67,6 @@ extern "C" void pt_cuda_make_batch(const uint8_t *images, const uint8_t *labels,
     np.std[ch] = std[ch];
   }
   make_batch_kernel<<<n, kBatchThreads, 0, stream()>>>(images, labels, c, h, w, index, np, crop_pad, hflip,
-                                                       augment_key, epoch, x, y);
+                                                       augment_key, epoch, pt_cuda_capture_values(), x, y);
   PT_CUDA_CHECK_LAUNCH("make_batch");
 }

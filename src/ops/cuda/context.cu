@@ -19,6 +19,7 @@
 #include "cuda/device.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/context.h"
+#include "ops/cuda/graph.h"
 
 namespace {
 
@@ -66,6 +67,7 @@ int error_device() {
 
 /* Frees whatever of the context exists, in the reverse order of creation. */
 void release(thread_ctx *c) {
+  pt_cuda_graph_release();
 #ifdef PT_HAVE_CUDNN
   if (c->cudnn) (void)cudnnDestroy(c->cudnn);
   c->cudnn = nullptr;
@@ -152,6 +154,12 @@ pt_status wait_status(query *q, const char *what) {
 } // namespace
 
 extern "C" void pt_cuda_note_error(const char *what, const char *msg) {
+  if (pt_cuda_capturing()) { /* the capture's failure, not the run's: the step runs again as usual */
+    char why[320];
+    snprintf(why, sizeof why, "%s: %s", what ? what : "?", msg ? msg : "?");
+    pt_cuda_capture_refuse(why);
+    return;
+  }
   if (t_ctx.has_error) return;
   t_ctx.has_error = 1;
   t_ctx.error_code = PT_ERR_DEVICE;
@@ -160,6 +168,10 @@ extern "C" void pt_cuda_note_error(const char *what, const char *msg) {
 }
 
 extern "C" void pt_cuda_note_status(pt_status code, const char *msg) {
+  if (code != PT_OK && pt_cuda_capturing()) {
+    pt_cuda_capture_refuse(msg ? msg : "?");
+    return;
+  }
   if (code != PT_OK) keep_error(&t_ctx, code, msg ? msg : "?");
 }
 
@@ -174,12 +186,25 @@ extern "C" void pt_cuda_clear_wait(void *ctx) {
   if (t_ctx.wait && t_ctx.wait_ctx == ctx) pt_cuda_set_wait(nullptr, nullptr);
 }
 
+/* A host wait inside a capture: nothing has run, so there is nothing to
+ * wait for, and a graph cannot hold the wait: the capture fails, and the
+ * step runs again as usual. */
+static bool refused_wait(const char *what) {
+  if (!pt_cuda_capturing()) return false;
+  char why[320];
+  snprintf(why, sizeof why, "a host wait (%s)", what ? what : "?");
+  pt_cuda_capture_refuse(why);
+  return true;
+}
+
 extern "C" pt_status pt_cuda_wait_stream(const char *what) {
+  if (refused_wait(what)) return PT_OK;
   query q = {t_ctx.stream, nullptr, cudaSuccess, 0};
   return wait_status(&q, what);
 }
 
 extern "C" pt_status pt_cuda_wait_event(void *event, const char *what) {
+  if (refused_wait(what)) return PT_OK;
   query q = {t_ctx.stream, (cudaEvent_t)event, cudaSuccess, 0};
   return wait_status(&q, what);
 }
@@ -289,6 +314,7 @@ extern "C" pt_status pt_cuda_last_error(void) {
 }
 
 extern "C" pt_status pt_cuda_sync(void) {
+  if (refused_wait("a sync")) return PT_OK;
   thread_ctx *c = &t_ctx;
   query q = {c->stream, nullptr, cudaSuccess, 0};
   const pt_status waited = wait_for(&q, "waiting for the GPU");

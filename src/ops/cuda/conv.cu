@@ -48,6 +48,7 @@
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/context.h"
+#include "ops/cuda/graph.h"
 #include "ops/cuda/ops.h"
 
 namespace {
@@ -492,6 +493,12 @@ thread_local conv_cache t_cache;
 bool grow_workspace(size_t bytes, cudaStream_t st) {
   conv_cache &c = t_cache;
   if (bytes <= c.ws_bytes) return true;
+  /* A capture would keep the old buffer's address for good: it fails,
+   * and the step runs (and grows the workspace) as usual. */
+  if (pt_cuda_capturing()) {
+    pt_cuda_capture_refuse("the cuDNN workspace had to grow");
+    return false;
+  }
   const size_t mib = (size_t)1 << 20;
   bytes = (bytes + mib - 1) / mib * mib;
   if (c.ws && c.ws_async) {
@@ -508,6 +515,7 @@ bool grow_workspace(size_t bytes, cudaStream_t st) {
   }
   c.ws = nullptr;
   c.ws_bytes = 0;
+  pt_cuda_memory_moved(); /* graphs captured with the old buffer are stale */
   c.ws_async = cudaMallocAsync(&c.ws, bytes, st) == cudaSuccess;
   if (!c.ws_async) {
     (void)cudaGetLastError();
@@ -662,6 +670,14 @@ bool unsupported(cudnnStatus_t s) { return s >= CUDNN_STATUS_NOT_SUPPORTED && s 
 std::atomic<bool> warned_fallback{false};
 
 void disable(bool *ok, cudnnStatus_t *err, cudnnStatus_t s, const char *fn, const pt_conv_geom *g, int n) {
+  /* Under a capture a status can be the capture's: the capture fails, and
+   * the step run as usual decides. */
+  if (pt_cuda_capturing()) {
+    char why[256];
+    snprintf(why, sizeof why, "%s returned %s", fn, cudnnGetErrorString(s));
+    pt_cuda_capture_refuse(why);
+    return;
+  }
   *ok = false;
   *err = s;
   if (warned_fallback.exchange(true)) return;

@@ -41,6 +41,8 @@ void pt_cuda_conv2d_forward(const pt_conv_geom *g, int n, const float *x, const 
                             float *ws);
 void pt_cuda_conv2d_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y,
                              const float *dy, float *dw, float *db, float *dx, float *ws);
+/* backend.cu: host -> device in stream order, through the thread's staging ring */
+void pt_cuda_upload(void *dst, const void *host_src, size_t bytes);
 /* linear.cu */
 size_t pt_cuda_linear_workspace(int max_batch, int in, int out, int nthreads);
 void pt_cuda_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y,

@@ -3,11 +3,14 @@
  * CPU rounds it (no FMA contraction), so a step on the GPU gives the CPU's
  * bits. Per-step scalars (Adam's bias corrections) are computed on the
  * host in double with the CPU's expressions and passed in; the config is
- * host memory, so its fields travel by value.
+ * host memory, so its fields travel by value. In a captured step
+ * (graph.h) the per-step scalars are read from the step's values in
+ * device memory instead (dyn), which each replay uploads.
  */
 #include <math.h>
 #include <stdint.h>
 
+#include "ops/cuda/graph.h"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/ops.h"
 
@@ -16,7 +19,9 @@ using namespace pt_cuda;
 namespace {
 
 __global__ void sgd_kernel(size_t n, float wd, float mom, float damp, int nesterov, int first, float lr,
-                           float *__restrict__ p, const float *__restrict__ g, float *__restrict__ buf) {
+                           const pt_cuda_step_values *dyn, float *__restrict__ p, const float *__restrict__ g,
+                           float *__restrict__ buf) {
+  if (dyn) lr = dyn->lr;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
     float d = g[i];
     if (wd != 0.0f) d = fadd_rn(d, fmul_rn(wd, p[i]));
@@ -30,8 +35,13 @@ __global__ void sgd_kernel(size_t n, float wd, float mom, float damp, int nester
 }
 
 __global__ void adam_kernel(size_t n, float b1, float b2, float eps, float wd, int decoupled, float step_size,
-                            float bc2_sqrt, float decay, float *__restrict__ p, const float *__restrict__ g,
-                            float *__restrict__ m, float *__restrict__ v) {
+                            float bc2_sqrt, float decay, const pt_cuda_step_values *dyn, float *__restrict__ p,
+                            const float *__restrict__ g, float *__restrict__ m, float *__restrict__ v) {
+  if (dyn) {
+    step_size = dyn->adam_step_size;
+    bc2_sqrt = dyn->adam_bc2_sqrt;
+    decay = dyn->adam_decay;
+  }
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
     float d = g[i];
     float pi = p[i];
@@ -46,8 +56,10 @@ __global__ void adam_kernel(size_t n, float b1, float b2, float eps, float wd, i
   }
 }
 
-__global__ void adadelta_kernel(size_t n, float rho, float eps, float wd, float lr, float *__restrict__ p,
-                                const float *__restrict__ g, float *__restrict__ sq, float *__restrict__ acc) {
+__global__ void adadelta_kernel(size_t n, float rho, float eps, float wd, float lr, const pt_cuda_step_values *dyn,
+                                float *__restrict__ p, const float *__restrict__ g, float *__restrict__ sq,
+                                float *__restrict__ acc) {
+  if (dyn) lr = dyn->lr;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
     float d = g[i];
     const float pi = p[i];
@@ -66,9 +78,11 @@ __global__ void adadelta_kernel(size_t n, float rho, float eps, float wd, float 
 extern "C" void pt_cuda_sgd_update(const pt_opt_config *c, size_t n, float *p, const float *g, float *buf, int first,
                                    float lr) {
   if (n == 0) return;
+  /* The first step starts the momentum buffer: a replay would start it again. */
+  if (first && c->momentum != 0.0f) pt_cuda_capture_refuse("the first SGD step (it starts the momentum buffer)");
   const float damp = 1.0f - c->dampening;
   sgd_kernel<<<grid_for(n), kThreads, 0, stream()>>>(n, c->weight_decay, c->momentum, damp, c->nesterov, first, lr,
-                                                     p, g, buf);
+                                                     pt_cuda_capture_values(), p, g, buf);
   PT_CUDA_CHECK_LAUNCH("sgd_update");
 }
 
@@ -76,18 +90,18 @@ extern "C" void pt_cuda_adam_update(const pt_opt_config *c, size_t n, float *p, 
                                     int64_t step, float lr) {
   if (n == 0) return;
   const float b1 = c->beta1, b2 = c->beta2, wd = c->weight_decay;
-  /* adam.c's expressions, evaluated on the host as it evaluates them. */
-  const double bc1 = 1.0 - pow(b1, (double)step), bc2 = 1.0 - pow(b2, (double)step);
-  const float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
-  const float decay = 1.0f - lr * wd;
+  float step_size, bc2_sqrt, decay;
+  pt_cuda_adam_scalars(b1, b2, wd, step, lr, &step_size, &bc2_sqrt, &decay);
+  pt_cuda_capture_adam(b1, b2, wd);
   adam_kernel<<<grid_for(n), kThreads, 0, stream()>>>(n, b1, b2, c->eps, wd, c->kind == PT_OPT_ADAMW, step_size,
-                                                      bc2_sqrt, decay, p, g, m, v);
+                                                      bc2_sqrt, decay, pt_cuda_capture_values(), p, g, m, v);
   PT_CUDA_CHECK_LAUNCH("adam_update");
 }
 
 extern "C" void pt_cuda_adadelta_update(const pt_opt_config *c, size_t n, float *p, const float *g, float *sq,
                                         float *acc, float lr) {
   if (n == 0) return;
-  adadelta_kernel<<<grid_for(n), kThreads, 0, stream()>>>(n, c->rho, c->eps, c->weight_decay, lr, p, g, sq, acc);
+  adadelta_kernel<<<grid_for(n), kThreads, 0, stream()>>>(n, c->rho, c->eps, c->weight_decay, lr,
+                                                          pt_cuda_capture_values(), p, g, sq, acc);
   PT_CUDA_CHECK_LAUNCH("adadelta_update");
 }
