@@ -1,5 +1,5 @@
 # Installation (`cmake --install`, `make install PREFIX=...`): the program,
-# libptrain (libptrain.so.0.2 and libptrain.a), include/ptrain.h, the man page,
+# libptrain (libptrain.so.0.3 and libptrain.a), include/ptrain.h, the man page,
 # the examples and the documentation, and two ways for other programs to
 # build against the library: a pkg-config file (ptrain.pc) and a CMake
 # package (find_package(ptrain) gives ptrain::ptrain, the shared library, and

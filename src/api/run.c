@@ -58,6 +58,7 @@ static void to_trainer(const pt_config *p, pt_train_config *t) {
   t->device = p->device;
   t->devices = p->devices;
   t->precision = p->precision;
+  t->cuda_graphs = p->cuda_graphs;
   t->stages = p->stages;
   t->micro_batches = p->micro_batches;
   t->schedule = p->schedule;

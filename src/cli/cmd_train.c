@@ -105,6 +105,8 @@ int pt_cmd_train(int argc, char **argv) {
        "stages may share a GPU (default cpu:0,cpu:1)"},
       {"--precision", ARG_CHOICE, &c.precision, 0, 0, "fp32|tf32", "P",
        "GPUs: fp32 (default) or tf32, TF32 tensor-core math in GEMMs and convolutions, as PyTorch's allow_tf32"},
+      {"--cuda-graphs", ARG_FLAG, &c.cuda_graphs, 0, 0, NULL, NULL,
+       "one GPU: capture the training step once as a CUDA graph and replay it, one launch a step (same results)"},
       {"--split", ARG_STR, &c.split, 0, 0, NULL, "LAYERS",
        "model, pipeline: first layers of stages 2.. by name or index (default: balance FLOPs)"},
       {"--micro-batches", ARG_INT, &c.micro_batches, 1, 16000, NULL, "M", "pipeline: micro-batches per batch (default 4)"},

@@ -56,8 +56,16 @@ void pt_device_data_batch(pt_device_data *d, const pt_batch *b, int epoch, const
     *y = b->y;
     return;
   }
+  pt_device_data_upload_index(d, b);
+  pt_device_data_make(d, b->n, epoch, x, y);
+}
+
+void pt_device_data_upload_index(pt_device_data *d, const pt_batch *b) {
   d->be->upload(d->index, b->index, sizeof(int32_t) * (size_t)b->n);
-  d->be->make_batch(d->images, d->labels, d->c, d->h, d->w, d->index, b->n, d->mean, d->std, d->crop_pad, d->hflip,
+}
+
+void pt_device_data_make(pt_device_data *d, int n, int epoch, const float **x, const int32_t **y) {
+  d->be->make_batch(d->images, d->labels, d->c, d->h, d->w, d->index, n, d->mean, d->std, d->crop_pad, d->hflip,
                     d->augment_key, epoch, d->x, d->y);
   *x = d->x;
   *y = d->y;

@@ -40,6 +40,11 @@ void pt_device_data_free(pt_device_data *d);
 /* The batch b of epoch in backend memory: b's own arrays on the CPU, the
  * device's copy made from b's indices on a GPU (queued, no wait). */
 void pt_device_data_batch(pt_device_data *d, const pt_batch *b, int epoch, const float **x, const int32_t **y);
+/* The same in two halves, for a GPU step run as a graph (train/graph_step.c):
+ * the upload of b's indices, which a graph cannot hold, and the making of
+ * the batch from them, which it can. */
+void pt_device_data_upload_index(pt_device_data *d, const pt_batch *b);
+void pt_device_data_make(pt_device_data *d, int n, int epoch, const float **x, const int32_t **y);
 
 /* Reads and clears sums and correct (waits for the device). */
 pt_status pt_device_data_take_sums(pt_device_data *d, double sums[2], int64_t *correct);

@@ -29,6 +29,7 @@
 #include "train/stop.h"
 #include "train/evaluate.h"
 #include "train/gpu_watch.h"
+#include "train/graph_step.h"
 #include "train/grad_sync.h"
 #include "train/profile.h"
 #include "train/stages.h"
@@ -259,6 +260,18 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   r->accum = c->accum_steps > 0 ? c->accum_steps : 1;
   if (c->bucket_mb <= 0) return pt_fail(PT_ERR_ARG, "--bucket-mb %g: expected a positive size", c->bucket_mb);
   if (!r->staged) r->replicas = r->world;
+  if (c->cuda_graphs) {
+    if (r->backend != PT_BACKEND_CUDA)
+      return pt_fail(PT_ERR_ARG, "--cuda-graphs is for a GPU (--device cuda); the CPU runs its ops as they come");
+    if (r->staged || r->world > 1)
+      return pt_fail(PT_ERR_ARG, "--cuda-graphs captures the step of one GPU; dp, ddp and stages are not captured");
+    if (r->accum > 1)
+      return pt_fail(PT_ERR_ARG, "--cuda-graphs captures whole optimizer steps; not with --accum-steps %d", r->accum);
+    if (c->profile || c->trace_path)
+      return pt_fail(PT_ERR_ARG, "--cuda-graphs runs the step as one launch; --profile and --trace time each layer, "
+                                 "so they need it off");
+    r->cuda_graphs = 1;
+  }
   if (c->no_dropout)
     for (int i = 0; i < r->spec.nlayers; i++)
       if (r->spec.layers[i].kind == PT_L_DROPOUT) r->spec.layers[i].p = 0.0f;
@@ -315,6 +328,9 @@ typedef struct {
    * loss reads among them (metrics: a steady-state step waits for nothing). */
   uint64_t epoch_waits[2];
   int64_t loss_reads;
+  pt_graph_step graphs;    /* --cuda-graphs: the step captured and replayed */
+  int64_t epoch_graph_steps;
+  int graphs_noted;        /* the note saying why the steps went back to eager was printed */
   int cb_stop;             /* a callback asked to stop */
   pt_status status;
   char error[1024];       /* a dp worker's failure, for the main thread */
@@ -331,6 +347,7 @@ static void worker_free(worker_t *W) {
   pt_loader_destroy(W->train);
   pt_loader_destroy(W->test);
   pt_stages_free(&W->stages); /* zeroed, or made by pt_stages_init */
+  pt_graph_step_free(&W->graphs, W->be);
   pt_device_data_free(&W->train_dd);
   pt_device_data_free(&W->test_dd);
   pt_model_destroy(W->whole);
@@ -453,6 +470,7 @@ static pt_status setup_worker(worker_t *W) {
   lc.drop_last = c->drop_last;
   PT_TRY(pt_loader_create(&W->train, W->train_ds, &lc));
   PT_TRY(pt_device_data_init(&W->train_dd, be, W->train_ds, &lc, r->batch));
+  pt_graph_step_init(&W->graphs, r->cuda_graphs);
   if (pt_loader_num_batches(W->train) == 0)
     return pt_fail(PT_ERR_ARG, "no training batch: %d samples per worker with --drop-last and batch %d",
                    pt_loader_num_samples(W->train), r->batch);
@@ -578,6 +596,7 @@ static pt_status report_epoch(worker_t *W, int epoch, int64_t step, double train
     pt_metrics_int(mt, "gpu_ahead_waits", (int64_t)W->epoch_waits[1]);
     pt_metrics_int(mt, "gpu_loss_reads", W->loss_reads);
   }
+  if (W->cfg->cuda_graphs) pt_metrics_int(mt, "graph_steps", W->epoch_graph_steps);
   if (partial) pt_metrics_bool(mt, "partial", 1);
   return pt_metrics_end(mt);
 }
@@ -803,6 +822,7 @@ static pt_status train_loop(worker_t *W) {
     uint64_t waits0[2] = {0, 0};
     if (W->be->host_waits) W->be->host_waits(waits0);
     W->loss_reads = 0;
+    const int64_t graph_steps0 = W->graphs.replays;
     const double t0 = pt_now();
     int stopped = 0, signalled = 0, save_due = 0, ckpt_exit = 0, target_hit = 0, cb_stopped = 0;
     int64_t queued = 0; /* global samples whose loss is still on the device */
@@ -819,6 +839,7 @@ static pt_status train_loop(worker_t *W) {
       double stats[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
       const double ta = timing ? pt_now() : 0.0;
       const double comm0 = W->sync.wait_s;
+      int graphed = 0; /* the step, update included, ran as a CUDA graph */
       for (int j = 0; j < k; j++, b++) {
         pt_batch batch;
         const double tw = timing ? pt_now() : 0.0;
@@ -836,6 +857,14 @@ static pt_status train_loop(worker_t *W) {
           PT_TRY(staged_micro_step(W, &batch, epoch, dropout_step, scale, stats, timing ? &ph : NULL, pos.step));
           if (on_device) queued += (int64_t)batch.n * W->world;
           continue;
+        }
+        if (W->graphs.on && k == 1 && !timing) {
+          PT_TRY(pt_graph_step_run(&W->graphs, m, &W->opt, &W->train_dd, &batch, r->batch, epoch, dropout_step,
+                                   scale, lr, &graphed));
+          if (graphed) {
+            queued += (int64_t)batch.n * W->world;
+            continue;
+          }
         }
         const float *x;
         const int32_t *y;
@@ -868,7 +897,11 @@ static pt_status train_loop(worker_t *W) {
       if (!isfinite(stats[0]))
         return pt_fail(PT_ERR_STATE, "loss became %g at epoch %d, step %lld: lower the learning rate (now %g)",
                        stats[0] / stats[1], epoch + 1, (long long)pos.step, lr);
-      pt_train_update(m, &W->opt, lr, timing ? &ph : NULL);
+      if (!graphed) pt_train_update(m, &W->opt, lr, timing ? &ph : NULL);
+      if (W->graphs.why_off[0] && !W->graphs_noted) {
+        W->graphs_noted = 1;
+        if (W->out) fprintf(W->out, "note: --cuda-graphs: the steps run one kernel at a time: %s\n", W->graphs.why_off);
+      }
       if (timing) {
         ph.comm_s += W->sync.wait_s - comm0; /* what overlaps backward counts there */
         ph.total_s += pt_now() - ta;
@@ -956,6 +989,7 @@ static pt_status train_loop(worker_t *W) {
       W->epoch_waits[0] = w[0] - waits0[0];
       W->epoch_waits[1] = w[1] - waits0[1];
     }
+    W->epoch_graph_steps = W->graphs.replays - graph_steps0;
     pt_progress_finish(&prog);
     const double train_s = pt_now() - t0;
     samples_total += fresh;

@@ -16,6 +16,13 @@ expect_exit 1 "--device names the one device" -- "${T[@]}" --device cuda --paral
 expect_exit 1 "name the stages' devices with --devices cuda:0,cuda:1" -- "${T[@]}" --device cuda --parallel model
 expect_exit 1 "--precision tf32 is for GPUs" -- "${T[@]}" --precision tf32
 expect_exit 2 "expected one of fp32[|]tf32, got 'bf16'" -- "${T[@]}" --precision bf16
+# --cuda-graphs: one GPU's whole steps, timed as one launch; refused, naming why, elsewhere.
+expect_exit 1 "--cuda-graphs is for a GPU" -- "${T[@]}" --cuda-graphs
+expect_exit 1 "--cuda-graphs captures the step of one GPU" -- "${T[@]}" --cuda-graphs --parallel dp --devices cuda:0,cuda:1
+expect_exit 1 "--cuda-graphs captures the step of one GPU" -- "${T[@]}" --cuda-graphs --parallel model --devices cuda:0,cuda:0
+expect_exit 1 "not with --accum-steps 2" -- "${T[@]}" --cuda-graphs --device cuda --accum-steps 2
+expect_exit 1 "--profile and --trace time each layer" -- "${T[@]}" --cuda-graphs --device cuda --profile
+expect_exit 1 "--profile and --trace time each layer" -- "${T[@]}" --cuda-graphs --device cuda --trace "$TMP/t.json"
 # Stages may share a GPU; without one the run says so, naming the device.
 if ! "$PTRAIN" info 2>/dev/null | grep -E "^  cuda:[0-9]+: " | grep -qv ": unusable"; then
   expect_exit 1 "training on cuda:0: " -- "${T[@]}" --parallel pipeline --devices cuda:0,cuda:0

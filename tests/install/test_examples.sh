@@ -30,12 +30,12 @@ SAN=()
 PREFIX=$TMP/prefix
 "$CMAKE" --install "$BUILD" --prefix "$PREFIX" >"$TMP/install.log" 2>&1 ||
   fail "cmake --install $BUILD --prefix $PREFIX: $(tail -n 20 "$TMP/install.log")"
-lib=$(find "$PREFIX" -name libptrain.so.0.2 | head -n 1)
-[[ -n $lib ]] || fail "no libptrain.so.0.2 under $PREFIX: $(cat "$TMP/install.log")"
+lib=$(find "$PREFIX" -name libptrain.so.0.3 | head -n 1)
+[[ -n $lib ]] || fail "no libptrain.so.0.3 under $PREFIX: $(cat "$TMP/install.log")"
 LIBDIR=$(dirname "$lib")
 [[ -f $(readlink -f "$lib") ]] || fail "$lib is a broken link"
 soname=$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
-[[ $soname == libptrain.so.0.2 ]] || fail "$lib: soname '$soname', expected libptrain.so.0.2"
+[[ $soname == libptrain.so.0.3 ]] || fail "$lib: soname '$soname', expected libptrain.so.0.3"
 for f in bin/ptrain include/ptrain.h share/man/man1/ptrain.1 share/doc/ptrain/examples/train.c \
          share/doc/ptrain/examples/predict.c; do
   [[ -f $PREFIX/$f ]] || fail "$f not installed"
@@ -111,7 +111,7 @@ for ex in train predict; do
   cc -std=c11 -Wall -Wextra -Werror "${SAN[@]}" -o "$TMP/pc/$ex" "$EXAMPLES/$ex.c" "${PC[@]}" -Wl,-rpath,"$LIBDIR" \
     >"$TMP/cc.log" 2>&1 || fail "cc $ex.c \$(pkg-config --cflags --libs ptrain): $(cat "$TMP/cc.log")"
 done
-readelf -d "$TMP/pc/train" | grep -q 'NEEDED.*\[libptrain\.so\.0\.2\]' || fail "train (pkg-config) does not link libptrain.so.0.2"
+readelf -d "$TMP/pc/train" | grep -q 'NEEDED.*\[libptrain\.so\.0\.3\]' || fail "train (pkg-config) does not link libptrain.so.0.3"
 run_examples "$TMP/pc" "pkg-config"
 check_cli_agrees "$TMP/pc"
 
@@ -132,7 +132,7 @@ EOF
   -DCMAKE_C_FLAGS="-Wall -Wextra -Werror ${SAN[*]}" -DCMAKE_EXE_LINKER_FLAGS="${SAN[*]}" >"$TMP/cmake.log" 2>&1 ||
   fail "cmake with find_package(ptrain): $(cat "$TMP/cmake.log")"
 "$CMAKE" --build "$TMP/cmake/build" >"$TMP/cmake.log" 2>&1 || fail "building with find_package(ptrain): $(cat "$TMP/cmake.log")"
-readelf -d "$TMP/cmake/build/train" | grep -q 'NEEDED.*\[libptrain\.so\.0\.2\]' || fail "train (ptrain::ptrain) does not link libptrain.so.0.2"
+readelf -d "$TMP/cmake/build/train" | grep -q 'NEEDED.*\[libptrain\.so\.0\.3\]' || fail "train (ptrain::ptrain) does not link libptrain.so.0.3"
 ! readelf -d "$TMP/cmake/build/train_static" | grep -q 'NEEDED.*libptrain' || fail "train_static (ptrain::ptrain_static) links libptrain.so"
 run_examples "$TMP/cmake/build" "find_package, ptrain::ptrain"
 mkdir "$TMP/static"

@@ -23,8 +23,8 @@ if [ -n "$missing" ]; then
   status=1
 fi
 soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
-if [ "$soname" != libptrain.so.0.2 ]; then
-  echo "FAIL: $lib's soname is '$soname', expected libptrain.so.0.2"
+if [ "$soname" != libptrain.so.0.3 ]; then
+  echo "FAIL: $lib's soname is '$soname', expected libptrain.so.0.3"
   status=1
 fi
 [ $status = 0 ] && echo "ok: $(echo "$exported" | wc -l) symbols exported, all of them the API's; soname $soname"

@@ -162,6 +162,41 @@ cmp -s "$TMP/prec-tf32/model.safetensors" "$TMP/prec-fp32/model.safetensors" &&
   fail "the tf32 run gave fp32's bits: TF32 was not in use"
 pass "--precision tf32: two runs bit for bit, and not fp32's bits"
 
+# --cuda-graphs: the step captured once and replayed gives the eager
+# steps' bits. Two epochs each (the learning rate's schedule and the
+# augmentation's epoch change, an evaluation runs between), with each
+# optimizer the presets use: Adadelta with dropout (mnist-cnn, whose last
+# batch of 32 runs eagerly), Adam and AdamW (fmnist-mlp), SGD with
+# momentum (tutorial-cnn), and batch norm with augmentation (cifar-convnet).
+# The metrics count the replayed steps: all but the first few of each
+# epoch's.
+for run in "mnist-cnn" "fmnist-mlp" "fmnist-mlp --optimizer adamw --weight-decay 0.01" \
+  "tutorial-cnn --optimizer sgd --momentum 0.9" "cifar-convnet --data-dir $TMP/cifar"; do
+  read -r -a extra <<<"$run"
+  name=${run// /_}
+  name=${name//\//_}
+  for g in eager graphs; do
+    flags=(train --model "${extra[@]}" --epochs 2 --device cuda --save-model --log-interval 100
+      --metrics "$TMP/graph-$name-$g.jsonl" --checkpoint-dir "$TMP/graph-$name-$g")
+    [[ $g == graphs ]] && flags+=(--cuda-graphs)
+    "$PTRAIN" "${flags[@]}" >"$TMP/log" 2>&1 || fail "$run $g: $(cat "$TMP/log")"
+  done
+  grep -q "^note: --cuda-graphs" "$TMP/log" && fail "$run: the graphs were given up: $(grep '^note' "$TMP/log")"
+  cmp -s "$TMP/graph-$name-eager/model.safetensors" "$TMP/graph-$name-graphs/model.safetensors" ||
+    fail "$run: --cuda-graphs changed the weights"
+  python3 - "$TMP/graph-$name-eager.jsonl" "$TMP/graph-$name-graphs.jsonl" "$run" <<'PY' || fail "$run: graph metrics"
+import json, sys
+a, b = ([json.loads(l) for l in open(f) if '"test_acc"' in l] for f in sys.argv[1:3])
+assert [e["train_loss"] for e in a] == [e["train_loss"] for e in b], (a, b)
+assert [e["test_acc"] for e in a] == [e["test_acc"] for e in b], (a, b)
+assert "graph_steps" not in a[-1], a[-1]
+replayed = [e["graph_steps"] for e in b]
+steps = [b[0]["step"]] + [y["step"] - x["step"] for x, y in zip(b, b[1:])]
+assert all(r >= s - 4 for r, s in zip(replayed, steps)), (replayed, steps)
+print(f"PASS: {sys.argv[3]}: --cuda-graphs gives the eager bits; {replayed} of {steps} steps replayed")
+PY
+done
+
 if [[ $ngpu -ge 2 ]]; then
   "$PTRAIN" train --model fmnist-mlp --max-steps 5 --no-dropout --quiet --save-model --parallel dp \
     --devices cuda:0,cuda:1 --batch-size 50 --checkpoint-dir "$TMP/dp" >/dev/null || fail "dp on 2 GPUs"
