@@ -53,9 +53,8 @@
 #include "ops/cpu/simd/v16.h"
 #include "ops/cpu/transpose16.h"
 
-#define SP_G 4     /* inputs per list */
 #define SP_SLAB 16 /* inputs per code */
-/* The tile: the 4 inputs by SP_NT tile vectors of outputs, the sums in
+/* The tile: 4 inputs by SP_NT tile vectors of outputs, the sums in
  * registers next to the loads of dy and a broadcast of x. On AVX-512 a
  * tile vector is a whole vector and 6 of them make 24 sums of 32
  * registers. On AVX2 a whole vector takes two of the 16 registers: 4 x 1
@@ -68,9 +67,19 @@
  * bits. The portable build takes one half vector (8 of 16 SSE registers;
  * a whole vector's 16 sums spilled there). The buffer of a slab's sums
  * keeps room for the widest tile at every level, so that the workspace
- * does not depend on the level. */
+ * does not depend on the level.
+ *
+ * On AVX2 the lists are of 2 inputs, by up to 6 half vectors: 55% of the
+ * samples listed rather than 62%, so 11% fewer multiply-adds, 12 (or, for
+ * lin1's 25 halves in blocks of 5, 10) of them for 7 or 8 loads, and as
+ * many walks over the bits. At lin1 (Zen 3, 1 thread, Fashion-MNIST
+ * batches, 4,000 calls of each alternating) 0.96x the time of 4 x 3 by the
+ * median of the pairs' ratios (p25 0.91-0.94, p75 0.98-1.02), the same
+ * bits; single inputs by 9 or 12 halves took 1.34-1.38x. */
+#define SP_G_MIN 2 /* the smallest list at any level: the workspace's masks are sized for it */
 #if PT_V16_REGS >= 32
 typedef pt_v16 sp_vec;
+#define SP_G 4 /* inputs per list */
 #define SP_W 16
 #define SP_NT 6
 #define sp_zero v16_zero
@@ -85,8 +94,10 @@ typedef pt_v16 sp_vec;
 typedef pt_v8 sp_vec;
 #define SP_W 8
 #if PT_V16_REGS >= 8
-#define SP_NT 3
+#define SP_G 2
+#define SP_NT 6
 #else
+#define SP_G 4
 #define SP_NT 1
 #endif
 #define sp_zero v8_zero
@@ -125,7 +136,7 @@ size_t pt_linear_sparse_workspace(int max_batch, int in, int out, int nthreads) 
   const size_t dyp = pt_up16((size_t)pt_round_up(out, 16) * (size_t)max_batch);
   const size_t words = (size_t)(max_batch + 63) / 64;
   const size_t codes = (size_t)(in + SP_SLAB - 1) / SP_SLAB * (size_t)pt_round_up(max_batch, 32); /* uint16 */
-  const size_t mask = (size_t)(in / SP_G) * words;                                                /* uint64 */
+  const size_t mask = (size_t)(in / SP_G_MIN) * words;                                            /* uint64 */
   const size_t buf = (size_t)nthreads * SP_SLAB * SP_COLS;
   return xs + dyp + pt_up16(codes / 2 + 1) + pt_up16(mask * 2) + buf + 16; /* 16: room to align */
 }
@@ -190,9 +201,6 @@ static void slab(const job *j, int s, int u0, int nu, float *buf) {
       case 3: tile(3, j, g, u0, buf); break;
       case 4: tile(4, j, g, u0, buf); break;
       case 5: tile(5, j, g, u0, buf); break;
-#elif SP_NT >= 3
-      case 1: tile(1, j, g, u0, buf); break;
-      case 2: tile(2, j, g, u0, buf); break;
 #endif
       default: tile(SP_NT, j, g, u0, buf); break;
     }
