@@ -42,6 +42,8 @@
 #               /opt/torch-latest/bin/python that imports torch)
 #   COMPILE     torch.compile in the best mode: auto, on, off (default auto)
 #   PRECISION   fp32 (default: no TF32 on either side) or tf32 (TF32 in both)
+#   GRAPHS      1: each round also runs ptrain with --cuda-graphs, and the
+#               table gives its rate beside ptrain's (default 0)
 #   WARMUP      PyTorch's untimed steps before the epoch (default 5)
 #   FASHION_DIR Fashion-MNIST (default /usr/share/datasets/fashion-mnist)
 #   CIFAR_DIR   CIFAR-10 binary batches (default data/cifar10; ptrain data
@@ -223,8 +225,8 @@ run() {
   smi_stop
   mark_end
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-  if [[ $kind == ptrain ]]; then
-    out=$("$PY" "$BENCH" --record-ptrain "$TMP/metrics.jsonl" --model "$model" --precision "$PRECISION" \
+  if [[ $kind == ptrain || $kind == graphs ]]; then
+    out=$("$PY" "$BENCH" --record-ptrain "$TMP/metrics.jsonl" --ptrain-mode "$kind" --model "$model" --precision "$PRECISION" \
       --dataset-label "${data_label[$(dataset_of "$model")]}" --device "$DEVICE") || {
       echo "gpu.sh: round $round: $label wrote no epoch to its --metrics file" >&2
       failures=$((failures + 1))
@@ -242,7 +244,7 @@ print(json.dumps(o))' "$line" "$round" "$wall" "$other" "$smi_json")
   "$PY" -c '
 import json, sys
 o = json.loads(sys.argv[1])
-who = "ptrain" if o["framework"] == "ptrain" else "torch %s %s%s" % (o["torch"], o["mode"], " (compiled)" if o.get("compiled") else "")
+who = ("ptrain --cuda-graphs" if o["mode"] == "graphs" else "ptrain") if o["framework"] == "ptrain" else "torch %s %s%s" % (o["torch"], o["mode"], " (compiled)" if o.get("compiled") else "")
 util = " gpu %.0f%%" % o["gpu_util_mean_pct"] if "gpu_util_mean_pct" in o else ""
 print("  %-16s %-40s %8.2f s/epoch %10.0f img/s  acc %.4f  (wall %.1f s%s)" % (o["model"], who, o["seconds"], o["images_per_s"], o["test_accuracy"], o["wall_seconds"], util))' "$line"
 }
@@ -257,6 +259,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
       "$BIN" train --model "$m" --device "$DEVICE" --epochs "$EPOCHS" --data-dir "$dir" --metrics "$TMP/metrics.jsonl" \
       $([[ $PRECISION == fp32 ]] || echo --precision "$PRECISION") \
       --quiet ${PTRAIN_ARGS:-}
+    if [[ ${GRAPHS:-0} == 1 ]]; then
+      # shellcheck disable=SC2086
+      run "$r" "$m ptrain --cuda-graphs" graphs "$m" \
+        "$BIN" train --model "$m" --device "$DEVICE" --epochs "$EPOCHS" --data-dir "$dir" --metrics "$TMP/metrics.jsonl" \
+        $([[ $PRECISION == fp32 ]] || echo --precision "$PRECISION") \
+        --quiet --cuda-graphs ${PTRAIN_ARGS:-}
+    fi
     for mode in tutorial best; do
       # shellcheck disable=SC2086
       run "$r" "$m torch $torch_version $mode" torch "$m" \

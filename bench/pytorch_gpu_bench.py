@@ -623,7 +623,7 @@ def record_ptrain(args):
     e = epochs[-1]
     s = SETTINGS[args.model]
     out = {
-        "framework": "ptrain", "mode": "ptrain", "model": args.model,
+        "framework": "ptrain", "mode": args.ptrain_mode, "model": args.model,
         "dataset": args.dataset_label or s["dataset"], "batch": args.batch_size or s["batch"], "epochs": len(epochs),
         "epoch_seconds": [round(x["seconds"], 3) for x in epochs], "seconds": round(e["seconds"], 3),
         "images_per_s": round(e["images_per_s"], 1), "train_loss": e.get("train_loss"),
@@ -632,7 +632,7 @@ def record_ptrain(args):
         # ptrain's own view of the GPU (NVML), for the run's nvidia-smi samples beside it
         "ptrain_gpu_util_pct": e.get("gpu_util_pct"), "ptrain_gpu_mem_peak_mib": e.get("gpu_mem_peak_mib"),
         "gpu_syncs": e.get("gpu_syncs"), "gpu_ahead_waits": e.get("gpu_ahead_waits"),
-        "gpu_loss_reads": e.get("gpu_loss_reads"),
+        "gpu_loss_reads": e.get("gpu_loss_reads"), "graph_steps": e.get("graph_steps"),
     }
     print(json.dumps(out))
     return 0
@@ -653,11 +653,15 @@ def table(path):
     torch_v = meta.get("torch", "?")
     cols = [("ptrain", "ptrain"), ("tutorial", f"PyTorch {torch_v}, as the tutorials"),
             ("best", f"PyTorch {torch_v}, at its best")]
+    graphs = any(r["mode"] == "graphs" for r in runs)
+    if graphs:
+        cols.insert(1, ("graphs", "ptrain --cuda-graphs"))
     print(f"GPU: {meta.get('gpu', '?')}; {meta.get('ptrain', 'ptrain ?')}; PyTorch {torch_v}; "
           f"{meta.get('epochs', '?')} epoch(s), median of {meta.get('rounds', '?')} round(s)\n")
     print("| model | data | " + " | ".join(f"{title}: s/epoch, img/s, test acc" for _, title in cols)
-          + f" | ptrain / tutorial (PyTorch {torch_v}) | ptrain / best (PyTorch {torch_v}) |")
-    print("|---|---|" + "---|" * (len(cols) + 2))
+          + f" | ptrain / tutorial (PyTorch {torch_v}) | ptrain / best (PyTorch {torch_v}) |"
+          + (" --cuda-graphs / without |" if graphs else ""))
+    print("|---|---|" + "---|" * (len(cols) + 2 + graphs))
     for model in MODELS:
         mine = [r for r in runs if r["model"] == model]
         if not mine:
@@ -675,6 +679,8 @@ def table(path):
             note = "" if mode != "best" else (" (compiled)" if all(r.get("compiled") for r in rs) else " (eager)")
             cells.append(f"{sec:.2f} s, {ips:,.0f}, {acc:.4f}{note}")
         ratio = [f"{med['ptrain'] / med[m]:.2f}x" if "ptrain" in med and m in med else "-" for m in ("tutorial", "best")]
+        if graphs:
+            ratio.append(f"{med['graphs'] / med['ptrain']:.2f}x" if "graphs" in med and "ptrain" in med else "-")
         print(f"| {model} | {mine[0].get('dataset', '?')} | " + " | ".join(cells) + " | " + " | ".join(ratio) + " |")
     precisions = sorted({r.get("precision", "default (TF32 in cuDNN)") for r in runs if r.get("framework") != "ptrain"})
     mine = sorted({r.get("precision", "fp32") for r in runs if r.get("framework") == "ptrain"})
@@ -709,6 +715,8 @@ def main(argv=None):
     ap.add_argument("--make-synthetic", metavar="DIR")
     ap.add_argument("--dataset", choices=("fashion-mnist", "cifar10"), help="with --make-synthetic")
     ap.add_argument("--record-ptrain", metavar="METRICS")
+    ap.add_argument("--ptrain-mode", choices=("ptrain", "graphs"), default="ptrain",
+                    help="--record-ptrain: the run's mode in the results (graphs: it ran with --cuda-graphs)")
     ap.add_argument("--table", metavar="RESULTS")
     args = ap.parse_args(argv)
 
