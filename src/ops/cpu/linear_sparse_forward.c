@@ -179,21 +179,37 @@ static void task(void *ctx, int tid, int nt) {
   }
 }
 
+/* Which inputs are nonzero, each thread for its samples (one thread did
+ * all of them at first, with the other core idle meanwhile). */
+typedef struct {
+  int n, in, nslabs;
+  const float *x;
+  uint64_t *codes;
+} code_job;
+
+static void make_codes(void *ctx, int tid, int nt) {
+  const code_job *c = ctx;
+  size_t lo, hi;
+  pt_split((size_t)c->n, tid, nt, &lo, &hi);
+  const pt_v16 zero = v16_zero();
+  for (size_t t = lo; t < hi; t++) {
+    const float *xr = c->x + t * c->in;
+    for (int s = 0; s < c->nslabs; s++) {
+      uint64_t code = 0;
+      for (int q = 0; q < SF_SLAB / 16 && s * SF_SLAB + 16 * q < c->in; q++)
+        code |= (uint64_t)v16_cmpneq(v16_loadu(xr + s * SF_SLAB + 16 * q), zero) << (16 * q);
+      c->codes[t * c->nslabs + s] = code;
+    }
+  }
+}
+
 int pt_linear_forward_sparse(int n, int in, int out, const float *x, const float *wp, const float *b, float *y,
                              float *ws) {
   if (!ws || in % 16 || in < 64 || out < 16 || n < 1) return 0;
   const int nslabs = (in + SF_SLAB - 1) / SF_SLAB;
   uint64_t *codes = (uint64_t *)pt_align64(ws); /* (n, nslabs) */
-  const pt_v16 zero = v16_zero();
-  for (int t = 0; t < n; t++) {
-    const float *xr = x + (size_t)t * in;
-    for (int s = 0; s < nslabs; s++) {
-      uint64_t c = 0;
-      for (int q = 0; q < SF_SLAB / 16 && s * SF_SLAB + 16 * q < in; q++)
-        c |= (uint64_t)v16_cmpneq(v16_loadu(xr + s * SF_SLAB + 16 * q), zero) << (16 * q);
-      codes[(size_t)t * nslabs + s] = c;
-    }
-  }
+  code_job cj = {n, in, nslabs, x, codes};
+  pt_parallel(make_codes, &cj);
   const int nvec = (out + 15) / 16;
   int nblocks = (nvec + SF_NV - 1) / SF_NV;
   /* The last block, the one with a narrow panel, has the fewest vectors;
