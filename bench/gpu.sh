@@ -254,18 +254,14 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for m in $MODELS; do
     ds=$(dataset_of "$m")
     dir=${data_dir[$ds]} label=${data_label[$ds]}
-    # shellcheck disable=SC2086 # the extra arguments are words on purpose
-    run "$r" "$m ptrain" ptrain "$m" \
-      "$BIN" train --model "$m" --device "$DEVICE" --epochs "$EPOCHS" --data-dir "$dir" --metrics "$TMP/metrics.jsonl" \
-      $([[ $PRECISION == fp32 ]] || echo --precision "$PRECISION") \
-      --quiet ${PTRAIN_ARGS:-}
-    if [[ ${GRAPHS:-0} == 1 ]]; then
-      # shellcheck disable=SC2086
-      run "$r" "$m ptrain --cuda-graphs" graphs "$m" \
+    for kind in ptrain $([[ ${GRAPHS:-0} == 1 ]] && echo graphs); do
+      graphs=$([[ $kind == graphs ]] && echo --cuda-graphs || true)
+      # shellcheck disable=SC2086 # the extra arguments are words on purpose
+      run "$r" "$m ptrain${graphs:+ $graphs}" "$kind" "$m" \
         "$BIN" train --model "$m" --device "$DEVICE" --epochs "$EPOCHS" --data-dir "$dir" --metrics "$TMP/metrics.jsonl" \
         $([[ $PRECISION == fp32 ]] || echo --precision "$PRECISION") \
-        --quiet --cuda-graphs ${PTRAIN_ARGS:-}
-    fi
+        --quiet $graphs ${PTRAIN_ARGS:-}
+    done
     for mode in tutorial best; do
       # shellcheck disable=SC2086
       run "$r" "$m torch $torch_version $mode" torch "$m" \
