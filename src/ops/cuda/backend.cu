@@ -148,10 +148,7 @@ void cuda_upload(void *dst, const void *host_src, size_t bytes) {
   if (!bytes) return;
   /* A capture would freeze the staging slot's address and replay the copy
    * from it, whatever the slot then holds. */
-  if (pt_cuda_capturing()) {
-    pt_cuda_capture_refuse("an upload from host memory");
-    return;
-  }
+  if (pt_cuda_capture_refuse("an upload from host memory")) return;
   if (bytes > RING_SLOT_BYTES || !ring_ready()) {
     plain_upload(dst, host_src, bytes);
     return;
@@ -170,10 +167,8 @@ void cuda_upload(void *dst, const void *host_src, size_t bytes) {
 }
 
 pt_status cuda_download(void *host_dst, const void *src, size_t bytes) {
-  if (pt_cuda_capturing()) { /* nothing has run: nothing to read, and the capture fails */
-    pt_cuda_capture_refuse("a download to host memory");
-    return PT_OK;
-  }
+  /* Inside a capture nothing has run: nothing to read, and the capture fails. */
+  if (pt_cuda_capture_refuse("a download to host memory")) return PT_OK;
   if (bytes) PT_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream()), "download");
   return pt_cuda_sync();
 }

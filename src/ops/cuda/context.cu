@@ -168,11 +168,8 @@ extern "C" void pt_cuda_note_error(const char *what, const char *msg) {
 }
 
 extern "C" void pt_cuda_note_status(pt_status code, const char *msg) {
-  if (code != PT_OK && pt_cuda_capturing()) {
-    pt_cuda_capture_refuse(msg ? msg : "?");
-    return;
-  }
-  if (code != PT_OK) keep_error(&t_ctx, code, msg ? msg : "?");
+  if (code == PT_OK || pt_cuda_capture_refuse(msg ? msg : "?")) return;
+  keep_error(&t_ctx, code, msg ? msg : "?");
 }
 
 extern "C" void pt_cuda_set_wait(pt_cuda_wait_fn fn, void *ctx) {

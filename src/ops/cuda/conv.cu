@@ -495,10 +495,7 @@ bool grow_workspace(size_t bytes, cudaStream_t st) {
   if (bytes <= c.ws_bytes) return true;
   /* A capture would keep the old buffer's address for good: it fails,
    * and the step runs (and grows the workspace) as usual. */
-  if (pt_cuda_capturing()) {
-    pt_cuda_capture_refuse("the cuDNN workspace had to grow");
-    return false;
-  }
+  if (pt_cuda_capture_refuse("the cuDNN workspace had to grow")) return false;
   const size_t mib = (size_t)1 << 20;
   bytes = (bytes + mib - 1) / mib * mib;
   if (c.ws && c.ws_async) {

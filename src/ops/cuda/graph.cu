@@ -59,10 +59,13 @@ extern "C" void pt_cuda_capture_adam(float beta1, float beta2, float weight_deca
   t_cap.wd = weight_decay;
 }
 
-extern "C" void pt_cuda_capture_refuse(const char *why) {
-  if (!t_cap.capturing || t_cap.refused) return;
-  t_cap.refused = true;
-  snprintf(t_cap.why, sizeof t_cap.why, "%s", why);
+extern "C" int pt_cuda_capture_refuse(const char *why) {
+  if (!t_cap.capturing) return 0;
+  if (!t_cap.refused) {
+    t_cap.refused = true;
+    snprintf(t_cap.why, sizeof t_cap.why, "%s", why);
+  }
+  return 1;
 }
 
 extern "C" uint64_t pt_cuda_memory_generation(void) { return t_cap.generation; }

@@ -48,8 +48,10 @@ const pt_cuda_step_values *pt_cuda_capture_values(void);
 /* Adam's constants, noted by adam_update while capturing: a replay
  * computes the bias corrections from them. */
 void pt_cuda_capture_adam(float beta1, float beta2, float weight_decay);
-/* Makes the capture in progress fail with why (the first reason kept). */
-void pt_cuda_capture_refuse(const char *why);
+/* Makes the capture in progress fail with why (the first reason kept);
+ * 1 when a capture is in progress, 0 (and nothing done) otherwise, so
+ * that an op a graph cannot hold can return at once. */
+int pt_cuda_capture_refuse(const char *why);
 /* Bumped whenever memory that captured kernels may point into moves (the
  * cuDNN workspace grew): a graph captured before must be captured again. */
 uint64_t pt_cuda_memory_generation(void);
