@@ -37,6 +37,11 @@ pt_status pt_opt_config_check(const pt_opt_config *c) {
   if (c->nesterov && (c->momentum <= 0.0f || c->dampening != 0.0f))
     return pt_fail(PT_ERR_ARG, "Nesterov momentum requires a momentum > 0 and zero dampening");
   if (!(c->weight_decay >= 0.0f)) return pt_fail(PT_ERR_ARG, "weight decay %g: expected >= 0", c->weight_decay);
+  /* as torch.optim checks them; the Adam kernel's exact division by its
+   * bias correction also needs that correction positive */
+  if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f))
+    return pt_fail(PT_ERR_ARG, "Adam betas (%g, %g): expected each in [0, 1)", c->beta1, c->beta2);
+  if (!(c->eps >= 0.0f)) return pt_fail(PT_ERR_ARG, "epsilon %g: expected >= 0", c->eps);
   return PT_OK;
 }
 

@@ -2,9 +2,10 @@
  * here one element at a time: the same bits, NaN for NaN, for Adam, Adam
  * with weight decay and AdamW, at early and late steps (bias corrections
  * far from and near 1), over values from denormal to overflowing, with
- * denormals flushed and kept, at every level. The AVX-512 level divides by the bias
- * correction through a double product (see adam.c); this is the test that
- * its rounding is the division's. */
+ * denormals flushed and kept, at every level. The levels with fused
+ * multiply-adds divide by the bias correction through a product and a
+ * fused correction (v16_div_by, see adam.c); this is the test that its
+ * rounding is the division's. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +15,9 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ops/cpu/simd/v16.h"
 #include "ops/cpu/updates.h"
+#include "optim/optimizer.h"
 #include "util/fpmode.h"
 #include "util/philox.h"
 
@@ -161,12 +164,74 @@ static void test_every_tail(void **s) {
   }
 }
 
+/* v16_div_by against the division for every significand of a in [1, 2),
+ * which covers every finite normal a: a power of 2 scales both quotients
+ * exactly. The divisors: Adam's bias corrections sqrt(1 - beta2^t) for
+ * several beta2 and t, and significands where the proof's margin is
+ * thinnest (all ones) or where 1 / b rounds up to a power of 2. */
+static void test_div_by_every_significand(void **s) {
+  (void)s;
+  if (!PT_V16_FMA) skip(); /* v16_div_by is the division itself here */
+  float cs[24];
+  int nc = 0;
+  const double beta2[] = {0.999, 0.99, 0.9, 0.5};
+  const int64_t ts[] = {1, 2, 3, 7, 100};
+  for (int b = 0; b < 4; b++)
+    for (int t = 0; t < 5; t++) cs[nc++] = (float)sqrt(1.0 - pow(beta2[b], (double)ts[t]));
+  const uint32_t edge[] = {0x3F7FFFFFu, 0x3FFFFFFFu, 0x3F800001u, 0x3FAAAAABu};
+  for (int e = 0; e < 4; e++) memcpy(&cs[nc++], &edge[e], 4);
+  long wrong = 0, compared = 0;
+  for (int k = 0; k < nc; k++) {
+    const pt_v16 c = v16_set1(cs[k]), rc = v16_set1(1.0f / cs[k]);
+    for (uint32_t i = 0; i < (1u << 23); i += 16) {
+      float a[16], q[16], d[16];
+      for (uint32_t l = 0; l < 16; l++) {
+        const uint32_t bits = 0x3F800000u + i + l;
+        memcpy(&a[l], &bits, 4);
+      }
+      v16_storeu(q, v16_div_by(v16_loadu(a), c, rc));
+      v16_storeu(d, v16_div(v16_loadu(a), c));
+      for (int l = 0; l < 16; l++) {
+        if (memcmp(&q[l], &d[l], 4) && wrong++ < 5)
+          print_error("%a / %a: %a, the division %a\n", (double)a[l], (double)cs[k], (double)q[l], (double)d[l]);
+        compared++;
+      }
+    }
+  }
+  assert_int_equal(compared, (long)nc << 23);
+  assert_int_equal(wrong, 0);
+}
+
+/* Betas outside [0, 1) and a negative epsilon are refused, as
+ * torch.optim refuses them (and a beta2 of 1 would make the bias
+ * correction 0). */
+static void test_config_refuses_bad_betas(void **s) {
+  (void)s;
+  pt_opt_config c;
+  pt_opt_config_defaults(&c, PT_OPT_ADAM);
+  assert_int_equal(pt_opt_config_check(&c), PT_OK);
+  const float bad[] = {1.0f, -0.1f, NAN, 1.5f};
+  for (int i = 0; i < 4; i++) {
+    pt_opt_config_defaults(&c, PT_OPT_ADAM);
+    c.beta2 = bad[i];
+    assert_int_equal(pt_opt_config_check(&c), PT_ERR_ARG);
+    pt_opt_config_defaults(&c, PT_OPT_ADAM);
+    c.beta1 = bad[i];
+    assert_int_equal(pt_opt_config_check(&c), PT_ERR_ARG);
+  }
+  pt_opt_config_defaults(&c, PT_OPT_ADAM);
+  c.eps = -1e-8f;
+  assert_int_equal(pt_opt_config_check(&c), PT_ERR_ARG);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_adam_bits),
       cmocka_unit_test(test_adamw_bits),
       cmocka_unit_test(test_quotients_dense),
       cmocka_unit_test(test_every_tail),
+      cmocka_unit_test(test_div_by_every_significand),
+      cmocka_unit_test(test_config_refuses_bad_betas),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
