@@ -47,6 +47,9 @@ static const shape shapes[] = {
     {2, 6, 11, 13, 12, 3, 5, 1, 1},  /* 3x5 */
     {1, 17, 3, 3, 19, 3, 3, 0, 0},   /* a single output */
     {9, 2, 28, 28, 8, 3, 3, 1, 1},   /* several groups a thread */
+    {5, 1, 9, 37, 6, 3, 3, 1, 0},    /* one input channel: 3 vectors a row, no ReLU */
+    {2, 1, 12, 12, 3, 7, 7, 3, 1},   /* one input channel, 7x7 */
+    {2, 1, 12, 12, 2, 9, 9, 4, 0},   /* one input channel, 9x9: taps one a row */
 };
 
 static uint32_t lcg = 2024;
