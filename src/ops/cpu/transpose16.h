@@ -23,7 +23,7 @@ static inline void pt_transpose16_planes(const float *src, const float *gate, si
       continue;
     }
     r[c] = v16_maskz_loadu(m, src + plane * (size_t)c);
-    if (gate) r[c] = v16_maskz_mov(v16_cmpgt(v16_maskz_loadu(m, gate + plane * (size_t)c), zero), r[c]);
+    if (gate) r[c] = v16_gate(r[c], v16_maskz_loadu(m, gate + plane * (size_t)c));
   }
   pt_transpose16(r);
 }

@@ -64,6 +64,13 @@ static inline pt_v16 v16_add(pt_v16 a, pt_v16 b) { return V16_AVX2_2(_mm256_add_
 static inline pt_v16 v16_sub(pt_v16 a, pt_v16 b) { return V16_AVX2_2(_mm256_sub_ps, a, b); }
 static inline pt_v16 v16_mul(pt_v16 a, pt_v16 b) { return V16_AVX2_2(_mm256_mul_ps, a, b); }
 static inline pt_v16 v16_div(pt_v16 a, pt_v16 b) { return V16_AVX2_2(_mm256_div_ps, a, b); }
+/* v where g > 0, +0 elsewhere (and where g is NaN): the ReLU's gate, with
+ * the compare's mask used as it is rather than through a bit mask. */
+static inline pt_v16 v16_gate(pt_v16 v, pt_v16 g) {
+  const __m256 z = _mm256_setzero_ps();
+  return (pt_v16){_mm256_and_ps(v.lo, _mm256_cmp_ps(g.lo, z, _CMP_GT_OQ)),
+                  _mm256_and_ps(v.hi, _mm256_cmp_ps(g.hi, z, _CMP_GT_OQ))};
+}
 static inline pt_v16 v16_max(pt_v16 a, pt_v16 b) { return V16_AVX2_2(_mm256_max_ps, a, b); }
 static inline pt_v16 v16_min(pt_v16 a, pt_v16 b) { return V16_AVX2_2(_mm256_min_ps, a, b); }
 static inline pt_v16 v16_sqrt(pt_v16 a) { return (pt_v16){_mm256_sqrt_ps(a.lo), _mm256_sqrt_ps(a.hi)}; }

@@ -33,6 +33,10 @@ static inline pt_v16 v16_add(pt_v16 a, pt_v16 b) { return _mm512_add_ps(a, b); }
 static inline pt_v16 v16_sub(pt_v16 a, pt_v16 b) { return _mm512_sub_ps(a, b); }
 static inline pt_v16 v16_mul(pt_v16 a, pt_v16 b) { return _mm512_mul_ps(a, b); }
 static inline pt_v16 v16_div(pt_v16 a, pt_v16 b) { return _mm512_div_ps(a, b); }
+/* v where g > 0, +0 elsewhere (and where g is NaN): the ReLU's gate. */
+static inline pt_v16 v16_gate(pt_v16 v, pt_v16 g) {
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_GT_OQ), v);
+}
 static inline pt_v16 v16_max(pt_v16 a, pt_v16 b) { return _mm512_max_ps(a, b); }
 static inline pt_v16 v16_min(pt_v16 a, pt_v16 b) { return _mm512_min_ps(a, b); }
 static inline pt_v16 v16_sqrt(pt_v16 a) { return _mm512_sqrt_ps(a); }

@@ -78,6 +78,13 @@ static inline pt_v16 v16_div(pt_v16 a, pt_v16 b) {
   V16_P_MAP(pt_f4, a.q[i_] / b.q[i_]);
   return r;
 }
+/* v where g > 0, +0 elsewhere (and where g is NaN): the ReLU's gate. */
+static inline pt_v16 v16_gate(pt_v16 v, pt_v16 g) {
+  pt_v16 r;
+  const pt_f4 z = {0.0f, 0.0f, 0.0f, 0.0f};
+  V16_P_MAP(pt_f4, (pt_f4)((pt_i4)v.q[i_] & (g.q[i_] > z)));
+  return r;
+}
 /* As maxps: b where either is NaN or they are equal. */
 static inline pt_v16 v16_max(pt_v16 a, pt_v16 b) {
   pt_v16 r = a; /* every lane is written; the copy spares GCC 12 a false uninitialised read */
