@@ -36,7 +36,7 @@ void pt_pool_codes_backward(size_t planes, int h, int w, const float *dy, const 
         const pt_v16 g = v16_maskz_loadu(v16_lanes(n), d + px);
         const pt_vi16 k = vi16_maskz_loadu(v16_lanes(n), c + px);
         pt_v16 v[4];
-        for (int q = 0; q < 4; q++) v[q] = v16_maskz_mov(vi16_cmpeq(k, vi16_set1(q)), g);
+        for (int q = 0; q < 4; q++) v[q] = v16_keep_eq(g, k, vi16_set1(q));
         pt_pool2x2_store(v, n, r0 + 2 * px, r0 + w + 2 * px);
       }
     }

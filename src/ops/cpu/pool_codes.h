@@ -26,12 +26,11 @@ static inline void pt_pool_codes_max4(const pt_v16 v[4], pt_v16 *best, pt_vi16 *
   pt_v16 b = v[0];
   pt_vi16 at = vi16_zero();
   for (int k = 1; k < 4; k++) {
-    const pt_m16 gt = v16_cmpgt(v[k], b);
-    b = v16_mask_mov(b, gt, v[k]);
-    at = vi16_mask_mov(at, gt, vi16_set1(k));
+    at = vi16_select_gt(v[k], b, vi16_set1(k), at);
+    b = v16_max(v[k], b); /* v[k] where v[k] > b, as the compare above */
   }
   *best = b;
-  *code = vi16_mask_mov(vi16_set1(-1), v16_cmpgt(b, v16_zero()), at);
+  *code = vi16_select_gt(b, v16_zero(), at, vi16_set1(-1));
 }
 
 /* Backward into a channels-in-lanes layout (the Winograd and direct
@@ -53,7 +52,7 @@ static inline void pt_pool_codes_scatter16(const float *dy, const int32_t *code,
     const pt_vi16 k = v16_as_int(a[l]);
     float *d = dst + 2 * (size_t)l * col;
     for (int q = 0; q < 4; q++)
-      v16_store(d + (size_t)(q / 2) * row + (size_t)(q % 2) * col, v16_maskz_mov(vi16_cmpeq(k, vi16_set1(q)), r[l]));
+      v16_store(d + (size_t)(q / 2) * row + (size_t)(q % 2) * col, v16_keep_eq(r[l], k, vi16_set1(q)));
   }
 }
 

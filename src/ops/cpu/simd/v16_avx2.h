@@ -189,6 +189,18 @@ static inline pt_m16 vi16_cmpgt(pt_vi16 a, pt_vi16 b) {
 static inline pt_vi16 vi16_blend(pt_m16 m, pt_vi16 a, pt_vi16 b) {
   return (pt_vi16){_mm256_blendv_epi8(a.lo, b.lo, v16_avx2_mask8(m)), _mm256_blendv_epi8(a.hi, b.hi, v16_avx2_mask8(m >> 8))};
 }
+/* Selections by a compare's vector mask, without the 16-bit mask the
+ * compares above return (which AVX2 has to rebuild into a vector):
+ * x where a > b (NaN: not), y elsewhere; and v where k == q, +0
+ * elsewhere. */
+static inline pt_vi16 vi16_select_gt(pt_v16 a, pt_v16 b, pt_vi16 x, pt_vi16 y) {
+  return (pt_vi16){_mm256_blendv_epi8(y.lo, x.lo, _mm256_castps_si256(_mm256_cmp_ps(a.lo, b.lo, _CMP_GT_OQ))),
+                   _mm256_blendv_epi8(y.hi, x.hi, _mm256_castps_si256(_mm256_cmp_ps(a.hi, b.hi, _CMP_GT_OQ)))};
+}
+static inline pt_v16 v16_keep_eq(pt_v16 v, pt_vi16 k, pt_vi16 q) {
+  return (pt_v16){_mm256_and_ps(v.lo, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k.lo, q.lo))),
+                  _mm256_and_ps(v.hi, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k.hi, q.hi)))};
+}
 static inline pt_vi16 vi16_from_v16(pt_v16 v) { return (pt_vi16){_mm256_cvttps_epi32(v.lo), _mm256_cvttps_epi32(v.hi)}; }
 
 /* ---- 8 x double ---- */

@@ -128,6 +128,13 @@ static inline pt_vi16 vi16_srli(pt_vi16 a, unsigned n) { return _mm512_srli_epi3
 static inline pt_m16 vi16_cmpeq(pt_vi16 a, pt_vi16 b) { return _mm512_cmpeq_epi32_mask(a, b); }
 static inline pt_m16 vi16_cmpgt(pt_vi16 a, pt_vi16 b) { return _mm512_cmpgt_epi32_mask(a, b); }
 static inline pt_vi16 vi16_blend(pt_m16 m, pt_vi16 a, pt_vi16 b) { return _mm512_mask_blend_epi32((__mmask16)m, a, b); }
+/* x where a > b (NaN: not), y elsewhere; v where k == q, +0 elsewhere. */
+static inline pt_vi16 vi16_select_gt(pt_v16 a, pt_v16 b, pt_vi16 x, pt_vi16 y) {
+  return _mm512_mask_mov_epi32(y, _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ), x);
+}
+static inline pt_v16 v16_keep_eq(pt_v16 v, pt_vi16 k, pt_vi16 q) {
+  return _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(k, q), v);
+}
 /* Truncating conversion (C's (int32_t)f for floats in range). */
 static inline pt_vi16 vi16_from_v16(pt_v16 v) { return _mm512_cvttps_epi32(v); }
 

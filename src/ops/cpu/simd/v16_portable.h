@@ -240,6 +240,20 @@ static inline pt_vi16 vi16_blend(pt_m16 m, pt_vi16 a, pt_vi16 b) {
     if (m >> l & 1u) a.q[l / 4][l % 4] = b.q[l / 4][l % 4];
   return a;
 }
+/* x where a > b (NaN: not), y elsewhere; v where k == q, +0 elsewhere. */
+static inline pt_vi16 vi16_select_gt(pt_v16 a, pt_v16 b, pt_vi16 x, pt_vi16 y) {
+  pt_vi16 r;
+  for (int i_ = 0; i_ < 4; i_++) {
+    const pt_i4 m = a.q[i_] > b.q[i_];
+    r.q[i_] = (x.q[i_] & m) | (y.q[i_] & ~m);
+  }
+  return r;
+}
+static inline pt_v16 v16_keep_eq(pt_v16 v, pt_vi16 k, pt_vi16 q) {
+  pt_v16 r;
+  V16_P_MAP(pt_f4, (pt_f4)((pt_i4)v.q[i_] & (k.q[i_] == q.q[i_])));
+  return r;
+}
 /* Out-of-range lanes give INT32_MIN, as cvttps2dq (C's cast would be undefined). */
 static inline pt_vi16 vi16_from_v16(pt_v16 v) {
   pt_vi16 r;
