@@ -198,7 +198,7 @@ static inline __attribute__((always_inline)) void tile(int K, const int *koff, c
 #define L1_INPUT_FLOATS 4096
 
 /* One tile: the block of output channels ob at the vectors from t. */
-static inline void tile_at(const pass *p, int t, int ob, const int *xo, const int *oo, const unsigned *mk,
+static inline __attribute__((always_inline)) void tile_at(const pass *p, int t, int ob, const int *xo, const int *oo, const unsigned *mk,
                            const float *xg, const float *wpk, const int *koff, float *out, const float *bias,
                            int relu) {
   const size_t ohw = (size_t)p->oh * p->ow;
