@@ -485,6 +485,15 @@ static void transpose_dy_pooled(int cn, int oc, int ocw, int oh, int ow, const f
         for (int px = 0; px < pw; px += 16) {
           const size_t at = ((size_t)i * oc + o0) * phw + (size_t)py * pw + px;
           float *d = dyt + ((size_t)i * ohw + (size_t)(2 * py) * ow + 2 * (size_t)px) * ocw + o0;
+          /* 32 floats ahead in each of the 16 planes of dy and of the codes,
+           * as transpose_dy does: tutorial-cnn's conv1.0 at 1 thread on Zen
+           * 3, this transposition 0.37-0.42 ms instead of 0.65-0.67 (16
+           * ahead: 0.50; 64: 0.43-0.45) */
+          if (at + 32 < ((size_t)i * oc + o0) * phw + phw)
+            for (int c = 0; c < 16 && c < oc - o0; c++) {
+              __builtin_prefetch(dy + at + (size_t)c * phw + 32, 0, 3);
+              __builtin_prefetch(code + at + (size_t)c * phw + 32, 0, 3);
+            }
           pt_pool_codes_scatter16(dy + at, code + at, phw, oc - o0 < 16 ? oc - o0 : 16, pw - px < 16 ? pw - px : 16,
                                   d, (size_t)ow * ocw, (size_t)ocw);
         }
