@@ -198,9 +198,9 @@ static inline __attribute__((always_inline)) void tile(int K, const int *koff, c
 #define L1_INPUT_FLOATS 4096
 
 /* One tile: the block of output channels ob at the vectors from t. */
-static inline __attribute__((always_inline)) void tile_at(const pass *p, int t, int ob, const int *xo, const int *oo, const unsigned *mk,
-                           const float *xg, const float *wpk, const int *koff, float *out, const float *bias,
-                           int relu) {
+static inline __attribute__((always_inline)) void tile_at(const pass *p, int t, int ob, const int *xo, const int *oo,
+                                                          const unsigned *mk, const float *xg, const float *wpk,
+                                                          const int *koff, float *out, const float *bias, int relu) {
   const size_t ohw = (size_t)p->oh * p->ow;
   const int o0 = ob * RB, rows = p->cout - o0 < RB ? p->cout - o0 : RB;
   float *ob0 = out + ohw * o0;
@@ -457,15 +457,7 @@ static void transpose_dy(int cn, int oc, int ocw, size_t ohw, const float *dy, c
       for (size_t p0 = 0; p0 < ohw; p0 += 16) {
         const int np = ohw - p0 < 16 ? (int)(ohw - p0) : 16;
         const size_t at = ((size_t)i * oc + o0) * ohw + p0;
-        /* two lines ahead in each of the 16 planes of dy and of the gate:
-         * 32 streams, more than the hardware follows (mnist-cnn's conv1,
-         * whose 5.5 MB of dy and y come from memory: the backward pass
-         * 0.91x the time at 1 thread on Zen 3; 4 lines ahead or more
-         * gained less) */
-        for (int c = 0; c < 16 && c < oc - o0 && p0 + 32 < ohw; c++) {
-          __builtin_prefetch(dy + at + (size_t)c * ohw + 32, 0, 3);
-          if (gate) __builtin_prefetch(gate + at + (size_t)c * ohw + 32, 0, 3);
-        }
+        pt_prefetch16_planes(dy + at, gate ? gate + at : NULL, ohw, oc - o0, ohw - p0);
         pt_transpose16_planes(dy + at, gate ? gate + at : NULL, ohw, oc - o0 < 16 ? oc - o0 : 16, v16_lanes(np), r);
         for (int l = 0; l < np; l++) v16_store(dyt + ((size_t)i * ohw + p0 + l) * ocw + o0, r[l]);
       }
@@ -485,15 +477,7 @@ static void transpose_dy_pooled(int cn, int oc, int ocw, int oh, int ow, const f
         for (int px = 0; px < pw; px += 16) {
           const size_t at = ((size_t)i * oc + o0) * phw + (size_t)py * pw + px;
           float *d = dyt + ((size_t)i * ohw + (size_t)(2 * py) * ow + 2 * (size_t)px) * ocw + o0;
-          /* 32 floats ahead in each of the 16 planes of dy and of the codes,
-           * as transpose_dy does: tutorial-cnn's conv1.0 at 1 thread on Zen
-           * 3, this transposition 0.37-0.42 ms instead of 0.65-0.67 (16
-           * ahead: 0.50; 64: 0.43-0.45) */
-          if (at + 32 < ((size_t)i * oc + o0) * phw + phw)
-            for (int c = 0; c < 16 && c < oc - o0; c++) {
-              __builtin_prefetch(dy + at + (size_t)c * phw + 32, 0, 3);
-              __builtin_prefetch(code + at + (size_t)c * phw + 32, 0, 3);
-            }
+          pt_prefetch16_planes(dy + at, code + at, phw, oc - o0, phw - (size_t)py * pw - px);
           pt_pool_codes_scatter16(dy + at, code + at, phw, oc - o0 < 16 ? oc - o0 : 16, pw - px < 16 ? pw - px : 16,
                                   d, (size_t)ow * ocw, (size_t)ocw);
         }

@@ -300,14 +300,7 @@ static void pack(const wpass *p, const float *src, const float *gate, float *xp)
       for (int x0 = 0; x0 < p->win; x0 += 16) {
         const int nx = imin(16, p->win - x0);
         const size_t at = hw * (size_t)c0 + (size_t)y * p->win + x0;
-        /* two lines ahead in each plane (and the gate's), which the
-         * hardware does not follow for 16 or 32 streams at once (as in
-         * conv_direct.c's transpositions) */
-        if (at + 32 < hw * (size_t)c0 + hw)
-          for (int c = 0; c < nc; c++) {
-            __builtin_prefetch(src + at + hw * (size_t)c + 32, 0, 3);
-            if (gate) __builtin_prefetch(gate + at + hw * (size_t)c + 32, 0, 3);
-          }
+        pt_prefetch16_planes(src + at, gate ? gate + at : NULL, hw, nc, hw - (size_t)y * p->win - x0);
         pt_v16 r[16];
         pt_transpose16_planes(src + at, gate ? gate + at : NULL, hw, nc, v16_lanes(nx), r);
         float *d = xp + ((size_t)(y + p->pad) * p->wp + p->pad + x0) * p->C + c0;
@@ -580,11 +573,7 @@ static void pack_pool(const wpass *p, const float *dy, const int32_t *code, floa
       for (int x0 = 0; x0 < pw; x0 += 16) {
         const size_t at = phw * (size_t)c0 + (size_t)y * pw + x0;
         float *d = xp + ((size_t)(2 * y + p->pad) * p->wp + p->pad + 2 * (size_t)x0) * C + c0;
-        if (at + 32 < phw * (size_t)c0 + phw) /* ahead in each plane, as pack */
-          for (int c = 0; c < imin(16, p->cin - c0); c++) {
-            __builtin_prefetch(dy + at + phw * (size_t)c + 32, 0, 3);
-            __builtin_prefetch(code + at + phw * (size_t)c + 32, 0, 3);
-          }
+        pt_prefetch16_planes(dy + at, code + at, phw, p->cin - c0, phw - (size_t)y * pw - x0);
         pt_pool_codes_scatter16(dy + at, code + at, phw, imin(16, p->cin - c0), imin(16, pw - x0), d,
                                 (size_t)p->wp * C, C);
       }
