@@ -39,12 +39,13 @@ typedef struct {
  * parameters. In one pass a vector's chain (square root, the exact
  * quotient's three steps, the division) is about 50 cycles long, and the
  * loop ran, as we read it, at the rate the scheduler could hold chains in
- * flight rather than at the divider's: 74 us at fmnist-mlp's 159,010 parameters on Zen 3
- * at 1 thread with the quotient (73.8 with two divisions). Split after the
- * square root, each pass's chain is short enough to keep the divider busy:
- * 56 us. The roots wait in L1 between the passes. The portable level
- * divides twice and is bound by that; there the second pass's loads cost
- * 12% (164 us against 147), so it takes one. */
+ * flight rather than at the divider's: 74 us at fmnist-mlp's 159,010
+ * parameters on Zen 3 at 1 thread with the quotient (73.8 with two
+ * divisions). Split after the square root, each pass's chain is short
+ * enough to keep the divider busy: 56 us. The roots wait in L1 between
+ * the passes. The portable level divides twice and is bound by that;
+ * there the second pass's loads cost 12% (164 us against 147), so it
+ * takes one. */
 #define ADAM_BLOCK 512
 #define ADAM_TWO_PASSES PT_V16_FMA
 

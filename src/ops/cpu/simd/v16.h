@@ -88,8 +88,8 @@ static inline pt_v16 v16_div_by(pt_v16 a, pt_v16 b, pt_v16 rb) {
 #if PT_V16_FMA
   /* -b: a constant where b is, out of the caller's loop; q at most the
    * largest float, so that a = +inf gives inf - (finite) = inf */
-  const pt_v16 q = v16_mul(a, rb);
-  return v16_fmadd(v16_fmadd(v16_min(q, v16_set1(3.40282347e38f)), v16_sub(v16_zero(), b), a), rb, q);
+  const pt_v16 q = v16_mul(a, rb), r = v16_fmadd(v16_min(q, v16_set1(3.40282347e38f)), v16_sub(v16_zero(), b), a);
+  return v16_fmadd(r, rb, q);
 #else
   (void)rb;
   return v16_div(a, b);

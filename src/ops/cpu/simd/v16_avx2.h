@@ -220,8 +220,9 @@ static inline pt_vi16 vi16_blend(pt_m16 m, pt_vi16 a, pt_vi16 b) {
  * x where a > b (NaN: not), y elsewhere; and v where k == q, +0
  * elsewhere. */
 static inline pt_vi16 vi16_select_gt(pt_v16 a, pt_v16 b, pt_vi16 x, pt_vi16 y) {
-  return (pt_vi16){_mm256_blendv_epi8(y.lo, x.lo, _mm256_castps_si256(_mm256_cmp_ps(a.lo, b.lo, _CMP_GT_OQ))),
-                   _mm256_blendv_epi8(y.hi, x.hi, _mm256_castps_si256(_mm256_cmp_ps(a.hi, b.hi, _CMP_GT_OQ)))};
+  const __m256i lo = _mm256_castps_si256(_mm256_cmp_ps(a.lo, b.lo, _CMP_GT_OQ));
+  const __m256i hi = _mm256_castps_si256(_mm256_cmp_ps(a.hi, b.hi, _CMP_GT_OQ));
+  return (pt_vi16){_mm256_blendv_epi8(y.lo, x.lo, lo), _mm256_blendv_epi8(y.hi, x.hi, hi)};
 }
 static inline pt_v16 v16_keep_eq(pt_v16 v, pt_vi16 k, pt_vi16 q) {
   return (pt_v16){_mm256_and_ps(v.lo, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k.lo, q.lo))),
