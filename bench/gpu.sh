@@ -42,8 +42,10 @@
 #               /opt/torch-latest/bin/python that imports torch)
 #   COMPILE     torch.compile in the best mode: auto, on, off (default auto)
 #   PRECISION   fp32 (default: no TF32 on either side) or tf32 (TF32 in both)
-#   GRAPHS      1: each round also runs ptrain with --cuda-graphs, and the
-#               table gives its rate beside ptrain's (default 0)
+#   EAGER       1: each round also runs ptrain with --no-cuda-graphs (its
+#               steps launched kernel by kernel), and the table gives that
+#               rate beside the default's, which replays the step as a
+#               CUDA graph (default 0)
 #   WARMUP      PyTorch's untimed steps before the epoch (default 5)
 #   FASHION_DIR Fashion-MNIST (default /usr/share/datasets/fashion-mnist)
 #   CIFAR_DIR   CIFAR-10 binary batches (default data/cifar10; ptrain data
@@ -225,7 +227,7 @@ run() {
   smi_stop
   mark_end
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-  if [[ $kind == ptrain || $kind == graphs ]]; then
+  if [[ $kind == ptrain || $kind == eager ]]; then
     out=$("$PY" "$BENCH" --record-ptrain "$TMP/metrics.jsonl" --ptrain-mode "$kind" --model "$model" --precision "$PRECISION" \
       --dataset-label "${data_label[$(dataset_of "$model")]}" --device "$DEVICE") || {
       echo "gpu.sh: round $round: $label wrote no epoch to its --metrics file" >&2
@@ -244,7 +246,7 @@ print(json.dumps(o))' "$line" "$round" "$wall" "$other" "$smi_json")
   "$PY" -c '
 import json, sys
 o = json.loads(sys.argv[1])
-who = ("ptrain --cuda-graphs" if o["mode"] == "graphs" else "ptrain") if o["framework"] == "ptrain" else "torch %s %s%s" % (o["torch"], o["mode"], " (compiled)" if o.get("compiled") else "")
+who = ("ptrain --no-cuda-graphs" if o["mode"] == "eager" else "ptrain") if o["framework"] == "ptrain" else "torch %s %s%s" % (o["torch"], o["mode"], " (compiled)" if o.get("compiled") else "")
 util = " gpu %.0f%%" % o["gpu_util_mean_pct"] if "gpu_util_mean_pct" in o else ""
 print("  %-16s %-40s %8.2f s/epoch %10.0f img/s  acc %.4f  (wall %.1f s%s)" % (o["model"], who, o["seconds"], o["images_per_s"], o["test_accuracy"], o["wall_seconds"], util))' "$line"
 }
@@ -254,8 +256,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for m in $MODELS; do
     ds=$(dataset_of "$m")
     dir=${data_dir[$ds]} label=${data_label[$ds]}
-    for kind in ptrain $([[ ${GRAPHS:-0} == 1 ]] && echo graphs); do
-      graphs=$([[ $kind == graphs ]] && echo --cuda-graphs || true)
+    for kind in ptrain $([[ ${EAGER:-0} == 1 ]] && echo eager); do
+      graphs=$([[ $kind == eager ]] && echo --no-cuda-graphs || true)
       # shellcheck disable=SC2086 # the extra arguments are words on purpose
       run "$r" "$m ptrain${graphs:+ $graphs}" "$kind" "$m" \
         "$BIN" train --model "$m" --device "$DEVICE" --epochs "$EPOCHS" --data-dir "$dir" --metrics "$TMP/metrics.jsonl" \

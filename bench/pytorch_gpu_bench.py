@@ -653,15 +653,18 @@ def table(path):
     torch_v = meta.get("torch", "?")
     cols = [("ptrain", "ptrain"), ("tutorial", f"PyTorch {torch_v}, as the tutorials"),
             ("best", f"PyTorch {torch_v}, at its best")]
-    graphs = any(r["mode"] == "graphs" for r in runs)
-    if graphs:
-        cols.insert(1, ("graphs", "ptrain --cuda-graphs"))
+    # Beside the default run, one with the step's kernels launched one by
+    # one ("eager", EAGER=1); files from before the graphs were the default
+    # have "graphs" (--cuda-graphs) beside an eager "ptrain" instead.
+    extra = next((m for m in ("eager", "graphs") if any(r["mode"] == m for r in runs)), None)
+    if extra:
+        cols.insert(1, (extra, "ptrain --no-cuda-graphs" if extra == "eager" else "ptrain --cuda-graphs"))
     print(f"GPU: {meta.get('gpu', '?')}; {meta.get('ptrain', 'ptrain ?')}; PyTorch {torch_v}; "
           f"{meta.get('epochs', '?')} epoch(s), median of {meta.get('rounds', '?')} round(s)\n")
     print("| model | data | " + " | ".join(f"{title}: s/epoch, img/s, test acc" for _, title in cols)
           + f" | ptrain / tutorial (PyTorch {torch_v}) | ptrain / best (PyTorch {torch_v}) |"
-          + (" --cuda-graphs / without |" if graphs else ""))
-    print("|---|---|" + "---|" * (len(cols) + 2 + graphs))
+          + (" CUDA graphs / eager |" if extra else ""))
+    print("|---|---|" + "---|" * (len(cols) + 2 + bool(extra)))
     for model in MODELS:
         mine = [r for r in runs if r["model"] == model]
         if not mine:
@@ -679,8 +682,9 @@ def table(path):
             note = "" if mode != "best" else (" (compiled)" if all(r.get("compiled") for r in rs) else " (eager)")
             cells.append(f"{sec:.2f} s, {ips:,.0f}, {acc:.4f}{note}")
         ratio = [f"{med['ptrain'] / med[m]:.2f}x" if "ptrain" in med and m in med else "-" for m in ("tutorial", "best")]
-        if graphs:
-            ratio.append(f"{med['graphs'] / med['ptrain']:.2f}x" if "graphs" in med and "ptrain" in med else "-")
+        if extra:
+            on, off = ("ptrain", "eager") if extra == "eager" else ("graphs", "ptrain")
+            ratio.append(f"{med[on] / med[off]:.2f}x" if on in med and off in med else "-")
         print(f"| {model} | {mine[0].get('dataset', '?')} | " + " | ".join(cells) + " | " + " | ".join(ratio) + " |")
     precisions = sorted({r.get("precision", "default (TF32 in cuDNN)") for r in runs if r.get("framework") != "ptrain"})
     mine = sorted({r.get("precision", "fp32") for r in runs if r.get("framework") == "ptrain"})
@@ -715,8 +719,8 @@ def main(argv=None):
     ap.add_argument("--make-synthetic", metavar="DIR")
     ap.add_argument("--dataset", choices=("fashion-mnist", "cifar10"), help="with --make-synthetic")
     ap.add_argument("--record-ptrain", metavar="METRICS")
-    ap.add_argument("--ptrain-mode", choices=("ptrain", "graphs"), default="ptrain",
-                    help="--record-ptrain: the run's mode in the results (graphs: it ran with --cuda-graphs)")
+    ap.add_argument("--ptrain-mode", choices=("ptrain", "eager"), default="ptrain",
+                    help="--record-ptrain: the run's mode in the results (eager: it ran with --no-cuda-graphs)")
     ap.add_argument("--table", metavar="RESULTS")
     args = ap.parse_args(argv)
 

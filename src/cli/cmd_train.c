@@ -46,7 +46,7 @@ int pt_cmd_train(int argc, char **argv) {
   pt_config c;
   pt_config_defaults(&c);
   const char *model = NULL, *model_file = NULL, *dataset = NULL, *data_dir = NULL;
-  int no_prefetch = 0, no_shuffle = 0, no_dropout = 0;
+  int no_prefetch = 0, no_shuffle = 0, no_dropout = 0, cuda_graphs = 0, no_cuda_graphs = 0;
   float target_acc = 0;
   float bucket_mb = (float)c.bucket_mb, timeout_s = (float)c.timeout_s, ckpt_interval = 0.0f;
   const pt_arg flags[] = {
@@ -105,8 +105,11 @@ int pt_cmd_train(int argc, char **argv) {
        "stages may share a GPU (default cpu:0,cpu:1)"},
       {"--precision", ARG_CHOICE, &c.precision, 0, 0, "fp32|tf32", "P",
        "GPUs: fp32 (default) or tf32, TF32 tensor-core math in GEMMs and convolutions, as PyTorch's allow_tf32"},
-      {"--cuda-graphs", ARG_FLAG, &c.cuda_graphs, 0, 0, NULL, NULL,
-       "one GPU: capture the training step once as a CUDA graph and replay it, one launch a step (same results)"},
+      {"--cuda-graphs", ARG_FLAG, &cuda_graphs, 0, 0, NULL, NULL,
+       "one GPU: capture the training step once as a CUDA graph and replay it, one launch a step, the same "
+       "results (the default where the run allows it; with this flag, an error where it does not)"},
+      {"--no-cuda-graphs", ARG_FLAG, &no_cuda_graphs, 0, 0, NULL, NULL,
+       "one GPU: launch the step's kernels one at a time"},
       {"--split", ARG_STR, &c.split, 0, 0, NULL, "LAYERS",
        "model, pipeline: first layers of stages 2.. by name or index (default: balance FLOPs)"},
       {"--micro-batches", ARG_INT, &c.micro_batches, 1, 16000, NULL, "M", "pipeline: micro-batches per batch (default 4)"},
@@ -143,6 +146,11 @@ int pt_cmd_train(int argc, char **argv) {
                     "SECONDS, which say when to save and exit (see 'ptrain train --help')\n");
     return PT_USAGE_ERROR;
   }
+  if (cuda_graphs && no_cuda_graphs) {
+    fprintf(stderr, "ptrain train: --cuda-graphs and --no-cuda-graphs contradict each other; give one\n");
+    return PT_USAGE_ERROR;
+  }
+  c.cuda_graphs = cuda_graphs ? 1 : no_cuda_graphs ? -1 : 0;
   c.prefetch = !no_prefetch;
   c.shuffle = !no_shuffle;
   c.dropout = !no_dropout;

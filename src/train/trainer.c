@@ -260,7 +260,12 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   r->accum = c->accum_steps > 0 ? c->accum_steps : 1;
   if (c->bucket_mb <= 0) return pt_fail(PT_ERR_ARG, "--bucket-mb %g: expected a positive size", c->bucket_mb);
   if (!r->staged) r->replicas = r->world;
-  if (c->cuda_graphs) {
+  /* Measured faster on every preset and the same bits, so a run that can
+   * capture its step does; asked for explicitly, what stops it is an error. */
+  const int graphable = r->backend == PT_BACKEND_CUDA && !r->staged && r->world == 1 && r->accum == 1 &&
+                        !c->profile && !c->trace_path;
+  if (c->cuda_graphs == 0) r->cuda_graphs = graphable;
+  if (c->cuda_graphs > 0) {
     if (r->backend != PT_BACKEND_CUDA)
       return pt_fail(PT_ERR_ARG, "--cuda-graphs is for a GPU (--device cuda); the CPU runs its ops as they come");
     if (r->staged || r->world > 1)
@@ -596,7 +601,7 @@ static pt_status report_epoch(worker_t *W, int epoch, int64_t step, double train
     pt_metrics_int(mt, "gpu_ahead_waits", (int64_t)W->epoch_waits[1]);
     pt_metrics_int(mt, "gpu_loss_reads", W->loss_reads);
   }
-  if (W->cfg->cuda_graphs) pt_metrics_int(mt, "graph_steps", W->epoch_graph_steps);
+  if (W->r->cuda_graphs) pt_metrics_int(mt, "graph_steps", W->epoch_graph_steps);
   if (partial) pt_metrics_bool(mt, "partial", 1);
   return pt_metrics_end(mt);
 }
@@ -900,7 +905,7 @@ static pt_status train_loop(worker_t *W) {
       if (!graphed) pt_train_update(m, &W->opt, lr, timing ? &ph : NULL);
       if (W->graphs.why_off[0] && !W->graphs_noted) {
         W->graphs_noted = 1;
-        if (W->out) fprintf(W->out, "note: --cuda-graphs: the steps run one kernel at a time: %s\n", W->graphs.why_off);
+        if (W->out) fprintf(W->out, "note: CUDA graphs: the steps run one kernel at a time: %s\n", W->graphs.why_off);
       }
       if (timing) {
         ph.comm_s += W->sync.wait_s - comm0; /* what overlaps backward counts there */

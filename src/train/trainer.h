@@ -63,7 +63,8 @@ typedef struct {
   const char *devices;        /* dp: "cpu:0,cpu:1,..." or "cuda:0,cuda:1,..." (sets workers) */
   const char *device;         /* "cpu", "cuda", "cuda:N": where a single run or each ddp rank trains */
   const char *precision;      /* NULL or "fp32", "tf32" (GPUs: TF32 tensor-core math in GEMMs and convolutions) */
-  int cuda_graphs;            /* one GPU: capture the step as a CUDA graph and replay it (train/graph_step.h) */
+  int cuda_graphs;            /* one GPU: capture the step as a CUDA graph and replay it (train/graph_step.h):
+                               * 0 where the plan allows, 1 on (an error where it cannot), -1 off */
   double bucket_mb;           /* gradient bucket size (default 25) */
   int accum_steps;            /* micro-batches per optimizer step (default 1) */
   int drop_last;              /* drop the shard tail and the last incomplete batch */
@@ -134,7 +135,7 @@ typedef struct {
   int devices[PT_MAX_DEVICES]; /* the device of worker i (dp), or of this run/rank ([0]) */
   int device_pinned;        /* ddp: --device cuda:N pins every rank to N (else: local rank) */
   int tf32;                 /* --precision tf32 */
-  int cuda_graphs;          /* --cuda-graphs, checked against the rest of the plan */
+  int cuda_graphs;          /* the step is captured: asked for or allowed by the rest of the plan */
 } pt_train_plan;
 
 pt_status pt_train_plan_make(const pt_train_config *cfg, pt_train_plan *plan);

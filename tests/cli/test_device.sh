@@ -23,6 +23,13 @@ expect_exit 1 "--cuda-graphs captures the step of one GPU" -- "${T[@]}" --cuda-g
 expect_exit 1 "not with --accum-steps 2" -- "${T[@]}" --cuda-graphs --device cuda --accum-steps 2
 expect_exit 1 "--profile and --trace time each layer" -- "${T[@]}" --cuda-graphs --device cuda --profile
 expect_exit 1 "--profile and --trace time each layer" -- "${T[@]}" --cuda-graphs --device cuda --trace "$TMP/t.json"
+expect_exit 2 "--cuda-graphs and --no-cuda-graphs contradict each other" -- "${T[@]}" --cuda-graphs --no-cuda-graphs
+# By default the CPU and what cannot be captured just run eagerly.
+"${T[@]}" --no-cuda-graphs >/dev/null || fail "--no-cuda-graphs on the CPU"
+"${T[@]}" --metrics "$TMP/g.jsonl" >"$TMP/g.log" 2>&1 || fail "a CPU run: $(cat "$TMP/g.log")"
+grep -q "graph_steps" "$TMP/g.jsonl" && fail "a CPU run counts graph steps"
+grep -qi "graph" "$TMP/g.log" && fail "a CPU run talks of CUDA graphs: $(cat "$TMP/g.log")"
+pass "CUDA graphs: off on the CPU without a word; the two flags contradict"
 # Stages may share a GPU; without one the run says so, naming the device.
 if ! "$PTRAIN" info 2>/dev/null | grep -E "^  cuda:[0-9]+: " | grep -qv ": unusable"; then
   expect_exit 1 "training on cuda:0: " -- "${T[@]}" --parallel pipeline --devices cuda:0,cuda:0
