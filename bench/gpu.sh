@@ -189,18 +189,17 @@ smi_start() {
   command -v nvidia-smi >/dev/null || return 0
   local idx=${DEVICE#cuda}
   idx=${idx#:}
-  nvidia-smi --id="${idx:-0}" --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits \
-    -lms 200 >"$TMP/smi.csv" 2>/dev/null &
+  # timestamped, every 0.1 s as ptrain samples NVML, so that the samples in
+  # the window its metrics name can be compared with its own figures
+  nvidia-smi --id="${idx:-0}" --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader,nounits \
+    -lms 100 >"$TMP/smi.csv" 2>/dev/null &
   smi_pid=$!
 }
 smi_stop() {
-  smi_json='{}'
   [[ -n $smi_pid ]] || return 0
   kill "$smi_pid" 2>/dev/null || true
   wait "$smi_pid" 2>/dev/null || true
   smi_pid=
-  smi_json=$(awk -F', *' '$1 ~ /^[0-9]+$/ { n++; u += $1; if ($2 > m) m = $2 }
-    END { if (n) printf "{\"gpu_util_mean_pct\": %.1f, \"gpu_mem_peak_mib\": %d, \"gpu_samples\": %d}", u / n, m, n; else print "{}" }' "$TMP/smi.csv")
 }
 
 failures=0
@@ -210,7 +209,7 @@ failures=0
 run() {
   local round=$1 label=$2 kind=$3 model=$4 out line t0 t1 wall other=0
   shift 4
-  rm -f "$TMP/metrics.jsonl"
+  rm -f "$TMP/metrics.jsonl" "$TMP/smi.csv"
   mark_start
   smi_start
   t0=$(date +%s.%N)
@@ -237,17 +236,17 @@ run() {
   fi
   line=$(printf '%s\n' "$out" | grep '^{' | tail -n 1 || true)
   [[ -n $line ]] || { echo "gpu.sh: round $round: $label printed no JSON line" >&2; failures=$((failures + 1)); return 0; }
-  line=$("$PY" -c '
-import json, sys
-o = json.loads(sys.argv[1])
-o.update(round=int(sys.argv[2]), wall_seconds=float(sys.argv[3]), other_cores=float(sys.argv[4]), **json.loads(sys.argv[5]))
-print(json.dumps(o))' "$line" "$round" "$wall" "$other" "$smi_json")
+  line=$("$PY" "$BENCH" --merge-result "$line" --round "$round" --wall "$wall" --other-cores "$other" \
+    $([[ -s $TMP/smi.csv ]] && echo --smi "$TMP/smi.csv"))
   printf '%s\n' "$line" >>"$RESULTS"
   "$PY" -c '
 import json, sys
 o = json.loads(sys.argv[1])
 who = ("ptrain --no-cuda-graphs" if o["mode"] == "eager" else "ptrain") if o["framework"] == "ptrain" else "torch %s %s%s" % (o["torch"], o["mode"], " (compiled)" if o.get("compiled") else "")
 util = " gpu %.0f%%" % o["gpu_util_mean_pct"] if "gpu_util_mean_pct" in o else ""
+if "smi_window_util_pct" in o and o.get("ptrain_gpu_util_pct") is not None:
+    util += "; in the window of the metrics: nvidia-smi %.0f%% %d MiB, ptrain %.0f%% %.0f MiB" % (o["smi_window_util_pct"],
+        o["smi_window_mem_peak_mib"], o["ptrain_gpu_util_pct"], o["ptrain_gpu_mem_peak_mib"])
 print("  %-16s %-40s %8.2f s/epoch %10.0f img/s  acc %.4f  (wall %.1f s%s)" % (o["model"], who, o["seconds"], o["images_per_s"], o["test_accuracy"], o["wall_seconds"], util))' "$line"
 }
 

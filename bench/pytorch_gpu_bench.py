@@ -66,6 +66,7 @@ CPU, as a smoke test where there is no GPU. Nothing here touches the network.
 
 import argparse
 import copy
+import datetime
 import gzip
 import json
 import os
@@ -613,6 +614,56 @@ def check_augment():
 # ---------------------------------------------------------------- ptrain results and the table
 
 
+def smi_samples(path):
+    """nvidia-smi's CSV lines (timestamp, utilization %, memory MiB) as
+    (Unix time, util, MiB); its timestamps are the machine's local time, as
+    datetime reads them."""
+    rows = []
+    try:
+        f = open(path)
+    except OSError:
+        return rows
+    with f:
+        for line in f:
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) != 3 or not parts[1].isdigit():
+                continue
+            try:
+                t = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                rows.append((t, int(parts[1]), int(parts[2])))
+            except ValueError:
+                continue
+    return rows
+
+
+def smi_summary(path, since=None, until=None):
+    """The run's nvidia-smi samples summed up: the whole run's mean
+    utilisation and peak memory, and where ptrain said over which window its
+    own NVML figures are (since, until), the same over that window, which is
+    what can be compared with them."""
+    rows = smi_samples(path)
+    out = {}
+    if rows:
+        out.update(gpu_util_mean_pct=round(sum(r[1] for r in rows) / len(rows), 1),
+                   gpu_mem_peak_mib=max(r[2] for r in rows), gpu_samples=len(rows))
+    if since is not None and until is not None:
+        win = [r for r in rows if since <= r[0] <= until]
+        if win:
+            out.update(smi_window_util_pct=round(sum(r[1] for r in win) / len(win), 1),
+                       smi_window_mem_peak_mib=max(r[2] for r in win), smi_window_samples=len(win))
+    return out
+
+
+def merge_result(args):
+    """A run's result line with what gpu.sh measured around it: the round,
+    the wall time, other processes' CPU use and nvidia-smi's samples."""
+    o = json.loads(args.merge_result)
+    o.update(round=args.round, wall_seconds=args.wall, other_cores=args.other_cores)
+    o.update(smi_summary(args.smi, o.get("ptrain_gpu_since"), o.get("ptrain_gpu_until")) if args.smi else {})
+    print(json.dumps(o))
+    return 0
+
+
 def record_ptrain(args):
     """ptrain's last --metrics line (an epoch) as a result line."""
     with open(args.record_ptrain) as f:
@@ -631,6 +682,7 @@ def record_ptrain(args):
         "precision": args.precision,
         # ptrain's own view of the GPU (NVML), for the run's nvidia-smi samples beside it
         "ptrain_gpu_util_pct": e.get("gpu_util_pct"), "ptrain_gpu_mem_peak_mib": e.get("gpu_mem_peak_mib"),
+        "ptrain_gpu_since": e.get("gpu_since"), "ptrain_gpu_until": e.get("gpu_until"),
         "gpu_syncs": e.get("gpu_syncs"), "gpu_ahead_waits": e.get("gpu_ahead_waits"),
         "gpu_loss_reads": e.get("gpu_loss_reads"), "graph_steps": e.get("graph_steps"),
     }
@@ -722,10 +774,17 @@ def main(argv=None):
     ap.add_argument("--ptrain-mode", choices=("ptrain", "eager"), default="ptrain",
                     help="--record-ptrain: the run's mode in the results (eager: it ran with --no-cuda-graphs)")
     ap.add_argument("--table", metavar="RESULTS")
+    ap.add_argument("--merge-result", metavar="JSON", help="gpu.sh: a run's result line, completed and printed")
+    ap.add_argument("--round", type=int, default=1, help="with --merge-result")
+    ap.add_argument("--wall", type=float, default=0.0, help="with --merge-result: the process's seconds")
+    ap.add_argument("--other-cores", type=float, default=0.0, help="with --merge-result")
+    ap.add_argument("--smi", metavar="CSV", help="with --merge-result: nvidia-smi's samples during the run")
     args = ap.parse_args(argv)
 
     if args.table:
         return table(args.table)
+    if args.merge_result:
+        return merge_result(args)
     if args.make_synthetic:
         if not args.dataset:
             ap.error("--make-synthetic needs --dataset")

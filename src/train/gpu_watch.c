@@ -2,10 +2,19 @@
 
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda/device.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* The wall clock, not pt_now()'s monotonic one: other tools' timestamps
+ * are on it. */
+static double unix_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 pt_status pt_gpu_watch_open(pt_gpu_watch *g, const int *devices, int n, FILE *note) {
   memset(g, 0, sizeof *g);
@@ -19,6 +28,7 @@ pt_status pt_gpu_watch_open(pt_gpu_watch *g, const int *devices, int n, FILE *no
   }
   char why[256] = "";
   /* A tenth of a second: finer than NVML's own sample period on most GPUs. */
+  g->since = unix_now();
   PT_TRY(pt_nvml_open(&g->nv, idp, g->n, 0.1, why, sizeof why));
   if (!g->nv && note) fprintf(note, "note: no GPU utilisation or memory figures: %s\n", why);
   return PT_OK;
@@ -62,6 +72,8 @@ void pt_gpu_watch_metrics(const pt_gpu_watch *g, pt_metrics *mt) {
   pt_metrics_int(mt, "gpus", g->n);
   pt_metrics_num(mt, "gpu_util_pct", with_util ? util / with_util : NAN);
   pt_metrics_num(mt, "gpu_mem_peak_mib", peak / (1024.0 * 1024.0));
+  pt_metrics_num(mt, "gpu_since", g->since);
+  pt_metrics_num(mt, "gpu_until", unix_now());
 }
 
 void pt_gpu_watch_summary(const pt_gpu_watch *g, FILE *out) {

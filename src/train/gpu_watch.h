@@ -22,6 +22,7 @@ typedef struct {
   pt_nvml *nv;  /* NULL: nothing to report */
   int n;
   int devices[PT_GPU_WATCH_MAX]; /* CUDA ordinals */
+  double since;                  /* Unix time when sampling began */
 } pt_gpu_watch;
 
 /* Starts sampling devices[0..n) (the first PT_GPU_WATCH_MAX); without NVML,
@@ -31,7 +32,9 @@ pt_status pt_gpu_watch_open(pt_gpu_watch *g, const int *devices, int n, FILE *no
 void pt_gpu_watch_line(const pt_gpu_watch *g, char *buf, size_t size);
 /* gpu_util_pct (mean over the GPUs of their mean since the run started)
  * and gpu_mem_peak_mib (the highest of their peaks) into the open metrics
- * line. */
+ * line, with the window they cover as Unix times, gpu_since and
+ * gpu_until: what an nvidia-smi sampled beside the run must be averaged
+ * over to be compared with them. */
 void pt_gpu_watch_metrics(const pt_gpu_watch *g, pt_metrics *mt);
 /* One line per GPU: mean utilisation and peak memory over the whole run. */
 void pt_gpu_watch_summary(const pt_gpu_watch *g, FILE *out);

@@ -60,9 +60,20 @@ cmp -s "$TMP/straight/model.safetensors" "$TMP/resumed/model.safetensors" || fai
 pass "a resumed GPU run equals an uninterrupted one"
 
 # The loss is read back at log intervals only; a run's printed metrics exist.
+# Where NVML samples the GPU, the line says over which window of Unix time
+# its utilisation is the mean (for a comparison with nvidia-smi's samples).
+t0=$(date +%s.%N)
 "$PTRAIN" train --model fmnist-mlp --max-steps 25 --log-interval 10 --device cuda --metrics "$TMP/m.jsonl" \
   >/dev/null 2>&1 || fail "fmnist-mlp with metrics"
+t1=$(date +%s.%N)
 grep -q '"train_loss"' "$TMP/m.jsonl" || fail "no train_loss in the metrics: $(cat "$TMP/m.jsonl")"
+python3 - "$TMP/m.jsonl" "$t0" "$t1" <<'PY' || fail "the GPU's window in the metrics"
+import json, sys
+e = [json.loads(l) for l in open(sys.argv[1]) if '"epoch"' in l][-1]
+if "gpu_util_pct" in e:
+    t0, t1 = float(sys.argv[2]), float(sys.argv[3])
+    assert t0 <= e["gpu_since"] < e["gpu_until"] <= t1, (t0, e["gpu_since"], e["gpu_until"], t1)
+PY
 pass "GPU metrics are written"
 
 "$PTRAIN" train --model fmnist-mlp --max-steps 5 --no-dropout --quiet --save-model --device cuda:0 \
