@@ -95,11 +95,47 @@ static void test_vector_bits(void **s) {
   assert_true(checked > 70000000);
 }
 
+/* pt_expf16_nonpos gives pt_expf's bits wherever it may be used: every
+ * float <= 0 (every 7th of them, down to -inf), and NaN. */
+static void test_nonpos_bits(void **s) {
+  (void)s;
+  float in[16], got[16];
+  long checked = 0;
+  for (uint64_t b = 0x80000000u; b <= 0xFF800000u; b += 7 * 16) {
+    for (int i = 0; i < 16; i++) {
+      uint64_t u = b + 7 * (uint64_t)i;
+      if (u > 0xFF800000u) u = 0xFF800000u; /* -inf */
+      union {
+        uint32_t u;
+        float f;
+      } v = {.u = (uint32_t)u};
+      in[i] = v.f;
+    }
+    v16_storeu(got, pt_expf16_nonpos(v16_loadu(in)));
+    for (int i = 0; i < 16; i++) {
+      const float want = pt_expf(in[i]);
+      if (memcmp(&want, &got[i], sizeof want) != 0)
+        fail_msg("exp(%.9g): nonpos %.9g, scalar %.9g", in[i], got[i], want);
+    }
+    checked += 16;
+  }
+  const float special[16] = {0.0f, -0.0f, -INFINITY, NAN, -NAN, -87.33654f, -87.3365f, -87.34f,
+                             -1e-30f, -0.5f, -0.34657359f, -0.34657362f, -1e30f, -103.97f, -126.0f, -1.0f};
+  v16_storeu(got, pt_expf16_nonpos(v16_loadu(special)));
+  for (int i = 0; i < 16; i++) {
+    const float want = pt_expf(special[i]);
+    assert_true((isnan(want) && isnan(got[i])) || memcmp(&want, &got[i], sizeof want) == 0);
+  }
+  print_message("%ld points\n", checked);
+  assert_true(checked > 300000000);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_accuracy),
       cmocka_unit_test(test_edges),
       cmocka_unit_test(test_vector_bits),
+      cmocka_unit_test(test_nonpos_bits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
