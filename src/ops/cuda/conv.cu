@@ -340,6 +340,23 @@ conv_mode mode_from_env() {
   return mode;
 }
 
+/* PT_CUDA_WINOGRAD=off gives cuDNN's heuristics their own first choice
+ * where wants_winograd (below) would take Winograd's algorithms. That rule
+ * was timed in FP32 FMA math; under TF32 the heuristics may rank tensor-core
+ * algorithms first, which Winograd's are not, and that has not been timed.
+ * Read once per process, like PT_CUDA_CONV. */
+enum winograd_mode { WINOGRAD_RULE, WINOGRAD_OFF, WINOGRAD_BAD };
+
+winograd_mode winograd_from_env() {
+  static const winograd_mode mode = [] {
+    const char *v = getenv("PT_CUDA_WINOGRAD");
+    if (!v || !*v) return WINOGRAD_RULE;
+    if (!strcmp(v, "off")) return WINOGRAD_OFF;
+    return WINOGRAD_BAD;
+  }();
+  return mode;
+}
+
 /* ---- which path ran ----
  *
  * Counted per thread and per direction (forward, data gradient, filter
@@ -370,6 +387,7 @@ bool gemm_by_default(const pt_conv_geom *g) { return g->kh == 5 && g->kw == 5; }
 void *cudnn_choice(const pt_conv_geom *g, const char *what, char *why, size_t why_size) {
   const conv_mode mode = mode_from_env();
   if (mode == MODE_BAD) pt_cuda_note_error(what, "PT_CUDA_CONV must be \"cudnn\" or \"gemm\"");
+  if (winograd_from_env() == WINOGRAD_BAD) pt_cuda_note_error(what, "PT_CUDA_WINOGRAD must be unset or \"off\"");
   if (mode == MODE_GEMM) {
     snprintf(why, why_size, "PT_CUDA_CONV=gemm");
     return nullptr;
@@ -594,7 +612,7 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
       dn != n || dc != oc || dh != oh || dw != ow)
     return;
 
-  const bool winograd = wants_winograd(g);
+  const bool winograd = winograd_from_env() == WINOGRAD_RULE && wants_winograd(g);
   int got = 0;
   cudnnConvolutionFwdAlgoPerf_t fperf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   if (cudnnGetConvolutionForwardAlgorithm_v7(h, p->xd, p->wd, p->cd, p->yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
