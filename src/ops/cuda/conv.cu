@@ -28,9 +28,10 @@
  * ld is the column-major (c, r) matrix with the same ld, so each row-major
  * product C = A B is asked as C^T = B^T A^T, the operands swapped. The
  * thread's handle is in CUBLAS_DEFAULT_MATH (context.cu), and the cuDNN
- * descriptors ask for CUDNN_FMA_MATH (both TF32 under --precision tf32,
- * pt_cuda_set_tf32): no TF32 by default, so results match the CPU
- * to fp32 rounding rather than TF32's 1e-3.
+ * descriptors ask for CUDNN_FMA_MATH (under --precision tf32,
+ * pt_cuda_set_tf32, cuBLAS takes TF32 and each cuDNN direction the default
+ * or tensor-op math its algorithm asks for): no TF32 by default, so results
+ * match the CPU to fp32 rounding rather than TF32's 1e-3.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -452,6 +453,7 @@ struct conv_plan {
   cudnnConvolutionBwdDataAlgo_t data;
   cudnnConvolutionBwdFilterAlgo_t filter;
   size_t fwd_ws, data_ws, filter_ws; /* bytes */
+  cudnnMathType_t fwd_math, data_math, filter_math; /* set on cd before each direction runs, under TF32 */
 };
 
 void destroy_plan(conv_plan *p) {
@@ -559,29 +561,51 @@ bool wants_winograd(const pt_conv_geom *g) {
   return g->kh == 3 && g->kw == 3 && g->stride == 1 && g->c >= kWinogradChannels && g->oc >= kWinogradChannels;
 }
 
+/* The math a heuristics entry runs in. In FP32 the descriptor stays in
+ * FMA math, and an entry that asks for tensor-op math would not run under
+ * it. Under TF32 an entry runs in the math it asks for, as PyTorch sets it
+ * from the entry it picks: default math (TF32 allowed) or tensor-op math;
+ * never CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, which may round to FP16.
+ * (Taking tensor-op entries under TF32 is built, not yet run on a GPU;
+ * before, TF32 ran only what default-math entries offered.) */
+bool math_ok(cudnnMathType_t m, bool tf32) {
+  return m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH || (tf32 && m == CUDNN_TENSOR_OP_MATH);
+}
+cudnnMathType_t run_math(cudnnMathType_t m, bool tf32) {
+  return !tf32 ? CUDNN_FMA_MATH : m == CUDNN_TENSOR_OP_MATH ? CUDNN_TENSOR_OP_MATH : CUDNN_DEFAULT_MATH;
+}
+
+/* The workspace an entry needs depends on the math it runs in, so under
+ * TF32 the descriptor takes that math before asking. */
 template <typename Perf, typename WsFn>
-bool usable(const Perf &p, WsFn ws_of, size_t *ws) {
+bool usable(const Perf &p, WsFn ws_of, size_t *ws, bool tf32, cudnnConvolutionDescriptor_t cd) {
   if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) return false;
-  /* The descriptor stays in FMA math (default math under TF32) whatever
-   * the entry says; an entry that asks for more would not run under it. */
-  if (p.mathType != CUDNN_FMA_MATH && p.mathType != CUDNN_DEFAULT_MATH) return false;
+  if (!math_ok(p.mathType, tf32)) return false;
+  if (tf32 && cudnnSetConvolutionMathType(cd, run_math(p.mathType, tf32)) != CUDNN_STATUS_SUCCESS) return false;
   return ws_of(p.algo, ws) == CUDNN_STATUS_SUCCESS && *ws <= kAlgoWorkspaceLimit;
 }
 
 /* prefer: an algorithm to take when it is usable, else -1. */
 template <typename Perf, typename Algo, typename WsFn>
-bool pick_algo(const Perf *perf, int count, WsFn ws_of, int prefer, Algo *algo, size_t *ws) {
+bool pick_algo(const Perf *perf, int count, WsFn ws_of, int prefer, bool tf32, cudnnConvolutionDescriptor_t cd,
+               Algo *algo, size_t *ws, cudnnMathType_t *math) {
   for (int pass = prefer >= 0 ? 0 : 1; pass < 2; pass++)
     for (int i = 0; i < count; i++) {
       const Perf &p = perf[i];
       size_t bytes = 0;
       if (pass == 0 && (int)p.algo != prefer) continue;
-      if (!usable(p, ws_of, &bytes)) continue;
+      if (!usable(p, ws_of, &bytes, tf32, cd)) continue;
       *algo = p.algo;
       *ws = bytes;
+      *math = run_math(p.mathType, tf32);
       return true;
     }
   return false;
+}
+
+/* Under TF32, the direction's math onto the descriptor the three share. */
+cudnnStatus_t apply_math(const conv_plan *p, cudnnMathType_t m) {
+  return p->key[9] ? cudnnSetConvolutionMathType(p->cd, m) : CUDNN_STATUS_SUCCESS;
 }
 
 /* Fills p for (g, n): descriptors, then an algorithm per direction. A
@@ -613,6 +637,7 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
     return;
 
   const bool winograd = winograd_from_env() == WINOGRAD_RULE && wants_winograd(g);
+  const bool tf32 = pt_cuda_tf32();
   int got = 0;
   cudnnConvolutionFwdAlgoPerf_t fperf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   if (cudnnGetConvolutionForwardAlgorithm_v7(h, p->xd, p->wd, p->cd, p->yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
@@ -622,7 +647,8 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
         [&](cudnnConvolutionFwdAlgo_t a, size_t *b) {
           return cudnnGetConvolutionForwardWorkspaceSize(h, p->xd, p->wd, p->cd, p->yd, a, b);
         },
-        winograd ? (int)CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED : -1, &p->fwd, &p->fwd_ws);
+        winograd ? (int)CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED : -1, tf32, p->cd, &p->fwd, &p->fwd_ws,
+        &p->fwd_math);
 
   got = 0;
   cudnnConvolutionBwdDataAlgoPerf_t dperf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -633,7 +659,8 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
         [&](cudnnConvolutionBwdDataAlgo_t a, size_t *b) {
           return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->wd, p->yd, p->cd, p->xd, a, b);
         },
-        winograd ? (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED : -1, &p->data, &p->data_ws);
+        winograd ? (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED : -1, tf32, p->cd, &p->data, &p->data_ws,
+        &p->data_math);
 
   got = 0;
   cudnnConvolutionBwdFilterAlgoPerf_t wperf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
@@ -645,7 +672,8 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
         [&](cudnnConvolutionBwdFilterAlgo_t a, size_t *b) {
           return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p->xd, p->yd, p->cd, p->wd, a, b);
         },
-        winograd ? (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED : -1, &p->filter, &p->filter_ws);
+        winograd ? (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED : -1, tf32, p->cd, &p->filter,
+        &p->filter_ws, &p->filter_math);
 }
 
 /* The plan for (g, n) on this thread's handle, built at first use; the
@@ -724,8 +752,9 @@ bool cudnn_forward(cudnnHandle_t h, const pt_conv_geom *g, int n, const float *x
     return false;
   }
   const float one = 1.0f, zero = 0.0f;
-  cudnnStatus_t s = cudnnConvolutionForward(h, &one, p->xd, x, p->wd, w, p->cd, p->fwd, t_cache.ws, p->fwd_ws, &zero,
-                                            p->yd, y);
+  cudnnStatus_t s = apply_math(p, p->fwd_math);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnConvolutionForward(h, &one, p->xd, x, p->wd, w, p->cd, p->fwd, t_cache.ws, p->fwd_ws, &zero, p->yd, y);
   if (unsupported(s)) {
     disable(&p->fwd_ok, &p->fwd_err, s, "cudnnConvolutionForward", g, n);
     off_why(false, s, "cudnnConvolutionForward", why, why_size);
@@ -773,8 +802,10 @@ void cudnn_backward(cudnnHandle_t h, const pt_conv_geom *g, int n, const float *
   const float one = 1.0f, zero = 0.0f;
   if (do_w) {
     /* beta = 1: dw accumulates */
-    cudnnStatus_t s = cudnnConvolutionBackwardFilter(h, &one, p->xd, x, p->yd, d, p->cd, p->filter, t_cache.ws,
-                                                     p->filter_ws, &one, p->wd, *dw);
+    cudnnStatus_t s = apply_math(p, p->filter_math);
+    if (s == CUDNN_STATUS_SUCCESS)
+      s = cudnnConvolutionBackwardFilter(h, &one, p->xd, x, p->yd, d, p->cd, p->filter, t_cache.ws, p->filter_ws, &one,
+                                         p->wd, *dw);
     if (unsupported(s)) {
       disable(&p->filter_ok, &p->filter_err, s, "cudnnConvolutionBackwardFilter", g, n);
       off_why(false, s, "cudnnConvolutionBackwardFilter", why_w, why_size);
@@ -785,8 +816,10 @@ void cudnn_backward(cudnnHandle_t h, const pt_conv_geom *g, int n, const float *
     }
   }
   if (do_x) {
-    cudnnStatus_t s = cudnnConvolutionBackwardData(h, &one, p->wd, w, p->yd, d, p->cd, p->data, t_cache.ws,
-                                                   p->data_ws, &zero, p->xd, *dx);
+    cudnnStatus_t s = apply_math(p, p->data_math);
+    if (s == CUDNN_STATUS_SUCCESS)
+      s = cudnnConvolutionBackwardData(h, &one, p->wd, w, p->yd, d, p->cd, p->data, t_cache.ws, p->data_ws, &zero,
+                                       p->xd, *dx);
     if (unsupported(s)) {
       disable(&p->data_ok, &p->data_err, s, "cudnnConvolutionBackwardData", g, n);
       off_why(false, s, "cudnnConvolutionBackwardData", why_x, why_size);
