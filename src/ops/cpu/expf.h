@@ -60,6 +60,32 @@ static inline float pt_expf(float x) {
   return x < lo ? 0.0f : x > hi ? __builtin_inff() : x != x ? x : y;
 }
 
+/* exp(xc) for xc already clamped: n = round(xc / ln 2), the polynomial
+ * in r = xc - n ln 2, left in *p, with n returned for the caller's 2^n.
+ * pt_expf's steps in pt_expf's order, fused where the level's
+ * v16_fmadd is. */
+static inline pt_v16 pt_expf16_reduced(pt_v16 xc, pt_v16 *p) {
+  const pt_v16 shift = v16_set1(12582912.0f);
+  const pt_v16 n = v16_sub(v16_add(v16_mul(xc, v16_set1(1.44269504088896341f)), shift), shift);
+  const pt_v16 r = v16_sub(v16_sub(xc, v16_mul(n, v16_set1(0.693359375f))), v16_mul(n, v16_set1(-2.12194440e-4f)));
+#if PT_V16_FMA
+#define PT_EXPF16_MADD(a, b, c) v16_fmadd((a), (b), (c))
+#else
+#define PT_EXPF16_MADD(a, b, c) v16_add(v16_mul((a), (b)), (c))
+#endif
+  pt_v16 q = v16_set1(1.0f / 5040.0f);
+  q = PT_EXPF16_MADD(q, r, v16_set1(1.0f / 720.0f));
+  q = PT_EXPF16_MADD(q, r, v16_set1(1.0f / 120.0f));
+  q = PT_EXPF16_MADD(q, r, v16_set1(1.0f / 24.0f));
+  q = PT_EXPF16_MADD(q, r, v16_set1(1.0f / 6.0f));
+  q = PT_EXPF16_MADD(q, r, v16_set1(0.5f));
+  q = PT_EXPF16_MADD(q, r, v16_set1(1.0f));
+  q = PT_EXPF16_MADD(q, r, v16_set1(1.0f));
+#undef PT_EXPF16_MADD
+  *p = q;
+  return n;
+}
+
 /* pt_expf on 16 lanes, every lane with the bits pt_expf gives it
  * (test_expf checks it): the same operations in the same order, fused
  * where pt_expf's are. GCC vectorises the scalar loops only where nothing
@@ -77,23 +103,8 @@ static inline float pt_expf(float x) {
 static inline pt_v16 pt_expf16(pt_v16 x) {
   const pt_v16 lo = v16_set1(-87.33654f), hi = v16_set1(88.72283f);
   const pt_v16 xc = v16_min(v16_max(x, lo), hi);
-  const pt_v16 shift = v16_set1(12582912.0f);
-  const pt_v16 n = v16_sub(v16_add(v16_mul(xc, v16_set1(1.44269504088896341f)), shift), shift);
-  const pt_v16 r = v16_sub(v16_sub(xc, v16_mul(n, v16_set1(0.693359375f))), v16_mul(n, v16_set1(-2.12194440e-4f)));
-#if PT_V16_FMA
-#define PT_EXPF16_MADD(a, b, c) v16_fmadd((a), (b), (c))
-#else
-#define PT_EXPF16_MADD(a, b, c) v16_add(v16_mul((a), (b)), (c))
-#endif
-  pt_v16 p = v16_set1(1.0f / 5040.0f);
-  p = PT_EXPF16_MADD(p, r, v16_set1(1.0f / 720.0f));
-  p = PT_EXPF16_MADD(p, r, v16_set1(1.0f / 120.0f));
-  p = PT_EXPF16_MADD(p, r, v16_set1(1.0f / 24.0f));
-  p = PT_EXPF16_MADD(p, r, v16_set1(1.0f / 6.0f));
-  p = PT_EXPF16_MADD(p, r, v16_set1(0.5f));
-  p = PT_EXPF16_MADD(p, r, v16_set1(1.0f));
-  p = PT_EXPF16_MADD(p, r, v16_set1(1.0f));
-#undef PT_EXPF16_MADD
+  pt_v16 p;
+  const pt_v16 n = pt_expf16_reduced(xc, &p);
   const pt_vi16 e = vi16_add(vi16_from_v16(n), vi16_set1(127));
   const pt_vi16 big = vi16_srli(vi16_add(e, vi16_set1(1)), 8);
   const pt_v16 scale = vi16_as_float(vi16_slli(vi16_sub(e, big), 23));
@@ -116,23 +127,8 @@ static inline pt_v16 pt_expf16(pt_v16 x) {
 static inline pt_v16 pt_expf16_nonpos(pt_v16 x) {
   const pt_v16 lo = v16_set1(-87.33654f);
   const pt_v16 xc = v16_max(x, lo); /* a NaN lane becomes lo, and x again below */
-  const pt_v16 shift = v16_set1(12582912.0f);
-  const pt_v16 n = v16_sub(v16_add(v16_mul(xc, v16_set1(1.44269504088896341f)), shift), shift);
-  const pt_v16 r = v16_sub(v16_sub(xc, v16_mul(n, v16_set1(0.693359375f))), v16_mul(n, v16_set1(-2.12194440e-4f)));
-#if PT_V16_FMA
-#define PT_EXPF16_MADD(a, b, c) v16_fmadd((a), (b), (c))
-#else
-#define PT_EXPF16_MADD(a, b, c) v16_add(v16_mul((a), (b)), (c))
-#endif
-  pt_v16 p = v16_set1(1.0f / 5040.0f);
-  p = PT_EXPF16_MADD(p, r, v16_set1(1.0f / 720.0f));
-  p = PT_EXPF16_MADD(p, r, v16_set1(1.0f / 120.0f));
-  p = PT_EXPF16_MADD(p, r, v16_set1(1.0f / 24.0f));
-  p = PT_EXPF16_MADD(p, r, v16_set1(1.0f / 6.0f));
-  p = PT_EXPF16_MADD(p, r, v16_set1(0.5f));
-  p = PT_EXPF16_MADD(p, r, v16_set1(1.0f));
-  p = PT_EXPF16_MADD(p, r, v16_set1(1.0f));
-#undef PT_EXPF16_MADD
+  pt_v16 p;
+  const pt_v16 n = pt_expf16_reduced(xc, &p);
   /* n in [-126, 0]: 2^n is one float */
   pt_v16 y = v16_mul(p, vi16_as_float(vi16_slli(vi16_add(vi16_from_v16(n), vi16_set1(127)), 23)));
   const pt_m16 moved = ~v16_cmpeq(x, xc) & 0xFFFFu;
