@@ -154,6 +154,22 @@ static pt_status plan_stages(const pt_train_config *c, pt_train_plan *r, int pip
   return PT_OK;
 }
 
+/* Why this run's step cannot be captured as a CUDA graph, into why;
+ * 0 where it can. */
+static int graph_refusal(const pt_train_config *c, const pt_train_plan *r, char *why, size_t size) {
+  if (r->backend != PT_BACKEND_CUDA)
+    snprintf(why, size, "--cuda-graphs is for a GPU (--device cuda); the CPU runs its ops as they come");
+  else if (r->staged || r->world > 1)
+    snprintf(why, size, "--cuda-graphs captures the step of one GPU; dp, ddp and stages are not captured");
+  else if (r->accum > 1)
+    snprintf(why, size, "--cuda-graphs captures whole optimizer steps; not with --accum-steps %d", r->accum);
+  else if (c->profile || c->trace_path)
+    snprintf(why, size, "--cuda-graphs runs the step as one launch; --profile and --trace time each layer, so they "
+                        "need it off");
+  else return 0;
+  return 1;
+}
+
 pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   memset(r, 0, sizeof *r);
   if (c->spec) {
@@ -262,21 +278,9 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   if (!r->staged) r->replicas = r->world;
   /* Measured faster on every preset and the same bits, so a run that can
    * capture its step does; asked for explicitly, what stops it is an error. */
-  const int graphable = r->backend == PT_BACKEND_CUDA && !r->staged && r->world == 1 && r->accum == 1 &&
-                        !c->profile && !c->trace_path;
-  if (c->cuda_graphs == 0) r->cuda_graphs = graphable;
-  if (c->cuda_graphs > 0) {
-    if (r->backend != PT_BACKEND_CUDA)
-      return pt_fail(PT_ERR_ARG, "--cuda-graphs is for a GPU (--device cuda); the CPU runs its ops as they come");
-    if (r->staged || r->world > 1)
-      return pt_fail(PT_ERR_ARG, "--cuda-graphs captures the step of one GPU; dp, ddp and stages are not captured");
-    if (r->accum > 1)
-      return pt_fail(PT_ERR_ARG, "--cuda-graphs captures whole optimizer steps; not with --accum-steps %d", r->accum);
-    if (c->profile || c->trace_path)
-      return pt_fail(PT_ERR_ARG, "--cuda-graphs runs the step as one launch; --profile and --trace time each layer, "
-                                 "so they need it off");
-    r->cuda_graphs = 1;
-  }
+  char no_graph[160];
+  if (c->cuda_graphs >= 0 && !graph_refusal(c, r, no_graph, sizeof no_graph)) r->cuda_graphs = 1;
+  else if (c->cuda_graphs > 0) return pt_fail(PT_ERR_ARG, "%s", no_graph);
   if (c->no_dropout)
     for (int i = 0; i < r->spec.nlayers; i++)
       if (r->spec.layers[i].kind == PT_L_DROPOUT) r->spec.layers[i].p = 0.0f;
