@@ -54,22 +54,15 @@ static float max_of16(const float *v, int n) {
   return v16_reduce_max(v16_max(a, b));
 }
 
-/* The sum of exp(x - mx) over a row, in the 16 partial lanes; the
- * exponentials also go to e where it is not NULL. */
-static inline double exp_sum16(const float *xr, int k, float mx, float *e) {
+/* The sum of exp(x - mx) over a row, in the 16 partial lanes. */
+static inline double exp_sum16(const float *xr, int k, float mx) {
   const pt_v16 vmx = v16_set1(mx);
   sum16 part = {vd8_zero(), vd8_zero()};
   int c = 0;
-  for (; c + 16 <= k; c += 16) {
-    const pt_v16 ec = pt_expf16_nonpos(v16_sub(v16_loadu(xr + c), vmx));
-    sum16_add(&part, ec);
-    if (e) v16_storeu(e + c, ec);
-  }
+  for (; c + 16 <= k; c += 16) sum16_add(&part, pt_expf16_nonpos(v16_sub(v16_loadu(xr + c), vmx)));
   if (c < k) {
     const pt_m16 m = v16_lanes(k - c);
-    const pt_v16 ec = v16_maskz_mov(m, pt_expf16_nonpos(v16_sub(v16_maskz_loadu(m, xr + c), vmx)));
-    sum16_add(&part, ec);
-    if (e) v16_mask_storeu(e + c, m, ec);
+    sum16_add(&part, v16_maskz_mov(m, pt_expf16_nonpos(v16_sub(v16_maskz_loadu(m, xr + c), vmx))));
   }
   return sum16_lanes(part);
 }
@@ -88,8 +81,9 @@ static inline void exp_store16(const float *xr, int k, float mx, float *e) {
   }
 }
 
-/* exp_sum16's sum, of what exp_store16 stored: the same lanes in the same
- * order, so the same bits. */
+/* A row's sum in the 16 partial lanes: of what exp_store16 stored, the
+ * same lanes in the same order as exp_sum16, so the same bits; and of dy
+ * in the backward pass. */
 static inline double sum_of16(const float *e, int k) {
   sum16 part = {vd8_zero(), vd8_zero()};
   int c = 0;
@@ -98,11 +92,19 @@ static inline double sum_of16(const float *e, int k) {
   return sum16_lanes(part);
 }
 
+/* exp_sum16's sum, with the exponentials also in e where it is not NULL:
+ * stored first and summed from there. */
+static inline double exp_sum_row(const float *xr, int k, float mx, float *e) {
+  if (!e) return exp_sum16(xr, k, mx);
+  exp_store16(xr, k, mx, e);
+  return sum_of16(e, k);
+}
+
 /* A row's maximum, and in *sum the sum of exp(x - max) over it; the
  * exponentials also go to e where it is not NULL. */
 static float exp_row(const float *xr, int k, float *e, double *sum) {
   const float mx = max_of16(xr, k);
-  *sum = exp_sum16(xr, k, mx, e);
+  *sum = exp_sum_row(xr, k, mx, e);
   return mx;
 }
 
@@ -130,11 +132,7 @@ static void lsm_fwd_rows(const float *x, float *y, float *p, int rows, int k) {
   float mx[LSM_BLOCK], lse[LSM_BLOCK];
   double sum[LSM_BLOCK];
   for (int r = 0; r < rows; r++) mx[r] = max_of16(x + (size_t)r * k, k);
-  if (p) {
-    for (int r = 0; r < rows; r++) exp_store16(x + (size_t)r * k, k, mx[r], p + (size_t)r * k);
-    for (int r = 0; r < rows; r++) sum[r] = sum_of16(p + (size_t)r * k, k);
-  } else
-    for (int r = 0; r < rows; r++) sum[r] = exp_sum16(x + (size_t)r * k, k, mx[r], NULL);
+  for (int r = 0; r < rows; r++) sum[r] = exp_sum_row(x + (size_t)r * k, k, mx[r], p ? p + (size_t)r * k : NULL);
   for (int r = 0; r < rows; r++) lse[r] = mx[r] + (float)log(sum[r]);
   for (int r = 0; r < rows; r++) {
     const pt_v16 v = v16_set1(lse[r]), inv = v16_set1((float)(1.0 / sum[r]));
@@ -152,12 +150,9 @@ static inline void bwd_chunk(const float *yr, const float *pr, const float *dr, 
 }
 
 static void lsm_bwd_row(const float *yr, const float *pr, const float *dr, float *xr, int k) {
-  sum16 part = {vd8_zero(), vd8_zero()};
+  const pt_v16 fs = v16_set1((float)sum_of16(dr, k));
   int c = 0;
-  for (; c + 16 <= k; c += 16) sum16_add(&part, v16_loadu(dr + c));
-  if (c < k) sum16_add(&part, v16_maskz_loadu(v16_lanes(k - c), dr + c));
-  const pt_v16 fs = v16_set1((float)sum16_lanes(part));
-  for (c = 0; c + 16 <= k; c += 16) bwd_chunk(yr + c, pr ? pr + c : NULL, dr + c, xr + c, 0xFFFFu, fs);
+  for (; c + 16 <= k; c += 16) bwd_chunk(yr + c, pr ? pr + c : NULL, dr + c, xr + c, 0xFFFFu, fs);
   if (c < k) bwd_chunk(yr + c, pr ? pr + c : NULL, dr + c, xr + c, v16_lanes(k - c), fs);
 }
 
