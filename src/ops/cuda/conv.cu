@@ -341,18 +341,21 @@ conv_mode mode_from_env() {
   return mode;
 }
 
-/* PT_CUDA_WINOGRAD=off gives cuDNN's heuristics their own first choice
- * where wants_winograd (below) would take Winograd's algorithms. That rule
- * was timed in FP32 FMA math; under TF32 the heuristics may rank tensor-core
- * algorithms first, which Winograd's are not, and that has not been timed.
- * Read once per process, like PT_CUDA_CONV. */
-enum winograd_mode { WINOGRAD_RULE, WINOGRAD_OFF, WINOGRAD_BAD };
+/* To time the Winograd rule (wants_winograd, below) in FP32:
+ * PT_CUDA_WINOGRAD=off gives cuDNN's heuristics their own first choice
+ * where the rule would take Winograd's algorithms; "all" takes them for
+ * every 3x3, stride-1 layer, whatever its channels (cifar-convnet's conv2,
+ * 48 -> 96, ran at 12.5 TFLOP/s on the heuristics' choice, a tenth of
+ * conv6's rate on Winograd). Under TF32 the rule never applies. Read once
+ * per process, like PT_CUDA_CONV. */
+enum winograd_mode { WINOGRAD_RULE, WINOGRAD_OFF, WINOGRAD_ALL, WINOGRAD_BAD };
 
 winograd_mode winograd_from_env() {
   static const winograd_mode mode = [] {
     const char *v = getenv("PT_CUDA_WINOGRAD");
     if (!v || !*v) return WINOGRAD_RULE;
     if (!strcmp(v, "off")) return WINOGRAD_OFF;
+    if (!strcmp(v, "all")) return WINOGRAD_ALL;
     return WINOGRAD_BAD;
   }();
   return mode;
@@ -388,7 +391,8 @@ bool gemm_by_default(const pt_conv_geom *g) { return g->kh == 5 && g->kw == 5; }
 void *cudnn_choice(const pt_conv_geom *g, const char *what, char *why, size_t why_size) {
   const conv_mode mode = mode_from_env();
   if (mode == MODE_BAD) pt_cuda_note_error(what, "PT_CUDA_CONV must be \"cudnn\" or \"gemm\"");
-  if (winograd_from_env() == WINOGRAD_BAD) pt_cuda_note_error(what, "PT_CUDA_WINOGRAD must be unset or \"off\"");
+  if (winograd_from_env() == WINOGRAD_BAD)
+    pt_cuda_note_error(what, "PT_CUDA_WINOGRAD must be unset, \"off\" or \"all\"");
   if (mode == MODE_GEMM) {
     snprintf(why, why_size, "PT_CUDA_CONV=gemm");
     return nullptr;
@@ -554,11 +558,16 @@ bool grow_workspace(size_t bytes, cudaStream_t st) {
  * cifar-convnet's conv3 to conv6 (conv6 forward: 1.01 ms against 4.9).
  * Below 64 channels the heuristics' choice was as fast or faster. A fixed
  * rule, not a timed choice (cudnnFind), so the same run picks the same
- * algorithms and gives the same bits every time. */
+ * algorithms and gives the same bits every time. FP32 only: under TF32 the
+ * heuristics rank tensor-core algorithms first, and those beat Winograd's
+ * in every direction of conv3 to conv6 (H100, cuDNN 9.14: an epoch at
+ * 9,040 images/s against 7,563 with the rule; conv6 forward 0.59 ms
+ * against 1.09). */
 const int kWinogradChannels = 64;
 
-bool wants_winograd(const pt_conv_geom *g) {
-  return g->kh == 3 && g->kw == 3 && g->stride == 1 && g->c >= kWinogradChannels && g->oc >= kWinogradChannels;
+bool wants_winograd(const pt_conv_geom *g, bool tf32, winograd_mode mode) {
+  if (tf32 || mode == WINOGRAD_OFF || g->kh != 3 || g->kw != 3 || g->stride != 1) return false;
+  return mode == WINOGRAD_ALL || (g->c >= kWinogradChannels && g->oc >= kWinogradChannels);
 }
 
 /* The math a heuristics entry runs in. In FP32 the descriptor stays in
@@ -636,8 +645,8 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
       dn != n || dc != oc || dh != oh || dw != ow)
     return;
 
-  const bool winograd = winograd_from_env() == WINOGRAD_RULE && wants_winograd(g);
   const bool tf32 = pt_cuda_tf32();
+  const bool winograd = wants_winograd(g, tf32, winograd_from_env());
   int got = 0;
   cudnnConvolutionFwdAlgoPerf_t fperf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   if (cudnnGetConvolutionForwardAlgorithm_v7(h, p->xd, p->wd, p->cd, p->yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
