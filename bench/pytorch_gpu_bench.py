@@ -741,7 +741,7 @@ def table(path):
     precisions = sorted({r.get("precision", "default (TF32 in cuDNN)") for r in runs if r.get("framework") != "ptrain"})
     mine = sorted({r.get("precision", "fp32") for r in runs if r.get("framework") == "ptrain"})
     said = {"fp32": "FP32 (cuBLAS and cuDNN in FMA math, no TF32)",
-            "tf32": "TF32 (cuBLAS's TF32 tensor-op math, cuDNN's default math)"}
+            "tf32": "TF32 (cuBLAS's TF32 tensor-op math, cuDNN in the math its algorithm asks for)"}
     print("\nRatios are images/s, ptrain over PyTorch: above 1, ptrain is faster. Precision: ptrain "
           + ", ".join(said.get(p, p) for p in mine) + "; PyTorch " + ", ".join(precisions) + ".")
     return 0
