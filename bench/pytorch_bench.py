@@ -129,15 +129,16 @@ def throughput(args, p):
         times.append((time.perf_counter() - t0) / n)
         steps = n
 
-    med = statistics.median(times) * steps
-    best = min(times) * steps
-    imgs = steps * b
+    # times are seconds per step; a block's step count (steps) is a
+    # multiple of --steps and differs from block to block
+    med = statistics.median(times)
+    best = min(times)
     out = {
         "framework": "pytorch", "torch": torch.__version__, "model": args.model, "batch": b,
         "threads": args.threads, "steps": steps, "min_seconds": args.min_seconds,
         "flush_denormal": args.flush_denormal, "warmup": args.warmup, "repeat": args.repeat,
-        "images_per_s": round(imgs / med, 2), "step_ms": round(1000.0 * med / args.steps, 3),
-        "images_per_s_best": round(imgs / best, 2), "step_ms_best": round(1000.0 * best / args.steps, 3),
+        "images_per_s": round(b / med, 2), "step_ms": round(1000.0 * med, 3),
+        "images_per_s_best": round(b / best, 2), "step_ms_best": round(1000.0 * best, 3),
         "peak_rss_mb": round(peak_rss_mb(), 1),
     }
     print(json.dumps(out), flush=True)
