@@ -458,6 +458,10 @@ static void timing_sync(pt_model *m) {
   if (m->be->kind != PT_BACKEND_CPU) keep_status(m, m->be->sync());
 }
 
+void pt_model_timing_sync(pt_model *m) {
+  if (m->profile || pt_trace_enabled()) timing_sync(m);
+}
+
 /* Synchronised batch norm: the per-channel sums of every worker's batch
  * are added up, so each worker normalises with the statistics of the global
  * batch, as torch.nn.SyncBatchNorm does. Forward: sum(x) and the count, then

@@ -168,6 +168,11 @@ void pt_model_backward(pt_model *m, const float *x, int n);
  * (pt_fail), and clears it; PT_OK if none. Callers check it after a step
  * or an evaluation, before trusting what the passes computed. */
 pt_status pt_model_take_status(pt_model *m);
+/* Under --profile or --trace on a device, waits for the model's queued work
+ * so that the time of what was queued outside the passes (the optimizer's
+ * update) is known; a failure the wait reports is kept as the passes' are.
+ * Nothing otherwise. */
+void pt_model_timing_sync(pt_model *m);
 
 /* A pipeline stage: layers [lo, hi) of whole, taking that layer's input and
  * producing its output (the loss only when hi is the last layer), with

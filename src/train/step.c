@@ -47,6 +47,11 @@ void pt_train_update(pt_model *m, pt_optimizer *opt, float lr, pt_phase_times *p
   pt_optimizer_step_range(opt, m->param - m->param_offset, m->grad - m->param_offset, lr, m->param_offset,
                           m->param_offset + m->nparam_total);
   if (ph) {
+    /* On a GPU the update is only queued: without this wait its time
+     * would land on the next step's first layer (Adam over cifar-convnet's
+     * fc1, 1.2 ms on an H100, showed as forward time, the optimizer as
+     * 0.008 ms). */
+    pt_model_timing_sync(m);
     const double td = pt_now();
     pt_trace_span("optimizer", "optimizer", tc, td);
     ph->optimizer_s += td - tc;

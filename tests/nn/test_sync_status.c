@@ -6,7 +6,8 @@
  * saying so. The model must keep it (pt_model_take_status) rather than
  * drop it and let the step go on with garbage. Here a backend that is the
  * CPU's in all but its name, kind and sync (which fails once, as the CUDA
- * backend's does) stands in for the GPU. */
+ * backend's does) stands in for the GPU. The optimizer's update, queued
+ * outside the passes, is waited for the same way when it is timed. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,8 @@
 
 #include "nn/model.h"
 #include "nn/presets.h"
+#include "optim/optimizer.h"
+#include "train/step.h"
 
 #define N 4
 
@@ -154,6 +157,34 @@ static void test_loss_download_failure_kept(void **s) {
   pt_model_destroy(m);
 }
 
+/* A timed update waits for the device once, so that its time is its own
+ * and not the next step's first layer's, and keeps what that wait reports;
+ * an untimed one waits for nothing. */
+static void test_timed_update_waits(void **s) {
+  (void)s;
+  pt_model *m = make();
+  pt_opt_config cfg;
+  pt_opt_config_defaults(&cfg, PT_OPT_ADAM);
+  pt_optimizer opt;
+  assert_int_equal(pt_optimizer_init_on(&opt, &cfg, m->nparam_total, &fake), PT_OK);
+  pt_train_update(m, &opt, 1e-3f, NULL);
+  assert_int_equal(syncs, 0);
+
+  pt_phase_times ph = {0};
+  m->profile = 1;
+  fail_at = 1;
+  pt_train_update(m, &opt, 1e-3f, &ph);
+  assert_int_equal(syncs, 1);
+  assert_int_equal(ph.steps, 1);
+  assert_int_equal(pt_model_take_status(m), PT_ERR_DEVICE);
+  assert_non_null(strstr(pt_error_message(), "bad param"));
+  pt_train_update(m, &opt, 1e-3f, &ph);
+  assert_int_equal(syncs, 2);
+  assert_int_equal(pt_model_take_status(m), PT_OK);
+  pt_optimizer_free(&opt);
+  pt_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_no_wait_unprofiled, setup),
@@ -161,6 +192,7 @@ int main(void) {
       cmocka_unit_test_setup(test_backward_failure_kept, setup),
       cmocka_unit_test_setup(test_first_failure_wins, setup),
       cmocka_unit_test_setup(test_loss_download_failure_kept, setup),
+      cmocka_unit_test_setup(test_timed_update_waits, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
