@@ -37,9 +37,15 @@ static inline void pt_transpose16_planes(const float *src, const float *gate, si
  * (floats, or int32 codes). At 1 thread on Zen 3: mnist-cnn's conv1
  * backward 0.88-0.91x the time (4 lines ahead or more gained less);
  * tutorial-cnn's conv1.0 pooled transposition 0.37-0.42 ms instead of
- * 0.65-0.67 (1 line ahead: 0.50; 4: 0.43-0.45). */
+ * 0.65-0.67 (1 line ahead: 0.50; 4: 0.43-0.45).
+ *
+ * always_inline, not a plain inline: GCC counts a prefetch as free of side
+ * effects, found this function "const", and deleted every call to it as
+ * dead code before inlining, so no binary held a prefetch from 1d977ff on
+ * (build_test_prefetch checks the objects). */
 #define PT_PLANES_AHEAD 32 /* elements */
-static inline void pt_prefetch16_planes(const void *src, const void *also, size_t plane, int nc, size_t left) {
+static inline __attribute__((always_inline)) void pt_prefetch16_planes(const void *src, const void *also, size_t plane,
+                                                                       int nc, size_t left) {
   if (left <= PT_PLANES_AHEAD) return;
   const float *s = (const float *)src, *a = (const float *)also;
   for (int c = 0; c < nc && c < 16; c++) {
