@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ab.sh - two ptrain builds, or one build at two instruction-set levels,
-# timed alternately: A, B, A, B, ... ROUNDS pairs per model and thread
+# timed alternately: A, B, B, A, A, B, ... ROUNDS pairs per model and thread
 # count, each run `ptrain bench` on the preset's staged batches. Running
 # them in pairs makes drift and a noisy neighbour hit both alike; the table
 # gives each side's median images/s and the median of the pairs' ratios
@@ -91,8 +91,16 @@ for model in $MODELS; do
   for t in $THREADS; do
     : >"$TMP/a" && : >"$TMP/b" && : >"$TMP/r"
     for ((r = 1; r <= ROUNDS; r++)); do
-      a=$(run A "$A" "$A_ENV" "$model" "$t" "$r")
-      b=$(run B "$B" "$B_ENV" "$model" "$t" "$r")
+      # A first in odd pairs, B first in even ones (ABBA): a side that
+      # always ran second would always meet the caches, the clock and the
+      # neighbours its partner left
+      if ((r % 2)); then
+        a=$(run A "$A" "$A_ENV" "$model" "$t" "$r")
+        b=$(run B "$B" "$B_ENV" "$model" "$t" "$r")
+      else
+        b=$(run B "$B" "$B_ENV" "$model" "$t" "$r")
+        a=$(run A "$A" "$A_ENV" "$model" "$t" "$r")
+      fi
       echo "$a" >>"$TMP/a" && echo "$b" >>"$TMP/b"
       awk -v a="$a" -v b="$b" 'BEGIN { printf "%.4f\n", b / a }' >>"$TMP/r"
     done
