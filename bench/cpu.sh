@@ -12,8 +12,9 @@
 # optimizer and batch size on Fashion-MNIST batches staged in memory before
 # timing: W warm-up steps, then N timed steps (per model unless STEPS is set).
 #
-# The runs are interleaved (ptrain, old, new, ptrain, ...) so that a noisy
-# neighbour hits all three alike, and repeated ROUNDS times so the noise
+# The runs are interleaved (ptrain, old, new; then old, new, ptrain; then
+# new, ptrain, old; ...) so that a noisy neighbour hits all three alike and
+# none always runs first, and repeated ROUNDS times so the noise
 # shows; the table gives the median and the best over the rounds. Before each
 # run the script waits (up to IDLE_WAIT seconds) for the machine to be at least
 # IDLE_MIN% idle over one second, and records the idle share it saw; after it,
@@ -195,13 +196,19 @@ for ((r = 1; r <= ROUNDS; r++)); do
     run "$r" "sgemm T=$t" "$BIN" bench --sgemm --threads "$t" --json
     for m in $MODELS; do
       n=$(steps_for "$m")
-      run "$r" "$m T=$t ptrain" "$BIN" bench --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP" --json
-      run "$r" "$m T=$t torch $torch_old" \
-        "$PY_OLD" bench/pytorch_bench.py --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP" \
-        --min-seconds "$TORCH_SECONDS" --flush-denormal
-      run "$r" "$m T=$t torch $torch_new" \
-        "$PY_NEW" bench/pytorch_bench.py --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP" \
-        --min-seconds "$TORCH_SECONDS" --flush-denormal
+      # each round starts with another of the three, so that none always
+      # runs right after the same one (or first, on a cooler machine)
+      for ((k = 0; k < 3; k++)); do
+        case $(((r - 1 + k) % 3)) in
+          0) run "$r" "$m T=$t ptrain" "$BIN" bench --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP" --json ;;
+          1) run "$r" "$m T=$t torch $torch_old" \
+            "$PY_OLD" bench/pytorch_bench.py --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP" \
+            --min-seconds "$TORCH_SECONDS" --flush-denormal ;;
+          2) run "$r" "$m T=$t torch $torch_new" \
+            "$PY_NEW" bench/pytorch_bench.py --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP" \
+            --min-seconds "$TORCH_SECONDS" --flush-denormal ;;
+        esac
+      done
     done
   done
 done
