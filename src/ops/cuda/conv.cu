@@ -345,7 +345,7 @@ conv_mode mode_from_env() {
  * PT_CUDA_WINOGRAD=off gives cuDNN's heuristics their own first choice
  * where the rule would take Winograd's algorithms; "all" takes them for
  * every 3x3, stride-1 layer, whatever its channels (cifar-convnet's conv2,
- * 48 -> 96, ran at 12.5 TFLOP/s on the heuristics' choice, a tenth of
+ * 48 -> 96, ran at 12.6 TFLOP/s on the heuristics' choice, a tenth of
  * conv6's rate on Winograd). Under TF32 the rule never applies. Read once
  * per process, like PT_CUDA_CONV. */
 enum winograd_mode { WINOGRAD_RULE, WINOGRAD_OFF, WINOGRAD_ALL, WINOGRAD_BAD };
