@@ -458,8 +458,11 @@ static void timing_sync(pt_model *m) {
   if (m->be->kind != PT_BACKEND_CPU) keep_status(m, m->be->sync());
 }
 
+/* Whether the passes and the update are timed: then a GPU is waited for. */
+static int timed(const pt_model *m) { return m->profile || pt_trace_enabled(); }
+
 void pt_model_timing_sync(pt_model *m) {
-  if (m->profile || pt_trace_enabled()) timing_sync(m);
+  if (timed(m)) timing_sync(m);
 }
 
 /* Synchronised batch norm: the per-channel sums of every worker's batch
@@ -577,7 +580,7 @@ const float *pt_model_forward(pt_model *m, const float *x, int n) {
   for (int i = 0; i < m->nlayers; i++) {
     pt_layer *L = &m->layers[i];
     if (L->spec.kind == PT_L_FLATTEN || L->fused) continue; /* views: same memory */
-    const int timing = m->profile || pt_trace_enabled();
+    const int timing = timed(m);
     /* A GPU only queues the layer: its time is known after a sync, which
      * profiling and tracing pay for and a plain run does not. */
     if (timing) timing_sync(m);
@@ -677,7 +680,7 @@ static const float *backward_from(pt_model *m, const float *x, const float *dy, 
       if (m->layers[j].w >= 0) needs_dx = 1;
     float *dx = needs_dx ? m->dbuf[which] : NULL;
     L->bwd_dx = needs_dx;
-    const int timing = m->profile || pt_trace_enabled();
+    const int timing = timed(m);
     if (timing) timing_sync(m);
     double t0 = timing ? pt_now() : 0.0;
     layer_backward(m, L, layer_input(m, i, x), dy, dx, n);
