@@ -327,17 +327,22 @@ void gemm_backward(const pt_conv_geom *g, int n, const float *x, const float *w,
 
 /* ---- the choice between cuDNN and the gemm path ---- */
 
+/* Which of two words the variable holds: 0 unset or empty, 1 or 2 for the
+ * first or second word, 3 for anything else. The enums below are laid out
+ * the same way. */
+int env_choice(const char *name, const char *first, const char *second) {
+  const char *v = getenv(name);
+  if (!v || !*v) return 0;
+  if (!strcmp(v, first)) return 1;
+  if (!strcmp(v, second)) return 2;
+  return 3;
+}
+
 enum conv_mode { MODE_DEFAULT, MODE_CUDNN, MODE_GEMM, MODE_BAD };
 
 /* Read once per process: the choice must not change under a running model. */
 conv_mode mode_from_env() {
-  static const conv_mode mode = [] {
-    const char *v = getenv("PT_CUDA_CONV");
-    if (!v || !*v) return MODE_DEFAULT;
-    if (!strcmp(v, "cudnn")) return MODE_CUDNN;
-    if (!strcmp(v, "gemm")) return MODE_GEMM;
-    return MODE_BAD;
-  }();
+  static const conv_mode mode = (conv_mode)env_choice("PT_CUDA_CONV", "cudnn", "gemm");
   return mode;
 }
 
@@ -351,13 +356,7 @@ conv_mode mode_from_env() {
 enum winograd_mode { WINOGRAD_RULE, WINOGRAD_OFF, WINOGRAD_ALL, WINOGRAD_BAD };
 
 winograd_mode winograd_from_env() {
-  static const winograd_mode mode = [] {
-    const char *v = getenv("PT_CUDA_WINOGRAD");
-    if (!v || !*v) return WINOGRAD_RULE;
-    if (!strcmp(v, "off")) return WINOGRAD_OFF;
-    if (!strcmp(v, "all")) return WINOGRAD_ALL;
-    return WINOGRAD_BAD;
-  }();
+  static const winograd_mode mode = (winograd_mode)env_choice("PT_CUDA_WINOGRAD", "off", "all");
   return mode;
 }
 
