@@ -66,6 +66,22 @@
 #define OP_MS 2
 #endif
 #define OP_KC 96 /* inputs per chunk */
+/* Rows past the last whole tile of OP_MS (fmnist-mlp's lin2 has 10
+ * outputs: two tiles of 4 and 2 rows left) take tiles as wide as the
+ * registers allow for their 1 to OP_MS - 1 rows. On AVX2 a tile of one row
+ * by one vector is 2 chains of multiply-adds where the two FMA units need
+ * 8 to cover their latency: lin2's last 2 rows, a tile per row and vector,
+ * took half of its weight gradient's 9 us. Two vectors wide, 2 rows keep 8
+ * chains (3 rows 12, of the 16 registers with b's two vectors and a
+ * broadcast). AVX-512's tiles are already 6 vectors wide. */
+#if PT_V16_REGS >= 32
+#define OP_SV_REST OP_SV
+#elif PT_V16_REGS >= 8
+#define OP_SV_REST 2
+#else
+#define OP_SV_REST 1
+#endif
+#define OP_SV_MAX (OP_SV > OP_SV_REST ? OP_SV : OP_SV_REST)
 /* The smallest shapes taken, the same at every level: under 96 inputs or 4
  * rows of c there is too little to amortise a tile's start over. */
 #define OP_MIN_K 96
@@ -96,7 +112,7 @@ typedef struct {
  * (masked loads there cost 5-8%). */
 static inline __attribute__((always_inline)) void tile(const int MS, const int NV, const int FULL, const job *j,
                                                        int i0, int k0, pt_m16 last) {
-  pt_v16 acc[OP_MS][OP_SV];
+  pt_v16 acc[OP_MS][OP_SV_MAX];
 #pragma GCC unroll 4
   for (int s = 0; s < MS; s++)
 #pragma GCC unroll 6
@@ -149,7 +165,30 @@ static inline __attribute__((always_inline)) void tile_nv(const int MS, const jo
 }
 
 static void tile_ms(const job *j, int i0, int k0, int nv, pt_m16 last) { tile_nv(OP_MS, j, i0, k0, nv, last); }
-static void tile1(const job *j, int i0, int k0, int nv, pt_m16 last) { tile_nv(1, j, i0, k0, nv, last); }
+
+/* The ms (1 to OP_MS - 1) rows past the last whole tile, nv (1 to
+ * OP_SV_REST) vectors, both constants in each instantiation. */
+static inline __attribute__((always_inline)) void tile_rest_nv(const int MS, const job *j, int i0, int k0, int nv,
+                                                               pt_m16 last) {
+#if OP_SV_REST > OP_SV
+  if (nv == OP_SV_REST && last == 0xFFFFu) tile(MS, OP_SV_REST, 1, j, i0, k0, last);
+  else if (nv == OP_SV_REST) tile(MS, OP_SV_REST, 0, j, i0, k0, last);
+  else tile(MS, 1, 0, j, i0, k0, last);
+#else
+  tile_nv(MS, j, i0, k0, nv, last);
+#endif
+}
+
+static void tile_rest(const job *j, int i0, int ms, int k0, int nv, pt_m16 last) {
+  switch (ms) {
+    case 1: tile_rest_nv(1, j, i0, k0, nv, last); break;
+#if OP_MS > 2
+    case 2: tile_rest_nv(2, j, i0, k0, nv, last); break;
+    case 3: tile_rest_nv(3, j, i0, k0, nv, last); break;
+#endif
+    default: break;
+  }
+}
 
 static void task(void *ctx, int tid, int nt) {
   const job *j = ctx;
@@ -169,13 +208,13 @@ static void task(void *ctx, int tid, int nt) {
       for (size_t t = g * per; t < (g + 1) * per && t < (size_t)j->t; t++)
         for (int l = 0; l < OP_KC; l += 16) __builtin_prefetch(j->b + t * (size_t)j->k + k0 + OP_KC + l, 0, 3);
     }
-    const int i0 = (int)g * OP_MS;
-    for (int v0 = 0; v0 < nv; v0 += OP_SV) {
-      const int tv = nv - v0 < OP_SV ? nv - v0 : OP_SV;
+    const int i0 = (int)g * OP_MS, ms = j->m - i0 < OP_MS ? j->m - i0 : OP_MS;
+    const int step = ms == OP_MS ? OP_SV : OP_SV_REST;
+    for (int v0 = 0; v0 < nv; v0 += step) {
+      const int tv = nv - v0 < step ? nv - v0 : step;
       const pt_m16 tl = v0 + tv == nv ? last : 0xFFFFu;
-      if (i0 + OP_MS <= j->m) tile_ms(j, i0, k0 + 16 * v0, tv, tl);
-      else
-        for (int i = i0; i < j->m; i++) tile1(j, i, k0 + 16 * v0, tv, tl);
+      if (ms == OP_MS) tile_ms(j, i0, k0 + 16 * v0, tv, tl);
+      else tile_rest(j, i0, ms, k0 + 16 * v0, tv, tl);
     }
   }
 }
@@ -188,7 +227,10 @@ static int run(job j) {
 /* From 8 outputs (fmnist-mlp's lin2 and mnist-cnn's fc2 have 10): on Zen 3
  * (AVX2) the BLAS took 13 us for lin2's input gradient (100 x 10 -> 200)
  * and this 6.8, at 1 thread and at 2; the weight gradient 9.1 against 7.4,
- * and at fc2 (64 x 10 -> 128) both together 9.4 against 5.9. */
+ * and at fc2 (64 x 10 -> 128) both together 9.4 against 5.9. With lin2's
+ * last 2 rows in tiles two vectors wide (OP_SV_REST), its weight gradient
+ * took 6.6-8.3 us against 8.5-10.1 (medians of 3,000 calls, alternating
+ * processes, a contended host). */
 #define OP_MIN_OUT 8
 
 int pt_linear_backward_dx(int n, int in, int out, const float *dy, const float *w, float *dx) {
