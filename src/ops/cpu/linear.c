@@ -8,9 +8,9 @@
 size_t pt_linear_workspace(int max_batch, int in, int out, int nthreads) {
   const size_t f = pt_linear_xt_workspace(in, out, nthreads), b = pt_linear_dw_workspace(max_batch, out),
                s = pt_linear_sparse_workspace(max_batch, in, out, nthreads),
-               p = pt_linear_sparse_forward_workspace(max_batch, in);
-  const size_t fb = f > b ? f : b, sp = s > p ? s : p;
-  return fb > sp ? fb : sp;
+               p = pt_linear_sparse_forward_workspace(max_batch, in), w = pt_linear_narrow_workspace(in, nthreads);
+  const size_t fb = f > b ? f : b, sp = s > p ? s : p, all = fb > sp ? fb : sp;
+  return all > w ? all : w;
 }
 
 /* y (n, out): every row b, for the BLAS to add to. */
@@ -20,8 +20,10 @@ static void bias_rows(int n, int out, const float *b, float *y) {
 }
 
 void pt_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws) {
-  /* Blocks of 96 rows (and one of 64) as outer products, the rest as dot products
-   * or by the BLAS, whichever applies. */
+  /* Fewer than 16 outputs on their own pass; else blocks of 96 rows (and
+   * one of 64) as outer products, the rest as dot products or by the BLAS,
+   * whichever applies. */
+  if (pt_linear_forward_narrow(n, in, out, x, w, b, y, ws)) return;
   const int done = pt_linear_forward_xt(n, in, out, x, w, b, y, ws);
   n -= done;
   x += (size_t)done * in;

@@ -113,6 +113,12 @@ size_t pt_linear_workspace(int max_batch, int in, int out, int nthreads);
  * not NULL); returns the number of rows done, 0 elsewhere. */
 int pt_linear_forward_xt(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws);
 size_t pt_linear_xt_workspace(int in, int out, int nthreads);
+/* The forward pass for 1 to 15 outputs (linear_narrow.c), where in >= 32
+ * and ws is not NULL; returns 1 when done, 0, having done nothing,
+ * elsewhere. ws: pt_linear_narrow_workspace(in, threads) floats. */
+int pt_linear_forward_narrow(int n, int in, int out, const float *x, const float *w, const float *b, float *y,
+                             float *ws);
+size_t pt_linear_narrow_workspace(int in, int nthreads);
 /* The forward pass as dot products (linear_dot.c), where the shape makes
  * it the faster (256 to 1,024 inputs, 32 outputs or more; below AVX-512,
  * at most 8 rows); returns 0, having done nothing, elsewhere.
