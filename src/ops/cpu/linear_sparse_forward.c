@@ -65,7 +65,7 @@
 typedef struct {
   int n, in, out, nslabs, nblocks, nvec;
   const float *x, *wp, *b; /* x (n, in), wp (out, in) in panels, b (out) or NULL */
-  const uint64_t *codes;   /* (n, nslabs): bit i set where x[t][SF_SLAB s + i] is nonzero */
+  uint64_t *codes;         /* (n, nslabs): bit i set where x[t][SF_SLAB s + i] is nonzero */
   float *y;                /* (n, out) */
 } job;
 
@@ -164,13 +164,31 @@ static void pass(const job *j, int s, int v0, int nv, int lo, int hi) {
 }
 #undef PT_SF_BLOCK
 
+/* Which of the samples [lo, hi)'s inputs are nonzero. */
+static void make_codes(const job *j, size_t lo, size_t hi) {
+  const pt_v16 zero = v16_zero();
+  for (size_t t = lo; t < hi; t++) {
+    const float *xr = j->x + t * j->in;
+    for (int s = 0; s < j->nslabs; s++) {
+      uint64_t code = 0;
+      for (int q = 0; q < SF_SLAB / 16 && s * SF_SLAB + 16 * q < j->in; q++)
+        code |= (uint64_t)v16_cmpneq(v16_loadu(xr + s * SF_SLAB + 16 * q), zero) << (16 * q);
+      j->codes[t * j->nslabs + s] = code;
+    }
+  }
+}
+
 /* Each thread takes a run of samples through every block and slab, so a
- * row of y is one thread's, summed in the same order for any thread count. */
+ * row of y is one thread's, summed in the same order for any thread count.
+ * It first finds which of its samples' inputs are nonzero: no other
+ * thread reads those codes, so they need no pass (and no wait for every
+ * thread) of their own, and its rows of x are then in its caches. */
 static void task(void *ctx, int tid, int nt) {
   const job *j = ctx;
   size_t lo, hi;
   pt_split((size_t)j->n, tid, nt, &lo, &hi);
   if (lo == hi) return;
+  make_codes(j, lo, hi);
   const int per = j->nvec / j->nblocks, extra = j->nvec % j->nblocks;
   for (int b = 0, v0 = 0; b < j->nblocks; b++) {
     const int nv = per + (b < extra);
@@ -179,37 +197,11 @@ static void task(void *ctx, int tid, int nt) {
   }
 }
 
-/* Which inputs are nonzero, each thread for its samples (one thread did
- * all of them at first, with the other core idle meanwhile). */
-typedef struct {
-  int n, in, nslabs;
-  const float *x;
-  uint64_t *codes;
-} code_job;
-
-static void make_codes(void *ctx, int tid, int nt) {
-  const code_job *c = ctx;
-  size_t lo, hi;
-  pt_split((size_t)c->n, tid, nt, &lo, &hi);
-  const pt_v16 zero = v16_zero();
-  for (size_t t = lo; t < hi; t++) {
-    const float *xr = c->x + t * c->in;
-    for (int s = 0; s < c->nslabs; s++) {
-      uint64_t code = 0;
-      for (int q = 0; q < SF_SLAB / 16 && s * SF_SLAB + 16 * q < c->in; q++)
-        code |= (uint64_t)v16_cmpneq(v16_loadu(xr + s * SF_SLAB + 16 * q), zero) << (16 * q);
-      c->codes[t * c->nslabs + s] = code;
-    }
-  }
-}
-
 int pt_linear_forward_sparse(int n, int in, int out, const float *x, const float *wp, const float *b, float *y,
                              float *ws) {
   if (!ws || in % 16 || in < 64 || out < 16 || n < 1) return 0;
   const int nslabs = (in + SF_SLAB - 1) / SF_SLAB;
   uint64_t *codes = (uint64_t *)pt_align64(ws); /* (n, nslabs) */
-  code_job cj = {n, in, nslabs, x, codes};
-  pt_parallel(make_codes, &cj);
   const int nvec = (out + 15) / 16;
   int nblocks = (nvec + SF_NV - 1) / SF_NV;
   /* The last block, the one with a narrow panel, has the fewest vectors;
