@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "util/error.h"
 #include "util/philox.h"
@@ -30,5 +31,27 @@ static inline double linear_ref(int in, const float *x_row, const float *w_row, 
   *tol = 4.0 * in * 6e-8 * mag / sqrt((double)in) + 1e-7;
   return ref;
 }
+
+/* A kernel's outputs must have the fused chain's bits (fmaf) everywhere,
+ * or, at a level without fused multiply-adds, the unfused chain's (each
+ * product rounded) everywhere. For the failure message, the first element
+ * differing from each chain: where both exist, neither holds. */
+typedef struct {
+  long at[2]; /* fused, unfused: the first element differing, or -1 */
+  const char *what[2];
+  float got[2], want[2];
+} chain_bits;
+
+static inline chain_bits chain_bits_start(void) { return (chain_bits){{-1, -1}, {"", ""}, {0, 0}, {0, 0}}; }
+
+static inline void chain_bits_check(chain_bits *c, const char *what, long idx, float got, float fused,
+                                    float unfused) {
+  const float want[2] = {fused, unfused};
+  for (int f = 0; f < 2; f++)
+    if (c->at[f] < 0 && memcmp(&got, &want[f], sizeof got))
+      c->at[f] = idx, c->what[f] = what, c->got[f] = got, c->want[f] = want[f];
+}
+
+static inline int chain_bits_neither(const chain_bits *c) { return c->at[0] >= 0 && c->at[1] >= 0; }
 
 #endif

@@ -54,8 +54,7 @@ static void check_shape(int n, int in, int out, int bias) {
                t < 3 ? (t == 1 ? "1 and 2 threads" : "1 and 3 threads") : "the pass and the layer");
   /* each chain fused (fmaf) and unfused (the product stored, so that the
    * compiler cannot contract it); the first element differing from each */
-  long bad[2] = {-1, -1};
-  float bad_got[2] = {0}, bad_want[2] = {0};
+  chain_bits c = chain_bits_start();
   for (int s = 0; s < n; s++)
     for (int o = 0; o < out; o++) {
       float acc[2] = {b ? b[o] : 0.0f, b ? b[o] : 0.0f};
@@ -66,17 +65,15 @@ static void check_shape(int n, int in, int out, int bias) {
         acc[1] = acc[1] + p;
       }
       const float got = y[0][(size_t)s * out + o];
-      for (int f = 0; f < 2; f++)
-        if (bad[f] < 0 && memcmp(&got, &acc[f], sizeof got))
-          bad[f] = (long)s * out + o, bad_got[f] = got, bad_want[f] = acc[f];
+      chain_bits_check(&c, "y", (long)s * out + o, got, acc[0], acc[1]);
       double tol;
       const double ref = linear_ref(in, x + (size_t)s * in, w + (size_t)o * in, b ? b[o] : 0.0f, &tol);
       if (fabs(got - ref) > tol)
         fail_msg("%d x %d -> %d: y[%d][%d] = %.9g, expected %.9g", n, in, out, s, o, got, ref);
     }
-  if (bad[0] >= 0 && bad[1] >= 0)
+  if (chain_bits_neither(&c))
     fail_msg("%d x %d -> %d, bias %d: y[%ld] = %.9g, the fused chain %.9g; y[%ld] = %.9g, the unfused %.9g", n,
-             in, out, bias, bad[0], bad_got[0], bad_want[0], bad[1], bad_got[1], bad_want[1]);
+             in, out, bias, c.at[0], c.got[0], c.want[0], c.at[1], c.got[1], c.want[1]);
   for (int t = 0; t < 4; t++) free(y[t]);
   free(x), free(w), free(b);
 }

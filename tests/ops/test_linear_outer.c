@@ -87,16 +87,7 @@ static void check_shape(int n, int in, int out, int add) {
    * compiler cannot contract it): a level with fused multiply-adds has the
    * first's bits everywhere, one without the second's. The first element
    * differing from each. */
-  long bad[2] = {-1, -1};
-  const char *bad_what[2] = {"", ""};
-  float bad_got[2] = {0}, bad_want[2] = {0};
-#define CHECK(what, idx, got_, want_f, want_u)                                                                    \
-  do {                                                                                                             \
-    const float g_ = (got_), w_[2] = {(want_f), (want_u)};                                                         \
-    for (int f_ = 0; f_ < 2; f_++)                                                                                 \
-      if (bad[f_] < 0 && memcmp(&g_, &w_[f_], sizeof g_))                                                          \
-        bad[f_] = (long)(idx), bad_what[f_] = (what), bad_got[f_] = g_, bad_want[f_] = w_[f_];                     \
-  } while (0)
+  chain_bits c = chain_bits_start();
   for (int s = 0; s < n; s++)
     for (int k = 0; k < in; k++) {
       float acc[2] = {0.0f, 0.0f};
@@ -110,7 +101,7 @@ static void check_shape(int n, int in, int out, int add) {
         mag += fabs((double)a * b);
       }
       const float got = dx[0][(size_t)s * in + k];
-      if (ours_dx) CHECK("dx", (size_t)s * in + k, got, acc[0], acc[1]);
+      if (ours_dx) chain_bits_check(&c, "dx", (long)s * in + k, got, acc[0], acc[1]);
       else if (fabs(got - ref) > 4.0 * (out + 1) * 6e-8 * mag + 1e-7)
         fail_msg("%d x %d -> %d: dx[%d][%d] = %.9g, expected %.9g", n, in, out, s, k, got, ref);
     }
@@ -128,16 +119,14 @@ static void check_shape(int n, int in, int out, int add) {
         mag += fabs((double)a * b);
       }
       const float got = dw[0][(size_t)o * in + k];
-      if (ours) CHECK("dw", (size_t)o * in + k, got, add ? before + acc[0] : acc[0], add ? before + acc[1] : acc[1]);
+      if (ours) chain_bits_check(&c, "dw", (long)o * in + k, got, add ? before + acc[0] : acc[0], add ? before + acc[1] : acc[1]);
       else if (fabs(got - ref) > 4.0 * (n + 1) * 6e-8 * mag + 1e-7)
         fail_msg("%d x %d -> %d: dw[%d][%d] = %.9g, expected %.9g", n, in, out, o, k, got, ref);
     }
-#undef CHECK
-  if (bad[0] >= 0 && bad[1] >= 0)
+  if (chain_bits_neither(&c))
     fail_msg("%d x %d -> %d, add %d: %s element %ld = %.9g, expected %.9g (fused); %s element %ld = %.9g, expected "
              "%.9g (unfused)",
-             n, in, out, add, bad_what[0], bad[0], bad_got[0], bad_want[0], bad_what[1], bad[1], bad_got[1],
-             bad_want[1]);
+             n, in, out, add, c.what[0], c.at[0], c.got[0], c.want[0], c.what[1], c.at[1], c.got[1], c.want[1]);
   free(x), free(w), free(dy), free(dw0);
   for (int t = 0; t < 3; t++) free(dx[t]), free(dw[t]);
 }

@@ -63,8 +63,7 @@ static void check_shape(int n, int in, int out, int add) {
       fail_msg("%d x %d -> %d: dw at 1 and %d threads differ", n, in, out, t + 1);
   /* the chain fused, and unfused (the product stored, so that the
    * compiler cannot contract it); the first element differing from each */
-  long bad[2] = {-1, -1};
-  float want[2][2] = {{0}};
+  chain_bits c = chain_bits_start();
   for (int o = 0; o < out; o++)
     for (int k = 0; k < in; k++) {
       float acc[2] = {0.0f, 0.0f};
@@ -75,16 +74,14 @@ static void check_shape(int n, int in, int out, int add) {
         acc[1] = acc[1] + p;
       }
       const float got = dw[0][(size_t)o * in + k];
-      for (int f = 0; f < 2; f++) {
-        const float w = add ? dw0[(size_t)o * in + k] + acc[f] : acc[f];
-        if (bad[f] < 0 && memcmp(&got, &w, sizeof got)) bad[f] = (long)o * in + k, want[f][0] = got, want[f][1] = w;
-      }
+      const float before = add ? dw0[(size_t)o * in + k] : 0.0f;
+      chain_bits_check(&c, "dw", (long)o * in + k, got, add ? before + acc[0] : acc[0], add ? before + acc[1] : acc[1]);
     }
-  if (bad[0] >= 0 && bad[1] >= 0)
+  if (chain_bits_neither(&c))
     fail_msg("%d x %d -> %d, add %d: dw[%ld][%ld] = %.9g, expected %.9g (fused); dw[%ld][%ld] = %.9g, expected "
              "%.9g (unfused)",
-             n, in, out, add, bad[0] / in, bad[0] % in, want[0][0], want[0][1], bad[1] / in, bad[1] % in, want[1][0],
-             want[1][1]);
+             n, in, out, add, c.at[0] / in, c.at[0] % in, c.got[0], c.want[0], c.at[1] / in, c.at[1] % in, c.got[1],
+             c.want[1]);
   free(x), free(dy), free(dw0);
   for (int t = 0; t < 3; t++) free(dw[t]);
 }

@@ -50,8 +50,7 @@ static void check_shape(int n, int in, int out, int bias) {
    * fused multiply-adds with each product rounded (stored, so that the
    * compiler cannot contract it), all one way or all the other; the first
    * element differing from each. */
-  long bad[2] = {-1, -1};
-  float bad_got[2] = {0}, bad_want[2] = {0};
+  chain_bits c = chain_bits_start();
   for (int s = 0; s < n; s++)
     for (int o = 0; o < out; o++) {
       const float got = y[0][(size_t)s * out + o];
@@ -63,11 +62,7 @@ static void check_shape(int n, int in, int out, int bias) {
           acc[0] = fmaf(a, c, acc[0]);
           acc[1] = acc[1] + p;
         }
-        for (int f = 0; f < 2; f++) {
-          const float want = b ? acc[f] + b[o] : acc[f];
-          if (bad[f] < 0 && memcmp(&got, &want, sizeof got))
-            bad[f] = (long)s * out + o, bad_got[f] = got, bad_want[f] = want;
-        }
+        chain_bits_check(&c, "y", (long)s * out + o, got, b ? acc[0] + b[o] : acc[0], b ? acc[1] + b[o] : acc[1]);
       } else {
         double tol;
         const double ref = linear_ref(in, x + (size_t)s * in, w + (size_t)o * in, b ? b[o] : 0.0f, &tol);
@@ -75,11 +70,11 @@ static void check_shape(int n, int in, int out, int bias) {
           fail_msg("%d x %d -> %d, bias %d: tail y[%d][%d] = %.9g, expected %.9g", n, in, out, bias, s, o, got, ref);
       }
     }
-  if (bad[0] >= 0 && bad[1] >= 0)
+  if (chain_bits_neither(&c))
     fail_msg("%d x %d -> %d, bias %d: y[%ld][%ld] = %.9g, expected %.9g (fused); y[%ld][%ld] = %.9g, expected %.9g "
              "(unfused)",
-             n, in, out, bias, bad[0] / out, bad[0] % out, bad_got[0], bad_want[0], bad[1] / out, bad[1] % out,
-             bad_got[1], bad_want[1]);
+             n, in, out, bias, c.at[0] / out, c.at[0] % out, c.got[0], c.want[0], c.at[1] / out, c.at[1] % out,
+             c.got[1], c.want[1]);
   free(x), free(w), free(b);
   for (int t = 0; t < 3; t++) free(y[t]);
 }
