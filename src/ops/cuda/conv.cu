@@ -349,10 +349,8 @@ conv_mode mode_from_env() {
 /* To time the Winograd rule (wants_winograd, below) in FP32:
  * PT_CUDA_WINOGRAD=off gives cuDNN's heuristics their own first choice
  * where the rule would take Winograd's algorithms; "all" takes them for
- * every 3x3, stride-1 layer, whatever its channels (cifar-convnet's conv2,
- * 48 -> 96, ran at 12.6 TFLOP/s on the heuristics' choice, a tenth of
- * conv6's rate on Winograd). Under TF32 the rule never applies. Read once
- * per process, like PT_CUDA_CONV. */
+ * every 3x3, stride-1 layer, whatever its channels. Under TF32 the rule
+ * never applies. Read once per process, like PT_CUDA_CONV. */
 enum winograd_mode { WINOGRAD_RULE, WINOGRAD_OFF, WINOGRAD_ALL, WINOGRAD_BAD };
 
 winograd_mode winograd_from_env() {
@@ -554,15 +552,19 @@ bool grow_workspace(size_t bytes, cudaStream_t st) {
  * kWinogradChannels channels in and out. cuDNN's heuristics pick FFT or
  * implicit GEMM there, which timed on an H100 (cuDNN 9.14, FP32 FMA math,
  * batch 64) at 2.2-4.9x Winograd's time in every direction for
- * cifar-convnet's conv3 to conv6 (conv6 forward: 1.01 ms against 4.9).
- * Below 64 channels the heuristics' choice was as fast or faster. A fixed
+ * cifar-convnet's conv3 to conv6 (conv6 forward: 1.01 ms against 4.9),
+ * and for its conv2, 48 -> 96 channels, at 1.8x in the backward pass (1.02
+ * ms a step against 0.57 with Winograd; an epoch at 6,563 images/s
+ * against 6,988). With 3 channels in (conv1), Winograd's forward was the
+ * slower (0.196 ms against 0.140); mnist-cnn's conv2, 32 -> 64, was not
+ * timed on it and stays on the heuristics. A fixed
  * rule, not a timed choice (cudnnFind), so the same run picks the same
  * algorithms and gives the same bits every time. FP32 only: under TF32 the
  * heuristics rank tensor-core algorithms first, and those beat Winograd's
  * in every direction of conv3 to conv6 (H100, cuDNN 9.14: an epoch at
  * 9,040 images/s against 7,563 with the rule; conv6 forward 0.59 ms
  * against 1.09). */
-const int kWinogradChannels = 64;
+const int kWinogradChannels = 48;
 
 bool wants_winograd(const pt_conv_geom *g, bool tf32, winograd_mode mode) {
   if (tf32 || mode == WINOGRAD_OFF || g->kh != 3 || g->kw != 3 || g->stride != 1) return false;
