@@ -18,16 +18,28 @@
  * Without prefetch the caller's threads prepare each batch when asked,
  * split by samples where the caller gives its pool (cfg.parallel).
  *
- * Prefetch is double buffering with one worker thread. There are two batch
- * slots; the caller holds at most one (the batch it was last given, valid
- * until its next call) while the worker fills the other with the following
- * batch. Slot states move EMPTY -> QUEUED (caller asks) -> FILLING (worker
- * took it) -> READY -> HELD (given to the caller) -> EMPTY (caller's next
- * call), all under one mutex; the worker works with the mutex released, on a
- * slot nobody else touches while it is FILLING. start_epoch must rewrite the
- * index list the worker reads, so it first cancels queued work and waits out
- * a batch being filled; the worker never sees a half-written order. All
- * buffers are allocated at create time.
+ * Prefetch is a ring of slots filled by one worker thread: batch b lives in
+ * slot b % nslots. The caller holds at most one slot (the batch it was last
+ * given, valid until its next call) while the worker fills the others with
+ * the batches that follow, in order, up to nslots - 1 ahead. Slot states
+ * move EMPTY -> QUEUED (caller asks) -> FILLING (worker took it) -> READY ->
+ * HELD (given to the caller) -> EMPTY (caller's next call), all under one
+ * mutex; the worker works with the mutex released, on a slot nobody else
+ * touches while it is FILLING. start_epoch must rewrite the index list the
+ * worker reads, so it first cancels queued work and waits out a batch being
+ * filled; the worker never sees a half-written order. All buffers are
+ * allocated at create time.
+ *
+ * Why more than two slots, and why the caller wakes the worker only every
+ * other batch: on a virtual machine an idle core sleeps in the hypervisor,
+ * and waking the worker there took 47 us at the median and over 1 ms in one
+ * wake of ten (2-core AMD EPYC VM, fmnist-mlp at 1 thread, whose step is
+ * under 1 ms). With two slots the caller then waited for data in one step of
+ * four; three batches ahead cover such a wake, and a wake per two batches
+ * halves the signalling the caller pays (about 20 us a wake there). A
+ * batch the worker has not started when the caller asks for it is prepared
+ * by the caller, so a worker whose core the host has taken away costs at
+ * most the preparation, never the wait for the core.
  */
 #include "data/loader.h"
 
@@ -41,6 +53,10 @@
 #include "util/trace.h"
 
 enum { SLOT_EMPTY, SLOT_QUEUED, SLOT_FILLING, SLOT_READY, SLOT_HELD };
+enum { PT_LOADER_MAX_SLOTS = 4 };
+/* Fewer slots when batches are large: the ring's depth is for short steps,
+ * whose batches are small. */
+#define PT_LOADER_DEEP_BYTES ((size_t)16 << 20)
 
 typedef struct {
   int state;
@@ -63,11 +79,13 @@ struct pt_loader {
   int32_t *order;    /* (num_samples) this rank's dataset indices, in order */
   int epoch;         /* -1 until the first start_epoch */
   int next_batch;    /* what the caller's next pt_loader_next returns */
+  int queued_to;     /* threaded: batches [next_batch, queued_to) are in slots */
   int held;          /* slot the caller holds, or -1 */
-  slot slots[2];
+  int nslots;
+  slot slots[PT_LOADER_MAX_SLOTS];
   double wait_s;
 
-  int threaded, stop;
+  int threaded, stop, worker_idle;
   pthread_t thread;
   pthread_mutex_t mu;
   pthread_cond_t work_cv; /* worker: a slot was queued, or stop */
@@ -159,10 +177,13 @@ static void *worker(void *arg) {
   for (;;) {
     int s = -1;
     while (!l->stop) {
-      for (int i = 0; i < 2 && s < 0; i++)
-        if (l->slots[i].state == SLOT_QUEUED) s = i;
+      /* The earliest queued batch first: the caller needs them in order. */
+      for (int i = 0; i < l->nslots; i++)
+        if (l->slots[i].state == SLOT_QUEUED && (s < 0 || l->slots[i].batch < l->slots[s].batch)) s = i;
       if (s >= 0) break;
+      l->worker_idle = 1;
       pthread_cond_wait(&l->work_cv, &l->mu);
+      l->worker_idle = 0;
     }
     if (l->stop) break;
     slot *sl = &l->slots[s];
@@ -178,11 +199,26 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-/* Caller holds mu. */
-static void queue_batch(pt_loader *l, int s, int b) {
-  l->slots[s].state = SLOT_QUEUED;
-  l->slots[s].batch = b;
-  pthread_cond_signal(&l->work_cv);
+/* Caller holds mu. Queues every batch whose slot is free, up to nslots
+ * ahead of the caller, and returns how many are queued and not yet taken. */
+static int queue_ahead(pt_loader *l) {
+  while (l->queued_to < l->num_batches && l->queued_to < l->next_batch + l->nslots) {
+    slot *s = &l->slots[l->queued_to % l->nslots];
+    if (s->state != SLOT_EMPTY) break;
+    s->state = SLOT_QUEUED;
+    s->batch = l->queued_to++;
+  }
+  int queued = 0;
+  for (int i = 0; i < l->nslots; i++) queued += l->slots[i].state == SLOT_QUEUED;
+  return queued;
+}
+
+/* Caller holds mu. Whether to wake a sleeping worker: once half the ring is
+ * queued (every other batch with four slots, every batch with two), or for
+ * a batch the caller needs (need). The caller signals after releasing mu,
+ * so the worker does not wake only to wait for the mutex. */
+static int wake_due(const pt_loader *l, int queued, int need) {
+  return l->worker_idle && queued >= 1 && (need || queued >= l->nslots / 2);
 }
 
 static void compute_order(pt_loader *l, int epoch) {
@@ -266,8 +302,9 @@ pt_status pt_loader_create(pt_loader **out, const pt_dataset *ds, const pt_loade
     return pt_fail(PT_ERR_ARG, "loader: batch_size %d x %zu floats per sample is too large", bs,
                    l->sample_elems);
   }
-  int nslots = cfg->prefetch ? 2 : 1;
-  for (int s = 0; s < nslots; s++) {
+  const size_t slot_bytes = (size_t)bs * l->sample_elems * sizeof(float);
+  l->nslots = !cfg->prefetch ? 1 : slot_bytes <= PT_LOADER_DEEP_BYTES ? PT_LOADER_MAX_SLOTS : 2;
+  for (int s = 0; s < l->nslots; s++) {
     l->slots[s].x = pt_alloc_aligned((size_t)bs * l->sample_elems * sizeof(float));
     l->slots[s].y = pt_malloc((size_t)bs * sizeof(int32_t));
     l->slots[s].index = pt_malloc((size_t)bs * sizeof(int32_t));
@@ -298,7 +335,7 @@ void pt_loader_destroy(pt_loader *l) {
     pthread_mutex_unlock(&l->mu);
     pthread_join(l->thread, NULL);
   }
-  for (int s = 0; s < 2; s++) {
+  for (int s = 0; s < PT_LOADER_MAX_SLOTS; s++) {
     free(l->slots[s].x);
     free(l->slots[s].y);
     free(l->slots[s].index);
@@ -324,21 +361,28 @@ pt_status pt_loader_start_epoch(pt_loader *l, int epoch, int start_batch) {
     /* Cancel what has not started, wait out what has: the worker reads
      * order[] and epoch while FILLING. */
     pthread_mutex_lock(&l->mu);
-    for (int s = 0; s < 2; s++)
+    for (int s = 0; s < l->nslots; s++)
       if (l->slots[s].state == SLOT_QUEUED) l->slots[s].state = SLOT_EMPTY;
-    while (l->slots[0].state == SLOT_FILLING || l->slots[1].state == SLOT_FILLING)
+    for (;;) {
+      int filling = 0;
+      for (int s = 0; s < l->nslots; s++) filling |= l->slots[s].state == SLOT_FILLING;
+      if (!filling) break;
       pthread_cond_wait(&l->done_cv, &l->mu);
+    }
     pthread_mutex_unlock(&l->mu);
   }
   /* The worker is idle with nothing queued, so these writes race with nothing. */
   compute_order(l, epoch);
   if (l->threaded) pthread_mutex_lock(&l->mu);
   l->epoch = epoch;
-  l->next_batch = start_batch;
+  l->next_batch = l->queued_to = start_batch;
   l->held = -1;
-  l->slots[0].state = l->slots[1].state = SLOT_EMPTY;
-  if (l->threaded && start_batch < l->num_batches) queue_batch(l, 0, start_batch);
-  if (l->threaded) pthread_mutex_unlock(&l->mu);
+  for (int s = 0; s < l->nslots; s++) l->slots[s].state = SLOT_EMPTY;
+  if (l->threaded) {
+    const int wake = wake_due(l, queue_ahead(l), 1);
+    pthread_mutex_unlock(&l->mu);
+    if (wake) pthread_cond_signal(&l->work_cv);
+  }
   return PT_OK;
 }
 
@@ -385,25 +429,35 @@ pt_status pt_loader_next(pt_loader *l, pt_batch *batch) {
     pthread_mutex_unlock(&l->mu);
     return PT_OK;
   }
-  int s = -1;
-  for (int i = 0; i < 2; i++)
-    if (l->slots[i].state != SLOT_EMPTY && l->slots[i].batch == l->next_batch) s = i;
-  if (s < 0) {
-    /* Not asked for yet (cannot happen in the usual sequence, which always
-     * queues the next batch; kept so a missed queue costs time, not data). */
-    s = l->slots[0].state == SLOT_EMPTY ? 0 : 1;
-    queue_batch(l, s, l->next_batch);
-  }
-  if (l->slots[s].state != SLOT_READY) {
+  /* The slot just released takes the batch nslots ahead; the batch asked
+   * for is always queued by now (queue_ahead runs from next_batch). */
+  const int queued = queue_ahead(l);
+  const int s = l->next_batch % l->nslots;
+  slot *sl = &l->slots[s];
+  int wake = 0; /* after the unlock below */
+  if (sl->state == SLOT_QUEUED) {
+    /* The worker has not started it: prepare it here rather than wait for
+     * the worker to be scheduled, which can take longer than the batch. */
     double t0 = pt_now();
-    while (l->slots[s].state != SLOT_READY) pthread_cond_wait(&l->done_cv, &l->mu);
+    sl->state = SLOT_FILLING;
+    const int wake_now = wake_due(l, queued - 1, 0);
+    pthread_mutex_unlock(&l->mu);
+    if (wake_now) pthread_cond_signal(&l->work_cv);
+    prepare(l, sl, l->next_batch);
+    pthread_mutex_lock(&l->mu);
     l->wait_s += pt_now() - t0;
+  } else if (sl->state != SLOT_READY) {
+    double t0 = pt_now();
+    while (sl->state != SLOT_READY) pthread_cond_wait(&l->done_cv, &l->mu);
+    l->wait_s += pt_now() - t0;
+  } else {
+    wake = wake_due(l, queued, 0);
   }
-  l->slots[s].state = SLOT_HELD;
+  sl->state = SLOT_HELD;
   l->held = s;
   l->next_batch++;
-  if (l->next_batch < l->num_batches) queue_batch(l, 1 - s, l->next_batch);
   pthread_mutex_unlock(&l->mu);
+  if (wake) pthread_cond_signal(&l->work_cv);
   give(&l->slots[s], batch);
   return PT_OK;
 }

@@ -10,6 +10,7 @@
 #include "fixture.h"
 
 #include <math.h>
+#include <time.h>
 
 #include "data/loader.h"
 #include "util/philox.h"
@@ -224,6 +225,46 @@ static void test_prefetch_identical(void **state) {
     }
   }
   pt_dataset_free(&ds);
+}
+
+/* The batch the caller holds stays as given while the worker fills the
+ * rest of the ring: the caller here dwells on each batch long enough for
+ * the worker to fill every other slot, then checks it against the
+ * synchronous loader's. Small batches get the deep ring, batches over its
+ * size bound the two-slot one. */
+static void test_held_batch_survives_ring(void **state) {
+  (void)state;
+  /* 400 samples of 3 x 64 x 64 floats are 18.75 MiB, over the deep ring's 16 */
+  struct { int n, c, hw, batch; } cases[] = {{60, 1, 4, 5}, {900, 3, 64, 400}};
+  for (int ci = 0; ci < 2; ci++) {
+    pt_dataset ds = make_ds(cases[ci].n, cases[ci].c, cases[ci].hw, cases[ci].hw);
+    const size_t elems = (size_t)cases[ci].c * cases[ci].hw * cases[ci].hw;
+    pt_loader_config cfg = base_cfg(cases[ci].batch);
+    cfg.crop_pad = 1;
+    cfg.hflip = 1;
+    epoch_run ref = collect_cfg(&ds, &cfg, 2);
+    cfg.prefetch = 1;
+    pt_loader *l;
+    assert_int_equal(pt_loader_create(&l, &ds, &cfg), PT_OK);
+    assert_int_equal(pt_loader_start_epoch(l, 2, 0), PT_OK);
+    int off = 0;
+    for (int b = 0; b < ref.nb; b++) {
+      pt_batch batch;
+      assert_int_equal(pt_loader_next(l, &batch), PT_OK);
+      assert_int_equal(batch.n, ref.sizes[b]);
+      const struct timespec dwell = {0, 2000000};
+      nanosleep(&dwell, NULL);
+      assert_memory_equal(batch.index, ref.idx + off, sizeof(int32_t) * (size_t)batch.n);
+      assert_memory_equal(batch.x, ref.x + (size_t)off * elems, sizeof(float) * elems * (size_t)batch.n);
+      off += batch.n;
+    }
+    pt_batch end;
+    assert_int_equal(pt_loader_next(l, &end), PT_OK);
+    assert_int_equal(end.n, 0);
+    pt_loader_destroy(l);
+    run_free(&ref);
+    pt_dataset_free(&ds);
+  }
 }
 
 static void test_resume_mid_epoch(void **state) {
@@ -622,6 +663,7 @@ int main(void) {
       cmocka_unit_test(test_each_sample_once),
       cmocka_unit_test(test_order_seed_and_epoch),
       cmocka_unit_test(test_prefetch_identical),
+      cmocka_unit_test(test_held_batch_survives_ring),
       cmocka_unit_test(test_resume_mid_epoch),
       cmocka_unit_test(test_restart_while_prefetching),
       cmocka_unit_test(test_shards),
