@@ -327,34 +327,40 @@ void gemm_backward(const pt_conv_geom *g, int n, const float *x, const float *w,
 
 /* ---- the choice between cuDNN and the gemm path ---- */
 
-/* Which of two words the variable holds: 0 unset or empty, 1 or 2 for the
- * first or second word, 3 for anything else. The enums below are laid out
- * the same way. */
-int env_choice(const char *name, const char *first, const char *second) {
+/* Which of the words (a NULL-terminated list) the variable holds: 0 unset
+ * or empty, i + 1 for words[i], and one past the last word for anything
+ * else. The enums below are laid out the same way. */
+int env_choice(const char *name, const char *const *words) {
   const char *v = getenv(name);
   if (!v || !*v) return 0;
-  if (!strcmp(v, first)) return 1;
-  if (!strcmp(v, second)) return 2;
-  return 3;
+  int i = 0;
+  for (; words[i]; i++)
+    if (!strcmp(v, words[i])) return i + 1;
+  return i + 1;
 }
 
 enum conv_mode { MODE_DEFAULT, MODE_CUDNN, MODE_GEMM, MODE_BAD };
 
 /* Read once per process: the choice must not change under a running model. */
 conv_mode mode_from_env() {
-  static const conv_mode mode = (conv_mode)env_choice("PT_CUDA_CONV", "cudnn", "gemm");
+  static const char *const words[] = {"cudnn", "gemm", nullptr};
+  static const conv_mode mode = (conv_mode)env_choice("PT_CUDA_CONV", words);
   return mode;
 }
 
 /* To time the Winograd rule (wants_winograd, below) in FP32:
  * PT_CUDA_WINOGRAD=off gives cuDNN's heuristics their own first choice
  * where the rule would take Winograd's algorithms; "all" takes them for
- * every 3x3, stride-1 layer, whatever its channels. Under TF32 the rule
- * never applies. Read once per process, like PT_CUDA_CONV. */
-enum winograd_mode { WINOGRAD_RULE, WINOGRAD_OFF, WINOGRAD_ALL, WINOGRAD_BAD };
+ * every 3x3, stride-1 layer, whatever its channels; "fused" keeps the
+ * rule's layers but prefers cuDNN's fused Winograd for the forward pass and
+ * the data gradient (the filter gradient has no fused one), then the
+ * nonfused. Under TF32 the rule never applies. Read once per process, like
+ * PT_CUDA_CONV. */
+enum winograd_mode { WINOGRAD_RULE, WINOGRAD_OFF, WINOGRAD_ALL, WINOGRAD_FUSED, WINOGRAD_BAD };
 
 winograd_mode winograd_from_env() {
-  static const winograd_mode mode = (winograd_mode)env_choice("PT_CUDA_WINOGRAD", "off", "all");
+  static const char *const words[] = {"off", "all", "fused", nullptr};
+  static const winograd_mode mode = (winograd_mode)env_choice("PT_CUDA_WINOGRAD", words);
   return mode;
 }
 
@@ -389,7 +395,7 @@ void *cudnn_choice(const pt_conv_geom *g, const char *what, char *why, size_t wh
   const conv_mode mode = mode_from_env();
   if (mode == MODE_BAD) pt_cuda_note_error(what, "PT_CUDA_CONV must be \"cudnn\" or \"gemm\"");
   if (winograd_from_env() == WINOGRAD_BAD)
-    pt_cuda_note_error(what, "PT_CUDA_WINOGRAD must be unset, \"off\" or \"all\"");
+    pt_cuda_note_error(what, "PT_CUDA_WINOGRAD must be unset, \"off\", \"all\" or \"fused\"");
   if (mode == MODE_GEMM) {
     snprintf(why, why_size, "PT_CUDA_CONV=gemm");
     return nullptr;
@@ -595,21 +601,24 @@ bool usable(const Perf &p, WsFn ws_of, size_t *ws, bool tf32, cudnnConvolutionDe
   return ws_of(p.algo, ws) == CUDNN_STATUS_SUCCESS && *ws <= kAlgoWorkspaceLimit;
 }
 
-/* prefer: an algorithm to take when it is usable, else -1. */
+/* prefer: algorithms to take, the first usable one, before the heuristics'
+ * ranking; -1 ends the list. */
 template <typename Perf, typename Algo, typename WsFn>
-bool pick_algo(const Perf *perf, int count, WsFn ws_of, int prefer, bool tf32, cudnnConvolutionDescriptor_t cd,
-               Algo *algo, size_t *ws, cudnnMathType_t *math) {
-  for (int pass = prefer >= 0 ? 0 : 1; pass < 2; pass++)
+bool pick_algo(const Perf *perf, int count, WsFn ws_of, const int prefer[2], bool tf32,
+               cudnnConvolutionDescriptor_t cd, Algo *algo, size_t *ws, cudnnMathType_t *math) {
+  for (int pass = 0; pass < 3; pass++) {
+    if (pass < 2 && prefer[pass] < 0) continue;
     for (int i = 0; i < count; i++) {
       const Perf &p = perf[i];
       size_t bytes = 0;
-      if (pass == 0 && (int)p.algo != prefer) continue;
+      if (pass < 2 && (int)p.algo != prefer[pass]) continue;
       if (!usable(p, ws_of, &bytes, tf32, cd)) continue;
       *algo = p.algo;
       *ws = bytes;
       *math = run_math(p.mathType, tf32);
       return true;
     }
+  }
   return false;
 }
 
@@ -647,7 +656,17 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
     return;
 
   const bool tf32 = pt_cuda_tf32();
-  const bool winograd = wants_winograd(g, tf32, winograd_from_env());
+  const winograd_mode wmode = winograd_from_env();
+  const bool winograd = wants_winograd(g, tf32, wmode), fused = winograd && wmode == WINOGRAD_FUSED;
+  const int fwd_prefer[2] = {winograd ? (fused ? (int)CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD
+                                               : (int)CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED)
+                                      : -1,
+                             fused ? (int)CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED : -1};
+  const int data_prefer[2] = {winograd ? (fused ? (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD
+                                                : (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED)
+                                       : -1,
+                              fused ? (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED : -1};
+  const int filter_prefer[2] = {winograd ? (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED : -1, -1};
   int got = 0;
   cudnnConvolutionFwdAlgoPerf_t fperf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   if (cudnnGetConvolutionForwardAlgorithm_v7(h, p->xd, p->wd, p->cd, p->yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
@@ -657,7 +676,7 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
         [&](cudnnConvolutionFwdAlgo_t a, size_t *b) {
           return cudnnGetConvolutionForwardWorkspaceSize(h, p->xd, p->wd, p->cd, p->yd, a, b);
         },
-        winograd ? (int)CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED : -1, tf32, p->cd, &p->fwd, &p->fwd_ws,
+        fwd_prefer, tf32, p->cd, &p->fwd, &p->fwd_ws,
         &p->fwd_math);
 
   got = 0;
@@ -669,7 +688,7 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
         [&](cudnnConvolutionBwdDataAlgo_t a, size_t *b) {
           return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->wd, p->yd, p->cd, p->xd, a, b);
         },
-        winograd ? (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED : -1, tf32, p->cd, &p->data, &p->data_ws,
+        data_prefer, tf32, p->cd, &p->data, &p->data_ws,
         &p->data_math);
 
   got = 0;
@@ -682,7 +701,7 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
         [&](cudnnConvolutionBwdFilterAlgo_t a, size_t *b) {
           return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p->xd, p->yd, p->cd, p->wd, a, b);
         },
-        winograd ? (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED : -1, tf32, p->cd, &p->filter,
+        filter_prefer, tf32, p->cd, &p->filter,
         &p->filter_ws, &p->filter_math);
 }
 
