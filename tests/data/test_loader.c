@@ -234,8 +234,8 @@ static void test_prefetch_identical(void **state) {
  * size bound the two-slot one. */
 static void test_held_batch_survives_ring(void **state) {
   (void)state;
-  /* 400 samples of 3 x 64 x 64 floats are 18.75 MiB, over the deep ring's 16 */
-  struct { int n, c, hw, batch; } cases[] = {{60, 1, 4, 5}, {900, 3, 64, 400}};
+  /* 48 samples of 3 x 64 x 64 floats are 2.25 MiB, over the deep ring's 2 */
+  struct { int n, c, hw, batch; } cases[] = {{60, 1, 4, 5}, {120, 3, 64, 48}};
   for (int ci = 0; ci < 2; ci++) {
     pt_dataset ds = make_ds(cases[ci].n, cases[ci].c, cases[ci].hw, cases[ci].hw);
     const size_t elems = (size_t)cases[ci].c * cases[ci].hw * cases[ci].hw;
