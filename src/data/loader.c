@@ -315,7 +315,7 @@ pt_status pt_loader_create(pt_loader **out, const pt_dataset *ds, const pt_loade
   const size_t slot_bytes = (size_t)bs * l->sample_elems * sizeof(float);
   l->nslots = !cfg->prefetch ? 1 : slot_bytes <= PT_LOADER_DEEP_BYTES ? PT_LOADER_MAX_SLOTS : 2;
   for (int s = 0; s < l->nslots; s++) {
-    l->slots[s].x = pt_alloc_aligned((size_t)bs * l->sample_elems * sizeof(float));
+    l->slots[s].x = pt_alloc_aligned(slot_bytes);
     l->slots[s].y = pt_malloc((size_t)bs * sizeof(int32_t));
     l->slots[s].index = pt_malloc((size_t)bs * sizeof(int32_t));
     if (!l->slots[s].x || !l->slots[s].y || !l->slots[s].index) goto nomem;
