@@ -1,8 +1,11 @@
 /* pt_v16 in portable C: four 4-lane GCC vectors per vector, which the
  * compiler lowers to SSE2 on any x86-64, NEON on aarch64 and scalar code
- * elsewhere. No fused multiply-add: x86-64's baseline has none, and a
- * software fmaf would cost more than the kernels gain. Included by v16.h
- * only. */
+ * elsewhere. On x86-64 and elsewhere, no fused multiply-add: x86-64's
+ * baseline has none, and a software fmaf would cost more than the kernels
+ * gain. On aarch64 it is baseline (ARMv8-A's FMLA), one instruction where
+ * a multiply and an add are two, so v16_fmadd fuses there, as on AVX2; and
+ * its 32 registers of 4 floats hold 8 vectors, AVX2's 16 registers of 8
+ * floats, so the kernels take AVX2's tile shapes. Included by v16.h only. */
 #ifndef PT_OPS_CPU_SIMD_V16_PORTABLE_H
 #define PT_OPS_CPU_SIMD_V16_PORTABLE_H
 
@@ -10,10 +13,17 @@
 #include <string.h>
 #if defined(__aarch64__) && defined(__ARM_NEON)
 #include <arm_neon.h>
+#define PT_V16_NEON 1
+#else
+#define PT_V16_NEON 0
 #endif
 
 #define PT_V16_LEVEL "generic"
-#define PT_V16_REGS 4 /* 16 SSE or 32 NEON registers; the tiles stay small */
+#if PT_V16_NEON
+#define PT_V16_REGS 8 /* 32 NEON registers */
+#else
+#define PT_V16_REGS 4 /* 16 SSE registers; the tiles stay small */
+#endif
 #define PT_V16_HAS_COMPRESS 0
 #define PT_V16_HAS_HSUM16 0 /* v16.h's, through memory */
 
@@ -101,9 +111,18 @@ static inline pt_v16 v16_sqrt(pt_v16 a) {
   for (int l = 0; l < 16; l++) r.q[l / 4][l % 4] = sqrtf(a.q[l / 4][l % 4]);
   return r;
 }
+/* pt_f4 and NEON's float32x4_t are the same 16 bytes; the casts only
+ * rename the type */
+#if PT_V16_NEON
+static inline pt_f4 v16_p_fma4(pt_f4 a, pt_f4 b, pt_f4 c) {
+  return (pt_f4)vfmaq_f32((float32x4_t)c, (float32x4_t)a, (float32x4_t)b);
+}
+#else
+static inline pt_f4 v16_p_fma4(pt_f4 a, pt_f4 b, pt_f4 c) { return a * b + c; }
+#endif
 static inline pt_v16 v16_fmadd(pt_v16 a, pt_v16 b, pt_v16 c) {
   pt_v16 r;
-  V16_P_MAP(pt_f4, a.q[i_] * b.q[i_] + c.q[i_]);
+  V16_P_MAP(pt_f4, v16_p_fma4(a.q[i_], b.q[i_], c.q[i_]));
   return r;
 }
 
@@ -124,9 +143,9 @@ static inline pt_v8 v8_loadu(const float *p) {
 static inline pt_v8 v8_load(const float *p) { return v8_loadu(p); }
 static inline void v8_storeu(float *p, pt_v8 v) { memcpy(p, &v, sizeof v); }
 static inline pt_v8 v8_add(pt_v8 a, pt_v8 b) { return (pt_v8){{a.q[0] + b.q[0], a.q[1] + b.q[1]}}; }
-/* as v16_fmadd here: two roundings */
+/* rounded as v16_fmadd is here */
 static inline pt_v8 v8_fmadd(pt_v8 a, pt_v8 b, pt_v8 c) {
-  return (pt_v8){{a.q[0] * b.q[0] + c.q[0], a.q[1] * b.q[1] + c.q[1]}};
+  return (pt_v8){{v16_p_fma4(a.q[0], b.q[0], c.q[0]), v16_p_fma4(a.q[1], b.q[1], c.q[1])}};
 }
 
 static inline pt_m16 v16_p_bits(pt_vi16 t) {
@@ -323,8 +342,8 @@ static inline void v16_compress_storeu(float *p, pt_m16 m, pt_v16 v) {
 }
 
 /* ---- added for expf.h ---- */
-/* v16_fmadd rounds twice here (pt_expf fuses its steps where this is 1). */
-#define PT_V16_FMA 0
+/* Whether v16_fmadd rounds once (pt_expf fuses its steps where it does). */
+#define PT_V16_FMA PT_V16_NEON
 
 /* ---- added for philox.c ---- */
 /* pt_vi16 as 8 unsigned 64-bit lanes, lane i in 32-bit lanes 2i (low half)
