@@ -577,6 +577,16 @@ bool wants_winograd(const pt_conv_geom *g, bool tf32, winograd_mode mode) {
   return mode == WINOGRAD_ALL || (g->c >= kWinogradChannels && g->oc >= kWinogradChannels);
 }
 
+/* The algorithms a direction prefers before the heuristics' ranking, in
+ * order (-1: none): Winograd's nonfused one on the rule's layers, or under
+ * PT_CUDA_WINOGRAD=fused the fused one first and the nonfused after it
+ * (fused_algo -1 where the direction has no fused one). */
+void winograd_prefer(bool winograd, bool fused, int fused_algo, int nonfused_algo, int prefer[2]) {
+  const bool take_fused = winograd && fused && fused_algo >= 0;
+  prefer[0] = !winograd ? -1 : take_fused ? fused_algo : nonfused_algo;
+  prefer[1] = take_fused ? nonfused_algo : -1;
+}
+
 /* The math a heuristics entry runs in. In FP32 the descriptor stays in
  * FMA math, and an entry that asks for tensor-op math would not run under
  * it. Under TF32 an entry runs in the math it asks for, as PyTorch sets it
@@ -657,16 +667,13 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
 
   const bool tf32 = pt_cuda_tf32();
   const winograd_mode wmode = winograd_from_env();
-  const bool winograd = wants_winograd(g, tf32, wmode), fused = winograd && wmode == WINOGRAD_FUSED;
-  const int fwd_prefer[2] = {winograd ? (fused ? (int)CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD
-                                               : (int)CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED)
-                                      : -1,
-                             fused ? (int)CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED : -1};
-  const int data_prefer[2] = {winograd ? (fused ? (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD
-                                                : (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED)
-                                       : -1,
-                              fused ? (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED : -1};
-  const int filter_prefer[2] = {winograd ? (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED : -1, -1};
+  const bool winograd = wants_winograd(g, tf32, wmode), fused = wmode == WINOGRAD_FUSED;
+  int fwd_prefer[2], data_prefer[2], filter_prefer[2];
+  winograd_prefer(winograd, fused, CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED,
+                  fwd_prefer);
+  winograd_prefer(winograd, fused, CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD,
+                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED, data_prefer);
+  winograd_prefer(winograd, fused, -1, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED, filter_prefer);
   int got = 0;
   cudnnConvolutionFwdAlgoPerf_t fperf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   if (cudnnGetConvolutionForwardAlgorithm_v7(h, p->xd, p->wd, p->cd, p->yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
