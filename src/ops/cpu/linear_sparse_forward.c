@@ -113,12 +113,14 @@ static inline __attribute__((always_inline)) void block(const int NV, const int 
     for (uint64_t bits = j->codes[(size_t)t * j->nslabs + s]; bits; bits &= bits - 1) {
       const int k = __builtin_ctzll(bits);
       const pt_v16 xv = v16_set1(xr[k]);
-      const float *wr = ws + (size_t)k * 16;
+      /* row k of each whole panel: one offset from bases the compiler
+       * keeps in registers (v16_fmadd_at) */
+      const size_t o = (size_t)k * 16 * sizeof(float);
 #pragma GCC unroll 13
-      for (int v = 0; v < NV - 1; v++) acc[v] = v16_fmadd(xv, v16_load(wr + v * pstride), acc[v]);
-      const float *wlr = wls + (size_t)k * wl;
-      if (HALF) half = v8_fmadd(v8_set1(xr[k]), v8_load(wlr), half);
-      else acc[NV - 1] = v16_fmadd(xv, PART ? v16_maskz_loadu(last, wlr) : v16_load(wlr), acc[NV - 1]);
+      for (int v = 0; v < NV - 1; v++) acc[v] = v16_fmadd_at(xv, ws + v * pstride, o, acc[v]);
+      if (HALF) half = v8_fmadd_at(v8_set1(xr[k]), wls, o / 2, half);
+      else if (PART) acc[NV - 1] = v16_fmadd(xv, v16_maskz_loadu(last, wls + (size_t)k * wl), acc[NV - 1]);
+      else acc[NV - 1] = v16_fmadd_at(xv, wls, o, acc[NV - 1]);
     }
 #pragma GCC unroll 13
     for (int v = 0; v < NW; v++)

@@ -63,6 +63,19 @@ static inline void v8_mask_storeu(float *p, pt_m16 m, pt_v8 v) {
 
 /* ---- built from the above, the same at every level ---- */
 
+/* c + a * the vector at base + off bytes (aligned): for inner loops that
+ * read several arrays at one varying offset. Written out on AVX2
+ * (v16_avx2.h), where GCC otherwise reaches each array's element through
+ * an address of its own, two instructions an array in the loop. */
+#if !PT_V16_HAS_FMADD_AT
+static inline pt_v16 v16_fmadd_at(pt_v16 a, const float *base, size_t off, pt_v16 c) {
+  return v16_fmadd(a, v16_load((const float *)((const char *)base + off)), c);
+}
+static inline pt_v8 v8_fmadd_at(pt_v8 a, const float *base, size_t off, pt_v8 c) {
+  return v8_fmadd(a, v8_load((const float *)((const char *)base + off)), c);
+}
+#endif
+
 static inline pt_v16 v16_mask_mov(pt_v16 src, pt_m16 m, pt_v16 a) { return v16_blend(m, src, a); }
 static inline pt_v16 v16_maskz_mov(pt_m16 m, pt_v16 a) { return v16_blend(m, v16_zero(), a); }
 static inline pt_v16 v16_maskz_loadu(pt_m16 m, const float *p) { return v16_mask_loadu(v16_zero(), m, p); }

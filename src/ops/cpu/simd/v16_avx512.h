@@ -12,6 +12,7 @@
 #define PT_V16_LEVEL "avx512"
 #define PT_V16_REGS 32 /* vectors a register tile may hold, loads and broadcasts included */
 #define PT_V16_HAS_COMPRESS 1
+#define PT_V16_HAS_FMADD_AT 0 /* v16.h's, from v16_load */
 #define PT_V16_HAS_HSUM16 1
 
 typedef __m512 pt_v16;

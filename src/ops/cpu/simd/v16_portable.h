@@ -25,6 +25,7 @@
  * times against 18-80 with these tiles (GCC 12, counted in the objects) */
 #define PT_V16_REGS 4
 #define PT_V16_HAS_COMPRESS 0
+#define PT_V16_HAS_FMADD_AT 0 /* v16.h's, from v16_load */
 #define PT_V16_HAS_HSUM16 0 /* v16.h's, through memory */
 
 typedef float pt_f4 __attribute__((vector_size(16)));
