@@ -75,7 +75,8 @@ static double ref_cross_entropy(int n, int k, const float *z, const int32_t *y, 
     const double sum = ref_row(zr, k, &mx);
     loss += (double)mx + log(sum) - zr[y[s]];
     for (int c = 0; c < k; c++)
-      dz[(size_t)s * k + c] = (float)((double)pt_expf(zr[c] - mx) / sum * scale / n) - (c == y[s] ? scale / (float)n : 0.0f);
+      dz[(size_t)s * k + c] =
+          (float)((double)pt_expf(zr[c] - mx) * ((double)scale / ((double)n * sum))) - (c == y[s] ? scale / (float)n : 0.0f);
   }
   return loss / n;
 }
