@@ -95,6 +95,11 @@ static inline __attribute__((always_inline)) void block(const int NV, const int 
   const float *wls = j->wp + pt_linear_panel_offset(in, v0 + NV - 1) + (size_t)s * SF_SLAB * wl;
   const size_t pstride = pt_linear_panel_offset(in, 1);
   for (int t = lo; t < hi; t++) {
+    uint64_t bits = j->codes[(size_t)t * j->nslabs + s];
+    /* a slab with no nonzero input adds nothing; past the first, whose
+     * pass writes the bias, its sums need not go back and forth (13% of
+     * the slabs of Fashion-MNIST's images: their edges) */
+    if (!bits && s > 0) continue;
     float *yr = j->y + (size_t)t * out + o0;
     pt_v16 acc[SF_NV];
     pt_v8 half = v8_zero();
@@ -110,7 +115,7 @@ static inline __attribute__((always_inline)) void block(const int NV, const int 
       else if (j->b) half = v8_loadu(j->b + o0 + (NV - 1) * 16);
     }
     const float *xr = j->x + (size_t)t * j->in + s * SF_SLAB;
-    for (uint64_t bits = j->codes[(size_t)t * j->nslabs + s]; bits; bits &= bits - 1) {
+    for (; bits; bits &= bits - 1) {
       const int k = __builtin_ctzll(bits);
       const pt_v16 xv = v16_set1(xr[k]);
       /* row k of each whole panel: one offset from bases the compiler
