@@ -151,6 +151,12 @@ static pt_status alloc_activations(pt_model *m, size_t ws_max) {
       if (!(L->mask_mem = balloc(m, sizeof(float) * S * B * o))) return PT_ERR_NOMEM;
       m->slot_bytes += sizeof(float) * B * o;
     }
+    if (L->spec.kind == PT_L_LINEAR && m->params[L->w].panels && m->be->linear_keep_floats) {
+      L->keep_floats = m->be->linear_keep_floats((int)B, L->in_c);
+      if (!(L->keep_mem = balloc(m, sizeof(float) * S * L->keep_floats)) || !(L->kept_n_mem = pt_calloc(S, sizeof(int))))
+        return PT_ERR_NOMEM;
+      m->slot_bytes += sizeof(float) * L->keep_floats;
+    }
     if (L->spec.kind == PT_L_BATCHNORM2D) {
       /* (nslots, 2, out_c): mean and 1/std of each slot's batch */
       if (!(L->save_mem = balloc(m, sizeof(float) * S * 2 * L->out_c)) ||
@@ -208,6 +214,8 @@ void pt_model_use_slot(pt_model *m, int s) {
     L->y = L->y_mem ? L->y_mem + at : NULL;
     L->argmax = L->argmax_mem ? L->argmax_mem + at : NULL;
     L->mask = L->mask_mem ? L->mask_mem + at : NULL;
+    L->keep = L->keep_mem ? L->keep_mem + (size_t)s * L->keep_floats : NULL;
+    L->kept_n = L->kept_n_mem ? L->kept_n_mem + s : NULL;
     if (L->save_mem) {
       L->save_mean = L->save_mem + (size_t)s * 2 * L->out_c;
       L->save_invstd = L->save_mean + L->out_c;
@@ -325,6 +333,8 @@ void pt_model_destroy(pt_model *m) {
       bfree(L->y_mem);
       bfree(L->argmax_mem);
       bfree(L->mask_mem);
+      bfree(L->keep_mem);
+      free(L->kept_n_mem);
       bfree(L->save_mem);
       if (L->bn_host != L->bn_sums) free(L->bn_host);
       bfree(L->bn_sums);
@@ -528,6 +538,17 @@ static void count_batch(pt_model *m, const pt_layer *L) {
   owner->num_batches_tracked++;
 }
 
+/* Where a linear layer's forward pass keeps data for the backward pass of
+ * the same batch, which reads them only if they are of a batch of its
+ * size (kept_n): a training pass keeps them, an evaluation's (which may
+ * take several slots' rows at once) does not. */
+static float *keep_for(const pt_model *m, pt_layer *L, int n) {
+  float *k = m->training && n <= m->max_batch ? L->keep : NULL;
+  if (L->kept_n) *L->kept_n = k ? n : 0;
+  return k;
+}
+static const float *kept_for(const pt_layer *L, int n) { return L->kept_n && *L->kept_n == n ? L->keep : NULL; }
+
 static void layer_forward(pt_model *m, pt_layer *L, const float *x, int n) {
   const size_t o = out_size(L);
   const int hw = L->in_h * L->in_w;
@@ -540,8 +561,10 @@ static void layer_forward(pt_model *m, pt_layer *L, const float *x, int n) {
         m->be->conv2d_forward(&L->conv, n, x, P(m, L->w), P(m, L->b), L->y, m->ws);
       break;
     case PT_L_LINEAR:
-      (m->params[L->w].panels ? m->be->linear_forward_p : m->be->linear_forward)(n, L->in_c, L->out_c, x, P(m, L->w),
-                                                                                 P(m, L->b), L->y, m->ws);
+      if (m->params[L->w].panels)
+        m->be->linear_forward_p(n, L->in_c, L->out_c, x, P(m, L->w), P(m, L->b), L->y, m->ws, keep_for(m, L, n));
+      else
+        m->be->linear_forward(n, L->in_c, L->out_c, x, P(m, L->w), P(m, L->b), L->y, m->ws);
       break;
     case PT_L_BATCHNORM2D: {
       pt_bn_geom g = {L->in_c, L->spec.eps, L->spec.momentum};
@@ -631,9 +654,12 @@ static void layer_backward(pt_model *m, pt_layer *L, const float *x, const float
         m->be->conv2d_backward(&L->conv, n, x, P(m, L->w), L->y, dy, G(m, L->w), G(m, L->b), dx, m->ws);
       break;
     case PT_L_LINEAR:
-      (m->params[L->w].panels ? m->be->linear_backward_p : m->be->linear_backward)(
-          n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx, !(m->grads_fresh && writes_grads(L)),
-          m->ws);
+      if (m->params[L->w].panels)
+        m->be->linear_backward_p(n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx,
+                                 !(m->grads_fresh && writes_grads(L)), m->ws, kept_for(L, n));
+      else
+        m->be->linear_backward(n, L->in_c, L->out_c, x, P(m, L->w), dy, G(m, L->w), G(m, L->b), dx,
+                               !(m->grads_fresh && writes_grads(L)), m->ws);
       break;
     case PT_L_BATCHNORM2D: {
       pt_bn_geom g = {L->in_c, L->spec.eps, L->spec.momentum};

@@ -55,9 +55,14 @@ typedef struct {
   int32_t *argmax;          /* max-pool: (max_batch, out) */
   float *mask;              /* dropout: its mask; log-softmax: the softmax, for the backward pass (max_batch, out) */
   float *save_mean, *save_invstd; /* batch-norm: (out_c) */
+  float *keep;              /* linear in panels: what its forward pass keeps for its backward pass
+                               (be->linear_keep_floats(max_batch, in_c)), or NULL */
+  int *kept_n;              /* ... and the batch size it holds, 0 for none (host memory) */
+  size_t keep_floats;
   /* The allocations the pointers above point into: nslots slots of
    * max_batch samples each (of out_c channels for the batch-norm saves). */
-  float *y_mem, *mask_mem, *save_mem;
+  float *y_mem, *mask_mem, *save_mem, *keep_mem;
+  int *kept_n_mem;
   int32_t *argmax_mem;
   double *bn_sums;          /* batch-norm: (2 * out_c + 1) per-channel sums, backend memory */
   double *bn_host;          /* the same in host memory (bn_sums itself on the CPU), for --sync-bn */

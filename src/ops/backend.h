@@ -89,10 +89,14 @@ typedef struct pt_backend {
    * shape: the backend has no such kernels, and the model keeps PyTorch's
    * order. */
   int (*linear_panels_ok)(int in, int out);
+  /* keep: what the forward pass leaves for the backward pass of the same
+   * batch, linear_keep_floats(max_batch, in) floats per batch in flight,
+   * or NULL (see pt_linear_keep_floats) */
+  size_t (*linear_keep_floats)(int max_batch, int in);
   void (*linear_forward_p)(int n, int in, int out, const float *x, const float *wp, const float *b, float *y,
-                           float *ws);
+                           float *ws, float *keep);
   void (*linear_backward_p)(int n, int in, int out, const float *x, const float *wp, const float *dy, float *dwp,
-                            float *db, float *dx, int add, float *ws);
+                            float *db, float *dx, int add, float *ws, const float *kept);
   void (*maxpool_forward)(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *x, float *y,
                           int32_t *argmax);
   void (*maxpool_backward)(int n, int c, int h, int w, int k, int s, int oh, int ow, const float *dy,

@@ -69,11 +69,12 @@ static void test_index_is_a_permutation(void **s) {
   }
 }
 
+/* keep: where the pass is to keep what the weight gradient reads, or NULL */
 static void forward(int threads, int n, int in, int out, const float *x, const float *wp, const float *b, float *y,
-                    int use_ws) {
+                    int use_ws, float *keep) {
   assert_int_equal(pt_ops_set_threads(threads), 0);
   float *ws = use_ws ? pt_alloc_aligned(sizeof(float) * (pt_linear_workspace(n, in, out, threads) + 1)) : NULL;
-  pt_linear_forward_p(n, in, out, x, wp, b, y, ws);
+  pt_linear_forward_p(n, in, out, x, wp, b, y, ws, keep);
   free(ws);
   assert_int_equal(pt_ops_set_threads(1), 0);
 }
@@ -84,11 +85,19 @@ static void check_forward(int n, int in, int out, int with_bias, int use_ws) {
   float *x = image_like(&r, n, in), *w = random_floats(&r, (size_t)out * in, -0.1f, 0.1f);
   float *b = with_bias ? random_floats(&r, (size_t)out, -0.1f, 0.1f) : NULL, *wp = to_panels(in, out, w);
   if (n > 2) x[(size_t)2 * in + 5] = NAN; /* sample 2: all NaN, the others untouched */
-  float *y[3];
+  float *y[4];
   for (int t = 0; t < 3; t++) {
     y[t] = random_floats(&r, (size_t)n * out, 7, 8);
-    forward(t + 1, n, in, out, x, wp, b, y[t], use_ws);
+    forward(t + 1, n, in, out, x, wp, b, y[t], use_ws, NULL);
   }
+  /* keeping data for the backward pass changes nothing in y (against the
+   * same thread count: without a workspace the BLAS runs) */
+  float *keep = random_floats(&r, pt_linear_keep_floats(n, in), -1, 1);
+  y[3] = random_floats(&r, (size_t)n * out, 7, 8);
+  forward(2, n, in, out, x, wp, b, y[3], use_ws, keep);
+  if (memcmp(y[1], y[3], sizeof(float) * (size_t)n * out))
+    fail_msg("%d x %d -> %d: keeping data for the backward pass changed y", n, in, out);
+  free(keep), free(y[3]);
   for (int s = 0; s < n; s++)
     for (int o = 0; o < out; o++) {
       double tol, ref = linear_ref(in, x + (size_t)s * in, w + (size_t)o * in, b ? b[o] : 0.0f, &tol);
@@ -120,7 +129,8 @@ static void test_forward(void **s) {
 
 /* The weight gradient in panels against the kernel for PyTorch's order
  * (same bits), the bias gradient and the input gradient against
- * references, in write and add modes, at 1, 2 and 3 threads. */
+ * references, in write and add modes, at 1, 2 and 3 threads; and again
+ * from what a forward pass kept, that pass at another thread count. */
 static void check_backward(int n, int in, int out, int add) {
   pt_rng r;
   pt_rng_init(&r, (uint64_t)n * 104729u + (uint64_t)in * 13u + (uint64_t)out, 9);
@@ -141,9 +151,20 @@ static void check_backward(int n, int in, int out, int add) {
     float *dx = malloc(sizeof(float) * (size_t)n * in);
     memcpy(dwp, dwp0, sizeof(float) * nw);
     memcpy(db, db0, sizeof(float) * out);
-    pt_linear_backward_p(n, in, out, x, wp, dy, dwp, db, dx, add, ws);
+    pt_linear_backward_p(n, in, out, x, wp, dy, dwp, db, dx, add, ws, NULL);
     if (memcmp(dwp, expect, sizeof(float) * nw))
       fail_msg("%d x %d -> %d, %d threads: dw in panels differs from dw", n, in, out, t + 1);
+    /* kept by a forward pass on 3 - t threads (garbage before it) */
+    float *keep = random_floats(&r, pt_linear_keep_floats(n, in), -1, 1), *y = malloc(sizeof(float) * n * out);
+    float *dwk = pt_alloc_aligned(sizeof(float) * nw), *dbk = malloc(sizeof(float) * out);
+    forward(3 - t, n, in, out, x, wp, NULL, y, 1, keep);
+    assert_int_equal(pt_ops_set_threads(t + 1), 0);
+    memcpy(dwk, dwp0, sizeof(float) * nw);
+    memcpy(dbk, db0, sizeof(float) * out);
+    pt_linear_backward_p(n, in, out, x, wp, dy, dwk, dbk, NULL, add, ws, keep);
+    if (memcmp(dwk, expect, sizeof(float) * nw) || memcmp(dbk, db, sizeof(float) * out))
+      fail_msg("%d x %d -> %d, %d threads: dw from the kept data differs", n, in, out, t + 1);
+    free(keep), free(y), free(dwk), free(dbk);
     for (int o = 0; o < out; o++) {
       double e = add ? db0[o] : 0.0;
       for (int s = 0; s < n; s++) e += dy[(size_t)s * out + o];

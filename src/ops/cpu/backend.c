@@ -118,6 +118,7 @@ static const pt_backend cpu_backend = {
     .linear_forward = pt_linear_forward,
     .linear_backward = pt_linear_backward,
     .linear_panels_ok = pt_linear_panels_ok,
+    .linear_keep_floats = pt_linear_keep_floats,
     .linear_forward_p = pt_linear_forward_p,
     .linear_backward_p = pt_linear_backward_p,
     .maxpool_forward = pt_maxpool_forward,

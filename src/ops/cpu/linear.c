@@ -1,6 +1,7 @@
 /* Linear layer, PyTorch's convention: weight (out, in), y = x w^T + b;
  * or with the weight in panels (pt_linear_panel_index). */
 #include "ops/cpu/ops.h"
+#include "ops/cpu/workspace.h"
 
 /* The forward pass's blocks (linear_xt.c) and the weight gradient's
  * copies of dy (linear_outer.c, or linear_sparse.c with its masks) are
@@ -61,9 +62,16 @@ int pt_linear_panels_ok(int in, int out) {
   return in % 16 == 0 && in >= 64 && out >= 16;
 }
 
+size_t pt_linear_keep_floats(int max_batch, int in) {
+  /* x by slabs (max_batch, in), then the codes: (in / 16, max_batch
+   * rounded up to 32) uint16, as linear_sparse.c lays them out */
+  return pt_up16((size_t)max_batch * (size_t)in) +
+         pt_up16((size_t)(in / 16) * (size_t)pt_round_up(max_batch, 32) / 2 + 1) + 16; /* 16: room to align */
+}
+
 void pt_linear_forward_p(int n, int in, int out, const float *x, const float *wp, const float *b, float *y,
-                         float *ws) {
-  if (pt_linear_forward_sparse(n, in, out, x, wp, b, y, ws)) return;
+                         float *ws, float *keep) {
+  if (pt_linear_forward_sparse(n, in, out, x, wp, b, y, ws, keep)) return;
   /* y[:, panel p] (n, wd) = x (n, in) panel (in, wd), panel by panel */
   if (b) bias_rows(n, out, b, y);
   for (int p = 0; 16 * p < out; p++) {
@@ -73,9 +81,9 @@ void pt_linear_forward_p(int n, int in, int out, const float *x, const float *wp
 }
 
 void pt_linear_backward_p(int n, int in, int out, const float *x, const float *wp, const float *dy, float *dwp,
-                          float *db, float *dx, int add, float *ws) {
+                          float *db, float *dx, int add, float *ws, const float *kept) {
   /* panel p of dw (in, wd) (+)= x^T (in, n) dy[:, panel p] (n, wd) */
-  if (!pt_linear_backward_dwp_sparse(n, in, out, x, dy, dwp, add, ws))
+  if (!pt_linear_backward_dwp_sparse(n, in, out, x, dy, dwp, add, ws, kept))
     for (int p = 0; 16 * p < out; p++) {
       const int wd = pt_linear_panel_width(out, p);
       pt_sgemm(1, 0, in, wd, n, 1.0f, x, in, dy + 16 * p, out, add ? 1.0f : 0.0f, dwp + pt_linear_panel_offset(in, p),

@@ -243,9 +243,11 @@ static void task(void *ctx, int tid, int nt) {
  * same whatever the split. */
 typedef struct {
   int n, in, out, out16, nslabs, n32, words, groups;
+  int kept; /* xs and codes were made by the forward pass */
   const float *x, *dy;
-  float *xs, *dyp;
-  uint16_t *codes;
+  float *xs, *dyp;   /* xs unused where kept */
+  uint16_t *codes_w; /* where the codes are made, unless kept */
+  const uint16_t *codes;
   uint64_t *mask;
 } prep;
 
@@ -257,9 +259,9 @@ static void prep_samples(void *ctx, int tid, int nt) {
   const pt_v16 zero = v16_zero();
   for (size_t t = lo; t < hi; t++) {
     const float *xr = p->x + t * p->in;
-    for (int s = 0; s < p->nslabs; s++) {
+    for (int s = 0; s < p->nslabs && !p->kept; s++) {
       const pt_v16 xv = v16_loadu(xr + s * SP_SLAB);
-      p->codes[(size_t)s * p->n32 + t] = (uint16_t)v16_cmpneq(xv, zero);
+      p->codes_w[(size_t)s * p->n32 + t] = (uint16_t)v16_cmpneq(xv, zero);
       v16_store(p->xs + ((size_t)s * p->n + t) * SP_SLAB, xv);
     }
     /* dyp (n, out16): dy's rows padded to whole vectors, so that every load
@@ -289,7 +291,7 @@ static void prep_masks(void *ctx, int tid, int nt) {
 }
 
 static int dw_sparse(int n, int in, int out, const float *x, const float *dy, float *dw, int add, int panels,
-                     float *ws) {
+                     float *ws, const float *kept) {
   /* x is read twice, for the masks and by the tiles: from the L2 cache at
    * fmnist-mlp's lin1 (314 KB), but from L3 at mnist-cnn's fc1 (64 x 9216,
    * 2.4 MB), where the second pass cost more than the skipped work saved
@@ -305,10 +307,15 @@ static int dw_sparse(int n, int in, int out, const float *x, const float *dy, fl
   float *dyp = xs + pt_up16((size_t)n * in);
   uint16_t *codes = (uint16_t *)(dyp + pt_up16((size_t)out16 * n)); /* (nslabs, n32) */
   uint64_t *mask = (uint64_t *)((float *)codes + pt_up16((size_t)nslabs * n32 / 2 + 1));
+  /* or both as the forward pass kept them (pt_linear_keep_floats) */
+  const float *xs_k = kept ? (const float *)(((uintptr_t)kept + 63) & ~(uintptr_t)63) : NULL;
+  const uint16_t *codes_k = kept ? (const uint16_t *)(xs_k + pt_up16((size_t)n * in)) : NULL;
 
-  for (int s = 0; s < nslabs; s++)
-    for (int t = n; t < n32; t++) codes[(size_t)s * n32 + t] = 0;
-  prep p = {n, in, out, out16, nslabs, n32, words, groups, x, dy, xs, dyp, codes, mask};
+  if (!kept)
+    for (int s = 0; s < nslabs; s++)
+      for (int t = n; t < n32; t++) codes[(size_t)s * n32 + t] = 0;
+  prep p = {n,  in, out, out16, nslabs, n32, words, groups, kept != NULL, x, dy, xs, dyp, codes,
+            kept ? codes_k : codes, mask};
   pt_parallel(prep_samples, &p);
   pt_parallel(prep_masks, &p);
   size_t listed = 0;
@@ -318,17 +325,17 @@ static int dw_sparse(int n, int in, int out, const float *x, const float *dy, fl
   /* the tile vectors of outputs in blocks of at most SP_NT, as even as they go */
   const int nvec = (out + SP_W - 1) / SP_W;
   float *buf = (float *)mask + pt_up16((size_t)groups * words * 2);
-  job j = {n, in, out, out16, words, nvec, (nvec + SP_NT - 1) / SP_NT, xs, dyp, mask, dw, add, panels, buf};
+  job j = {n, in, out, out16, words, nvec, (nvec + SP_NT - 1) / SP_NT, kept ? xs_k : xs, dyp, mask, dw, add, panels, buf};
   pt_parallel(task, &j);
   return 1;
 }
 
 int pt_linear_backward_dw_sparse(int n, int in, int out, const float *x, const float *dy, float *dw, int add,
                                  float *ws) {
-  return dw_sparse(n, in, out, x, dy, dw, add, 0, ws);
+  return dw_sparse(n, in, out, x, dy, dw, add, 0, ws, NULL);
 }
 
 int pt_linear_backward_dwp_sparse(int n, int in, int out, const float *x, const float *dy, float *dwp, int add,
-                                  float *ws) {
-  return dw_sparse(n, in, out, x, dy, dwp, add, 1, ws);
+                                  float *ws, const float *kept) {
+  return dw_sparse(n, in, out, x, dy, dwp, add, 1, ws, kept);
 }

@@ -100,9 +100,18 @@ static inline size_t pt_linear_panel_index(int in, int out, int o, int k) {
  * pt_linear_forward_p and pt_linear_backward_p take dw, w in panels). */
 int pt_linear_panels_ok(int in, int out);
 void pt_linear_forward_p(int n, int in, int out, const float *x, const float *wp, const float *b, float *y,
-                         float *ws);
+                         float *ws, float *keep);
 void pt_linear_backward_p(int n, int in, int out, const float *x, const float *wp, const float *dy, float *dwp,
-                          float *db, float *dx, int add, float *ws);
+                          float *db, float *dx, int add, float *ws, const float *kept);
+/* What the forward pass on panels keeps for the weight gradient of the
+ * same batch: keep, pt_linear_keep_floats(max_batch, in) floats, or NULL.
+ * The sparse forward pass reads every input to find the nonzero ones; it
+ * leaves them there as the weight gradient wants them (x by slabs of 16
+ * inputs, and a 16-bit code of the nonzero ones per sample and slab), and
+ * the backward pass given kept skips its own pass over x. Kept data are
+ * valid for the x of the forward pass that wrote them (the caller keeps
+ * one per batch in flight) and only when that pass was the sparse one. */
+size_t pt_linear_keep_floats(int max_batch, int in);
 /* ws: pt_linear_workspace(max_batch, in, out, threads) floats, or NULL (then only the
  * dot-product pass and the BLAS serve). */
 void pt_linear_forward(int n, int in, int out, const float *x, const float *w, const float *b, float *y, float *ws);
@@ -148,14 +157,14 @@ int pt_linear_backward_dw_sparse(int n, int in, int out, const float *x, const f
 size_t pt_linear_sparse_workspace(int max_batch, int in, int out, int nthreads);
 /* The same into weights in panels (see pt_linear_panels). */
 int pt_linear_backward_dwp_sparse(int n, int in, int out, const float *x, const float *dy, float *dwp, int add,
-                                  float *ws);
+                                  float *ws, const float *kept);
 /* The forward pass on w in panels skipping each sample's zero inputs
  * (linear_sparse_forward.c), where the shape allows (in a multiple of 16
  * and >= 64, out >= 16, ws not NULL); returns 1 when done, 0, having done
  * nothing, elsewhere. ws:
  * pt_linear_sparse_forward_workspace(n or more, in) floats. */
 int pt_linear_forward_sparse(int n, int in, int out, const float *x, const float *wp, const float *b, float *y,
-                             float *ws);
+                             float *ws, float *keep);
 size_t pt_linear_sparse_forward_workspace(int max_batch, int in);
 
 /* ---- max-pool (kernel k, stride s, no padding, floor mode as PyTorch) ---- */
