@@ -120,20 +120,22 @@ static inline pt_v8 v8_fmadd(pt_v8 a, pt_v8 b, pt_v8 c) { return _mm256_fmadd_ps
  * intrinsics, GCC computed each base + off with an instruction of its own
  * (and chained the bases by adding their distance): in lin1's sparse
  * forward pass, 37 instructions for 14 multiply-adds a nonzero input,
- * against 25 so, and 0.91x the time (Zen 3, 1 thread). The "m" operand
- * tells the compiler that the asm reads memory from base on. */
+ * against 21 so, and 0.91x the time (Zen 3, 1 thread). The "m" operand
+ * tells the compiler that the asm reads memory from base on (an array of
+ * 2^20 floats for "some of what follows": clang takes no array of unknown
+ * size there). */
 #define PT_V16_HAS_FMADD_AT 1
 static inline pt_v16 v16_fmadd_at(pt_v16 a, const float *base, size_t off, pt_v16 c) {
   __asm__("vfmadd231ps (%[b],%[o]), %[xl], %[l]\n\t"
           "vfmadd231ps 32(%[b],%[o]), %[xh], %[h]"
           : [l] "+x"(c.lo), [h] "+x"(c.hi)
-          : [xl] "x"(a.lo), [xh] "x"(a.hi), [b] "r"(base), [o] "r"(off), "m"(*(const float(*)[])base));
+          : [xl] "x"(a.lo), [xh] "x"(a.hi), [b] "r"(base), [o] "r"(off), "m"(*(const float(*)[1 << 20])base));
   return c;
 }
 static inline pt_v8 v8_fmadd_at(pt_v8 a, const float *base, size_t off, pt_v8 c) {
   __asm__("vfmadd231ps (%[b],%[o]), %[x], %[c]"
           : [c] "+x"(c)
-          : [x] "x"(a), [b] "r"(base), [o] "r"(off), "m"(*(const float(*)[])base));
+          : [x] "x"(a), [b] "r"(base), [o] "r"(off), "m"(*(const float(*)[1 << 20])base));
   return c;
 }
 #define V16_AVX2_CMP(a, b, pred)                                                                                     \
