@@ -63,9 +63,8 @@ int pt_linear_panels_ok(int in, int out) {
 }
 
 size_t pt_linear_keep_floats(int max_batch, int in) {
-  /* x by slabs (max_batch, in), then the codes: (in / 16, max_batch
-   * rounded up to 32) uint16, as linear_sparse.c lays them out */
-  return pt_up16((size_t)max_batch * (size_t)in) +
+  /* the layout of pt_linear_kept_codes_at, as linear_sparse.c reads it */
+  return pt_linear_kept_codes_at(max_batch, in) +
          pt_up16((size_t)(in / 16) * (size_t)pt_round_up(max_batch, 32) / 2 + 1) + 16; /* 16: room to align */
 }
 

@@ -259,11 +259,12 @@ static void prep_samples(void *ctx, int tid, int nt) {
   const pt_v16 zero = v16_zero();
   for (size_t t = lo; t < hi; t++) {
     const float *xr = p->x + t * p->in;
-    for (int s = 0; s < p->nslabs && !p->kept; s++) {
-      const pt_v16 xv = v16_loadu(xr + s * SP_SLAB);
-      p->codes_w[(size_t)s * p->n32 + t] = (uint16_t)v16_cmpneq(xv, zero);
-      v16_store(p->xs + ((size_t)s * p->n + t) * SP_SLAB, xv);
-    }
+    if (!p->kept)
+      for (int s = 0; s < p->nslabs; s++) {
+        const pt_v16 xv = v16_loadu(xr + s * SP_SLAB);
+        p->codes_w[(size_t)s * p->n32 + t] = (uint16_t)v16_cmpneq(xv, zero);
+        v16_store(p->xs + ((size_t)s * p->n + t) * SP_SLAB, xv);
+      }
     /* dyp (n, out16): dy's rows padded to whole vectors, so that every load
      * in the tiles is whole */
     for (int o = 0; o < p->out16; o += 16) {
@@ -308,8 +309,8 @@ static int dw_sparse(int n, int in, int out, const float *x, const float *dy, fl
   uint16_t *codes = (uint16_t *)(dyp + pt_up16((size_t)out16 * n)); /* (nslabs, n32) */
   uint64_t *mask = (uint64_t *)((float *)codes + pt_up16((size_t)nslabs * n32 / 2 + 1));
   /* or both as the forward pass kept them (pt_linear_keep_floats) */
-  const float *xs_k = kept ? (const float *)(((uintptr_t)kept + 63) & ~(uintptr_t)63) : NULL;
-  const uint16_t *codes_k = kept ? (const uint16_t *)(xs_k + pt_up16((size_t)n * in)) : NULL;
+  const float *xs_k = kept ? pt_align64_const(kept) : NULL;
+  const uint16_t *codes_k = kept ? (const uint16_t *)(xs_k + pt_linear_kept_codes_at(n, in)) : NULL;
 
   if (!kept)
     for (int s = 0; s < nslabs; s++)

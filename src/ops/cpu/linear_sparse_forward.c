@@ -223,10 +223,11 @@ int pt_linear_forward_sparse(int n, int in, int out, const float *x, const float
                              float *ws, float *keep) {
   if (!ws || in % 16 || in < 64 || out < 16 || n < 1) return 0;
   float *xs = keep ? pt_align64(keep) : NULL;
-  uint16_t *codes16 = keep ? (uint16_t *)(xs + pt_up16((size_t)n * in)) : NULL;
+  uint16_t *codes16 = keep ? (uint16_t *)(xs + pt_linear_kept_codes_at(n, in)) : NULL;
+  const int n32 = pt_round_up(n, 32);
   if (keep) /* the codes of the samples past n, up to a multiple of 32: none */
     for (int s = 0; s < in / 16; s++)
-      for (int t = n; t < pt_round_up(n, 32); t++) codes16[(size_t)s * pt_round_up(n, 32) + t] = 0;
+      for (int t = n; t < n32; t++) codes16[(size_t)s * n32 + t] = 0;
   const int nslabs = (in + SF_SLAB - 1) / SF_SLAB;
   uint64_t *codes = (uint64_t *)pt_align64(ws); /* (n, nslabs) */
   const int nvec = (out + 15) / 16;
