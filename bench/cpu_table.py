@@ -26,7 +26,9 @@ import sys
 
 def load(path):
     meta, runs, sgemm = {}, [], {}
-    dropped = 0
+    dropped = host = 0
+    probes = {}  # threads -> the slower probe around each run kept
+    best = {}  # threads -> the best probe of the whole run
     with open(path) as f:
         for line in f:
             line = line.strip()
@@ -39,11 +41,20 @@ def load(path):
                 continue
             elif o.get("contended") and not o.get("kept"):
                 dropped += 1  # made again; see cpu.sh
-            elif "sgemm_gflops" in o:
+                host += bool(o.get("host_contended"))
+            else:
+                if o.get("host_probe"):
+                    probes.setdefault(o["threads"], []).append(min(o["host_probe"]))
+            if o.get("host_best"):
+                best[o["threads"]] = max(best.get(o["threads"], 0), o["host_best"])
+            if o.get("meta") or o.get("error") or (o.get("contended") and not o.get("kept")):
+                continue
+            if "sgemm_gflops" in o:
                 sgemm.setdefault(o["threads"], []).append(o["sgemm_gflops"])
             else:
                 runs.append(o)
-    return meta, runs, sgemm, dropped
+    probes = {t: [g / best[t] for g in v] for t, v in probes.items() if best.get(t)}
+    return meta, runs, sgemm, (dropped, host, probes)
 
 
 def fw(o):
@@ -64,7 +75,7 @@ def main(argv):
     if len(argv) != 2:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    meta, runs, sgemm, dropped = load(argv[1])
+    meta, runs, sgemm, (dropped, host, probes) = load(argv[1])
     models, threads, frameworks = [], [], []
     by = {}
     for o in runs:
@@ -159,8 +170,12 @@ def main(argv):
     if idle:
         print(f"machine idle before each run: min {min(idle)}%, median {statistics.median(idle)}%")
     kept = sum(1 for o in runs if o.get("kept"))
+    if probes:
+        print("host probe around each run kept (its slower SGEMM 1024^3 probe over the best of the whole run): "
+              + "; ".join(f"{t}T min {min(v):.0%}, median {statistics.median(v):.0%}" for t, v in sorted(probes.items())))
     if dropped or kept:
-        print(f"runs left out as contended by other processes (and made again): {dropped}"
+        print(f"runs left out as contended (and made again): {dropped}"
+              + (f", {host} of them for a slow host probe" if host else "")
               + (f"; contended runs kept after the retries ran out: {kept}" if kept else ""))
     return 0
 
