@@ -178,7 +178,7 @@ probe() {
 }
 if awk -v m="$HOST_MIN" 'BEGIN { exit !(m > 0) }'; then
   for t in $THREADS; do
-    for i in 1 2 3; do probe "$t"; done
+    for _ in 1 2 3; do probe "$t"; done
     echo "host probe (SGEMM 1024^3) at $t thread(s): best of 3 ${host_best[$t]} GFLOP/s"
   done
   echo
