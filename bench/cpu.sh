@@ -39,11 +39,14 @@
 #                so that ptrain's runs last about a second or more:
 #                mnist-cnn 40, tutorial-cnn 100, fmnist-mlp 2000, others 50)
 #   WARMUP       warm-up steps per run (default 5)
-#   TORCH_SECONDS  each PyTorch run repeats its N steps until it has run at
-#                least this long (default 5): shorter blocks caught PyTorch's
-#                start-up and scheduler noise. PyTorch also flushes denormal
-#                floats to zero, as ptrain does by default, so the long runs
-#                on 10 staged batches do not slow it alone.
+#   MIN_SECONDS  each run, ptrain's and PyTorch's, repeats its N steps until
+#                it has run at least this long (default 5; TORCH_SECONDS, its
+#                old name, is read too): shorter blocks caught PyTorch's
+#                start-up and scheduler noise, and runs of equal length meet
+#                a noisy host's neighbours alike (ptrain's 2,000 steps of
+#                fmnist-mlp took 1.3 s against PyTorch's 5). PyTorch also
+#                flushes denormal floats to zero, as ptrain does by default,
+#                so the long runs on 10 staged batches do not slow it alone.
 #   LEVEL        hold both sides to one instruction-set level: avx2 sets
 #                PTRAIN_CPU=avx2 for ptrain and ATEN_CPU_CAPABILITY=avx2,
 #                ONEDNN_MAX_CPU_ISA=AVX2 and MKL_ENABLE_INSTRUCTIONS=AVX2 for
@@ -98,7 +101,7 @@ steps_for() {
 steps_meta=$(for m in $MODELS; do printf '%s=%s ' "$m" "$(steps_for "$m")"; done)
 steps_meta=${steps_meta% }
 WARMUP=${WARMUP:-5}
-TORCH_SECONDS=${TORCH_SECONDS:-5}
+MIN_SECONDS=${MIN_SECONDS:-${TORCH_SECONDS:-5}}
 LEVEL=${LEVEL:-}
 case $LEVEL in
   "") ;;
@@ -141,11 +144,11 @@ jq -cn --arg date "$(date -Iseconds)" --arg cpu "$cpu_model" --argjson cores "$(
   --arg ptrain "$ptrain_version" --arg git "$git_rev" --argjson dirty "$git_dirty" \
   --arg torch_old "$torch_old" --arg py_old "$PY_OLD" --arg torch_new "$torch_new" --arg py_new "$PY_NEW" \
   --argjson rounds "$ROUNDS" --arg steps "$steps_meta" --argjson warmup "$WARMUP" \
-  --arg level "$cpu_level" --arg torch_caps "$torch_caps" --argjson torch_seconds "$TORCH_SECONDS" \
+  --arg level "$cpu_level" --arg torch_caps "$torch_caps" --argjson min_seconds "$MIN_SECONDS" \
   '{meta: true, date: $date, cpu: $cpu, cores: $cores, ptrain: $ptrain, git: $git, git_dirty: $dirty,
     torch_old: $torch_old, python_old: $py_old, torch_new: $torch_new, python_new: $py_new,
     rounds: $rounds, steps: $steps, warmup: $warmup, cpu_level: $level, torch_cpu_capability: $torch_caps,
-    torch_seconds: $torch_seconds}' > "$RESULTS"
+    min_seconds: $min_seconds}' > "$RESULTS"
 
 echo "ptrain: $ptrain_version (git $git_rev$([[ $git_dirty == true ]] && echo ', uncommitted changes'))"
 echo "PyTorch $torch_old ($PY_OLD) and $torch_new ($PY_NEW)"
@@ -246,13 +249,14 @@ for ((r = 1; r <= ROUNDS; r++)); do
       # runs right after the same one (or first, on a cooler machine)
       for ((k = 0; k < 3; k++)); do
         case $(((r - 1 + k) % 3)) in
-          0) run "$r" "$t" "$m T=$t ptrain" "$BIN" bench --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP" --json ;;
+          0) run "$r" "$t" "$m T=$t ptrain" "$BIN" bench --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP" \
+            --min-seconds "$MIN_SECONDS" --json ;;
           1) run "$r" "$t" "$m T=$t torch $torch_old" \
             "$PY_OLD" bench/pytorch_bench.py --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP" \
-            --min-seconds "$TORCH_SECONDS" --flush-denormal ;;
+            --min-seconds "$MIN_SECONDS" --flush-denormal ;;
           2) run "$r" "$t" "$m T=$t torch $torch_new" \
             "$PY_NEW" bench/pytorch_bench.py --model "$m" --threads "$t" --steps "$n" --warmup "$WARMUP" \
-            --min-seconds "$TORCH_SECONDS" --flush-denormal ;;
+            --min-seconds "$MIN_SECONDS" --flush-denormal ;;
         esac
       done
     done

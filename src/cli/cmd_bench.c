@@ -11,6 +11,7 @@ int pt_cmd_bench(int argc, char **argv) {
   pt_train_config c;
   pt_train_config_defaults(&c);
   int steps = 50, warmup = 5, json = 0, sgemm = 0, size = 2048, profile = 0;
+  float min_seconds = 0.0f;
   const pt_arg flags[] = {
       {"--model", ARG_STR, &c.model, 0, 0, NULL, "NAME", "model preset (default mnist-cnn)"},
       {"--model-file", ARG_STR, &c.model_file, 0, 0, NULL, "SPEC", "model spec file"},
@@ -20,6 +21,8 @@ int pt_cmd_bench(int argc, char **argv) {
       {"--threads", ARG_INT, &c.threads, 1, 1024, NULL, "N", "CPU threads (default: all cores)"},
       {"--steps", ARG_INT, &steps, 1, 1 << 20, NULL, "N", "timed steps (default 50)"},
       {"--warmup", ARG_INT, &warmup, 0, 1 << 20, NULL, "N", "untimed steps first (default 5)"},
+      {"--min-seconds", ARG_FLOAT, &min_seconds, 0, 86400, NULL, "S",
+       "repeat the timed steps, N at a time, until at least S seconds have passed (default 0: once)"},
       {"--sgemm", ARG_FLAG, &sgemm, 0, 0, NULL, NULL, "measure SGEMM GFLOP/s instead"},
       {"--size", ARG_INT, &size, 64, 16384, NULL, "N", "SGEMM size (default 2048)"},
       {"--json", ARG_FLAG, &json, 0, 0, NULL, NULL, "print one JSON line"},
@@ -51,7 +54,7 @@ int pt_cmd_bench(int argc, char **argv) {
     return 0;
   }
   pt_bench_result r;
-  if (pt_bench_train(&c, warmup, steps, profile, &r) != PT_OK) return pt_cli_fail("bench");
+  if (pt_bench_train(&c, warmup, steps, min_seconds, profile, &r) != PT_OK) return pt_cli_fail("bench");
   const char *name = c.model_file ? c.model_file : c.model ? c.model : "mnist-cnn";
   if (json)
     printf("{\"framework\":\"ptrain\",\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"steps\":%d,\"images_per_s\":%.2f,"

@@ -1,5 +1,6 @@
 #include "train/bench.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -20,7 +21,8 @@ static double peak_rss_mb(void) {
   return ru.ru_maxrss / 1024.0;
 }
 
-pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, int profile, pt_bench_result *out) {
+pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, double min_seconds, int profile,
+                         pt_bench_result *out) {
   memset(out, 0, sizeof *out);
   PT_TRY(pt_cpu_check_env());
   pt_train_plan plan;
@@ -62,7 +64,8 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, int 
     double t0 = 0.0;
     int64_t images = 0;
     pt_phase_times ph;
-    for (int i = 0; i < warmup + steps; i++) {
+    int end = warmup + steps; /* grows by blocks of steps until min_seconds have passed */
+    for (int i = 0; i < end; i++) {
       if (i == warmup) {
         m->profile = profile;
         pt_profile_reset(m, &ph);
@@ -72,8 +75,10 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, int 
       pt_train_step(m, &opt, xs + k * xsz, ys + (size_t)k * plan.batch, ns[k], (uint64_t)i, plan.opt.lr,
                     profile && i >= warmup ? &ph : NULL);
       if (i >= warmup) images += ns[k];
+      if (i + 1 == end && end <= INT_MAX - steps && pt_now() - t0 < min_seconds) end += steps;
     }
     double dt = pt_now() - t0;
+    steps = end - warmup;
     st = pt_model_take_status(m);
     if (st == PT_OK && profile) {
       ph.total_s = dt;

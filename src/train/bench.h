@@ -17,8 +17,13 @@ typedef struct {
   double peak_rss_mb;
 } pt_bench_result;
 
-/* profile: print the per-layer and per-phase table to stderr after the timed steps. */
-pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, int profile, pt_bench_result *out);
+/* The timed steps run in blocks of `steps` until at least min_seconds
+ * have passed (0: one block), as bench/pytorch_bench.py's --min-seconds
+ * does, so that both sides of a comparison run equally long; out->steps
+ * is the number run. profile: print the per-layer and per-phase table to
+ * stderr after the timed steps. */
+pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, double min_seconds, int profile,
+                         pt_bench_result *out);
 /* Best-of-5 SGEMM rate on n x n x n through pt_sgemm at the current thread count. */
 pt_status pt_bench_sgemm(int n, double *gflops);
 

@@ -49,7 +49,18 @@ assert r["framework"] == "ptrain" and r["batch"] == 100 and r["threads"] == 1 an
 assert r["images_per_s"] > 0 and abs(r["flops_per_image"] - 3 * 2 * (784 * 200 + 200 * 10)) < 1, r
 assert abs(r["gflops"] - r["images_per_s"] * r["flops_per_image"] / 1e9) < 0.01 * r["gflops"] + 0.01, r
 PY
+  # --min-seconds: whole blocks of --steps until the time is up, all counted
+  "$PTRAIN" bench --model fmnist-mlp --steps 3 --warmup 1 --threads 1 --min-seconds 0.2 --json \
+    >"$TMP/bench-min.json" || fail "bench --min-seconds"
+  python3 - "$TMP/bench-min.json" <<'PY' || fail "bench --min-seconds JSON"
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert r["steps"] % 3 == 0 and r["steps"] > 3, r
+assert r["steps"] * r["step_ms"] >= 200 * 0.999, r  # the timed steps took at least 0.2 s
+assert abs(r["images_per_s"] * r["step_ms"] / 1000 - r["batch"]) < 0.01 * r["batch"], r
+PY
   "$PTRAIN" bench --sgemm --size 256 --threads 1 --json | grep -q '"sgemm_gflops":' || fail "bench --sgemm"
   pass "bench"
 fi
 expect_exit 2 "--steps: expected an integer" -- "$PTRAIN" bench --steps 0
+expect_exit 2 "--min-seconds: expected a number in .0, 86400., got '-1'" -- "$PTRAIN" bench --min-seconds -1
