@@ -20,8 +20,11 @@ done
 command -v qemu-x86_64 >/dev/null || { echo "SKIPPED: qemu-x86_64 not found (apt-get install qemu-user)"; exit 77; }
 # Under qemu-user, AddressSanitizer's shadow memory is committed page by
 # page: the emulated run grew past 24 GB and was killed. The proof is about
-# the Release binary anyway.
-if ldd "$PTRAIN" 2>/dev/null | grep -q 'libasan\|libubsan'; then
+# the Release binary anyway. (ldd's output is read whole first: piped into
+# grep -q, which exits at the first match, ldd could die of SIGPIPE, and
+# under pipefail the check then failed and the emulated run went ahead.)
+libs=$(ldd "$PTRAIN" 2>/dev/null || true)
+if grep -q 'libasan\|libubsan' <<<"$libs"; then
   echo "SKIPPED: the qemu runs need the Release binary; $PTRAIN is built with sanitizers (make test SANITIZE=1)"
   exit 77
 fi

@@ -184,7 +184,10 @@ cmp -s "$TMP/ck-straight/model.safetensors" "$TMP/ck-requeue/model.safetensors" 
 pass "a job past its time limit: signalled, checkpointed, requeued $(grep -c "requeueing" "$out") time(s), finished; weights as the straight run's"
 
 # Two tasks on the node: srun --mpi=pmix starts two ranks of --parallel ddp.
-if ! "$PTRAIN" train --help | grep -q -- "--parallel"; then
+# (the help, 4.8 KB, read whole first: grep -q exiting at the first match
+# could kill ptrain's second write, and pipefail would skip this part)
+train_help=$("$PTRAIN" train --help)
+if ! grep -q -- "--parallel" <<<"$train_help"; then
   echo "two-task job not run: this ptrain has no --parallel"
   exit 0
 fi
