@@ -179,7 +179,9 @@ probe() {
     host_best[$1]=$probed
   fi
 }
-if awk -v m="$HOST_MIN" 'BEGIN { exit !(m > 0) }'; then
+probing=false
+awk -v m="$HOST_MIN" 'BEGIN { exit !(m > 0) }' && probing=true
+if [[ $probing == true ]]; then
   for t in $THREADS; do
     for _ in 1 2 3; do probe "$t"; done
     echo "host probe (SGEMM 1024^3) at $t thread(s): best of 3 ${host_best[$t]} GFLOP/s"
@@ -193,7 +195,7 @@ run() {
   for ((attempt = 1; ; attempt++)); do
     mark_start
     idle=$idle_seen
-    if awk -v m="$HOST_MIN" 'BEGIN { exit !(m > 0) }'; then
+    if [[ $probing == true ]]; then
       probe "$threads"
       pb=$probed
     fi
@@ -205,7 +207,7 @@ run() {
       failures=$((failures + 1))
       return 0
     fi
-    if awk -v m="$HOST_MIN" 'BEGIN { exit !(m > 0) }'; then
+    if [[ $probing == true ]]; then
       probe "$threads"
       pa=$probed
       host=$(awk -v a="$pb" -v b="$pa" -v best="${host_best[$threads]}" -v m="$HOST_MIN" \

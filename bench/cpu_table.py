@@ -37,18 +37,17 @@ def load(path):
             o = json.loads(line)
             if o.get("meta"):
                 meta = o
-            elif o.get("error"):
                 continue
-            elif o.get("contended") and not o.get("kept"):
-                dropped += 1  # made again; see cpu.sh
-                host += bool(o.get("host_contended"))
-            else:
-                if o.get("host_probe"):
-                    probes.setdefault(o["threads"], []).append(min(o["host_probe"]))
+            if o.get("error"):
+                continue
             if o.get("host_best"):
                 best[o["threads"]] = max(best.get(o["threads"], 0), o["host_best"])
-            if o.get("meta") or o.get("error") or (o.get("contended") and not o.get("kept")):
+            if o.get("contended") and not o.get("kept"):
+                dropped += 1  # made again; see cpu.sh
+                host += bool(o.get("host_contended"))
                 continue
+            if o.get("host_probe"):
+                probes.setdefault(o["threads"], []).append(min(o["host_probe"]))
             if "sgemm_gflops" in o:
                 sgemm.setdefault(o["threads"], []).append(o["sgemm_gflops"])
             else:

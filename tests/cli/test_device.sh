@@ -31,10 +31,10 @@ grep -q "graph_steps" "$TMP/g.jsonl" && fail "a CPU run counts graph steps"
 grep -qi "graph" "$TMP/g.log" && fail "a CPU run talks of CUDA graphs: $(cat "$TMP/g.log")"
 pass "CUDA graphs: off on the CPU without a word; the two flags contradict"
 # Stages may share a GPU; without one the run says so, naming the device.
-# (info's output read whole first: a grep -q that exits early could kill
-# the pipe's writer, and pipefail would turn a usable GPU into none)
-devs=$("$PTRAIN" info 2>/dev/null | grep -E "^  cuda:[0-9]+: " || true)
-if ! grep -v ": unusable" <<<"$devs" | grep -q .; then
+# (no grep -q in the pipe: exiting at its first match could kill the
+# writer, and pipefail would turn a usable GPU into none)
+usable=$("$PTRAIN" info 2>/dev/null | grep -E "^  cuda:[0-9]+: " | grep -v ": unusable" || true)
+if [[ -z $usable ]]; then
   expect_exit 1 "training on cuda:0: " -- "${T[@]}" --parallel pipeline --devices cuda:0,cuda:0
 fi
 
