@@ -41,7 +41,8 @@
 #   PY          Python with PyTorch (default: the first of python3 and
 #               /opt/torch-latest/bin/python that imports torch)
 #   COMPILE     torch.compile in the best mode: auto, on, off (default auto)
-#   PRECISION   fp32 (default: no TF32 on either side) or tf32 (TF32 in both)
+#   PRECISION   fp32 (default: no TF32 on either side), tf32 (TF32 in both) or
+#               bf16 (ptrain --precision bf16; PyTorch under bf16 autocast)
 #   EAGER       1: each round also runs ptrain with --no-cuda-graphs (its
 #               steps launched kernel by kernel), and the table gives that
 #               rate beside the default's, which replays the step as a

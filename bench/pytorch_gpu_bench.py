@@ -33,7 +33,9 @@ torch.cuda.synchronize() before and after each epoch, time.perf_counter().
 Evaluation on the whole test split (eval mode, --test-batch-size) follows
 the last epoch, untimed. Precision is full FP32 (--precision fp32: TF32 off for cuDNN
 convolutions and matmuls alike, where PyTorch's default would run cuDNN in
-TF32), or TF32 in both with --precision tf32.
+TF32), TF32 in both with --precision tf32, or with --precision bf16 the
+forward pass and loss under torch.autocast(dtype=torch.bfloat16), training
+and evaluation alike, with TF32 off for what autocast leaves in fp32.
 
 Output (one line):
 
@@ -294,12 +296,21 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
-def evaluate(model, lossf, x, y, batch, device):
+def autocast(precision, device):
+    """bf16's autocast region, or none."""
+    import contextlib
+    import torch
+    if precision != "bf16":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+def evaluate(model, lossf, x, y, batch, device, precision="fp32"):
     """Mean test loss (summed per sample) and accuracy; x, y on any device."""
     import torch
     model.eval()
     total, correct = 0.0, 0
-    with torch.no_grad():
+    with torch.no_grad(), autocast(precision, device):
         for i in range(0, x.shape[0], batch):
             data, target = x[i:i + batch].to(device), y[i:i + batch].to(device)
             out = model(data)
@@ -358,7 +369,8 @@ def train(args):
             opt.zero_grad(set_to_none=True)
         else:
             opt.zero_grad()
-        loss = lossf(net(data), target)
+        with autocast(args.precision, device):
+            loss = lossf(net(data), target)
         loss.backward()
         opt.step()
         return loss
@@ -444,7 +456,8 @@ def train(args):
 
     if args.test_limit:
         x_test, y_test = x_test[:args.test_limit], y_test[:args.test_limit]
-    test_loss, test_acc = evaluate(model, lossf, x_test, y_test, args.test_batch_size or s["test_batch"], device)
+    test_loss, test_acc = evaluate(model, lossf, x_test, y_test, args.test_batch_size or s["test_batch"], device,
+                                   args.precision)
     last = epoch_seconds[-1]
     images = seen
     return {
@@ -738,10 +751,12 @@ def table(path):
             on, off = ("ptrain", "eager") if extra == "eager" else ("graphs", "ptrain")
             ratio.append(f"{med[on] / med[off]:.2f}x" if on in med and off in med else "-")
         print(f"| {model} | {mine[0].get('dataset', '?')} | " + " | ".join(cells) + " | " + " | ".join(ratio) + " |")
-    precisions = sorted({r.get("precision", "default (TF32 in cuDNN)") for r in runs if r.get("framework") != "ptrain"})
+    precisions = sorted({"bf16 autocast" if r.get("precision") == "bf16" else r.get("precision", "default (TF32 in cuDNN)")
+                         for r in runs if r.get("framework") != "ptrain"})
     mine = sorted({r.get("precision", "fp32") for r in runs if r.get("framework") == "ptrain"})
     said = {"fp32": "FP32 (cuBLAS and cuDNN in FMA math, no TF32)",
-            "tf32": "TF32 (cuBLAS's TF32 tensor-op math, cuDNN in the math its algorithm asks for)"}
+            "tf32": "TF32 (cuBLAS's TF32 tensor-op math, cuDNN in the math its algorithm asks for)",
+            "bf16": "bf16 (every GEMM's inputs rounded to bf16, fp32 sums and storage; convolutions on the gemm path)"}
     print("\nRatios are images/s, ptrain over PyTorch: above 1, ptrain is faster. Precision: ptrain "
           + ", ".join(said.get(p, p) for p in mine) + "; PyTorch " + ", ".join(precisions) + ".")
     return 0
@@ -760,8 +775,9 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
                     help="--mode best: torch.compile the model (auto: when it works here)")
-    ap.add_argument("--precision", choices=("fp32", "tf32"), default="fp32",
-                    help="fp32: TF32 off in cuDNN and matmuls (default); tf32: on in both")
+    ap.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32",
+                    help="fp32: TF32 off in cuDNN and matmuls (default); tf32: on in both; "
+                         "bf16: torch.autocast to bfloat16, TF32 off")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--log-interval", type=int, default=10)
     ap.add_argument("--max-steps", type=int, default=0, help="stop early (smoke tests)")

@@ -192,7 +192,7 @@ typedef struct {
   int workers;                /* dp: replicas (0: from devices, else 2) */
   const char *device;         /* "cpu" (NULL), "cuda", "cuda:N" */
   const char *devices;        /* dp: "cpu:0,cpu:1" or "cuda:0,cuda:1"; model, pipeline: a stage each */
-  const char *precision;      /* GPUs: "fp32" (NULL) or "tf32" */
+  const char *precision;      /* GPUs: "fp32" (NULL), "tf32" or "bf16" */
   int cuda_graphs;            /* one GPU: run the training step as a CUDA graph, the same bits: 0 where
                                * the run allows it (the default), 1 always (an error where not), -1 never */
   int stages;                 /* model, pipeline under mpirun: ranks per replica (0: all) */

@@ -103,8 +103,9 @@ int pt_cmd_train(int argc, char **argv) {
       {"--devices", ARG_STR, &c.devices, 0, 0, NULL, "LIST",
        "dp: one worker per device (cpu:0,cpu:1 or cuda:0,cuda:1); model, pipeline: one stage per device, "
        "stages may share a GPU (default cpu:0,cpu:1)"},
-      {"--precision", ARG_CHOICE, &c.precision, 0, 0, "fp32|tf32", "P",
-       "GPUs: fp32 (default) or tf32, TF32 tensor-core math in GEMMs and convolutions, as PyTorch's allow_tf32"},
+      {"--precision", ARG_CHOICE, &c.precision, 0, 0, "fp32|tf32|bf16", "P",
+       "GPUs: fp32 (default); tf32, TF32 tensor-core math in GEMMs and convolutions, as PyTorch's allow_tf32; "
+       "bf16, GEMMs and convolutions multiply in bf16 and sum in fp32"},
       {"--cuda-graphs", ARG_FLAG, &cuda_graphs, 0, 0, NULL, NULL,
        "one GPU: capture the training step once as a CUDA graph and replay it, one launch a step, the same "
        "results (the default where the run allows it; with this flag, an error where it does not)"},

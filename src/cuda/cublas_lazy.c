@@ -34,6 +34,9 @@ static struct {
   cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
   cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,
                           const float *, int, const float *, int, const float *, float *, int);
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                            const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,
+                            cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
 } cb;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -68,6 +71,7 @@ static void load(void) {
   RESOLVE(set_pointer_mode, "cublasSetPointerMode_v2");
   RESOLVE(set_stream, "cublasSetStream_v2");
   RESOLVE(sgemm, "cublasSgemm_v2");
+  RESOLVE(gemm_ex, "cublasGemmEx");
   if (missing) {
     snprintf(cb.why, sizeof cb.why, "libcublas.so.%d has no %s", CUBLAS_VER_MAJOR, missing);
     dlclose(cb.lib);
@@ -109,5 +113,14 @@ cublasStatus_t CUBLASWINAPI cublasSgemm_v2(cublasHandle_t handle, cublasOperatio
                                            int m, int n, int k, const float *alpha, const float *A, int lda,
                                            const float *B, int ldb, const float *beta, float *C, int ldc) {
   return ready() ? cb.sgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+                 : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+cublasStatus_t CUBLASWINAPI cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                         int m, int n, int k, const void *alpha, const void *A, cudaDataType Atype,
+                                         int lda, const void *B, cudaDataType Btype, int ldb, const void *beta, void *C,
+                                         cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
+                                         cublasGemmAlgo_t algo) {
+  return ready() ? cb.gemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype,
+                              ldc, computeType, algo)
                  : CUBLAS_STATUS_NOT_INITIALIZED;
 }

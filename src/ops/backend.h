@@ -28,6 +28,7 @@
 
 #include "ops/cpu/ops.h"
 #include "ops/cpu/updates.h"
+#include "ops/precision.h"
 #include "util/error.h"
 
 #ifdef __cplusplus
@@ -159,9 +160,9 @@ typedef struct pt_backend {
   /* x *= a over n floats (gradient averaging after a sum). */
   void (*scale)(size_t n, float a, float *x);
 
-  /* --precision tf32 (on) or fp32 for this thread's GEMMs and
-   * convolutions; NULL where the backend has only FP32 (the CPU). */
-  pt_status (*set_tf32)(int on);
+  /* --precision for this thread's GEMMs and convolutions; NULL where the
+   * backend has only FP32 (the CPU). */
+  pt_status (*set_precision)(pt_precision p);
   /* The calling thread's host waits for the device so far: [0] for all
    * its queued work, [1] for an earlier point that was not yet reached;
    * NULL on the CPU, which never waits. */

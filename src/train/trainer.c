@@ -258,13 +258,14 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
       r->device_pinned = strchr(c->device, ':') != NULL;
     }
   }
+  r->precision = PT_PRECISION_FP32;
   if (c->precision && strcmp(c->precision, "fp32")) {
-    if (strcmp(c->precision, "tf32"))
-      return pt_fail(PT_ERR_ARG, "--precision %s: expected fp32 or tf32 (bf16 is not built yet)", c->precision);
+    if (!strcmp(c->precision, "tf32")) r->precision = PT_PRECISION_TF32;
+    else if (!strcmp(c->precision, "bf16")) r->precision = PT_PRECISION_BF16;
+    else return pt_fail(PT_ERR_ARG, "--precision %s: expected fp32, tf32 or bf16", c->precision);
     if (r->backend != PT_BACKEND_CUDA)
-      return pt_fail(PT_ERR_ARG, "--precision tf32 is for GPUs (--device cuda, or cuda devices in --devices); "
-                                 "the CPU computes in fp32");
-    r->tf32 = 1;
+      return pt_fail(PT_ERR_ARG, "--precision %s is for GPUs (--device cuda, or cuda devices in --devices); "
+                                 "the CPU computes in fp32", c->precision);
   }
   if (!r->staged && (c->stages || c->micro_batches || c->schedule || c->split))
     return pt_fail(PT_ERR_ARG, "--stages, --micro-batches, --schedule and --split are for --parallel model or pipeline");
@@ -435,9 +436,10 @@ static pt_status setup_worker(worker_t *W) {
   if (!be) return pt_wrap(PT_ERR_DEVICE, "training on cuda:%d", W->device);
   PT_TRY(pt_backend_bind(be, W->device));
   W->be = be;
-  if (r->tf32) {
-    if (!be->set_tf32) return pt_fail(PT_ERR_ARG, "--precision tf32: the %s backend computes in fp32 only", be->name);
-    PT_TRY(be->set_tf32(1));
+  if (r->precision != PT_PRECISION_FP32) {
+    if (!be->set_precision)
+      return pt_fail(PT_ERR_ARG, "--precision %s: the %s backend computes in fp32 only", W->cfg->precision, be->name);
+    PT_TRY(be->set_precision(r->precision));
   }
   if (!W->dcomm) W->dcomm = W->comm;
   /* Stages keep activations in their own models; the whole model then
@@ -511,7 +513,10 @@ static void print_header(const worker_t *W) {
   fprintf(out, ", scheduler %s", pt_sched_kind_name(r->sched));
   if (r->sched == PT_SCHED_STEP) fprintf(out, " gamma %g", r->gamma);
   fprintf(out, ", batch %d, %d thread%s, seed %llu%s\n", r->batch, r->threads, r->threads == 1 ? "" : "s",
-          (unsigned long long)W->cfg->seed, r->tf32 ? ", precision tf32 (GEMMs and convolutions)" : "");
+          (unsigned long long)W->cfg->seed,
+          r->precision == PT_PRECISION_TF32   ? ", precision tf32 (GEMMs and convolutions)"
+          : r->precision == PT_PRECISION_BF16 ? ", precision bf16 (GEMMs and convolutions multiply in bf16, sum in fp32)"
+                                              : "");
   if (r->staged) {
     const int mpi = !strcmp(W->comm->ops->name, "mpi");
     fprintf(out, "%s parallel: %d stages (%s)", r->micro > 1 ? "pipeline" : "model", r->stages,

@@ -62,7 +62,7 @@ typedef struct {
   int workers;                /* dp: replicas, one thread each (0: from devices, else 2) */
   const char *devices;        /* dp: "cpu:0,cpu:1,..." or "cuda:0,cuda:1,..." (sets workers) */
   const char *device;         /* "cpu", "cuda", "cuda:N": where a single run or each ddp rank trains */
-  const char *precision;      /* NULL or "fp32", "tf32" (GPUs: TF32 tensor-core math in GEMMs and convolutions) */
+  const char *precision;      /* NULL or "fp32", "tf32", "bf16" (GPUs: what GEMMs and convolutions multiply in) */
   int cuda_graphs;            /* one GPU: capture the step as a CUDA graph and replay it (train/graph_step.h):
                                * 0 where the plan allows, 1 on (an error where it cannot), -1 off */
   double bucket_mb;           /* gradient bucket size (default 25) */
@@ -134,7 +134,7 @@ typedef struct {
   pt_backend_kind backend;  /* where every worker trains */
   int devices[PT_MAX_DEVICES]; /* the device of worker i (dp), or of this run/rank ([0]) */
   int device_pinned;        /* ddp: --device cuda:N pins every rank to N (else: local rank) */
-  int tf32;                 /* --precision tf32 */
+  pt_precision precision;   /* --precision (fp32 on the CPU) */
   int cuda_graphs;          /* the step is captured: asked for or allowed by the rest of the plan */
 } pt_train_plan;
 

@@ -15,7 +15,8 @@ expect_exit 1 "list the GPUs with --devices cuda:0,cuda:1" -- "${T[@]}" --parall
 expect_exit 1 "--device names the one device" -- "${T[@]}" --device cuda --parallel dp --devices cuda:0,cuda:1
 expect_exit 1 "name the stages' devices with --devices cuda:0,cuda:1" -- "${T[@]}" --device cuda --parallel model
 expect_exit 1 "--precision tf32 is for GPUs" -- "${T[@]}" --precision tf32
-expect_exit 2 "expected one of fp32[|]tf32, got 'bf16'" -- "${T[@]}" --precision bf16
+expect_exit 1 "--precision bf16 is for GPUs" -- "${T[@]}" --precision bf16
+expect_exit 2 "expected one of fp32[|]tf32[|]bf16, got 'fp16'" -- "${T[@]}" --precision fp16
 # --cuda-graphs: one GPU's whole steps, timed as one launch; refused, naming why, elsewhere.
 expect_exit 1 "--cuda-graphs is for a GPU" -- "${T[@]}" --cuda-graphs
 expect_exit 1 "--cuda-graphs captures the step of one GPU" -- "${T[@]}" --cuda-graphs --parallel dp --devices cuda:0,cuda:1

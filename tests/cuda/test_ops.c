@@ -274,6 +274,31 @@ static void quantize(float *a, size_t n) {
   for (size_t i = 0; i < n; i++) a[i] = floorf(a[i] * 4.0f) / 4.0f;
 }
 
+/* --precision bf16 rounds what a GEMM multiplies to bf16 (8 significant
+ * bits), round to nearest, ties to even, as the conversion instructions
+ * do. The CPU's reference for a bf16 row rounds those inputs first
+ * (ROUND_XW: x and w; ROUND_DY: dy too) and then computes in fp32 as
+ * usual: products of bf16 values are exact in fp32, so what is left
+ * between the two sides is the order of the fp32 sums. */
+enum { ROUND_XW = 1, ROUND_DY = 2 };
+static int round_inputs;
+
+static float bf16_round(float v) {
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  if ((u & 0x7f800000u) == 0x7f800000u) return v; /* inf and NaN as they are */
+  u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+static float *rounded(float *a, size_t n, int which) {
+  if (round_inputs & which)
+    for (size_t i = 0; i < n; i++) a[i] = bf16_round(a[i]);
+  return a;
+}
+
 #define FREE_ALL(...)                                        \
   do {                                                       \
     void *fa_[] = {__VA_ARGS__};                             \
@@ -294,10 +319,10 @@ static void conv_inputs_make(const ocase *tc, conv_inputs *in) {
   in->nx = (size_t)tc->n * tc->c * tc->h * tc->w;
   in->nw = (size_t)tc->oc * tc->c * tc->k * tc->k;
   in->ny = (size_t)tc->n * tc->oc * in->g.oh * in->g.ow;
-  in->x = rnd(in->nx, 1, -1, 1);
-  in->w = rnd(in->nw, 2, -0.5f, 0.5f);
+  in->x = rounded(rnd(in->nx, 1, -1, 1), in->nx, ROUND_XW);
+  in->w = rounded(rnd(in->nw, 2, -0.5f, 0.5f), in->nw, ROUND_XW);
   in->b = rnd((size_t)tc->oc, 3, -0.5f, 0.5f);
-  in->dy = rnd(in->ny, 4, -1, 1);
+  in->dy = rounded(rnd(in->ny, 4, -1, 1), in->ny, ROUND_DY);
   in->dw0 = rnd(in->nw, 5, -0.1f, 0.1f);
   in->db0 = rnd((size_t)tc->oc, 6, -0.1f, 0.1f);
 }
@@ -332,8 +357,9 @@ static void run_linear(run_t *r, const ocase *tc) {
   const pt_backend *be = r->be;
   const int n = tc->n, in = tc->c, out = tc->oc;
   const size_t nx = (size_t)n * in, nw = (size_t)out * in, ny = (size_t)n * out;
-  float *x = rnd(nx, 1, -1, 1), *w = rnd(nw, 2, -0.1f, 0.1f), *b = rnd((size_t)out, 3, -0.5f, 0.5f);
-  float *dy = rnd(ny, 4, -1, 1), *dw0 = rnd(nw, 5, -0.1f, 0.1f), *db0 = rnd((size_t)out, 6, -0.1f, 0.1f);
+  float *x = rounded(rnd(nx, 1, -1, 1), nx, ROUND_XW), *w = rounded(rnd(nw, 2, -0.1f, 0.1f), nw, ROUND_XW);
+  float *b = rnd((size_t)out, 3, -0.5f, 0.5f), *dy = rounded(rnd(ny, 4, -1, 1), ny, ROUND_DY);
+  float *dw0 = rnd(nw, 5, -0.1f, 0.1f), *db0 = rnd((size_t)out, 6, -0.1f, 0.1f);
   float *junk = constant(nx > nw ? nx : nw, 7.0f); /* dx, or dw and db when written over */
   const int bias = (tc->flags & F_BIAS) != 0;
   float *X = put(r, x, nx * 4), *W = put(r, w, nw * 4), *B = bias ? put(r, b, (size_t)out * 4) : NULL;
@@ -730,6 +756,28 @@ static void test_cpu_side(void **state) {
   release(&r);
 }
 
+/* The bf16 references' rounding: to nearest, ties to even, at bf16's 8
+ * significant bits, whatever the exponent. */
+static void test_bf16_round(void **s) {
+  (void)s;
+  const float ulp = 1.0f / 128.0f; /* bf16's spacing in [1, 2) */
+  assert_true(bf16_round(1.0f) == 1.0f);
+  assert_true(bf16_round(1.0f + ulp / 4) == 1.0f);
+  assert_true(bf16_round(1.0f + ulp * 3 / 4) == 1.0f + ulp);
+  assert_true(bf16_round(1.0f + ulp / 2) == 1.0f);              /* a tie: to the even 1 */
+  assert_true(bf16_round(1.0f + ulp * 3 / 2) == 1.0f + 2 * ulp); /* a tie: to the even 1 + 2 ulp */
+  assert_true(bf16_round(-(1.0f + ulp * 3 / 4)) == -(1.0f + ulp));
+  assert_true(bf16_round(3.0e-3f * (1.0f + ulp / 4)) == bf16_round(3.0e-3f));
+  assert_true(bf16_round(0x1.fffffep127f) == INFINITY); /* rounds past the largest bf16 */
+  assert_true(isnan(bf16_round(NAN)));
+  round_inputs = ROUND_XW;
+  float a[2] = {1.0f + ulp / 4, 1.0f + ulp / 4};
+  rounded(a, 1, ROUND_DY);
+  rounded(a + 1, 1, ROUND_XW);
+  round_inputs = 0;
+  assert_true(a[0] == 1.0f + ulp / 4 && a[1] == 1.0f);
+}
+
 static void test_without_cuda(void **s) {
   (void)s;
   assert_null(pt_backend_cuda());
@@ -849,6 +897,38 @@ static const double *conv_sum_of(const conv_sums *m, const char *name) {
                                                               : !strcmp(name, "db") ? m->db : NULL;
 }
 
+/* The worst relative error of cuda's array b against the cpu's a, under
+ * the rules at the top of the file (sums: the conv entries' magnitudes, or
+ * NULL); NaN must meet NaN. */
+typedef struct {
+  double rel, maxref, floor;
+  size_t at;
+} array_error;
+
+static array_error compare_arrays(const ocase *tc, const result *ra, const result *rb, const double *sums) {
+  array_error r = {0.0, 0.0, TINY, 0};
+  for (size_t j = 0; j < ra->count; j++) {
+    const double u = value(ra, j), v = value(rb, j);
+    if (isnan(u) || isnan(v)) {
+      if (isnan(u) != isnan(v)) fail_msg("%s: %s[%zu]: cpu %g, cuda %g", tc->label, ra->name, j, u, v);
+      continue;
+    }
+    if (fabs(u) > r.maxref) r.maxref = fabs(u);
+  }
+  if (FLOOR_FRACTION * r.maxref > TINY) r.floor = FLOOR_FRACTION * r.maxref;
+  for (size_t j = 0; j < ra->count; j++) {
+    const double u = value(ra, j), v = value(rb, j);
+    if (isnan(u)) continue;
+    const double e = fabs(u - v) / (fabs(u) > r.floor ? fabs(u) : r.floor);
+    if (sums && fabs(u - v) <= SUM_TOL * sums[j]) continue; /* rounding of the terms (top of the file) */
+    if (e > r.rel) {
+      r.rel = e;
+      r.at = j;
+    }
+  }
+  return r;
+}
+
 static void test_cuda_matches_cpu(void **state) {
   const ocase *tc = *state;
   const pt_backend *cuda = pt_backend_cuda();
@@ -878,29 +958,10 @@ static void test_cuda_matches_cpu(void **state) {
       }
       continue;
     }
-    double maxref = 0.0;
-    for (size_t j = 0; j < ra->count; j++) {
-      const double u = value(ra, j), v = value(rb, j);
-      if (isnan(u) || isnan(v)) {
-        if (isnan(u) != isnan(v)) fail_msg("%s: %s[%zu]: cpu %g, cuda %g", tc->label, ra->name, j, u, v);
-        continue;
-      }
-      if (fabs(u) > maxref) maxref = fabs(u);
-    }
-    const double floor_ = FLOOR_FRACTION * maxref > TINY ? FLOOR_FRACTION * maxref : TINY;
     const double *sums = conv_sum_of(&mags, ra->name);
-    double rel = 0.0;
-    size_t at = 0;
-    for (size_t j = 0; j < ra->count; j++) {
-      const double u = value(ra, j), v = value(rb, j);
-      if (isnan(u)) continue;
-      const double e = fabs(u - v) / (fabs(u) > floor_ ? fabs(u) : floor_);
-      if (sums && fabs(u - v) <= SUM_TOL * sums[j]) continue; /* rounding of the terms (top of the file) */
-      if (e > rel) {
-        rel = e;
-        at = j;
-      }
-    }
+    const array_error ae = compare_arrays(tc, ra, rb, sums);
+    const double rel = ae.rel, maxref = ae.maxref, floor_ = ae.floor;
+    const size_t at = ae.at;
     if (ra->per_elem) {
       const double floor = maxref * 1e-6 > TINY ? maxref * 1e-6 : TINY;
       for (size_t j = 0; j < ra->count; j++) {
@@ -928,6 +989,114 @@ static void test_cuda_matches_cpu(void **state) {
   release(&b);
 }
 
+/* ---- --precision bf16: the GEMMs of linear layers and convolutions ----
+ *
+ * Each conv and linear row runs again on CUDA under bf16, and each array
+ * must match one of two CPU references at the usual tolerances:
+ *  - bf16's: the CPU on bf16-rounded inputs (y, dw, dx from rounded x, w
+ *    and dy; db, an fp32 sum of dy, from rounded x and w only, so that a
+ *    fused ReLU masks the same entries as on the GPU);
+ *  - fp32's: the plain CPU run, for a GEMM where cuBLAS took a
+ *    full-precision kernel, which CUBLAS_COMPUTE_32F_FAST_16BF allows.
+ * Which one each array matched is printed, and the last test checks that
+ * bf16 ran somewhere, so that a build which ignores the precision cannot
+ * pass. Under PT_CUDA_CONV=cudnn a bf16 convolution must be refused at
+ * the sync, naming why. */
+static int bf16_arrays; /* arrays that matched bf16's reference and not fp32's */
+
+static int bf16_on(void **s) {
+  (void)s;
+  round_inputs = 0;
+  return pt_backend_cuda()->set_precision(PT_PRECISION_BF16) == PT_OK ? 0 : -1;
+}
+
+static int bf16_off(void **s) {
+  (void)s;
+  round_inputs = 0;
+  return pt_backend_cuda()->set_precision(PT_PRECISION_FP32) == PT_OK ? 0 : -1;
+}
+
+static void cpu_reference(const ocase *tc, int rounding, run_t *r) {
+  round_inputs = rounding;
+  run_case(pt_backend_cpu(), tc, r);
+  round_inputs = 0;
+}
+
+static void test_cuda_bf16(void **state) {
+  const ocase *tc = *state;
+  const pt_backend *cuda = pt_backend_cuda();
+  assert_non_null(cuda);
+  assert_int_equal(pt_cuda_precision(), PT_PRECISION_BF16);
+  const char *want = getenv("PT_CUDA_CONV");
+  pt_cuda_conv_paths_reset();
+  if (tc->op == OP_CONV && want && !strcmp(want, "cudnn")) {
+    /* The forward pass alone: run_conv's downloads would meet the error
+     * first. */
+    conv_inputs in;
+    conv_inputs_make(tc, &in);
+    run_t r;
+    memset(&r, 0, sizeof r);
+    r.be = cuda;
+    const size_t wsf = cuda->conv_workspace(&in.g, pt_ops_get_threads());
+    float *X = put(&r, in.x, in.nx * 4), *W = put(&r, in.w, in.nw * 4), *Y = put(&r, NULL, in.ny * 4);
+    float *WS = put(&r, NULL, (wsf ? wsf : 1) * 4);
+    pt_error_clear();
+    cuda->conv2d_forward(&in.g, tc->n, X, W, NULL, Y, WS);
+    const pt_status st = cuda->sync();
+    release(&r);
+    conv_inputs_free(&in);
+    if (st == PT_OK) fail_msg("%s: PT_CUDA_CONV=cudnn under bf16 ran instead of being refused", tc->label);
+    if (!strstr(pt_error_message(), "PT_CUDA_CONV=cudnn with --precision bf16"))
+      fail_msg("%s: refused, but not naming bf16: %s", tc->label, pt_error_message());
+    print_message("    %-52s refused under PT_CUDA_CONV=cudnn, as it should be\n", tc->label);
+    return;
+  }
+  run_t full, xw, all, gpu;
+  cpu_reference(tc, 0, &full);
+  cpu_reference(tc, ROUND_XW, &xw);
+  cpu_reference(tc, ROUND_XW | ROUND_DY, &all);
+  run_case(cuda, tc, &gpu);
+  if (tc->op == OP_CONV && pt_cuda_conv_paths_get().cudnn)
+    fail_msg("%s: a bf16 convolution ran on cuDNN, which would compute it in fp32", tc->label);
+  conv_sums mags = {0};
+  if (tc->op == OP_CONV) conv_magnitudes(tc, &mags);
+  assert_int_equal(full.nres, gpu.nres);
+  char said[256] = "";
+  for (int i = 0; i < gpu.nres; i++) {
+    const result *g = &gpu.res[i];
+    const result *ref16 = !strcmp(g->name, "db") ? &xw.res[i] : &all.res[i];
+    assert_string_equal(full.res[i].name, g->name);
+    const double *sums = conv_sum_of(&mags, g->name);
+    const array_error e16 = compare_arrays(tc, ref16, g, sums), e32 = compare_arrays(tc, &full.res[i], g, sums);
+    if (e16.rel > TOL && e32.rel > TOL)
+      fail_msg("%s: %s matches neither reference: relative error %.3g against bf16-rounded inputs ([%zu]: cpu "
+               "%.9g, cuda %.9g), %.3g against fp32 ([%zu]: cpu %.9g)",
+               tc->label, g->name, e16.rel, e16.at, value(ref16, e16.at), value(g, e16.at), e32.rel, e32.at,
+               value(&full.res[i], e32.at));
+    const char *which = e16.rel <= TOL && e32.rel > TOL ? "bf16" : e16.rel > TOL ? "fp32" : "either";
+    if (!strcmp(which, "bf16")) bf16_arrays++;
+    const size_t len = strlen(said);
+    snprintf(said + len, sizeof said - len, "%s%s %s (%.1g)", len ? ", " : "", g->name, which,
+             e16.rel <= TOL ? e16.rel : e32.rel);
+  }
+  print_message("    %-52s %s\n", tc->label, said);
+  FREE_ALL(mags.y, mags.dx, mags.dw, mags.db);
+  release(&full);
+  release(&xw);
+  release(&all);
+  release(&gpu);
+}
+
+/* After every bf16 row: bf16 rounding showed in some array. */
+static void test_bf16_ran(void **s) {
+  (void)s;
+  const char *want = getenv("PT_CUDA_CONV");
+  if (bf16_arrays == 0)
+    fail_msg("no array of the bf16 rows matched bf16's rounding rather than fp32's%s",
+             want && !strcmp(want, "cudnn") ? " (the linear rows at least should have)" : "");
+  print_message("    %d arrays of the bf16 rows matched bf16's rounding and not fp32's\n", bf16_arrays);
+}
+
 /* A CUDA build without a usable GPU: no backend, and the reason why. */
 static void test_no_gpu(void **s) {
   (void)s;
@@ -945,6 +1114,10 @@ static void test_no_gpu(void **s) {
   assert_null(pt_cuda_current_stream());
   assert_null(pt_cuda_cublas());
   assert_null(pt_cuda_cudnn());
+  /* A precision needs a bound GPU, and says so. */
+  assert_int_equal(pt_cuda_set_precision(PT_PRECISION_BF16), PT_ERR_STATE);
+  assert_non_null(strstr(pt_error_message(), "no GPU bound"));
+  assert_int_equal(pt_cuda_precision(), PT_PRECISION_FP32);
   (void)pt_cuda_unbind(); /* harmless when not bound */
   /* Error capture needs no device: the first error is kept, reported as
    * PT_ERR_DEVICE, and cleared by a sync. */
@@ -1143,11 +1316,30 @@ static struct CMUnitTest *row_tests(void (*fn)(void **), const struct CMUnitTest
   return t;
 }
 
+#ifdef PT_HAVE_CUDA
+/* "bf16: <row>" for each conv and linear row, then test_bf16_ran. */
+static struct CMUnitTest *bf16_tests(size_t *count) {
+  struct CMUnitTest *t = calloc(NCASES + 1, sizeof *t);
+  assert_non_null(t);
+  size_t k = 0;
+  for (size_t i = 0; i < NCASES; i++) {
+    if (cases[i].op != OP_CONV && cases[i].op != OP_LINEAR) continue;
+    char *name = malloc(strlen(cases[i].label) + 8);
+    assert_non_null(name);
+    sprintf(name, "bf16: %s", cases[i].label);
+    t[k++] = (struct CMUnitTest){name, test_cuda_bf16, bf16_on, bf16_off, (void *)&cases[i]};
+  }
+  t[k++] = (struct CMUnitTest){"bf16 ran", test_bf16_ran, NULL, NULL, NULL};
+  *count = k;
+  return t;
+}
+#endif
+
 int main(void) {
   size_t count;
   if (!pt_cuda_built()) {
-    const struct CMUnitTest first[] = {cmocka_unit_test(test_without_cuda)};
-    struct CMUnitTest *t = row_tests(test_cpu_side, first, 1, &count);
+    const struct CMUnitTest first[] = {cmocka_unit_test(test_without_cuda), cmocka_unit_test(test_bf16_round)};
+    struct CMUnitTest *t = row_tests(test_cpu_side, first, sizeof first / sizeof first[0], &count);
     const int failed = _cmocka_run_group_tests("cuda ops (built without CUDA): the CPU side", t, count, NULL, NULL);
     free(t);
     return failed;
@@ -1158,7 +1350,8 @@ int main(void) {
   if (pt_cuda_device_count(&n, why, sizeof why) != PT_OK) return 1;
   if (n == 0) {
     const struct CMUnitTest first[] = {cmocka_unit_test(test_no_gpu), cmocka_unit_test(test_waits_without_gpu),
-                                       cmocka_unit_test(test_plan_cache_fits_presets), cmocka_unit_test(test_chunks)};
+                                       cmocka_unit_test(test_plan_cache_fits_presets), cmocka_unit_test(test_chunks),
+                                       cmocka_unit_test(test_bf16_round)};
     struct CMUnitTest *t = row_tests(test_cpu_side, first, sizeof first / sizeof first[0], &count);
     const int failed = _cmocka_run_group_tests("cuda ops (no GPU): the CPU side", t, count, NULL, NULL);
     free(t);
@@ -1167,9 +1360,13 @@ int main(void) {
     return 77;
   }
   const struct CMUnitTest first[] = {cmocka_unit_test(test_context), cmocka_unit_test(test_plan_cache_fits_presets),
-                                     cmocka_unit_test(test_chunks)};
+                                     cmocka_unit_test(test_chunks), cmocka_unit_test(test_bf16_round)};
   struct CMUnitTest *t = row_tests(test_cuda_matches_cpu, first, sizeof first / sizeof first[0], &count);
-  const int failed = _cmocka_run_group_tests("cuda ops against the cpu", t, count, bind_gpu, unbind_gpu);
+  int failed = _cmocka_run_group_tests("cuda ops against the cpu", t, count, bind_gpu, unbind_gpu);
+  free(t);
+  t = bf16_tests(&count);
+  failed += _cmocka_run_group_tests("cuda ops under --precision bf16 against the cpu", t, count, bind_gpu, unbind_gpu);
+  for (size_t i = 0; i + 1 < count; i++) free((char *)t[i].name);
   free(t);
   return failed;
 #else

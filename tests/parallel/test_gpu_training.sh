@@ -152,26 +152,31 @@ print(f"PASS: {sys.argv[2]}: {syncs} syncs in {steps} steps, at {reads} loss rea
 PY
 done
 
-# --precision tf32: one epoch of mnist-cnn within half a point of FP32's
-# test accuracy, and the same bits twice (TF32 changes rounding, not order).
-for p in fp32 tf32; do
+# --precision tf32 and bf16: one epoch of mnist-cnn within half a point of
+# FP32's test accuracy, and the same bits twice (each changes rounding,
+# not order), but not FP32's bits.
+for p in fp32 tf32 bf16; do
   "$PTRAIN" train --model mnist-cnn --epochs 1 --device cuda --precision $p --save-model --log-interval 1000 \
-    --metrics "$TMP/prec-$p.jsonl" --checkpoint-dir "$TMP/prec-$p" >"$TMP/log" 2>&1 ||
-    fail "mnist-cnn --precision $p: $(cat "$TMP/log")"
+    --metrics "$TMP/prec-$p.jsonl" --checkpoint-dir "$TMP/prec-$p" >"$TMP/log-$p" 2>&1 ||
+    fail "mnist-cnn --precision $p: $(cat "$TMP/log-$p")"
 done
-grep -q "precision tf32" "$TMP/log" || fail "the tf32 run's header does not say tf32: $(head -3 "$TMP/log")"
-python3 - "$TMP/prec-fp32.jsonl" "$TMP/prec-tf32.jsonl" <<'PY' || fail "tf32 accuracy"
+for p in tf32 bf16; do
+  grep -q "precision $p" "$TMP/log-$p" || fail "the $p run's header does not say $p: $(head -3 "$TMP/log-$p")"
+  python3 - "$TMP/prec-fp32.jsonl" "$TMP/prec-$p.jsonl" $p <<'PY' || fail "$p accuracy"
 import json, sys
-a, b = ([json.loads(l) for l in open(f) if '"test_acc"' in l][-1]["test_acc"] for f in sys.argv[1:])
-assert abs(a - b) <= 0.005, f"fp32 {a}, tf32 {b}"
-print(f"PASS: --precision tf32: one epoch of mnist-cnn at test accuracy {b} (fp32 {a})")
+a, b = ([json.loads(l) for l in open(f) if '"test_acc"' in l][-1]["test_acc"] for f in sys.argv[1:3])
+assert abs(a - b) <= 0.005, f"fp32 {a}, {sys.argv[3]} {b}"
+print(f"PASS: --precision {sys.argv[3]}: one epoch of mnist-cnn at test accuracy {b} (fp32 {a})")
 PY
-"$PTRAIN" train --model mnist-cnn --epochs 1 --device cuda --precision tf32 --save-model --quiet \
-  --checkpoint-dir "$TMP/prec-tf32b" >/dev/null || fail "tf32 again"
-cmp -s "$TMP/prec-tf32/model.safetensors" "$TMP/prec-tf32b/model.safetensors" || fail "two tf32 runs differ"
-cmp -s "$TMP/prec-tf32/model.safetensors" "$TMP/prec-fp32/model.safetensors" &&
-  fail "the tf32 run gave fp32's bits: TF32 was not in use"
-pass "--precision tf32: two runs bit for bit, and not fp32's bits"
+  "$PTRAIN" train --model mnist-cnn --epochs 1 --device cuda --precision $p --save-model --quiet \
+    --checkpoint-dir "$TMP/prec-${p}b" >/dev/null || fail "$p again"
+  cmp -s "$TMP/prec-$p/model.safetensors" "$TMP/prec-${p}b/model.safetensors" || fail "two $p runs differ"
+  cmp -s "$TMP/prec-$p/model.safetensors" "$TMP/prec-fp32/model.safetensors" &&
+    fail "the $p run gave fp32's bits: $p was not in use"
+  pass "--precision $p: two runs bit for bit, and not fp32's bits"
+done
+cmp -s "$TMP/prec-tf32/model.safetensors" "$TMP/prec-bf16/model.safetensors" &&
+  fail "the bf16 run gave tf32's bits"
 
 # CUDA graphs (the default on one GPU): the step captured once and
 # replayed gives the eager steps' bits (--no-cuda-graphs). Two epochs each (the learning rate's schedule and the

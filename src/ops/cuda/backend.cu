@@ -277,7 +277,7 @@ pt_backend make_table() {
   b.adadelta_update = pt_cuda_adadelta_update;
   b.scale = pt_cuda_scale;
   b.make_batch = pt_cuda_make_batch;
-  b.set_tf32 = pt_cuda_set_tf32;
+  b.set_precision = pt_cuda_set_precision;
   b.host_waits = pt_cuda_host_waits;
   b.event_create = cuda_event_create;
   b.event_destroy = cuda_event_destroy;

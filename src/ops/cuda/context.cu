@@ -39,7 +39,7 @@ struct thread_ctx {
    * later wait at once: each would otherwise sit out the timeout again. */
   pt_status wait_failed;
   char wait_error[512];
-  int tf32; /* --precision tf32: cuBLAS and cuDNN may round inputs to TF32 */
+  pt_precision precision; /* --precision: what cuBLAS and cuDNN may round inputs to */
   /* Waits for the whole stream (syncs, downloads: the GPU's queue
    * empties), and waits for an earlier point that found it not yet reached
    * (an upload's staging slot: the host ahead by the ring's depth, the GPU
@@ -51,7 +51,7 @@ thread_local thread_ctx t_ctx = {-1, nullptr, nullptr,
 #ifdef PT_HAVE_CUDNN
                                  nullptr,
 #endif
-                                 0, PT_OK, {0}, nullptr, nullptr, PT_OK, {0}, 0, 0, 0};
+                                 0, PT_OK, {0}, nullptr, nullptr, PT_OK, {0}, PT_PRECISION_FP32, 0, 0};
 
 /* The device an error happened on: the bound one, else CUDA's current one
  * (an op run before bind uses it and the legacy default stream). */
@@ -265,7 +265,7 @@ extern "C" pt_status pt_cuda_unbind(void) {
    * what it met: after this there is no stream left to sync. */
   const pt_status st = c->stream ? pt_cuda_sync() : pt_cuda_last_error();
   release(c);
-  c->tf32 = 0;
+  c->precision = PT_PRECISION_FP32;
   c->has_error = 0;
   c->error[0] = '\0';
   /* The wait function belongs to a communicator of this binding. */
@@ -273,20 +273,24 @@ extern "C" pt_status pt_cuda_unbind(void) {
   return st;
 }
 
-extern "C" pt_status pt_cuda_set_tf32(int on) {
+extern "C" pt_status pt_cuda_set_precision(pt_precision p) {
   thread_ctx *c = &t_ctx;
-  if (c->device < 0 || !c->cublas) return pt_fail(PT_ERR_STATE, "TF32: this thread has no GPU bound");
-  /* TF32 tensor-core math in cuBLAS's FP32 GEMMs; cuDNN's descriptors
-   * follow pt_cuda_tf32 (conv.cu). */
-  const cublasStatus_t bs = cublasSetMathMode(c->cublas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+  if (c->device < 0 || !c->cublas) return pt_fail(PT_ERR_STATE, "--precision: this thread has no GPU bound");
+  if (p != PT_PRECISION_FP32 && p != PT_PRECISION_TF32 && p != PT_PRECISION_BF16)
+    return pt_fail(PT_ERR_ARG, "--precision: unknown mode %d", (int)p);
+  /* TF32 is the handle's math mode, for every cublasSgemm; bf16 has no
+   * math mode and is asked for GEMM by GEMM (pt_cuda_gemm). cuDNN's
+   * descriptors follow pt_cuda_precision (conv.cu). */
+  const bool tf32 = p == PT_PRECISION_TF32;
+  const cublasStatus_t bs = cublasSetMathMode(c->cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
   if (bs != CUBLAS_STATUS_SUCCESS)
-    return pt_fail(PT_ERR_DEVICE, "cuda:%d: setting cuBLAS's math to %s: %s", c->device, on ? "TF32" : "FP32",
+    return pt_fail(PT_ERR_DEVICE, "cuda:%d: setting cuBLAS's math to %s: %s", c->device, tf32 ? "TF32" : "FP32",
                    cublasGetStatusString(bs));
-  c->tf32 = on != 0;
+  c->precision = p;
   return PT_OK;
 }
 
-extern "C" int pt_cuda_tf32(void) { return t_ctx.tf32; }
+extern "C" pt_precision pt_cuda_precision(void) { return t_ctx.precision; }
 
 extern "C" void pt_cuda_host_waits(uint64_t out[2]) {
   out[0] = t_ctx.drains;

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/precision.h"
 #include "util/error.h"
 
 #ifdef __cplusplus
@@ -35,12 +36,13 @@ void *pt_cuda_current_stream(void);
 /* cublasHandle_t / cudnnHandle_t (NULL without cuDNN). */
 void *pt_cuda_cublas(void);
 void *pt_cuda_cudnn(void);
-/* --precision tf32 (on) or fp32: cuBLAS's FP32 GEMMs and cuDNN's
- * convolutions may round their inputs to TF32 (10-bit mantissas) on tensor
- * cores. Per thread, after pt_cuda_bind and before the first op; FP32 again
- * after a rebind. */
-pt_status pt_cuda_set_tf32(int on);
-int pt_cuda_tf32(void);
+/* --precision: under tf32, cuBLAS's FP32 GEMMs and cuDNN's convolutions
+ * may round their inputs to TF32 (10-bit mantissas) on tensor cores; under
+ * bf16, every GEMM rounds its inputs to bf16 (7-bit mantissas) and sums in
+ * fp32 (pt_cuda_gemm), and convolutions take the gemm path. Per thread,
+ * after pt_cuda_bind and before the first op; FP32 again after a rebind. */
+pt_status pt_cuda_set_precision(pt_precision p);
+pt_precision pt_cuda_precision(void);
 /* This thread's host waits for its GPU so far: [0] for its whole queue
  * (syncs, downloads), [1] for an earlier point not yet reached (an upload
  * waiting for its staging slot while the GPU works on). */

@@ -29,9 +29,14 @@
  * product C = A B is asked as C^T = B^T A^T, the operands swapped. The
  * thread's handle is in CUBLAS_DEFAULT_MATH (context.cu), and the cuDNN
  * descriptors ask for CUDNN_FMA_MATH (under --precision tf32,
- * pt_cuda_set_tf32, cuBLAS takes TF32 and each cuDNN direction the default
- * or tensor-op math its algorithm asks for): no TF32 by default, so results
- * match the CPU to fp32 rounding rather than TF32's 1e-3.
+ * pt_cuda_set_precision, cuBLAS takes TF32 and each cuDNN direction the
+ * default or tensor-op math its algorithm asks for): no TF32 by default, so
+ * results match the CPU to fp32 rounding rather than TF32's 1e-3.
+ *
+ * Under --precision bf16 every convolution takes the gemm path, whose
+ * GEMMs multiply in bf16 and sum in fp32 (gemm.h). cuDNN computes in bf16
+ * only on bf16 tensors, and ptrain's activations and weights are fp32: a
+ * cuDNN bf16 convolution would need conversion kernels around every call.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -49,6 +54,7 @@
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/context.h"
+#include "ops/cuda/gemm.h"
 #include "ops/cuda/graph.h"
 #include "ops/cuda/ops.h"
 
@@ -269,7 +275,7 @@ void gemm_forward(const pt_conv_geom *g, int n, const float *x, const float *w, 
     PT_CUDA_CHECK_LAUNCH("conv2d_forward: im2col");
     /* out (oc, L) = w (oc, ckk) col (ckk, L); column-major: out^T (L, oc) =
      * col^T (L, ckk) w^T (ckk, oc), each the array's own memory (op N). */
-    PT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, L, g->oc, d.ckk, &one, col, L, w, d.ckk, &zero, out, L),
+    PT_CUBLAS_CHECK(pt_cuda_gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, L, g->oc, d.ckk, &one, col, L, w, d.ckk, &zero, out, L),
                     "conv2d_forward: sgemm");
     const size_t ny = (size_t)cn * d.ys;
     forward_epilogue_kernel<<<blocks_for(ny), kThreads, 0, st>>>(ny, L, d.ohw, d.ys, out, b, g->relu,
@@ -305,7 +311,7 @@ void gemm_backward(const pt_conv_geom *g, int n, const float *x, const float *w,
       /* dw (oc, ckk) += dyt (oc, L) col^T (L, ckk); column-major: dw^T (ckk,
        * oc) += col (ckk, L) dyt^T (L, oc). col's memory is col^T (L, ckk),
        * hence op T with ld L; dyt's is dyt^T (L, oc), op N. */
-      PT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, d.ckk, g->oc, L, &one, col, L, dyt, L, &one, dw,
+      PT_CUBLAS_CHECK(pt_cuda_gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, d.ckk, g->oc, L, &one, col, L, dyt, L, &one, dw,
                                   d.ckk),
                       "conv2d_backward: dw sgemm");
     }
@@ -314,7 +320,7 @@ void gemm_backward(const pt_conv_geom *g, int n, const float *x, const float *w,
        * ckk) = dyt^T (L, oc) w (oc, ckk). dyt's memory is dyt^T (op N, ld
        * L); w's is w^T (ckk, oc), hence op T with ld ckk. Overwrites col,
        * which the dw GEMM before it on the stream has finished reading. */
-      PT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, L, d.ckk, g->oc, &one, dyt, L, w, d.ckk, &zero, col,
+      PT_CUBLAS_CHECK(pt_cuda_gemm(h, CUBLAS_OP_N, CUBLAS_OP_T, L, d.ckk, g->oc, &one, dyt, L, w, d.ckk, &zero, col,
                                   L),
                       "conv2d_backward: dcol sgemm");
       const size_t nx = (size_t)cn * d.xs;
@@ -356,6 +362,9 @@ conv_mode mode_from_env() {
  * the data gradient (the filter gradient has no fused one), then the
  * nonfused. Under TF32 the rule never applies. Read once per process, like
  * PT_CUDA_CONV. */
+/* Whether cuDNN may use TF32 (--precision tf32). */
+bool tf32_now() { return pt_cuda_precision() == PT_PRECISION_TF32; }
+
 enum winograd_mode { WINOGRAD_RULE, WINOGRAD_OFF, WINOGRAD_ALL, WINOGRAD_FUSED, WINOGRAD_BAD };
 
 winograd_mode winograd_from_env() {
@@ -398,6 +407,13 @@ void *cudnn_choice(const pt_conv_geom *g, const char *what, char *why, size_t wh
     pt_cuda_note_error(what, "PT_CUDA_WINOGRAD must be unset, \"off\", \"all\" or \"fused\"");
   if (mode == MODE_GEMM) {
     snprintf(why, why_size, "PT_CUDA_CONV=gemm");
+    return nullptr;
+  }
+  if (pt_cuda_precision() == PT_PRECISION_BF16) {
+    if (mode == MODE_CUDNN)
+      pt_cuda_note_error(what, "PT_CUDA_CONV=cudnn with --precision bf16: bf16 convolutions run on the gemm path "
+                               "(cuDNN takes bf16 only as bf16 tensors); unset PT_CUDA_CONV or set it to gemm");
+    snprintf(why, why_size, "--precision bf16 runs convolutions on the gemm path");
     return nullptr;
   }
   if (mode == MODE_DEFAULT && gemm_by_default(g)) {
@@ -447,7 +463,7 @@ const size_t kAlgoWorkspaceLimit = (size_t)1 << 30;
 
 struct conv_plan {
   bool used;
-  int key[10]; /* c, h, w, oc, kh, kw, stride, pad, n, tf32 */
+  int key[10]; /* c, h, w, oc, kh, kw, stride, pad, n, precision */
   unsigned long long stamp;
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t wd;
@@ -657,7 +673,7 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
                                       CUDNN_DATA_FLOAT) != CUDNN_STATUS_SUCCESS ||
       /* FMA math keeps FP32 exact to the CPU's rounding; under TF32 the
        * default math lets cuDNN use tensor cores, as PyTorch's default. */
-      cudnnSetConvolutionMathType(p->cd, pt_cuda_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH) !=
+      cudnnSetConvolutionMathType(p->cd, tf32_now() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH) !=
           CUDNN_STATUS_SUCCESS)
     return;
   int dn = 0, dc = 0, dh = 0, dw = 0;
@@ -665,7 +681,7 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
       dn != n || dc != oc || dh != oh || dw != ow)
     return;
 
-  const bool tf32 = pt_cuda_tf32();
+  const bool tf32 = tf32_now();
   const winograd_mode wmode = winograd_from_env();
   const bool winograd = wants_winograd(g, tf32, wmode), fused = wmode == WINOGRAD_FUSED;
   int fwd_prefer[2], data_prefer[2], filter_prefer[2];
@@ -722,7 +738,7 @@ conv_plan *find_plan(cudnnHandle_t h, const pt_conv_geom *g, int n) {
     c.handle = h;
     c.device = device;
   }
-  const int key[10] = {g->c, g->h, g->w, g->oc, g->kh, g->kw, g->stride, g->pad, n, pt_cuda_tf32()};
+  const int key[10] = {g->c, g->h, g->w, g->oc, g->kh, g->kw, g->stride, g->pad, n, (int)pt_cuda_precision()};
   conv_plan *victim = &c.plans[0];
   for (int i = 0; i < kPlans; i++) {
     conv_plan *p = &c.plans[i];

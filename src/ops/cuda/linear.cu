@@ -6,8 +6,10 @@
  * each row-major product C = A B is asked of cuBLAS as C^T = B^T A^T: the
  * operands swap places and keep their leading dimensions.
  *
- * Full fp32: the thread's cuBLAS handle stays in CUBLAS_DEFAULT_MATH, which
- * never lowers fp32 inputs to TF32, so results match the CPU to rounding.
+ * Full fp32 by default: the thread's cuBLAS handle stays in
+ * CUBLAS_DEFAULT_MATH, which never lowers fp32 inputs to TF32, so results
+ * match the CPU to rounding; --precision tf32 and bf16 go through
+ * pt_cuda_gemm (gemm.h). The bias and its gradient stay fp32 sums.
  */
 #include <stdint.h>
 
@@ -16,6 +18,7 @@
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/context.h"
+#include "ops/cuda/gemm.h"
 #include "ops/cuda/ops.h"
 
 /* y (n, out) = b, broadcast over rows, before the GEMM adds x w^T with
@@ -74,7 +77,7 @@ extern "C" void pt_cuda_linear_forward(int n, int in, int out, const float *x, c
   }
   /* y^T (out, n) = w (out, in) . x^T (in, n): w is stored as w^T (in, out)
    * column-major, hence op T with ld in; x as x^T (in, n), op N. */
-  PT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, in, x, in, &beta, y, out),
+  PT_CUBLAS_CHECK(pt_cuda_gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, in, x, in, &beta, y, out),
                   "linear_forward: sgemm");
 }
 
@@ -89,7 +92,7 @@ extern "C" void pt_cuda_linear_backward(int n, int in, int out, const float *x, 
   /* dw (out, in) (+)= dy^T x. Column-major: dw^T (in, out) (+)= x^T (in, n) .
    * dy (n, out); x^T is x's own memory (op N, ld in), dy is stored as
    * dy^T (out, n) (op T, ld out). */
-  PT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x, in, dy, out, &beta, dw, in),
+  PT_CUBLAS_CHECK(pt_cuda_gemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x, in, dy, out, &beta, dw, in),
                   "linear_backward: dw sgemm");
   if (db && out > 0) {
     const dim3 block(kColTile, kRowLanes);
@@ -99,6 +102,6 @@ extern "C" void pt_cuda_linear_backward(int n, int in, int out, const float *x, 
   /* dx (n, in) = dy (n, out) w (out, in). Column-major: dx^T (in, n) =
    * w^T (in, out) . dy^T (out, n), both the arrays' own memory (op N). */
   if (dx)
-    PT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, w, in, dy, out, &zero, dx, in),
+    PT_CUBLAS_CHECK(pt_cuda_gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, w, in, dy, out, &zero, dx, in),
                     "linear_backward: dx sgemm");
 }

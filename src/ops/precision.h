@@ -1,0 +1,14 @@
+/* The arithmetic a backend's GEMMs and convolutions may use (--precision). */
+#ifndef PT_OPS_PRECISION_H
+#define PT_OPS_PRECISION_H
+
+/* --precision: what a GEMM or convolution may round its fp32 inputs to
+ * before multiplying. Sums, stored activations, gradients, parameters and
+ * optimizer state stay fp32 in every mode. */
+typedef enum {
+  PT_PRECISION_FP32 = 0, /* full fp32 (the CPU's only mode) */
+  PT_PRECISION_TF32,     /* TF32 tensor-core math, as PyTorch's allow_tf32 */
+  PT_PRECISION_BF16      /* bf16 multiplies with fp32 sums, as PyTorch's float32_matmul_precision "medium" */
+} pt_precision;
+
+#endif
