@@ -275,27 +275,31 @@ static void quantize(float *a, size_t n) {
 }
 
 /* --precision bf16 rounds what a GEMM multiplies to bf16 (8 significant
- * bits), round to nearest, ties to even, as the conversion instructions
- * do. The CPU's reference for a bf16 row rounds those inputs first
- * (ROUND_XW: x and w; ROUND_DY: dy too) and then computes in fp32 as
- * usual: products of bf16 values are exact in fp32, so what is left
- * between the two sides is the order of the fp32 sums. */
+ * bits; cuBLAS may take TF32's 11 instead), round to nearest, ties to
+ * even, as the conversion instructions do. The CPU's reference for a bf16
+ * row rounds those inputs first (ROUND_XW: x and w; ROUND_DY: dy too) and
+ * then computes in fp32 as usual: products of such values are exact in
+ * fp32, so what is left between the two sides is the order of the fp32
+ * sums. */
 enum { ROUND_XW = 1, ROUND_DY = 2 };
-static int round_inputs;
+enum { BF16_DROP = 16, TF32_DROP = 13 }; /* the low bits of an fp32 each drops */
+static int round_inputs, round_drop = BF16_DROP;
 
-static float bf16_round(float v) {
+static float round_to(float v, int drop) {
   uint32_t u;
   memcpy(&u, &v, sizeof u);
   if ((u & 0x7f800000u) == 0x7f800000u) return v; /* inf and NaN as they are */
-  u += 0x7fffu + ((u >> 16) & 1u);
-  u &= 0xffff0000u;
+  u += (1u << (drop - 1)) - 1u + ((u >> drop) & 1u);
+  u &= ~((1u << drop) - 1u);
   memcpy(&v, &u, sizeof v);
   return v;
 }
 
+static float bf16_round(float v) { return round_to(v, BF16_DROP); }
+
 static float *rounded(float *a, size_t n, int which) {
   if (round_inputs & which)
-    for (size_t i = 0; i < n; i++) a[i] = bf16_round(a[i]);
+    for (size_t i = 0; i < n; i++) a[i] = round_to(a[i], round_drop);
   return a;
 }
 
@@ -776,6 +780,12 @@ static void test_bf16_round(void **s) {
   rounded(a + 1, 1, ROUND_XW);
   round_inputs = 0;
   assert_true(a[0] == 1.0f + ulp / 4 && a[1] == 1.0f);
+  /* TF32: 11 significant bits, the same rule. */
+  const float tulp = 1.0f / 1024.0f;
+  assert_true(round_to(1.0f + tulp / 2, TF32_DROP) == 1.0f);
+  assert_true(round_to(1.0f + tulp * 3 / 2, TF32_DROP) == 1.0f + 2 * tulp);
+  assert_true(round_to(1.0f + tulp * 3 / 4, TF32_DROP) == 1.0f + tulp);
+  assert_true(round_to(1.0f + ulp / 4, TF32_DROP) == 1.0f + ulp / 4); /* exact in TF32 */
 }
 
 static void test_without_cuda(void **s) {
@@ -992,12 +1002,13 @@ static void test_cuda_matches_cpu(void **state) {
 /* ---- --precision bf16: the GEMMs of linear layers and convolutions ----
  *
  * Each conv and linear row runs again on CUDA under bf16, and each array
- * must match one of two CPU references at the usual tolerances:
+ * must match one of three CPU references at the usual tolerances:
  *  - bf16's: the CPU on bf16-rounded inputs (y, dw, dx from rounded x, w
  *    and dy; db, an fp32 sum of dy, from rounded x and w only, so that a
  *    fused ReLU masks the same entries as on the GPU);
- *  - fp32's: the plain CPU run, for a GEMM where cuBLAS took a
- *    full-precision kernel, which CUBLAS_COMPUTE_32F_FAST_16BF allows.
+ *  - TF32's and fp32's, the same with TF32's rounding and with none, for a
+ *    GEMM where cuBLAS took such a kernel, which
+ *    CUBLAS_COMPUTE_32F_FAST_16BF allows.
  * Which one each array matched is printed, and the last test checks that
  * bf16 ran somewhere, so that a build which ignores the precision cannot
  * pass. Under PT_CUDA_CONV=cudnn a bf16 convolution must be refused at
@@ -1007,19 +1018,23 @@ static int bf16_arrays; /* arrays that matched bf16's reference and not fp32's *
 static int bf16_on(void **s) {
   (void)s;
   round_inputs = 0;
+  round_drop = BF16_DROP;
   return pt_backend_cuda()->set_precision(PT_PRECISION_BF16) == PT_OK ? 0 : -1;
 }
 
 static int bf16_off(void **s) {
   (void)s;
   round_inputs = 0;
+  round_drop = BF16_DROP;
   return pt_backend_cuda()->set_precision(PT_PRECISION_FP32) == PT_OK ? 0 : -1;
 }
 
-static void cpu_reference(const ocase *tc, int rounding, run_t *r) {
+static void cpu_reference(const ocase *tc, int rounding, int drop, run_t *r) {
   round_inputs = rounding;
+  round_drop = drop;
   run_case(pt_backend_cpu(), tc, r);
   round_inputs = 0;
+  round_drop = BF16_DROP;
 }
 
 static void test_cuda_bf16(void **state) {
@@ -1051,10 +1066,13 @@ static void test_cuda_bf16(void **state) {
     print_message("    %-52s refused under PT_CUDA_CONV=cudnn, as it should be\n", tc->label);
     return;
   }
-  run_t full, xw, all, gpu;
-  cpu_reference(tc, 0, &full);
-  cpu_reference(tc, ROUND_XW, &xw);
-  cpu_reference(tc, ROUND_XW | ROUND_DY, &all);
+  /* [0] bf16, [1] TF32: x and w rounded, then dy too; full: none */
+  run_t full, xw[2], all[2], gpu;
+  cpu_reference(tc, 0, BF16_DROP, &full);
+  for (int k = 0; k < 2; k++) {
+    cpu_reference(tc, ROUND_XW, k ? TF32_DROP : BF16_DROP, &xw[k]);
+    cpu_reference(tc, ROUND_XW | ROUND_DY, k ? TF32_DROP : BF16_DROP, &all[k]);
+  }
   run_case(cuda, tc, &gpu);
   if (tc->op == OP_CONV && pt_cuda_conv_paths_get().cudnn)
     fail_msg("%s: a bf16 convolution ran on cuDNN, which would compute it in fp32", tc->label);
@@ -1064,26 +1082,35 @@ static void test_cuda_bf16(void **state) {
   char said[256] = "";
   for (int i = 0; i < gpu.nres; i++) {
     const result *g = &gpu.res[i];
-    const result *ref16 = !strcmp(g->name, "db") ? &xw.res[i] : &all.res[i];
+    const int db = !strcmp(g->name, "db");
+    const result *refs[3] = {db ? &xw[0].res[i] : &all[0].res[i], db ? &xw[1].res[i] : &all[1].res[i],
+                             &full.res[i]};
+    static const char *const names[3] = {"bf16", "tf32", "fp32"};
     assert_string_equal(full.res[i].name, g->name);
     const double *sums = conv_sum_of(&mags, g->name);
-    const array_error e16 = compare_arrays(tc, ref16, g, sums), e32 = compare_arrays(tc, &full.res[i], g, sums);
-    if (e16.rel > TOL && e32.rel > TOL)
-      fail_msg("%s: %s matches neither reference: relative error %.3g against bf16-rounded inputs ([%zu]: cpu "
-               "%.9g, cuda %.9g), %.3g against fp32 ([%zu]: cpu %.9g)",
-               tc->label, g->name, e16.rel, e16.at, value(ref16, e16.at), value(g, e16.at), e32.rel, e32.at,
-               value(&full.res[i], e32.at));
-    const char *which = e16.rel <= TOL && e32.rel > TOL ? "bf16" : e16.rel > TOL ? "fp32" : "either";
-    if (!strcmp(which, "bf16")) bf16_arrays++;
+    array_error e[3];
+    int first = -1;
+    for (int k = 0; k < 3; k++) {
+      e[k] = compare_arrays(tc, refs[k], g, sums);
+      if (first < 0 && e[k].rel <= TOL) first = k;
+    }
+    if (first < 0)
+      fail_msg("%s: %s matches no reference: relative error %.3g against bf16-rounded inputs ([%zu]: cpu %.9g, "
+               "cuda %.9g), %.3g against TF32-rounded, %.3g against fp32 ([%zu]: cpu %.9g)",
+               tc->label, g->name, e[0].rel, e[0].at, value(refs[0], e[0].at), value(g, e[0].at), e[1].rel, e[2].rel,
+               e[2].at, value(refs[2], e[2].at));
+    /* bf16 shows where the array is bf16's and no finer rounding's. */
+    if (first == 0 && e[1].rel > TOL && e[2].rel > TOL) bf16_arrays++;
     const size_t len = strlen(said);
-    snprintf(said + len, sizeof said - len, "%s%s %s (%.1g)", len ? ", " : "", g->name, which,
-             e16.rel <= TOL ? e16.rel : e32.rel);
+    snprintf(said + len, sizeof said - len, "%s%s %s (%.1g)", len ? ", " : "", g->name, names[first], e[first].rel);
   }
   print_message("    %-52s %s\n", tc->label, said);
   FREE_ALL(mags.y, mags.dx, mags.dw, mags.db);
   release(&full);
-  release(&xw);
-  release(&all);
+  for (int k = 0; k < 2; k++) {
+    release(&xw[k]);
+    release(&all[k]);
+  }
   release(&gpu);
 }
 
@@ -1092,9 +1119,9 @@ static void test_bf16_ran(void **s) {
   (void)s;
   const char *want = getenv("PT_CUDA_CONV");
   if (bf16_arrays == 0)
-    fail_msg("no array of the bf16 rows matched bf16's rounding rather than fp32's%s",
+    fail_msg("no array of the bf16 rows matched bf16's rounding rather than TF32's or fp32's%s",
              want && !strcmp(want, "cudnn") ? " (the linear rows at least should have)" : "");
-  print_message("    %d arrays of the bf16 rows matched bf16's rounding and not fp32's\n", bf16_arrays);
+  print_message("    %d arrays of the bf16 rows matched bf16's rounding and not TF32's or fp32's\n", bf16_arrays);
 }
 
 /* A CUDA build without a usable GPU: no backend, and the reason why. */
