@@ -354,6 +354,9 @@ conv_mode mode_from_env() {
   return mode;
 }
 
+/* Whether cuDNN may use TF32 (--precision tf32). */
+bool tf32_now() { return pt_cuda_precision() == PT_PRECISION_TF32; }
+
 /* To time the Winograd rule (wants_winograd, below) in FP32:
  * PT_CUDA_WINOGRAD=off gives cuDNN's heuristics their own first choice
  * where the rule would take Winograd's algorithms; "all" takes them for
@@ -362,9 +365,6 @@ conv_mode mode_from_env() {
  * the data gradient (the filter gradient has no fused one), then the
  * nonfused. Under TF32 the rule never applies. Read once per process, like
  * PT_CUDA_CONV. */
-/* Whether cuDNN may use TF32 (--precision tf32). */
-bool tf32_now() { return pt_cuda_precision() == PT_PRECISION_TF32; }
-
 enum winograd_mode { WINOGRAD_RULE, WINOGRAD_OFF, WINOGRAD_ALL, WINOGRAD_FUSED, WINOGRAD_BAD };
 
 winograd_mode winograd_from_env() {
