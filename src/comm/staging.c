@@ -9,11 +9,23 @@
  * falls back to it. The asynchronous reductions therefore complete at once;
  * the gradient buckets still start as soon as their layer is done, so only
  * the overlap with the rest of the backward pass is lost.
+ *
+ * Messages (model and pipeline stages as MPI ranks on GPUs) go the same
+ * way: a send copies its bytes to a host buffer of its own, which the host
+ * communicator may read until wait_sends, and a receive lands in a host
+ * buffer and is copied up. The buffers are kept for the next batch, so
+ * once the first batch has sent its pieces nothing more is allocated.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "comm/comm.h"
 #include "ops/backend.h"
+
+typedef struct {
+  void *p;
+  size_t cap;
+} host_buf;
 
 typedef struct {
   pt_comm base;
@@ -21,7 +33,20 @@ typedef struct {
   const pt_backend *be;
   void *buf;       /* (cap bytes) the host copy of a buffer in flight */
   size_t cap;
+  host_buf *sends; /* (nsends in flight of nslots kept) each send's host copy, until wait_sends */
+  int nsends, nslots;
+  host_buf recv;   /* a message received, on its way up */
 } staging_comm;
+
+/* b with room for bytes, keeping what it has when that is enough. */
+static pt_status reserve(host_buf *b, size_t bytes) {
+  if (b->cap >= bytes) return PT_OK;
+  void *p = realloc(b->p, bytes ? bytes : 1);
+  if (!p) return pt_fail(PT_ERR_NOMEM, "a host buffer of %zu bytes for a message between devices", bytes);
+  b->p = p;
+  b->cap = bytes;
+  return PT_OK;
+}
 
 static staging_comm *S(pt_comm *c) { return (staging_comm *)c; }
 
@@ -68,19 +93,44 @@ static pt_status st_bcast(pt_comm *c, void *buf, size_t bytes, int root) {
 static pt_status st_wait_all(pt_comm *c) { return pt_comm_wait_all(host_of(c)); }
 static void st_abort(pt_comm *c, const char *why) { pt_comm_abort(S(c)->host, why); }
 static void st_destroy(pt_comm *c) {
-  free(S(c)->buf);
+  staging_comm *s = S(c);
+  for (int i = 0; i < s->nslots; i++) free(s->sends[i].p);
+  free(s->sends);
+  free(s->recv.p);
+  free(s->buf);
   free(c);
 }
 static pt_status st_isend(pt_comm *c, const void *buf, size_t bytes, int dst, int tag) {
-  (void)c, (void)buf, (void)bytes, (void)dst, (void)tag;
-  return pt_fail(PT_ERR_STATE, "point-to-point messages between device buffers through host staging are not built");
+  staging_comm *s = S(c);
+  if (s->nsends == s->nslots) {
+    host_buf *more = realloc(s->sends, sizeof *more * (size_t)(s->nslots * 2 + 4));
+    if (!more) return pt_fail(PT_ERR_NOMEM, "out of memory for messages in flight");
+    memset(more + s->nslots, 0, sizeof *more * (size_t)(s->nslots + 4));
+    s->sends = more;
+    s->nslots = s->nslots * 2 + 4;
+  }
+  host_buf *b = &s->sends[s->nsends];
+  PT_TRY(reserve(b, bytes));
+  /* The download waits for the device to finish writing buf. */
+  if (bytes) PT_TRY(s->be->download(b->p, buf, bytes));
+  PT_TRY(pt_comm_isend(host_of(c), b->p, bytes, dst, tag));
+  s->nsends++;
+  return PT_OK;
 }
 static pt_status st_recv(pt_comm *c, void *buf, size_t bytes, int src, int tag) {
-  return st_isend(c, buf, bytes, src, tag);
+  staging_comm *s = S(c);
+  PT_TRY(reserve(&s->recv, bytes));
+  PT_TRY(pt_comm_recv(host_of(c), s->recv.p, bytes, src, tag));
+  /* Taken from recv's buffer before upload returns, so the next message
+   * may land there. */
+  if (bytes) s->be->upload(buf, s->recv.p, bytes);
+  return PT_OK;
 }
 static pt_status st_wait_sends(pt_comm *c) {
-  (void)c;
-  return PT_OK;
+  staging_comm *s = S(c);
+  const pt_status st = pt_comm_wait_sends(host_of(c));
+  if (st == PT_OK) s->nsends = 0; /* the host copies are free for the next sends */
+  return st;
 }
 static pt_status st_split(pt_comm *c, int color, int key, pt_comm **out) {
   (void)c, (void)color, (void)key, (void)out;

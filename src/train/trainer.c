@@ -239,14 +239,11 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
                                  "devices: give one of them");
     int k;
     PT_TRY(pt_device_parse(c->device, "--device", &r->backend, &k));
-    if (r->staged && r->backend != PT_BACKEND_CPU) {
-      if (c->comm)
-        return pt_fail(PT_ERR_ARG, "--device %s with --parallel %s under mpirun: stages on GPUs run as threads of "
-                                   "one process (--devices cuda:0,cuda:1); as MPI ranks they are not built yet",
-                       c->device, par);
+    /* Under mpirun each rank is a stage on its GPU; in one process the
+     * stages' GPUs are listed. */
+    if (r->staged && r->backend != PT_BACKEND_CPU && !c->comm)
       return pt_fail(PT_ERR_ARG, "--device %s with --parallel %s: name the stages' devices with --devices "
                                  "cuda:0,cuda:1 (stages may share a GPU: cuda:0,cuda:0)", c->device, par);
-    }
     if (!strcmp(par, "dp")) {
       if (r->backend != PT_BACKEND_CPU)
         return pt_fail(PT_ERR_ARG, "--device %s with --parallel dp: list the GPUs with --devices cuda:0,cuda:1,...",
@@ -467,6 +464,9 @@ static pt_status setup_worker(worker_t *W) {
                        (be->kind != PT_BACKEND_CPU || (force && !strcmp(force, "1")));
     PT_TRY(pt_stages_init(&W->stages, W->whole, W->comm, r->stages, c->split, r->pipe_kind, r->micro, r->batch,
                           direct, W->device));
+    if (!direct && be->kind != PT_BACKEND_CPU && W->out && !c->quiet)
+      fprintf(W->out, "warning: activations and gradients between the stages' GPUs go through host memory (MPI "
+                      "ranks; NCCL's send and receive are not built): correct but slower\n");
     /* One replica: the stages are the world, and their communicator for
      * backend memory (host staging on GPUs) also carries the initial
      * broadcast. */

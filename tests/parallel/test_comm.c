@@ -12,6 +12,7 @@
 
 #include "comm/comm.h"
 #include "nn/presets.h"
+#include "ops/backend.h"
 #include "train/grad_sync.h"
 #include "util/timer.h"
 
@@ -413,6 +414,83 @@ static void test_buckets(void **state) {
   pt_model_destroy(m);
 }
 
+/* Host staging (device memory over a host communicator) with the CPU
+ * backend standing in for a GPU's memory: collectives, and messages whose
+ * bytes are taken when sent, so the sender may write over its buffer at
+ * once; the host copies are reused batch after batch. */
+typedef struct {
+  pt_comm *host, *c;
+  pt_status st[8];
+  char msg[512];
+  float got[3][64];
+  float sum[4];
+} staged_job;
+
+static void *staged_main(void *arg) {
+  staged_job *j = arg;
+  const pt_backend *be = pt_backend_cpu();
+  pt_status *st = j->st;
+  st[0] = pt_comm_staging_create(&j->c, j->host, be, 64);
+  if (st[0] != PT_OK) return NULL;
+  const int r = j->c->rank;
+  for (int k = 0; k < 4; k++) j->sum[k] = (float)(r + 1) * (float)(k + 1);
+  st[1] = pt_comm_allreduce_f32(j->c, j->sum, 4);
+  for (int round = 0; round < 2; round++) {
+    const int n = round ? 64 : 16; /* the second round's messages are longer: the host copies grow */
+    if (r == 0) {
+      float buf[64];
+      for (int m = 0; m < 3 && st[2] == PT_OK; m++) {
+        for (int i = 0; i < n; i++) buf[i] = (float)(100 * round + 10 * m + i);
+        st[2] = pt_comm_isend(j->c, buf, sizeof(float) * (size_t)n, 1, 7 + m);
+        memset(buf, 0xff, sizeof buf); /* written over before the receiver has it */
+      }
+      if (st[2] == PT_OK) st[3] = pt_comm_wait_sends(j->c);
+    } else {
+      for (int m = 2; m >= 0 && st[2] == PT_OK; m--) /* tags in another order */
+        st[2] = pt_comm_recv(j->c, j->got[m], sizeof(float) * (size_t)n, 0, 7 + m);
+      for (int m = 0; m < 3 && round == 0; m++)
+        for (int i = 0; i < n; i++)
+          if (j->got[m][i] != (float)(10 * m + i)) st[4] = PT_ERR_STATE;
+    }
+  }
+  /* A message of the wrong size fails the receive, naming both sizes. */
+  if (r == 0) {
+    float one = 1.0f;
+    st[5] = pt_comm_isend(j->c, &one, sizeof one, 1, 20);
+    if (st[5] == PT_OK) st[5] = pt_comm_wait_sends(j->c);
+  } else {
+    float two[2];
+    st[5] = pt_comm_recv(j->c, two, sizeof two, 0, 20);
+    if (st[5] != PT_OK) snprintf(j->msg, sizeof j->msg, "%s", pt_error_message());
+  }
+  pt_comm_destroy(j->c);
+  return NULL;
+}
+
+static void test_staging(void **state) {
+  (void)state;
+  pt_comm_local_group *g;
+  assert_int_equal(pt_comm_local_group_create(&g, 2, 10.0), PT_OK);
+  staged_job jobs[2];
+  memset(jobs, 0, sizeof jobs);
+  pthread_t t[2];
+  for (int r = 0; r < 2; r++) {
+    jobs[r].host = pt_comm_local_get(g, r);
+    pthread_create(&t[r], NULL, staged_main, &jobs[r]);
+  }
+  for (int r = 0; r < 2; r++) pthread_join(t[r], NULL);
+  pt_comm_local_group_destroy(g);
+  for (int r = 0; r < 2; r++) {
+    for (int k = 0; k < 4; k++) assert_int_equal(jobs[r].st[k], PT_OK);
+    for (int k = 0; k < 4; k++) assert_true(jobs[r].sum[k] == 3.0f * (float)(k + 1));
+  }
+  assert_int_equal(jobs[1].st[4], PT_OK); /* round 0's bytes as sent */
+  for (int m = 0; m < 3; m++)             /* round 1's, longer, through the grown copies */
+    for (int i = 0; i < 64; i++) assert_true(jobs[1].got[m][i] == (float)(100 + 10 * m + i));
+  assert_int_equal(jobs[1].st[5], PT_ERR_STATE);
+  assert_non_null(strstr(jobs[1].msg, "has 4 bytes, but 8 were expected"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_threads_collectives),
@@ -427,6 +505,7 @@ int main(void) {
       cmocka_unit_test(test_threads_split_shares_failure),
       cmocka_unit_test(test_self_messages_and_split),
       cmocka_unit_test(test_buckets),
+      cmocka_unit_test(test_staging),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -109,6 +109,20 @@ done
 cmp -s "$TMP/st-gpipe/model.safetensors" "$TMP/st-1f1b/model.safetensors" ||
   fail "gpipe and 1f1b on GPUs are not bit-identical"
 pass "gpipe and 1f1b on GPUs give the same bits"
+# The same stages as MPI ranks, each binding the GPU of its local rank:
+# the pieces go through host memory (with a warning), and the run gives
+# the bits of the stages as threads.
+if command -v mpirun >/dev/null && "$PTRAIN" info | grep -q "MPI: .*ddp available"; then
+  need_mpi
+  loud=()
+  for a in "${st[@]}"; do [[ $a == --quiet ]] || loud+=("$a"); done
+  mpirun -np 2 "$PTRAIN" "${loud[@]}" --parallel pipeline --device cuda --micro-batches 4 --schedule 1f1b \
+    --checkpoint-dir "$TMP/st-mpi" >"$TMP/log" 2>&1 || fail "pipeline as 2 MPI ranks on GPUs: $(cat "$TMP/log")"
+  grep -q "go through host memory" "$TMP/log" || fail "no host-staging warning for MPI stages: $(cat "$TMP/log")"
+  cmp -s "$TMP/st-1f1b/model.safetensors" "$TMP/st-mpi/model.safetensors" ||
+    fail "pipeline 1f1b as 2 MPI ranks on GPUs differs from the same stages as threads on $devs"
+  pass "pipeline 1f1b as 2 MPI ranks on GPUs: the bits of the same stages as threads on $devs"
+fi
 # Evaluation through the stages: the test loss of one GPU.
 python3 - "$TMP/st-one.jsonl" "$TMP/st-model.jsonl" <<'PY' || fail "evaluation through GPU stages"
 import json, sys
