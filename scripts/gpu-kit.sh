@@ -63,7 +63,6 @@ done
 
 # Shared libraries: those of the executables and of Open MPI's programs
 # and plugins, whatever they load in turn (ldd lists the whole tree).
-ompi_lib=$(ompi_info --path libdir --parsable 2>/dev/null | sed -n 's/^path:libdir://p')
 ompi_pkg=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
 [[ -d $ompi_pkg ]] || die "cannot find Open MPI's plugins (ompi_info --path pkglibdir)"
 pmix_dir=$(dirname "$(readlink -f "$(ldconfig -p | sed -n 's/.*libpmix\.so\.2 .*=> //p' | head -1)")" 2>/dev/null || true)
@@ -72,12 +71,12 @@ skip='/(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux[^/]*)\.so|/l
 # fabrics (and the libraries they bring, over 50 MB) stay behind, and
 # Open MPI skips what it cannot load (env.sh keeps that quiet).
 fabric='(ucx|ucc|ofi|psm|verbs|openib|usnic|uct|portals|hcoll|fca|cuda|smcuda|rocm)'
-plugins=$(find "$ompi_pkg" ${pmix_dir:+"$pmix_dir/pmix"} -name '*.so' 2>/dev/null | grep -vE "_$fabric[^/]*\.so$" || true)
+plugins=$(find "$ompi_pkg" ${pmix_dir:+"$pmix_dir/pmix"} -name '*.so' 2>/dev/null | grep -vE "_${fabric}[^/]*\.so$" || true)
 {
   for e in "${exes[@]}"; do ldd "$KIT/build/$e"; done
   ldd "$(readlink -f "$(command -v orterun)")" "$(readlink -f "$(command -v orted)")"
   for p in $plugins; do ldd "$p"; done 2>/dev/null
-} | awk '/=> \//{print $3}' | sort -u | grep -vE "$skip" | grep -vE "/lib$fabric[^/]*\.so|/lib(fabric|efa|ibverbs|psm[^/]*|infinipath|mlx[^/]*|rdmacm)\.so" |
+} | awk '/=> \//{print $3}' | sort -u | grep -vE "$skip" | grep -vE "/lib${fabric}[^/]*\.so|/lib(fabric|efa|ibverbs|psm[^/]*|infinipath|mlx[^/]*|rdmacm)\.so" |
   while read -r l; do cp -L "$l" "$KIT/lib/"; done
 
 # Open MPI, laid out under a prefix that OPAL_PREFIX moves (its plugin
