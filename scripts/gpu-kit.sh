@@ -50,8 +50,11 @@ mkdir -p "$KIT"/{build,lib,mpi/usr/bin,mpi/usr/share,data}
 # The GPU tests (ctest -R "$PT_GPU_TESTS") and what they run.
 tests='^(cli_test_device|test_device|test_nvml|test_ops|test_ops_gemm|test_draws|test_nccl|test_nccl_mpi|test_sync_status|parallel_test_gpu_syncbn|parallel_test_gpu_training)$'
 exes=(ptrain)
+# Every file of the build a test command names: the test's executable, or
+# for a script the programs it is given (ptrain, st_close).
 while read -r t; do exes+=("${t#"$(realpath "$BUILD")/"}"); done < <(
-  cd "$BUILD" && ctest -N -V -R "$tests" | sed -n 's/^[0-9]*: Test command: \([^ ]*\).*/\1/p' | grep "^$(realpath .)/" | sort -u)
+  cd "$BUILD" && ctest -N -V -R "$tests" | grep '^[0-9]*: Test command: ' |
+    grep -o "$(realpath .)/[^\" ]*" | sort -u | while read -r f; do [[ -f $f && -x $f ]] && echo "$f"; done)
 (cd "$BUILD" && find . -name CTestTestfile.cmake) | while read -r f; do
   mkdir -p "$KIT/build/$(dirname "$f")" && cp "$BUILD/$f" "$KIT/build/$f"
 done
