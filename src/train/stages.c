@@ -26,12 +26,7 @@ pt_status pt_stages_init(pt_stages *S, pt_model *whole, pt_comm *world, int stag
   }
   S->pipe->timeout_s = S->peers->timeout_s = world->timeout_s;
   S->dpipe = S->pipe;
-  const int on_device = whole->be->kind != PT_BACKEND_CPU;
-  if (on_device && S->replicas > 1)
-    return pt_fail(PT_ERR_ARG, "%d ranks as %d replicas of %d stages on GPUs: the replicas' gradients between GPUs "
-                   "are not built for stages; run one replica (--stages %d)", world->size, S->replicas, stages,
-                   world->size);
-  if (on_device && S->stages > 1) {
+  if (whole->be->kind != PT_BACKEND_CPU && S->stages > 1) {
     /* Gathering a checkpoint moves device memory, a few times a run; so
      * do the pieces between stages that are MPI ranks (not direct). */
     const size_t floats = whole->nparam_total > whole->nbuffer_total ? whole->nparam_total : whole->nbuffer_total;

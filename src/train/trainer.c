@@ -244,6 +244,10 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
     if (r->staged && r->backend != PT_BACKEND_CPU && !c->comm)
       return pt_fail(PT_ERR_ARG, "--device %s with --parallel %s: name the stages' devices with --devices "
                                  "cuda:0,cuda:1 (stages may share a GPU: cuda:0,cuda:0)", c->device, par);
+    if (r->staged && r->backend != PT_BACKEND_CPU && r->replicas > 1)
+      return pt_fail(PT_ERR_ARG, "--stages %d of %d ranks on GPUs: %d replicas of the stages would sum their "
+                                 "gradients between GPUs, which is not built for stages; run one replica "
+                                 "(--stages %d)", r->stages, r->world, r->replicas, r->world);
     if (!strcmp(par, "dp")) {
       if (r->backend != PT_BACKEND_CPU)
         return pt_fail(PT_ERR_ARG, "--device %s with --parallel dp: list the GPUs with --devices cuda:0,cuda:1,...",

@@ -151,3 +151,11 @@ timeout 300 mpirun -np 3 "$PTRAIN" train --model fmnist-mlp --max-steps 1 --para
   >"$TMP/mpi3.out" 2>&1 && fail "3 ranks as replicas of 2 stages were accepted"
 grep -q "cannot form whole replicas of 2 stages" "$TMP/mpi3.out" || fail "3 ranks: $(cat "$TMP/mpi3.out")"
 pass "3 ranks for 2 stages are refused with a message"
+# On GPUs the stages as ranks are one replica: several would sum their
+# gradients between GPUs, which is not built for stages (refused before
+# any GPU is touched, so this runs without one).
+timeout 300 mpirun -np 2 "$PTRAIN" train --model fmnist-mlp --max-steps 1 --parallel pipeline --stages 1 \
+  --device cuda >"$TMP/mpi-gpu.out" 2>&1 && fail "2 replicas of 1 stage on GPUs were accepted"
+grep -q "2 replicas of the stages would sum their gradients between GPUs" "$TMP/mpi-gpu.out" ||
+  fail "replicas of GPU stages: $(cat "$TMP/mpi-gpu.out")"
+pass "replicas of stages on GPUs are refused with a message"
