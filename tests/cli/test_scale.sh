@@ -123,7 +123,7 @@ pass "--batch per-worker: dp x 2 at 64 each is a global batch of 128"
 # ddp: scale starts mpirun itself, one process per rank. (Open MPI's own
 # leaks at exit are not ours: a sanitizer build's leak check stays off them.)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0
-if command -v mpirun >/dev/null && "$PTRAIN" info | grep -q "MPI: .*ddp available"; then
+if command -v mpirun >/dev/null && grep -q "MPI: .*ddp available" <<<"$("$PTRAIN" info)"; then
   "$PTRAIN" scale --model fmnist-mlp --data-dir "$FMNIST" --workers 2 --strategies ddp --steps 30 --warmup 3 \
     >"$TMP/ddp.out" 2>&1 || fail "ddp sweep: $(cat "$TMP/ddp.out")"
   grep -Eq "^ddp +2 +1 +100 \(50\) +model's +[0-9]+ +[0-9.]+x" "$TMP/ddp.out" || fail "no ddp x 2 row: $(cat "$TMP/ddp.out")"

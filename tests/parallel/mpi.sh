@@ -2,7 +2,9 @@
 # or this build cannot.
 need_mpi() {
   command -v mpirun >/dev/null || { echo "SKIPPED: mpirun not found (apt-get install openmpi-bin)"; exit 77; }
-  "$PTRAIN" info | grep -q "MPI: .*ddp available" ||
+  # The whole of info's output first: grep -q ending a pipe early can kill
+  # its writer, and pipefail would read that as a build without MPI.
+  grep -q "MPI: .*ddp available" <<<"$("$PTRAIN" info)" ||
     { echo "SKIPPED: this ptrain was built without MPI (apt-get install libopenmpi-dev, rebuild)"; exit 77; }
   # Test machines and CI containers often run as root, which mpirun refuses
   # unless told; ranks oversubscribe the 2 cores, and the single-copy
