@@ -7,7 +7,7 @@
 #   scripts/gpu-check.sh OUTDIR [STEP...]
 #
 # Steps, in the order given (default: tests bench profile):
-#   tests      ctest's GPU tests                     -> OUTDIR/ctest.txt
+#   tests      ctest's GPU tests (ctest -L gpu)       -> OUTDIR/ctest.txt
 #   bench      bench/gpu.sh, one round of each preset, at each of
 #              PRECISIONS (default "fp32 bf16")      -> OUTDIR/gpu-<precision>.{jsonl,md}
 #   profile    200 profiled steps of cifar-convnet (CIFAR_DIR, else a
@@ -24,11 +24,10 @@ steps=("$@")
 [[ ${#steps[@]} -gt 0 ]] || steps=(tests bench profile)
 PRECISIONS=${PRECISIONS:-"fp32 bf16"}
 PTRAIN=${PTRAIN:-build/ptrain}
-GPU_TESTS=${PT_GPU_TESTS:-'^(cli_test_device|test_device|test_nvml|test_ops|test_ops_gemm|test_draws|test_nccl|test_nccl_mpi|test_sync_status|parallel_test_gpu_syncbn|parallel_test_gpu_training)$'}
 failed=0
 
 step_tests() {
-  (cd build && ctest -R "$GPU_TESTS" --output-on-failure --timeout 900) 2>&1 | tee "$OUT/ctest.txt"
+  (cd build && ctest -L gpu --output-on-failure --timeout 900) 2>&1 | tee "$OUT/ctest.txt"
 }
 
 step_bench() {

@@ -11,7 +11,7 @@
 # repository, as root:
 #
 #   mkdir -p /opt/ptrain-kit && for a in KIT/*.tar.xz; do tar -xJf "$a" -C /opt/ptrain-kit; done
-#   source /opt/ptrain-kit/env.sh && (cd build && ctest -R "$PT_GPU_TESTS")
+#   source /opt/ptrain-kit/env.sh && (cd build && ctest -L gpu)
 #
 # The kit holds:
 #   build/  the executables the GPU tests and benchmarks run, with ctest's
@@ -47,14 +47,13 @@ OUTDIR=$KIT
 KIT=$KIT/stage
 mkdir -p "$KIT"/{build,lib,mpi/usr/bin,mpi/usr/share,data}
 
-# The GPU tests (ctest -R "$PT_GPU_TESTS") and what they run.
-tests='^(cli_test_device|test_device|test_nvml|test_ops|test_ops_gemm|test_draws|test_nccl|test_nccl_mpi|test_sync_status|parallel_test_gpu_syncbn|parallel_test_gpu_training)$'
-exes=(ptrain)
-# Every file of the build a test command names: the test's executable, or
-# for a script the programs it is given (ptrain, st_close).
+# The GPU tests (ctest -L gpu) and what they run: every file of the build
+# a test command names (the test's executable, or for a script the programs
+# it is given: ptrain, st_close), and ptrain for the benchmarks.
+exes=()
 while read -r t; do exes+=("${t#"$(realpath "$BUILD")/"}"); done < <(
-  cd "$BUILD" && ctest -N -V -R "$tests" | grep '^[0-9]*: Test command: ' |
-    grep -o "$(realpath .)/[^\" ]*" | sort -u | while read -r f; do [[ -f $f && -x $f ]] && echo "$f"; done)
+  cd "$BUILD" && { realpath ptrain; ctest -N -V -L gpu | grep '^[0-9]*: Test command: ' | grep -o "$(realpath .)/[^\" ]*"; } |
+    sort -u | while read -r f; do [[ -f $f && -x $f ]] && echo "$f"; done)
 (cd "$BUILD" && find . -name CTestTestfile.cmake) | while read -r f; do
   mkdir -p "$KIT/build/$(dirname "$f")" && cp "$BUILD/$f" "$KIT/build/$f"
 done
@@ -131,7 +130,6 @@ if [[ $(realpath .) != /work/main ]]; then
   mkdir -p /work && ln -s "$(realpath .)" /work/main
 fi
 EOF
-echo "export PT_GPU_TESTS='$tests'" >>"$KIT/env.sh"
 tar -C "$KIT" -cf - build lib mpi env.sh | xz -T0 "${XZ_LEVEL:--9}" >"$OUTDIR/kit.tar.xz"
 tar -C "$KIT" -cf - data | xz -T0 "${XZ_LEVEL:--9}" >"$OUTDIR/data.tar.xz"
 rm -rf "$KIT"
