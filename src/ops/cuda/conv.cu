@@ -241,12 +241,6 @@ void launch_bias_grad(const pt_conv_geom *g, int n, const float *y, const float 
 
 /* ---- the gemm path ---- */
 
-cublasHandle_t blas_or_note(const char *what) {
-  cublasHandle_t h = (cublasHandle_t)pt_cuda_cublas();
-  if (!h) pt_cuda_note_error(what, "no cuBLAS handle: this thread is not bound to a GPU");
-  return h;
-}
-
 /* cuBLAS takes int sizes: one sample's unrolled input must fit. */
 bool gemm_fits(const pt_conv_geom *g, const char *what) {
   const size_t ckk = (size_t)g->c * g->kh * g->kw, ohw = (size_t)g->oh * g->ow;
@@ -258,7 +252,7 @@ bool gemm_fits(const pt_conv_geom *g, const char *what) {
 
 void gemm_forward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *b, float *y,
                   float *ws) {
-  cublasHandle_t h = blas_or_note("conv2d_forward");
+  cublasHandle_t h = pt_cuda_blas_or_note("conv2d_forward");
   if (!h || !gemm_fits(g, "conv2d_forward")) return;
   cudaStream_t st = (cudaStream_t)pt_cuda_current_stream();
   const dims d = dims_of(g);
@@ -289,7 +283,7 @@ void gemm_forward(const pt_conv_geom *g, int n, const float *x, const float *w, 
 void gemm_backward(const pt_conv_geom *g, int n, const float *x, const float *w, const float *y, const float *dy,
                    float *dw, float *dx, float *ws) {
   if (!dw && !dx) return;
-  cublasHandle_t h = blas_or_note("conv2d_backward");
+  cublasHandle_t h = pt_cuda_blas_or_note("conv2d_backward");
   if (!h || !gemm_fits(g, "conv2d_backward")) return;
   cudaStream_t st = (cudaStream_t)pt_cuda_current_stream();
   const dims d = dims_of(g);

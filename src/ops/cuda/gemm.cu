@@ -1,7 +1,14 @@
-/* pt_cuda_gemm: see gemm.h. */
+/* pt_cuda_gemm and the handle it takes: see gemm.h. */
 #include "ops/cuda/gemm.h"
 
+#include "ops/cuda/check.h"
 #include "ops/cuda/context.h"
+
+cublasHandle_t pt_cuda_blas_or_note(const char *what) {
+  cublasHandle_t h = (cublasHandle_t)pt_cuda_cublas();
+  if (!h) pt_cuda_note_error(what, "no cuBLAS handle: this thread is not bound to a GPU");
+  return h;
+}
 
 cublasStatus_t pt_cuda_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,

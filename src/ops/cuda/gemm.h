@@ -13,6 +13,10 @@
 
 #include <cublas_v2.h>
 
+/* The thread's cuBLAS handle, or NULL after noting an error for what (an
+ * op run on a thread with no GPU bound). */
+cublasHandle_t pt_cuda_blas_or_note(const char *what);
+
 cublasStatus_t pt_cuda_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
                             float *C, int ldc);

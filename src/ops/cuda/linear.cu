@@ -49,12 +49,6 @@ static __global__ void column_sum_kernel(int n, int out, const float *__restrict
   }
 }
 
-static cublasHandle_t blas_or_note(const char *what) {
-  cublasHandle_t h = (cublasHandle_t)pt_cuda_cublas();
-  if (!h) pt_cuda_note_error(what, "no cuBLAS handle: this thread is not bound to a GPU");
-  return h;
-}
-
 /* cuBLAS keeps its own workspace. */
 extern "C" size_t pt_cuda_linear_workspace(int max_batch, int in, int out, int nthreads) {
   (void)max_batch, (void)in, (void)out, (void)nthreads;
@@ -65,7 +59,7 @@ extern "C" void pt_cuda_linear_forward(int n, int in, int out, const float *x, c
                                        float *y, float *ws) {
   (void)ws;
   if (n <= 0 || out <= 0) return;
-  cublasHandle_t h = blas_or_note("linear_forward");
+  cublasHandle_t h = pt_cuda_blas_or_note("linear_forward");
   if (!h) return;
   cudaStream_t st = (cudaStream_t)pt_cuda_current_stream();
   const float one = 1.0f, beta = b ? 1.0f : 0.0f;
@@ -85,7 +79,7 @@ extern "C" void pt_cuda_linear_backward(int n, int in, int out, const float *x, 
                                         float *dw, float *db, float *dx, int add, float *ws) {
   (void)ws;
   if (n <= 0) return;
-  cublasHandle_t h = blas_or_note("linear_backward");
+  cublasHandle_t h = pt_cuda_blas_or_note("linear_backward");
   if (!h) return;
   cudaStream_t st = (cudaStream_t)pt_cuda_current_stream();
   const float one = 1.0f, zero = 0.0f, beta = add ? 1.0f : 0.0f;
