@@ -1,11 +1,20 @@
 # Shared by the ddp tests: how to run mpirun here, or skip when this machine
 # or this build cannot.
-need_mpi() {
-  command -v mpirun >/dev/null || { echo "SKIPPED: mpirun not found (apt-get install openmpi-bin)"; exit 77; }
+
+# mpi_usable: true when mpirun runs ptrain's ranks here; otherwise false,
+# printing why. For a test whose MPI part is optional; need_mpi skips the
+# whole test instead.
+mpi_usable() {
+  command -v mpirun >/dev/null || { echo "mpirun not found (apt-get install openmpi-bin)"; return 1; }
   # The whole of info's output first: grep -q ending a pipe early can kill
   # its writer, and pipefail would read that as a build without MPI.
   grep -q "MPI: .*ddp available" <<<"$("$PTRAIN" info)" ||
-    { echo "SKIPPED: this ptrain was built without MPI (apt-get install libopenmpi-dev, rebuild)"; exit 77; }
+    { echo "this ptrain was built without MPI (apt-get install libopenmpi-dev, rebuild)"; return 1; }
+}
+
+need_mpi() {
+  local why
+  why=$(mpi_usable) || { echo "SKIPPED: $why"; exit 77; }
   # Test machines and CI containers often run as root, which mpirun refuses
   # unless told; ranks oversubscribe the 2 cores, and the single-copy
   # mechanism needs ptrace rights that containers withhold.

@@ -79,7 +79,7 @@ pass "GPU metrics are written"
 "$PTRAIN" train --model fmnist-mlp --max-steps 5 --no-dropout --quiet --save-model --device cuda:0 \
   --batch-size 100 --checkpoint-dir "$TMP/one" >/dev/null || fail "one GPU at batch 100"
 # ddp, two ranks sharing the one GPU: host staging, with a warning.
-if command -v mpirun >/dev/null && grep -q "MPI: .*ddp available" <<<"$("$PTRAIN" info)"; then
+if mpi_usable >/dev/null; then
   need_mpi
   CUDA_VISIBLE_DEVICES=0 mpirun -np 2 "$PTRAIN" train --model fmnist-mlp --max-steps 5 --no-dropout --save-model \
     --device cuda --batch-size 50 --parallel ddp --checkpoint-dir "$TMP/ddp" >"$TMP/log" 2>&1 ||
@@ -112,7 +112,7 @@ pass "gpipe and 1f1b on GPUs give the same bits"
 # The same stages as MPI ranks, each binding the GPU of its local rank:
 # the pieces go through host memory (with a warning), and the run gives
 # the bits of the stages as threads.
-if command -v mpirun >/dev/null && grep -q "MPI: .*ddp available" <<<"$("$PTRAIN" info)"; then
+if mpi_usable >/dev/null; then
   need_mpi
   loud=()
   for a in "${st[@]}"; do [[ $a == --quiet ]] || loud+=("$a"); done
