@@ -8,7 +8,7 @@
 typedef enum {
   PT_PRECISION_FP32 = 0, /* full fp32 (the CPU's only mode) */
   PT_PRECISION_TF32,     /* TF32 tensor-core math, as PyTorch's allow_tf32 */
-  PT_PRECISION_BF16      /* bf16 multiplies with fp32 sums, as PyTorch's float32_matmul_precision "medium" */
+  PT_PRECISION_BF16      /* GEMMs multiply bf16-rounded inputs and sum in fp32 */
 } pt_precision;
 
 #endif

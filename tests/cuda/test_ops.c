@@ -333,6 +333,12 @@ static void conv_inputs_make(const ocase *tc, conv_inputs *in) {
 
 static void conv_inputs_free(conv_inputs *in) { FREE_ALL(in->x, in->w, in->b, in->dy, in->dw0, in->db0); }
 
+/* Where set, a fused ReLU's backward masks by this y (another run's: the
+ * GPU's) instead of the run's own. A bf16 forward pass moves entries near
+ * zero across it, and one entry masked differently moves a weight
+ * gradient by a whole term. */
+static const float *relu_y_from;
+
 static void run_conv(run_t *r, const ocase *tc) {
   const pt_backend *be = r->be;
   conv_inputs in;
@@ -347,6 +353,7 @@ static void run_conv(run_t *r, const ocase *tc) {
   float *Y = put(r, NULL, ny * 4), *WS = put(r, NULL, (wsf ? wsf : 1) * 4);
   be->conv2d_forward(&g, tc->n, X, W, B, Y, WS);
   take(r, "y", T_F32, 0, Y, ny);
+  if (relu_y_from && (tc->flags & F_RELU)) be->upload(Y, relu_y_from, ny * 4);
   float *DY = put(r, dy, ny * 4), *DW = put(r, dw0, nw * 4), *DB = bias ? put(r, db0, (size_t)tc->oc * 4) : NULL;
   float *DX = tc->flags & F_NO_DX ? NULL : put(r, junk, nx * 4);
   be->conv2d_backward(&g, tc->n, X, W, Y, DY, DW, DB, DX, WS);
@@ -850,17 +857,17 @@ static void check_conv_path(const ocase *tc) {
   if (!want && p.gemm) print_message("    %s: %llu direction(s) on the gemm path: %s\n", tc->label, p.gemm, p.why);
 }
 
-/* ---- convolutions: the magnitudes each entry is a sum of ---- */
+/* ---- convolutions and linear layers: the magnitudes each entry is a sum of ---- */
 
 #define SUM_TOL 1e-5
 
 typedef struct {
-  double *y, *dx, *dw, *db; /* as run_conv's results, NULL where it has none */
-} conv_sums;
+  double *y, *dx, *dw, *db; /* as run_conv's or run_linear's results, NULL where it has none */
+} term_sums;
 
 /* Over the row's own inputs (conv_inputs_make); the ReLU's mask left out
  * of dy, which only makes the sums larger. */
-static void conv_magnitudes(const ocase *tc, conv_sums *m) {
+static void conv_magnitudes(const ocase *tc, term_sums *m) {
   conv_inputs in;
   conv_inputs_make(tc, &in);
   const pt_conv_geom g = in.g;
@@ -902,7 +909,39 @@ static void conv_magnitudes(const ocase *tc, conv_sums *m) {
   conv_inputs_free(&in);
 }
 
-static const double *conv_sum_of(const conv_sums *m, const char *name) {
+/* The same for a linear row, over run_linear's inputs: only bf16 rows use
+ * them, whose tensor-core sums may truncate each partial sum rather than
+ * round it (about K/16 truncations for K terms). */
+static void linear_magnitudes(const ocase *tc, term_sums *m) {
+  const int n = tc->n, in = tc->c, out = tc->oc, bias = (tc->flags & F_BIAS) != 0;
+  const int add = !(tc->flags & F_WRITE);
+  const size_t nx = (size_t)n * in, nw = (size_t)out * in, ny = (size_t)n * out;
+  float *x = rnd(nx, 1, -1, 1), *w = rnd(nw, 2, -0.1f, 0.1f), *b = rnd((size_t)out, 3, -0.5f, 0.5f);
+  float *dy = rnd(ny, 4, -1, 1), *dw0 = rnd(nw, 5, -0.1f, 0.1f), *db0 = rnd((size_t)out, 6, -0.1f, 0.1f);
+  m->y = calloc(ny, sizeof(double));
+  m->dw = calloc(nw, sizeof(double));
+  m->db = bias ? calloc((size_t)out, sizeof(double)) : NULL;
+  m->dx = tc->flags & F_NO_DX ? NULL : calloc(nx, sizeof(double));
+  assert_true(m->y && m->dw && (m->db || !bias) && (m->dx || (tc->flags & F_NO_DX)));
+  for (size_t i = 0; add && i < nw; i++) m->dw[i] = fabs(dw0[i]);
+  for (int o = 0; add && m->db && o < out; o++) m->db[o] = fabs(db0[o]);
+  for (int r = 0; r < n; r++)
+    for (int o = 0; o < out; o++) {
+      const double d = fabs(dy[(size_t)r * out + o]);
+      double acc = bias ? fabs(b[o]) : 0.0;
+      if (m->db) m->db[o] += d;
+      for (int i = 0; i < in; i++) {
+        const double ax = fabs(x[(size_t)r * in + i]), aw = fabs(w[(size_t)o * in + i]);
+        acc += ax * aw;
+        m->dw[(size_t)o * in + i] += d * ax;
+        if (m->dx) m->dx[(size_t)r * in + i] += d * aw;
+      }
+      m->y[(size_t)r * out + o] = acc;
+    }
+  FREE_ALL(x, w, b, dy, dw0, db0);
+}
+
+static const double *sum_of(const term_sums *m, const char *name) {
   return !strcmp(name, "y") ? m->y : !strcmp(name, "dx") ? m->dx : !strcmp(name, "dw") ? m->dw
                                                               : !strcmp(name, "db") ? m->db : NULL;
 }
@@ -948,7 +987,7 @@ static void test_cuda_matches_cpu(void **state) {
   pt_cuda_conv_paths_reset();
   run_case(cuda, tc, &b);
   if (tc->op == OP_CONV) check_conv_path(tc);
-  conv_sums mags = {0};
+  term_sums mags = {0};
   if (tc->op == OP_CONV) conv_magnitudes(tc, &mags);
   assert_int_equal(a.nres, b.nres);
   double worst = 0.0;
@@ -968,7 +1007,7 @@ static void test_cuda_matches_cpu(void **state) {
       }
       continue;
     }
-    const double *sums = conv_sum_of(&mags, ra->name);
+    const double *sums = sum_of(&mags, ra->name);
     const array_error ae = compare_arrays(tc, ra, rb, sums);
     const double rel = ae.rel, maxref = ae.maxref, floor_ = ae.floor;
     const size_t at = ae.at;
@@ -1004,20 +1043,27 @@ static void test_cuda_matches_cpu(void **state) {
  * Each conv and linear row runs again on CUDA under bf16, and each array
  * must match one of three CPU references at the usual tolerances:
  *  - bf16's: the CPU on bf16-rounded inputs (y, dw, dx from rounded x, w
- *    and dy; db, an fp32 sum of dy, from rounded x and w only, so that a
- *    fused ReLU masks the same entries as on the GPU);
+ *    and dy; db, an fp32 sum of dy, from rounded x and w only);
  *  - TF32's and fp32's, the same with TF32's rounding and with none, for a
  *    GEMM where cuBLAS took such a kernel, which
  *    CUBLAS_COMPUTE_32F_FAST_16BF allows.
- * Which one each array matched is printed, and the last test checks that
- * bf16 ran somewhere, so that a build which ignores the precision cannot
- * pass. Under PT_CUDA_CONV=cudnn a bf16 convolution must be refused at
- * the sync, naming why. */
+ * The nearest is taken. Each reference's backward pass masks a fused ReLU
+ * by the GPU's y, and an entry also passes within 1e-5 of the sum of its
+ * terms' magnitudes, linear rows' too: tensor cores may truncate their
+ * fp32 partial sums rather than round them. A row whose convolution the
+ * gemm path splits into chunks is left to the fp32 rows: cuBLAS may pick
+ * a kernel per chunk's shape, and a weight gradient summed over chunks of
+ * two roundings matches no one reference.
+ * Which reference each array matched is printed, and the last test checks
+ * that bf16 ran somewhere (on GPUs with bf16 tensor cores), so that a
+ * build which ignores the precision cannot pass. Under PT_CUDA_CONV=cudnn
+ * a bf16 convolution must be refused at the sync, naming why. */
 static int bf16_arrays; /* arrays that matched bf16's reference and not fp32's */
 
 static int bf16_on(void **s) {
   (void)s;
   round_inputs = 0;
+  relu_y_from = NULL;
   round_drop = BF16_DROP;
   return pt_backend_cuda()->set_precision(PT_PRECISION_BF16) == PT_OK ? 0 : -1;
 }
@@ -1025,6 +1071,7 @@ static int bf16_on(void **s) {
 static int bf16_off(void **s) {
   (void)s;
   round_inputs = 0;
+  relu_y_from = NULL;
   round_drop = BF16_DROP;
   return pt_backend_cuda()->set_precision(PT_PRECISION_FP32) == PT_OK ? 0 : -1;
 }
@@ -1035,6 +1082,93 @@ static void cpu_reference(const ocase *tc, int rounding, int drop, run_t *r) {
   run_case(pt_backend_cpu(), tc, r);
   round_inputs = 0;
   round_drop = BF16_DROP;
+}
+
+/* The rows run again under bf16: conv and linear rows, a convolution in
+ * one chunk of the gemm path (see above). */
+static int bf16_row(const ocase *tc) {
+  if (tc->op == OP_LINEAR) return 1;
+  if (tc->op != OP_CONV) return 0;
+  pt_conv_geom g = {tc->c, tc->h, tc->w, tc->oc, tc->k, tc->k, tc->s, tc->pad, 0, 0, (tc->flags & F_RELU) != 0};
+  assert_true(pt_conv_init(&g));
+  return tc->n <= pt_cuda_conv_chunk(&g);
+}
+
+/* Holds a bf16 run's arrays (dev) to the references above, failing where
+ * one matches none; returns how many matched bf16's and no finer
+ * rounding's. emulated: dev is the CPU's on rounded inputs, whose db sums
+ * rounded dy where the GPU's sums dy as it is, so db is not held. */
+static int bf16_match(const ocase *tc, const run_t *dev, int emulated) {
+  run_t full, xw[2], all[2];
+  assert_string_equal(dev->res[0].name, "y");
+  relu_y_from = dev->res[0].host;
+  /* [0] bf16, [1] TF32: x and w rounded, then dy too; full: none */
+  cpu_reference(tc, 0, BF16_DROP, &full);
+  for (int k = 0; k < 2; k++) {
+    cpu_reference(tc, ROUND_XW, k ? TF32_DROP : BF16_DROP, &xw[k]);
+    cpu_reference(tc, ROUND_XW | ROUND_DY, k ? TF32_DROP : BF16_DROP, &all[k]);
+  }
+  relu_y_from = NULL;
+  term_sums mags = {0};
+  if (tc->op == OP_CONV) conv_magnitudes(tc, &mags);
+  else linear_magnitudes(tc, &mags);
+  assert_int_equal(full.nres, dev->nres);
+  char said[256] = "";
+  int bf16 = 0;
+  for (int i = 0; i < dev->nres; i++) {
+    const result *g = &dev->res[i];
+    const int db = !strcmp(g->name, "db");
+    if (db && emulated) continue;
+    const result *refs[3] = {db ? &xw[0].res[i] : &all[0].res[i], db ? &xw[1].res[i] : &all[1].res[i],
+                             &full.res[i]};
+    static const char *const names[3] = {"bf16", "tf32", "fp32"};
+    assert_string_equal(full.res[i].name, g->name);
+    const double *sums = sum_of(&mags, g->name);
+    array_error e[3];
+    int first = 0; /* the nearest */
+    for (int k = 0; k < 3; k++) {
+      e[k] = compare_arrays(tc, refs[k], g, sums);
+      if (e[k].rel < e[first].rel) first = k;
+    }
+    if (e[first].rel > TOL)
+      fail_msg("%s: %s matches no reference: relative error %.3g against bf16-rounded inputs ([%zu]: cpu %.9g, "
+               "cuda %.9g), %.3g against TF32-rounded, %.3g against fp32 ([%zu]: cpu %.9g)",
+               tc->label, g->name, e[0].rel, e[0].at, value(refs[0], e[0].at), value(g, e[0].at), e[1].rel, e[2].rel,
+               e[2].at, value(refs[2], e[2].at));
+    /* bf16 shows where the array is bf16's and no finer rounding's. */
+    if (first == 0 && e[1].rel > TOL && e[2].rel > TOL) bf16++;
+    const size_t len = strlen(said);
+    snprintf(said + len, sizeof said - len, "%s%s %s (%.1g)", len ? ", " : "", g->name, names[first], e[first].rel);
+  }
+  print_message("    %-52s %s\n", tc->label, said);
+  FREE_ALL(mags.y, mags.dx, mags.dw, mags.db);
+  release(&full);
+  for (int k = 0; k < 2; k++) {
+    release(&xw[k]);
+    release(&all[k]);
+  }
+  return bf16;
+}
+
+/* The bf16 rows' checking, on the CPU: a stand-in for the GPU computes on
+ * bf16-rounded inputs, as bf16's GEMMs do, and every array it gives (db
+ * aside) must be taken for bf16's and for no finer rounding's. */
+static void test_bf16_check_itself(void **s) {
+  (void)s;
+  int rows = 0;
+  for (size_t i = 0; i < NCASES; i++) {
+    const ocase *tc = &cases[i];
+    if (!bf16_row(tc)) continue;
+    run_t dev;
+    cpu_reference(tc, ROUND_XW | ROUND_DY, BF16_DROP, &dev);
+    int want = 0;
+    for (int k = 0; k < dev.nres; k++) want += strcmp(dev.res[k].name, "db") != 0;
+    const int got = bf16_match(tc, &dev, 1);
+    if (got != want) fail_msg("%s: %d of %d arrays taken for bf16's", tc->label, got, want);
+    release(&dev);
+    rows++;
+  }
+  assert_true(rows >= 10);
 }
 
 static void test_cuda_bf16(void **state) {
@@ -1066,51 +1200,11 @@ static void test_cuda_bf16(void **state) {
     print_message("    %-52s refused under PT_CUDA_CONV=cudnn, as it should be\n", tc->label);
     return;
   }
-  /* [0] bf16, [1] TF32: x and w rounded, then dy too; full: none */
-  run_t full, xw[2], all[2], gpu;
-  cpu_reference(tc, 0, BF16_DROP, &full);
-  for (int k = 0; k < 2; k++) {
-    cpu_reference(tc, ROUND_XW, k ? TF32_DROP : BF16_DROP, &xw[k]);
-    cpu_reference(tc, ROUND_XW | ROUND_DY, k ? TF32_DROP : BF16_DROP, &all[k]);
-  }
+  run_t gpu;
   run_case(cuda, tc, &gpu);
   if (tc->op == OP_CONV && pt_cuda_conv_paths_get().cudnn)
     fail_msg("%s: a bf16 convolution ran on cuDNN, which would compute it in fp32", tc->label);
-  conv_sums mags = {0};
-  if (tc->op == OP_CONV) conv_magnitudes(tc, &mags);
-  assert_int_equal(full.nres, gpu.nres);
-  char said[256] = "";
-  for (int i = 0; i < gpu.nres; i++) {
-    const result *g = &gpu.res[i];
-    const int db = !strcmp(g->name, "db");
-    const result *refs[3] = {db ? &xw[0].res[i] : &all[0].res[i], db ? &xw[1].res[i] : &all[1].res[i],
-                             &full.res[i]};
-    static const char *const names[3] = {"bf16", "tf32", "fp32"};
-    assert_string_equal(full.res[i].name, g->name);
-    const double *sums = conv_sum_of(&mags, g->name);
-    array_error e[3];
-    int first = -1;
-    for (int k = 0; k < 3; k++) {
-      e[k] = compare_arrays(tc, refs[k], g, sums);
-      if (first < 0 && e[k].rel <= TOL) first = k;
-    }
-    if (first < 0)
-      fail_msg("%s: %s matches no reference: relative error %.3g against bf16-rounded inputs ([%zu]: cpu %.9g, "
-               "cuda %.9g), %.3g against TF32-rounded, %.3g against fp32 ([%zu]: cpu %.9g)",
-               tc->label, g->name, e[0].rel, e[0].at, value(refs[0], e[0].at), value(g, e[0].at), e[1].rel, e[2].rel,
-               e[2].at, value(refs[2], e[2].at));
-    /* bf16 shows where the array is bf16's and no finer rounding's. */
-    if (first == 0 && e[1].rel > TOL && e[2].rel > TOL) bf16_arrays++;
-    const size_t len = strlen(said);
-    snprintf(said + len, sizeof said - len, "%s%s %s (%.1g)", len ? ", " : "", g->name, names[first], e[first].rel);
-  }
-  print_message("    %-52s %s\n", tc->label, said);
-  FREE_ALL(mags.y, mags.dx, mags.dw, mags.db);
-  release(&full);
-  for (int k = 0; k < 2; k++) {
-    release(&xw[k]);
-    release(&all[k]);
-  }
+  bf16_arrays += bf16_match(tc, &gpu, 0);
   release(&gpu);
 }
 
@@ -1118,6 +1212,13 @@ static void test_cuda_bf16(void **state) {
 static void test_bf16_ran(void **s) {
   (void)s;
   const char *want = getenv("PT_CUDA_CONV");
+  pt_cuda_device d;
+  assert_int_equal(pt_cuda_device_info(0, &d), PT_OK);
+  if (d.cc_major < 8) {
+    print_message("    %s (compute capability %d.%d) has no bf16 tensor cores: cuBLAS may compute in fp32\n", d.name,
+                  d.cc_major, d.cc_minor);
+    skip();
+  }
   if (bf16_arrays == 0)
     fail_msg("no array of the bf16 rows matched bf16's rounding rather than TF32's or fp32's%s",
              want && !strcmp(want, "cudnn") ? " (the linear rows at least should have)" : "");
@@ -1350,7 +1451,7 @@ static struct CMUnitTest *bf16_tests(size_t *count) {
   assert_non_null(t);
   size_t k = 0;
   for (size_t i = 0; i < NCASES; i++) {
-    if (cases[i].op != OP_CONV && cases[i].op != OP_LINEAR) continue;
+    if (!bf16_row(&cases[i])) continue;
     char *name = malloc(strlen(cases[i].label) + 8);
     assert_non_null(name);
     sprintf(name, "bf16: %s", cases[i].label);
@@ -1378,7 +1479,7 @@ int main(void) {
   if (n == 0) {
     const struct CMUnitTest first[] = {cmocka_unit_test(test_no_gpu), cmocka_unit_test(test_waits_without_gpu),
                                        cmocka_unit_test(test_plan_cache_fits_presets), cmocka_unit_test(test_chunks),
-                                       cmocka_unit_test(test_bf16_round)};
+                                       cmocka_unit_test(test_bf16_round), cmocka_unit_test(test_bf16_check_itself)};
     struct CMUnitTest *t = row_tests(test_cpu_side, first, sizeof first / sizeof first[0], &count);
     const int failed = _cmocka_run_group_tests("cuda ops (no GPU): the CPU side", t, count, NULL, NULL);
     free(t);
@@ -1387,7 +1488,8 @@ int main(void) {
     return 77;
   }
   const struct CMUnitTest first[] = {cmocka_unit_test(test_context), cmocka_unit_test(test_plan_cache_fits_presets),
-                                     cmocka_unit_test(test_chunks), cmocka_unit_test(test_bf16_round)};
+                                     cmocka_unit_test(test_chunks), cmocka_unit_test(test_bf16_round),
+                                     cmocka_unit_test(test_bf16_check_itself)};
   struct CMUnitTest *t = row_tests(test_cuda_matches_cpu, first, sizeof first / sizeof first[0], &count);
   int failed = _cmocka_run_group_tests("cuda ops against the cpu", t, count, bind_gpu, unbind_gpu);
   free(t);
