@@ -94,7 +94,10 @@ static pt_status st_wait_all(pt_comm *c) { return pt_comm_wait_all(host_of(c)); 
 static void st_abort(pt_comm *c, const char *why) { pt_comm_abort(S(c)->host, why); }
 static void st_destroy(pt_comm *c) {
   staging_comm *s = S(c);
-  for (int i = 0; i < s->nslots; i++) free(s->sends[i].p);
+  /* Sends not waited for (a run ending on an error) may still be read by
+   * the host communicator, whose in-flight sends finish on their own:
+   * their copies are left allocated rather than freed under them. */
+  for (int i = s->nsends; i < s->nslots; i++) free(s->sends[i].p);
   free(s->sends);
   free(s->recv.p);
   free(s->buf);
