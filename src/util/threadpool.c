@@ -6,10 +6,18 @@
  * run to 0.1 ms, and a spin of 20,000 loads (about 20 us) let the workers
  * fall asleep in them, so that the next job paid a wake-up of about 50 us
  * (fmnist-mlp's log-softmax backward took 4x longer at 2 threads than at
- * 1). */
+ * 1).
+ *
+ * Every spin yields the core now and then, and the caller's wait for the
+ * workers ends in a sleep too. On a machine with more runnable threads
+ * than cores (a shared node, another job), a spinner that never yields
+ * holds its core for a whole time slice while the thread it waits for
+ * cannot run: fmnist-mlp trained 6x slower at 2 threads than at 1 with
+ * one core taken by another process. */
 #include "util/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -23,9 +31,11 @@ struct pt_pool {
   int n;
   pthread_t *threads;
   pthread_mutex_t mu;
-  pthread_cond_t cv;
+  pthread_cond_t cv;      /* a job was announced */
+  pthread_cond_t done_cv; /* the last worker finished one, for a caller asleep */
   atomic_uint gen;      /* incremented per job */
   atomic_int pending;   /* workers still running the current job */
+  atomic_int caller_asleep;
   atomic_int stop;
   pt_pool_fn fn;
   void *arg;
@@ -36,6 +46,24 @@ typedef struct {
   int tid;
 } worker_arg;
 
+/* Spins until done(p, ctx) or SPIN_SECONDS pass, yielding every SPIN_CHECK
+ * loads; returns whether done. */
+static int spin_until(pt_pool *p, int (*done)(pt_pool *, unsigned), unsigned ctx) {
+  const double until = pt_now() + SPIN_SECONDS;
+  for (int spins = 1; !done(p, ctx); spins++)
+    if (spins % SPIN_CHECK == 0) {
+      if (pt_now() > until) return 0;
+      sched_yield();
+    }
+  return 1;
+}
+
+static int announced(pt_pool *p, unsigned seen) { return atomic_load_explicit(&p->gen, memory_order_acquire) != seen; }
+static int finished(pt_pool *p, unsigned unused) {
+  (void)unused;
+  return atomic_load_explicit(&p->pending, memory_order_acquire) == 0;
+}
+
 static void *worker(void *a) {
   worker_arg *wa = a;
   pt_pool *p = wa->p;
@@ -43,10 +71,8 @@ static void *worker(void *a) {
   free(wa);
   unsigned seen = 0;
   for (;;) {
-    unsigned g;
-    const double until = pt_now() + SPIN_SECONDS;
-    for (int spins = 1; (g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen; spins++)
-      if (spins % SPIN_CHECK == 0 && pt_now() > until) break;
+    unsigned g = seen;
+    if (spin_until(p, announced, seen)) g = atomic_load_explicit(&p->gen, memory_order_acquire);
     if (g == seen) {
       pthread_mutex_lock(&p->mu);
       while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop)) pthread_cond_wait(&p->cv, &p->mu);
@@ -56,7 +82,13 @@ static void *worker(void *a) {
     seen = g;
     pt_fp_follow();
     p->fn(p->arg, tid, p->n);
-    atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+    /* seq_cst against the caller's store of caller_asleep then load of
+     * pending: one of the two sees the other's write. */
+    if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->caller_asleep)) {
+      pthread_mutex_lock(&p->mu);
+      pthread_cond_signal(&p->done_cv);
+      pthread_mutex_unlock(&p->mu);
+    }
   }
 }
 
@@ -68,6 +100,7 @@ pt_status pt_pool_create(pt_pool **out, int nthreads) {
   p->n = nthreads;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
+  pthread_cond_init(&p->done_cv, NULL);
   p->threads = pt_calloc((size_t)nthreads, sizeof *p->threads);
   if (!p->threads) {
     free(p);
@@ -97,6 +130,7 @@ void pt_pool_destroy(pt_pool *p) {
   for (int t = 1; t < p->n; t++) pthread_join(p->threads[t], NULL);
   pthread_mutex_destroy(&p->mu);
   pthread_cond_destroy(&p->cv);
+  pthread_cond_destroy(&p->done_cv);
   free(p->threads);
   free(p);
 }
@@ -117,6 +151,10 @@ void pt_pool_run(pt_pool *p, pt_pool_fn fn, void *arg) {
   pthread_cond_broadcast(&p->cv);
   pthread_mutex_unlock(&p->mu);
   fn(arg, 0, p->n);
-  while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
-  }
+  if (spin_until(p, finished, 0)) return;
+  pthread_mutex_lock(&p->mu);
+  atomic_store(&p->caller_asleep, 1);
+  while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done_cv, &p->mu);
+  atomic_store(&p->caller_asleep, 0);
+  pthread_mutex_unlock(&p->mu);
 }

@@ -1,13 +1,15 @@
 /* The fork-join pool: every index of a range is handled exactly once by
  * exactly the thread pt_split assigns it to, over many back-to-back jobs
- * (the hand-off between jobs is where a pool goes wrong), and pools start
- * and stop cleanly many times. */
+ * (the hand-off between jobs is where a pool goes wrong); a caller that
+ * waits past its spin and sleeps is woken when the workers finish, with
+ * their writes visible; and pools start and stop cleanly many times. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "util/threadpool.h"
@@ -71,6 +73,33 @@ static void test_every_index_once(void **s) {
   }
 }
 
+/* Workers outlast the caller's spin (0.2 ms) by sleeping, some jobs by a
+ * little and some by a lot, so the caller goes to sleep in both orders
+ * against the last worker's finish. A lost wake-up hangs here. */
+static void slow_workers(void *arg, int tid, int n) {
+  int *done = arg;
+  if (tid > 0) {
+    const struct timespec ts = {0, (long)(100000 + 400000 * (done[n] % 3) * tid)}; /* 0.1 to 1.7 ms */
+    nanosleep(&ts, NULL);
+  }
+  done[tid] = done[n] + 1;
+}
+
+static void test_caller_sleeps_and_wakes(void **s) {
+  (void)s;
+  for (int n = 2; n <= 4; n++) {
+    pt_pool *p;
+    assert_int_equal(pt_pool_create(&p, n), PT_OK);
+    int done[5] = {0};
+    for (int rep = 0; rep < 60; rep++) {
+      done[n] = rep; /* the job's number, read by every thread */
+      pt_pool_run(p, slow_workers, done);
+      for (int t = 0; t < n; t++) assert_int_equal(done[t], rep + 1);
+    }
+    pt_pool_destroy(p);
+  }
+}
+
 static void test_create_destroy_cycles(void **s) {
   (void)s;
   for (int i = 0; i < 200; i++) {
@@ -87,6 +116,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_split_covers_range),
       cmocka_unit_test(test_every_index_once),
+      cmocka_unit_test(test_caller_sleeps_and_wakes),
       cmocka_unit_test(test_create_destroy_cycles),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
