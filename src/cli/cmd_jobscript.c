@@ -14,6 +14,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/train_args.h"
 #include "util/error.h"
 
 #define PT_JOB_CKPT_DIR "checkpoints"
@@ -96,9 +97,10 @@ static int all_digits(const char *s, size_t n) {
   return 1;
 }
 
-/* HH:MM:SS or D-HH:MM:SS, the two forms whose meaning no one misreads
- * (Slurm takes a bare number as minutes). */
-static int valid_time(const char *t) {
+/* The seconds of HH:MM:SS or D-HH:MM:SS, the two forms whose meaning no
+ * one misreads (Slurm takes a bare number as minutes); 0 for anything
+ * else, and for no time at all. */
+static long time_seconds(const char *t) {
   const char *dash = strchr(t, '-');
   long days = 0;
   const char *hms = t;
@@ -115,7 +117,7 @@ static int valid_time(const char *t) {
   if (!all_digits(c1 + 1, 2) || c2 - c1 != 3 || !all_digits(c2 + 1, 2) || strlen(c2 + 1) != 2) return 0;
   long h = strtol(hms, NULL, 10), m = strtol(c1 + 1, NULL, 10), s = strtol(c2 + 1, NULL, 10);
   if (m > 59 || s > 59 || (dash && h > 23)) return 0;
-  return days + h + m + s > 0;
+  return ((days * 24 + h) * 60 + m) * 60 + s;
 }
 
 /* 4GB, 512MB, 2048 (HTCondor reads a bare number as MB). */
@@ -178,8 +180,13 @@ static int foreign_flag(const char *cmd, const pt_arg *mine, int nmine, const pt
 typedef struct {
   int nodes, ntasks, gpus, cpus;
   int signal_lead; /* seconds before the time limit that ptrain is told to checkpoint */
+  int no_save_model;
   const char *time, *partition, *output, *job_name, *mpi, *ptrain;
 } slurm_opts;
+
+/* The default --signal-lead: time for the step in progress and a
+ * checkpoint of the larger models on a slow shared disk. */
+#define PT_JOB_SIGNAL_LEAD 120
 
 /* The value of --checkpoint-dir among the training arguments, or ptrain's
  * default. */
@@ -202,14 +209,17 @@ static void print_help(const pt_arg *slurm, int ns, const pt_arg *condor, int nc
   printf(
       "usage: ptrain jobscript slurm|htcondor [options] -- TRAIN_ARGS\n\n"
       "Print a batch script that runs 'ptrain train TRAIN_ARGS' on a cluster; it submits\n"
-      "nothing. Save it and submit it with sbatch, or condor_submit. Arguments are\n"
-      "shell-quoted, so any TRAIN_ARGS reach ptrain train unchanged.\n\n"
+      "nothing. Save it and submit it with sbatch, or condor_submit. TRAIN_ARGS are\n"
+      "checked as ptrain train checks them (no files are read): what train would\n"
+      "refuse is refused here, with train's message. Arguments are shell-quoted, so\n"
+      "TRAIN_ARGS reach ptrain train unchanged.\n\n"
       "slurm: an sbatch script that runs one ptrain process per task with srun,\n"
       "'ptrain train --parallel ddp' when there is more than one task (nodes x\n"
       "tasks per node), each with --threads from SLURM_CPUS_PER_TASK. The log goes\n"
-      "to the --output file, one per job id. Before the time limit (--signal-lead)\n"
-      "and on preemption ptrain checkpoints and exits 85; the script requeues the\n"
-      "job, which resumes from the newest checkpoint.\n\n"
+      "to the --output file, one per job id. Before the time limit (--signal-lead,\n"
+      "at most half of --time) and on preemption ptrain checkpoints and exits 85;\n"
+      "the script requeues the job, which resumes from the newest checkpoint. It\n"
+      "passes --save-model, so the finished job keeps its final weights.\n\n"
       "slurm options:\n");
   pt_args_print_options(slurm, ns);
   printf(
@@ -226,9 +236,16 @@ static void print_help(const pt_arg *slurm, int ns, const pt_arg *condor, int nc
   printf(
       "examples:\n"
       "  ptrain jobscript slurm --nodes 2 --ntasks-per-node 4 --cpus-per-task 8 --time 02:00:00 \\\n"
-      "      -- --model mnist-cnn --epochs 10 --save-model > job.sh && sbatch job.sh\n"
+      "      -- --model mnist-cnn --epochs 10 > job.sh && sbatch job.sh\n"
       "  ptrain jobscript htcondor --cpus 4 --memory 4GB --transfer-input data/mnist --write job \\\n"
       "      -- --model mnist-cnn --dataset mnist --data-dir mnist --epochs 10\n");
+}
+
+/* Without --save-model a job that finishes keeps only its last
+ * time-limit checkpoint: the trained weights are lost, and a resubmission
+ * trains again from there. */
+static int adds_save_model(const slurm_opts *o, char **train, int ntrain) {
+  return !o->no_save_model && !has_train_flag(train, ntrain, "--save-model");
 }
 
 static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int argc, char **argv, char **train,
@@ -281,6 +298,7 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
   fputs(" train", f);
   if (tasks > 1) fputs(" --parallel ddp", f);
   if (!has_train_flag(train, ntrain, "--threads")) fputs(" --threads \"$threads\"", f);
+  if (adds_save_model(o, train, ntrain)) fputs(" --save-model", f);
   put_words(f, train, ntrain);
   fputs(" \"$@\" || rc=$?\n", f);
   fputs("# 85: ptrain was signalled (time limit near, preemption), checkpointed\n"
@@ -387,6 +405,34 @@ static int write_file(const char *path, const char *text, size_t len, int force,
   return 0;
 }
 
+/* The training command line the script runs (pre: what the script adds
+ * before TRAIN_ARGS), checked by train's own parser, which reads no files:
+ * a script that train would refuse fails only after its wait in the queue,
+ * or, requeued, without end. */
+static int check_train(const char *cmd, const char *const *pre, int npre, char **train, int ntrain,
+                       pt_train_args *ta) {
+  const int n = 2 + npre + ntrain;
+  char **v = malloc(sizeof *v * (size_t)(n + 1));
+  if (!v) {
+    pt_fail(PT_ERR_NOMEM, "out of memory");
+    return pt_cli_fail("jobscript");
+  }
+  v[0] = "ptrain";
+  v[1] = "train";
+  for (int i = 0; i < npre; i++) v[2 + i] = (char *)pre[i];
+  for (int i = 0; i < ntrain; i++) v[2 + npre + i] = train[i];
+  v[n] = NULL;
+  int help;
+  const int rc = pt_train_args_parse(n, v, 2, ta, &help);
+  free(v);
+  if (rc) {
+    fprintf(stderr, "ptrain %s: the arguments after '--' are ptrain train's, and it refuses them (above)\n", cmd);
+    return PT_USAGE_ERROR;
+  }
+  if (help) return usage_error(cmd, "--help after '--': the job would print train's help and train nothing");
+  return 0;
+}
+
 static int run_condor(const condor_opts *o, const char *ptrain, int argc, char **argv, char **train, int ntrain) {
   char *sub = NULL, *sh = NULL;
   size_t nsub = 0, nsh = 0;
@@ -431,7 +477,7 @@ static int run_condor(const condor_opts *o, const char *ptrain, int argc, char *
 }
 
 int pt_cmd_jobscript(int argc, char **argv) {
-  slurm_opts so = {.nodes = 1, .output = "ptrain-%j.out", .job_name = "ptrain", .mpi = "pmix", .signal_lead = 120};
+  slurm_opts so = {.nodes = 1, .output = "ptrain-%j.out", .job_name = "ptrain", .mpi = "pmix"};
   condor_opts co = {.cpus = 1, .memory = "2GB", .name = "ptrain", .checkpoint_interval = 1800};
   /* Both tables, whichever the scheduler: each one's flags get a pointed
    * message when given to the other, and --help shows both. */
@@ -444,13 +490,16 @@ int pt_cmd_jobscript(int argc, char **argv) {
        "cores per process, its --threads (default: Slurm's, one)"},
       {"--time", ARG_STR, &so.time, 0, 0, NULL, "HH:MM:SS", "time limit, HH:MM:SS or D-HH:MM:SS"},
       {"--signal-lead", ARG_INT, &so.signal_lead, 1, 65535, NULL, "SECONDS",
-       "signal ptrain this long before the time limit to checkpoint and requeue (default 120)"},
+       "signal ptrain this long before the time limit to checkpoint and requeue, at most half of --time "
+       "(default 120)"},
       {"--partition", ARG_STR, &so.partition, 0, 0, NULL, "P", "partition (default: the cluster's)"},
       {"--output", ARG_STR, &so.output, 0, 0, NULL, "PATTERN", "log file, %j is the job id (default ptrain-%j.out)"},
       {"--job-name", ARG_STR, &so.job_name, 0, 0, NULL, "NAME", "job name (default ptrain)"},
       {"--mpi", ARG_STR, &so.mpi, 0, 0, NULL, "TYPE",
        "srun --mpi for more than one task (default pmix; 'default': the cluster's)"},
       {"--ptrain", ARG_STR, &so.ptrain, 0, 0, NULL, "PATH", "ptrain on the compute nodes (default: this one)"},
+      {"--no-save-model", ARG_FLAG, &so.no_save_model, 0, 0, NULL, NULL,
+       "leave out the --save-model the script adds (the final weights are then not kept)"},
   };
   const pt_arg cflags[] = {
       {"--gpus", ARG_INT, &co.gpus, 0, 64, NULL, "G", "request_gpus (default 0: CPU only)"},
@@ -505,18 +554,39 @@ int pt_cmd_jobscript(int argc, char **argv) {
   int ntrain = argc - dd - 1;
 
   const char *ptrain_given;
+  pt_train_args ta;
   if (slurm) {
-    if (so.time && !valid_time(so.time))
+    const long limit = so.time ? time_seconds(so.time) : 0;
+    if (so.time && limit <= 0)
       return usage_error(cmd, "--time: expected HH:MM:SS or D-HH:MM:SS, more than zero, got '%s'", so.time);
+    const int lead_given = so.signal_lead > 0;
+    if (!lead_given) so.signal_lead = PT_JOB_SIGNAL_LEAD;
+    /* Slurm signals the lead before the limit (up to a minute earlier
+     * still): a lead near the limit signals ptrain as it starts, and each
+     * run checkpoints, requeues and is signalled again, without end. */
+    if (limit && 2L * so.signal_lead > limit)
+      return usage_error(cmd,
+                         "--signal-lead %d%s: expected at most half the time limit, --time %s (%ld s), so at most "
+                         "%ld s; a lead that long has Slurm signal ptrain as soon as it starts, and the job "
+                         "requeues without end",
+                         so.signal_lead, lead_given ? "" : " (the default)", so.time, limit, limit / 2);
     if ((rc = check_token(cmd, "--partition", so.partition)) || (rc = check_token(cmd, "--output", so.output)) ||
         (rc = check_token(cmd, "--job-name", so.job_name)) || (rc = check_token(cmd, "--mpi", so.mpi)))
       return rc;
     if (has_train_flag(train, ntrain, "--resume"))
       return usage_error(cmd, "--resume after '--': the script adds it when a checkpoint is there");
     if (!so.ntasks) so.ntasks = so.gpus > 0 ? so.gpus : 1;
-    if (so.nodes * so.ntasks > 1 && has_train_flag(train, ntrain, "--parallel"))
-      return usage_error(cmd, "--parallel after '--': with %d tasks the script passes --parallel ddp itself",
-                         so.nodes * so.ntasks);
+    const int tasks = so.nodes * so.ntasks;
+    if (tasks > 1 && has_train_flag(train, ntrain, "--parallel"))
+      return usage_error(cmd, "--parallel after '--': with %d tasks the script passes --parallel ddp itself", tasks);
+    const char *pre[4];
+    int npre = 0;
+    if (tasks > 1) pre[npre++] = "--parallel", pre[npre++] = "ddp";
+    if (adds_save_model(&so, train, ntrain)) pre[npre++] = "--save-model";
+    if ((rc = check_train(cmd, pre, npre, train, ntrain, &ta))) return rc;
+    if (tasks == 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
+      return usage_error(cmd, "--parallel ddp after '--': one task has no other ranks; ask for more with --nodes or "
+                              "--ntasks-per-node, and the script passes --parallel ddp itself");
     ptrain_given = so.ptrain;
   } else {
     if (!valid_memory(co.memory))
@@ -531,6 +601,22 @@ int pt_cmd_jobscript(int argc, char **argv) {
       return usage_error(cmd, "--resume after '--': the wrapper adds it when a checkpoint is there");
     if (co.gpus > 1 && has_train_flag(train, ntrain, "--parallel"))
       return usage_error(cmd, "--parallel after '--': with --gpus %d the wrapper passes --parallel ddp itself", co.gpus);
+    /* As the wrapper runs it, its own flags included. */
+    char interval[16];
+    snprintf(interval, sizeof interval, "%d", co.checkpoint_interval);
+    const char *pre[10];
+    int npre = 0;
+    if (co.gpus > 1) pre[npre++] = "--parallel", pre[npre++] = "ddp";
+    pre[npre++] = "--save-model";
+    pre[npre++] = "--checkpoint-dir";
+    pre[npre++] = PT_JOB_CKPT_DIR;
+    pre[npre++] = "--exit-after-checkpoint";
+    if (!has_train_flag(train, ntrain, "--checkpoint-interval") && !has_train_flag(train, ntrain, "--checkpoint-every"))
+      pre[npre++] = "--checkpoint-interval", pre[npre++] = interval;
+    if ((rc = check_train(cmd, pre, npre, train, ntrain, &ta))) return rc;
+    if (co.gpus <= 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
+      return usage_error(cmd, "--parallel ddp after '--': one process has no other ranks; ask for --gpus 2 or more, "
+                              "and the wrapper passes --parallel ddp itself");
     ptrain_given = co.ptrain;
   }
 
