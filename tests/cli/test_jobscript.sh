@@ -298,6 +298,7 @@ expect_exit 2 "--memory: expected a size such as 4GB, 512MB or 2048 \(MB\), got 
 expect_exit 2 "--memory: expected a size .*got '0'" -- "${J[@]}" htcondor --memory 0 --
 expect_exit 2 "--memory: expected a size .*got '-1GB'" -- "${J[@]}" htcondor --memory -1GB --
 expect_exit 2 "--force: expected together with --write DIR" -- "${J[@]}" htcondor --force --
+expect_exit 2 "--force: expected together with --write FILE" -- "${J[@]}" slurm --force --
 expect_exit 2 "--parallel after '--': with 2 tasks the script passes --parallel ddp" -- \
   "${J[@]}" slurm --ntasks-per-node 2 -- --parallel dp
 expect_exit 2 "--parallel after '--': with --gpus 2 the wrapper passes --parallel ddp" -- \
@@ -326,7 +327,43 @@ expect_exit 2 "jobscript htcondor: --parallel ddp after '--': one process" -- "$
 expect_exit 2 "ptrain train: unknown flag '--nodes'" -- "${J[@]}" slurm -- --nodes 5
 pass "TRAIN_ARGS checked as ptrain train checks them"
 
-# A script cut short is an error, not a shorter script.
+# ---- Slurm --write FILE: whole or not at all, never silently replaced ----
+"${J[@]}" slurm --write "$TMP/job.sh" -- --epochs 2 >"$TMP/w.out" || fail "slurm --write"
+grep -q "wrote $TMP/job.sh; submit with: sbatch $TMP/job.sh" "$TMP/w.out" || fail "slurm --write: $(cat "$TMP/w.out")"
+"${J[@]}" slurm -- --epochs 2 | diff <(grep -v '^# written by:' "$TMP/job.sh") <(grep -v '^# written by:' -) >/dev/null ||
+  fail "--write: the script differs from the printed one"
+echo edited >>"$TMP/job.sh"
+expect_exit 1 "job.sh exists \(give --force" -- "${J[@]}" slurm --write "$TMP/job.sh" -- --epochs 3
+grep -q edited "$TMP/job.sh" || fail "a refused --write changed job.sh"
+"${J[@]}" slurm --write "$TMP/job.sh" --force -- --epochs 3 >/dev/null || fail "slurm --write --force"
+grep -q -- "--epochs 3 \"\$@\"" "$TMP/job.sh" && ! grep -q edited "$TMP/job.sh" || fail "--force did not replace job.sh"
+pass "slurm --write FILE, --force"
+
+# ---- A full disk: an error, and no script cut short ----
+# A file size limit stands in for the full disk (no root needed): writes
+# past 1 KiB fail (EFBIG) part-way through the script. What was on standard
+# output's file before stays as it was; --write leaves no file at all.
+mkdir "$TMP/fill"
+cut_short() { (trap '' XFSZ; ulimit -f 1; "$@"); }
+for s in slurm htcondor; do
+  printf 'before\n' >"$TMP/fill/out.sh"
+  rc=0
+  cut_short "${J[@]}" $s -- --epochs 2 >>"$TMP/fill/out.sh" 2>"$TMP/err" || rc=$?
+  [[ $rc == 1 ]] && grep -q "jobscript: error: writing the script to standard output" "$TMP/err" ||
+    fail "jobscript $s to a full file exited $rc: $(cat "$TMP/err")"
+  [[ $(cat "$TMP/fill/out.sh") == before ]] || fail "jobscript $s cut short left: $(head -c 300 "$TMP/fill/out.sh")"
+done
+rc=0
+cut_short "${J[@]}" slurm --write "$TMP/fill/job.sh" -- --epochs 2 2>"$TMP/err" || rc=$?
+[[ $rc == 1 ]] && grep -q "jobscript: error: .*fill/job.sh: write to .* failed: File too large" "$TMP/err" ||
+  fail "slurm --write to a full disk exited $rc: $(cat "$TMP/err")"
+# ENOSPC itself, injected (a test hook of the atomic writes)
+rc=0
+PTRAIN_TEST_ENOSPC_AFTER=100 "${J[@]}" htcondor --write "$TMP/fill/job" -- --epochs 2 2>"$TMP/err" || rc=$?
+[[ $rc == 1 ]] && grep -q "ptrain.sub: write to .* failed: No space left on device" "$TMP/err" ||
+  fail "htcondor --write to a full disk exited $rc: $(cat "$TMP/err")"
+[[ $(ls -A "$TMP/fill" "$TMP/fill/job" | tr '\n' ' ') == "$TMP/fill: job out.sh  $TMP/fill/job: " ]] ||
+  fail "a full disk left files: $(ls -lAR "$TMP/fill")"
 if [[ -w /dev/full ]]; then
   for s in slurm htcondor; do
     rc=0
@@ -334,5 +371,5 @@ if [[ -w /dev/full ]]; then
     [[ $rc == 1 ]] && grep -q "jobscript: error: writing the script" "$TMP/err" ||
       fail "jobscript $s >/dev/full exited $rc: $(cat "$TMP/err")"
   done
-  pass "jobscript to a full disk: exit 1"
 fi
+pass "jobscript to a full disk: exit 1, no partial script"
