@@ -1,6 +1,7 @@
 /* Line charts with cairo. Axes get "nice" ticks (1, 2 or 5 times a power
- * of ten), each series a look of its own (series_style.c) and the legend a
- * place where it hides no data (legend.c). */
+ * of ten), each series a look of its own (series_style.c), the legend a
+ * place where it hides no data (legend.c), and the file is written whole
+ * or not at all: a full disk leaves no empty or truncated image behind. */
 #include "plot/chart.h"
 
 #include <math.h>
@@ -10,6 +11,7 @@
 #include <cairo-svg.h>
 #include <cairo.h>
 
+#include "io/atomic_file.h"
 #include "plot/legend.h"
 #include "plot/series_style.h"
 
@@ -228,6 +230,23 @@ static int ends_with(const char *s, const char *suffix) {
   return n >= m && !strcmp(s + n - m, suffix);
 }
 
+/* cairo's output, into the atomic file. After the first failure nothing
+ * more is written, so the message says what failed first (a full disk). */
+typedef struct {
+  pt_atomic_file *file;
+  int failed;
+} sink;
+
+static cairo_status_t to_sink(void *closure, const unsigned char *data, unsigned int length) {
+  sink *k = closure;
+  if (k->failed) return CAIRO_STATUS_WRITE_ERROR;
+  if (pt_atomic_file_write(k->file, data, length) != PT_OK) {
+    k->failed = 1;
+    return CAIRO_STATUS_WRITE_ERROR;
+  }
+  return CAIRO_STATUS_SUCCESS;
+}
+
 pt_status pt_figure_write(const pt_figure *f, const char *path) {
   const int svg = ends_with(path, ".svg"), png = ends_with(path, ".png");
   if (!svg && !png) return pt_fail(PT_ERR_ARG, "%s: expected a file name ending in .png or .svg", path);
@@ -247,12 +266,16 @@ pt_status pt_figure_write(const pt_figure *f, const char *path) {
   cairo_surface_destroy(scratch);
   const double w = PANEL_W * f->npanels, h = PANEL_H + extra;
 
-  cairo_surface_t *surf =
-      svg ? cairo_svg_surface_create(path, w, h) : cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)w, (int)h);
+  pt_atomic_file *file;
+  PT_TRY(pt_atomic_file_open(path, &file));
+  sink k = {file, 0};
+  cairo_surface_t *surf = svg ? cairo_svg_surface_create_for_stream(to_sink, &k, w, h)
+                              : cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)w, (int)h);
   if (cairo_surface_status(surf) != CAIRO_STATUS_SUCCESS) {
     pt_status st = pt_fail(PT_ERR_IO, "%s: cannot create the image: %s", path,
                            cairo_status_to_string(cairo_surface_status(surf)));
     cairo_surface_destroy(surf);
+    pt_atomic_file_abort(file);
     return st;
   }
   cairo_t *cr = cairo_create(surf);
@@ -261,10 +284,17 @@ pt_status pt_figure_write(const pt_figure *f, const char *path) {
   for (int i = 0; i < f->npanels; i++) draw_panel(cr, &f->panels[i], PANEL_W * i, &plans[i]);
   cairo_status_t cs = cairo_status(cr);
   cairo_destroy(cr);
-  if (png && cs == CAIRO_STATUS_SUCCESS) cs = cairo_surface_write_to_png(surf, path);
-  cairo_surface_finish(surf); /* the SVG is written here */
+  if (png && cs == CAIRO_STATUS_SUCCESS) cs = cairo_surface_write_to_png_stream(surf, to_sink, &k);
+  cairo_surface_finish(surf); /* the SVG's end is written here */
   if (cs == CAIRO_STATUS_SUCCESS) cs = cairo_surface_status(surf);
   cairo_surface_destroy(surf);
-  if (cs != CAIRO_STATUS_SUCCESS) return pt_fail(PT_ERR_IO, "%s: cannot write the image: %s", path, cairo_status_to_string(cs));
-  return PT_OK;
+  if (k.failed) { /* the file's own message stands: the path and the errno */
+    pt_atomic_file_abort(file);
+    return PT_ERR_IO;
+  }
+  if (cs != CAIRO_STATUS_SUCCESS) {
+    pt_atomic_file_abort(file);
+    return pt_fail(PT_ERR_IO, "%s: cannot write the image: %s", path, cairo_status_to_string(cs));
+  }
+  return pt_atomic_file_commit(file);
 }

@@ -45,3 +45,25 @@ expect_exit 1 "none.jsonl: no \"epoch\" lines" -- "$PTRAIN" plot --output "$TMP/
 expect_exit 1 "cannot open .*missing.jsonl" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/missing.jsonl"
 expect_exit 1 "nowhere/x.png: cannot" -- "$PTRAIN" plot --output "$TMP/nowhere/x.png" "$TMP/adam.jsonl"
 pass "bad input: the flag, the file and line, or the path, named"
+
+# A full disk: exit 1 naming the file, and no image, whole or partial, nor
+# a temporary file. A file size limit stands in for it (no root needed),
+# and ENOSPC itself is injected through the atomic writes' test hook.
+mkdir "$TMP/full"
+for ext in png svg; do
+  rc=0
+  (trap '' XFSZ; ulimit -f 1; "$PTRAIN" plot --output "$TMP/full/p.$ext" "$TMP/adam.jsonl") 2>"$TMP/err" || rc=$?
+  [[ $rc == 1 ]] && grep -q "full/p.$ext: write to .* failed: File too large" "$TMP/err" ||
+    fail "plot .$ext past the size limit exited $rc: $(cat "$TMP/err")"
+  rc=0
+  PTRAIN_TEST_ENOSPC_AFTER=500 "$PTRAIN" plot --output "$TMP/full/p.$ext" "$TMP/adam.jsonl" 2>"$TMP/err" || rc=$?
+  [[ $rc == 1 ]] && grep -q "full/p.$ext: write to .* failed: No space left on device" "$TMP/err" ||
+    fail "plot .$ext on a full disk exited $rc: $(cat "$TMP/err")"
+done
+[[ -z $(ls -A "$TMP/full") ]] || fail "a failed plot left files: $(ls -lA "$TMP/full")"
+# An image there before is kept whole.
+cp "$TMP/curves.png" "$TMP/full/keep.png"
+PTRAIN_TEST_ENOSPC_AFTER=500 "$PTRAIN" plot --output "$TMP/full/keep.png" "$TMP/sgd.jsonl" 2>/dev/null &&
+  fail "plot on a full disk exited 0"
+cmp -s "$TMP/curves.png" "$TMP/full/keep.png" || fail "a failed plot changed the image there before"
+pass "plot to a full disk: exit 1, no partial image, an older one kept"

@@ -1,13 +1,17 @@
-/* Charts a reader can read: no two series look alike, and the legend hides
- * no data. */
+/* Charts a reader can read: no two series look alike, the legend hides no
+ * data, and a figure that cannot be written whole leaves no file. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "plot/chart.h"
 #include "plot/legend.h"
@@ -91,6 +95,16 @@ static void test_legend_goes_below_when_no_corner_is_free(void **st) {
   assert_int_equal(pt_legend_place(&empty, &frame, 150, 60, &lx, &ly), PT_LEGEND_UPPER_LEFT);
 }
 
+static int only_entry(const char *dir, const char *name) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int ok = 1;
+  for (struct dirent *e; (e = readdir(d));)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && (!name || strcmp(e->d_name, name))) ok = 0;
+  closedir(d);
+  return ok;
+}
+
 static double xs[16][5], ys[16][5];
 
 /* 16 series that cross the whole plot: the legend cannot sit inside. */
@@ -125,6 +139,55 @@ static void test_figure_grows_for_a_legend_below(void **st) {
   assert_true(ht > 420);
 }
 
+static struct rlimit saved_fsize;
+static void (*saved_xfsz)(int);
+static int rlimit_changed;
+
+static int restore_rlimit(void **st) {
+  (void)st;
+  if (!rlimit_changed) return 0;
+  rlimit_changed = 0;
+  signal(SIGXFSZ, saved_xfsz);
+  return setrlimit(RLIMIT_FSIZE, &saved_fsize);
+}
+
+/* A write that fails part-way (the file size limit, as a full disk would)
+ * leaves no file, neither the image nor its temporary, and an image there
+ * before keeps its content; both formats. */
+static void test_failed_write_leaves_no_file(void **st) {
+  (void)st;
+  char dir[128], path[160];
+  snprintf(dir, sizeof dir, "%s/full", tmpdir);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  pt_figure f = crowded();
+  struct rlimit lim;
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved_fsize), 0);
+  lim = saved_fsize;
+  lim.rlim_cur = 2000;
+  saved_xfsz = signal(SIGXFSZ, SIG_IGN);
+  rlimit_changed = 1;
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  const char *names[] = {"p.png", "p.svg"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    assert_int_equal(pt_figure_write(&f, path), PT_ERR_IO);
+    assert_non_null(strstr(pt_error_message(), path));
+    assert_true(only_entry(dir, NULL));
+  }
+  /* An older image is kept whole. */
+  snprintf(path, sizeof path, "%s/p.png", dir);
+  FILE *fp = fopen(path, "w");
+  assert_non_null(fp);
+  fputs("old", fp);
+  fclose(fp);
+  assert_int_equal(pt_figure_write(&f, path), PT_ERR_IO);
+  assert_true(only_entry(dir, "p.png"));
+  struct stat sb;
+  assert_int_equal(stat(path, &sb), 0);
+  assert_int_equal(sb.st_size, 3);
+  assert_int_equal(restore_rlimit(NULL), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_series_looks_different),
@@ -132,6 +195,7 @@ int main(void) {
       cmocka_unit_test(test_legend_avoids_lines_not_only_points),
       cmocka_unit_test(test_legend_goes_below_when_no_corner_is_free),
       cmocka_unit_test(test_figure_grows_for_a_legend_below),
+      cmocka_unit_test_teardown(test_failed_write_leaves_no_file, restore_rlimit),
   };
   return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }
