@@ -14,6 +14,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/train_args.h"
+#include "io/atomic_file.h"
 #include "util/error.h"
 
 #define PT_JOB_CKPT_DIR "checkpoints"
@@ -96,9 +98,10 @@ static int all_digits(const char *s, size_t n) {
   return 1;
 }
 
-/* HH:MM:SS or D-HH:MM:SS, the two forms whose meaning no one misreads
- * (Slurm takes a bare number as minutes). */
-static int valid_time(const char *t) {
+/* The seconds of HH:MM:SS or D-HH:MM:SS, the two forms whose meaning no
+ * one misreads (Slurm takes a bare number as minutes); 0 for anything
+ * else, and for no time at all. */
+static long time_seconds(const char *t) {
   const char *dash = strchr(t, '-');
   long days = 0;
   const char *hms = t;
@@ -115,7 +118,7 @@ static int valid_time(const char *t) {
   if (!all_digits(c1 + 1, 2) || c2 - c1 != 3 || !all_digits(c2 + 1, 2) || strlen(c2 + 1) != 2) return 0;
   long h = strtol(hms, NULL, 10), m = strtol(c1 + 1, NULL, 10), s = strtol(c2 + 1, NULL, 10);
   if (m > 59 || s > 59 || (dash && h > 23)) return 0;
-  return days + h + m + s > 0;
+  return ((days * 24 + h) * 60 + m) * 60 + s;
 }
 
 /* 4GB, 512MB, 2048 (HTCondor reads a bare number as MB). */
@@ -178,8 +181,13 @@ static int foreign_flag(const char *cmd, const pt_arg *mine, int nmine, const pt
 typedef struct {
   int nodes, ntasks, gpus, cpus;
   int signal_lead; /* seconds before the time limit that ptrain is told to checkpoint */
-  const char *time, *partition, *output, *job_name, *mpi, *ptrain;
+  int no_save_model, force;
+  const char *time, *partition, *output, *job_name, *mpi, *ptrain, *write_file;
 } slurm_opts;
+
+/* The default --signal-lead: time for the step in progress and a
+ * checkpoint of the larger models on a slow shared disk. */
+#define PT_JOB_SIGNAL_LEAD 120
 
 /* The value of --checkpoint-dir among the training arguments, or ptrain's
  * default. */
@@ -202,14 +210,17 @@ static void print_help(const pt_arg *slurm, int ns, const pt_arg *condor, int nc
   printf(
       "usage: ptrain jobscript slurm|htcondor [options] -- TRAIN_ARGS\n\n"
       "Print a batch script that runs 'ptrain train TRAIN_ARGS' on a cluster; it submits\n"
-      "nothing. Save it and submit it with sbatch, or condor_submit. Arguments are\n"
-      "shell-quoted, so any TRAIN_ARGS reach ptrain train unchanged.\n\n"
+      "nothing. Save it and submit it with sbatch, or condor_submit. TRAIN_ARGS are\n"
+      "checked as ptrain train checks them (no files are read): what train would\n"
+      "refuse is refused here, with train's message. Arguments are shell-quoted, so\n"
+      "TRAIN_ARGS reach ptrain train unchanged.\n\n"
       "slurm: an sbatch script that runs one ptrain process per task with srun,\n"
       "'ptrain train --parallel ddp' when there is more than one task (nodes x\n"
       "tasks per node), each with --threads from SLURM_CPUS_PER_TASK. The log goes\n"
-      "to the --output file, one per job id. Before the time limit (--signal-lead)\n"
-      "and on preemption ptrain checkpoints and exits 85; the script requeues the\n"
-      "job, which resumes from the newest checkpoint.\n\n"
+      "to the --output file, one per job id. Before the time limit (--signal-lead,\n"
+      "at most half of --time) and on preemption ptrain checkpoints and exits 85;\n"
+      "the script requeues the job, which resumes from the newest checkpoint. It\n"
+      "passes --save-model, so the finished job keeps its final weights.\n\n"
       "slurm options:\n");
   pt_args_print_options(slurm, ns);
   printf(
@@ -225,10 +236,17 @@ static void print_help(const pt_arg *slurm, int ns, const pt_arg *condor, int nc
   printf("  %-28s %s\n\n", "--help", "show this help");
   printf(
       "examples:\n"
-      "  ptrain jobscript slurm --nodes 2 --ntasks-per-node 4 --cpus-per-task 8 --time 02:00:00 \\\n"
-      "      -- --model mnist-cnn --epochs 10 --save-model > job.sh && sbatch job.sh\n"
+      "  ptrain jobscript slurm --nodes 2 --ntasks-per-node 4 --cpus-per-task 8 --time 02:00:00 --write job.sh \\\n"
+      "      -- --model mnist-cnn --epochs 10 && sbatch job.sh\n"
       "  ptrain jobscript htcondor --cpus 4 --memory 4GB --transfer-input data/mnist --write job \\\n"
       "      -- --model mnist-cnn --dataset mnist --data-dir mnist --epochs 10\n");
+}
+
+/* Without --save-model a job that finishes keeps only its last
+ * time-limit checkpoint: the trained weights are lost, and a resubmission
+ * trains again from there. */
+static int adds_save_model(const slurm_opts *o, char **train, int ntrain) {
+  return !o->no_save_model && !has_train_flag(train, ntrain, "--save-model");
 }
 
 static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int argc, char **argv, char **train,
@@ -281,6 +299,7 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
   fputs(" train", f);
   if (tasks > 1) fputs(" --parallel ddp", f);
   if (!has_train_flag(train, ntrain, "--threads")) fputs(" --threads \"$threads\"", f);
+  if (adds_save_model(o, train, ntrain)) fputs(" --save-model", f);
   put_words(f, train, ntrain);
   fputs(" \"$@\" || rc=$?\n", f);
   fputs("# 85: ptrain was signalled (time limit near, preemption), checkpointed\n"
@@ -360,31 +379,110 @@ static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrai
   fputc('\n', f);
 }
 
-/* Creates path with the given text; an existing file is an error unless
- * force is set, so a second run never silently replaces an edited script. */
-static int write_file(const char *path, const char *text, size_t len, int force, mode_t mode) {
-  int fd = open(path, O_WRONLY | O_CREAT | (force ? O_TRUNC : O_EXCL), mode);
-  if (fd < 0) {
-    if (errno == EEXIST) pt_fail(PT_ERR_IO, "%s exists (give --force to replace it)", path);
-    else pt_fail_errno(PT_ERR_IO, "%s", path);
-    return 1;
+/* path with the given text, in a temporary file beside it, written and
+ * synced: a full disk shows here, before anything is published. */
+static pt_status stage_file(const char *path, const char *text, size_t len, mode_t mode, pt_atomic_file **out) {
+  PT_TRY(pt_atomic_file_open(path, out));
+  pt_status st = pt_atomic_file_write(*out, text, len);
+  if (st == PT_OK) st = pt_atomic_file_set_mode(*out, mode);
+  if (st == PT_OK) st = pt_atomic_file_sync(*out);
+  if (st != PT_OK) {
+    pt_atomic_file_abort(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+/* Puts a staged file in place; an existing one only with force, so a
+ * second run never silently replaces an edited script. */
+static pt_status publish(pt_atomic_file *h, const char *path, int force) {
+  const pt_status st = force ? pt_atomic_file_commit(h) : pt_atomic_file_commit_new(h);
+  if (st != PT_OK && !force && pt_error_errno() == EEXIST)
+    return pt_fail(PT_ERR_IO, "%s exists (give --force to replace it)", path);
+  return st;
+}
+
+/* The script on standard output. Where that is a regular file (ptrain
+ * jobscript ... > job.sh) a write that fails part-way, on a full disk,
+ * takes the file back to what it held before: a script cut short could
+ * still run, and do something else than asked. */
+static pt_status write_stdout(const char *text, size_t len) {
+  struct stat sb;
+  off_t before = -1;
+  if (fflush(stdout) == 0 && fstat(STDOUT_FILENO, &sb) == 0 && S_ISREG(sb.st_mode)) {
+    const int fl = fcntl(STDOUT_FILENO, F_GETFL);
+    /* Only where the script goes at the end: '>' and '>>', not '1<>'. */
+    if (fl >= 0 && ((fl & O_APPEND) || lseek(STDOUT_FILENO, 0, SEEK_CUR) == sb.st_size)) before = sb.st_size;
   }
   size_t done = 0;
   while (done < len) {
-    ssize_t w = write(fd, text + done, len - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      pt_fail_errno(PT_ERR_IO, "writing %s", path);
-      close(fd);
-      return 1;
+    const ssize_t w = write(STDOUT_FILENO, text + done, len - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = EIO;
+      const pt_status st = pt_fail_errno(PT_ERR_IO, "writing the script to standard output");
+      if (before >= 0 && ftruncate(STDOUT_FILENO, before) != 0)
+        fprintf(stderr, "ptrain jobscript: warning: standard output holds a script cut short: remove it\n");
+      return st;
     }
     done += (size_t)w;
   }
-  if (fchmod(fd, mode) != 0 || close(fd) != 0) {
-    pt_fail_errno(PT_ERR_IO, "writing %s", path);
-    return 1;
+  return PT_OK;
+}
+
+/* The training command line the script runs (pre: what the script adds
+ * before TRAIN_ARGS), checked by train's own parser, which reads no files:
+ * a script that train would refuse fails only after its wait in the queue,
+ * or, requeued, without end. */
+static int check_train(const char *cmd, const char *const *pre, int npre, char **train, int ntrain,
+                       pt_train_args *ta) {
+  const int n = 2 + npre + ntrain;
+  char **v = malloc(sizeof *v * (size_t)(n + 1));
+  if (!v) {
+    pt_fail(PT_ERR_NOMEM, "out of memory");
+    return pt_cli_fail("jobscript");
   }
+  v[0] = "ptrain";
+  v[1] = "train";
+  for (int i = 0; i < npre; i++) v[2 + i] = (char *)pre[i];
+  for (int i = 0; i < ntrain; i++) v[2 + npre + i] = train[i];
+  v[n] = NULL;
+  int help;
+  const int rc = pt_train_args_parse(n, v, 2, ta, &help);
+  free(v);
+  if (rc) {
+    fprintf(stderr, "ptrain %s: the arguments after '--' are ptrain train's, and it refuses them (above)\n", cmd);
+    return PT_USAGE_ERROR;
+  }
+  if (help) return usage_error(cmd, "--help after '--': the job would print train's help and train nothing");
   return 0;
+}
+
+static int run_slurm(const slurm_opts *o, const char *ptrain, int argc, char **argv, char **train, int ntrain) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) {
+    pt_fail(PT_ERR_NOMEM, "out of memory");
+    return pt_cli_fail("jobscript");
+  }
+  emit_slurm(f, o, ptrain, argc, argv, train, ntrain);
+  if (fclose(f) != 0) {
+    free(text);
+    pt_fail(PT_ERR_NOMEM, "out of memory");
+    return pt_cli_fail("jobscript");
+  }
+  pt_status st;
+  if (o->write_file) {
+    pt_atomic_file *h;
+    st = stage_file(o->write_file, text, len, 0755, &h);
+    if (st == PT_OK) st = publish(h, o->write_file, o->force);
+    if (st == PT_OK) printf("wrote %s; submit with: sbatch %s\n", o->write_file, o->write_file);
+  } else {
+    st = write_stdout(text, len);
+  }
+  free(text);
+  return st == PT_OK ? 0 : pt_cli_fail("jobscript");
 }
 
 static int run_condor(const condor_opts *o, const char *ptrain, int argc, char **argv, char **train, int ntrain) {
@@ -401,37 +499,58 @@ static int run_condor(const condor_opts *o, const char *ptrain, int argc, char *
   }
   emit_condor_sub(fs, o, argc, argv);
   emit_condor_wrapper(fw, o, ptrain, argc, argv, train, ntrain);
-  fclose(fs);
-  fclose(fw);
-  int rc = 0;
-  if (!o->write_dir) {
-    printf("# ---- file: ptrain.sub ----\n%s# ---- file: ptrain.sh ----\n%s", sub, sh);
-  } else {
+  int bad = fclose(fs) != 0;
+  bad |= fclose(fw) != 0;
+  pt_status st = bad ? pt_fail(PT_ERR_NOMEM, "out of memory") : PT_OK;
+  if (st == PT_OK && !o->write_dir) {
+    static const char m1[] = "# ---- file: ptrain.sub ----\n", m2[] = "# ---- file: ptrain.sh ----\n";
+    char *all = malloc(sizeof m1 + nsub + sizeof m2 + nsh);
+    if (!all) {
+      st = pt_fail(PT_ERR_NOMEM, "out of memory");
+    } else {
+      size_t at = 0;
+      memcpy(all + at, m1, sizeof m1 - 1), at += sizeof m1 - 1;
+      memcpy(all + at, sub, nsub), at += nsub;
+      memcpy(all + at, m2, sizeof m2 - 1), at += sizeof m2 - 1;
+      memcpy(all + at, sh, nsh), at += nsh;
+      st = write_stdout(all, at);
+      free(all);
+    }
+  } else if (st == PT_OK) {
     char psub[PATH_MAX], psh[PATH_MAX];
     snprintf(psub, sizeof psub, "%s/ptrain.sub", o->write_dir);
     snprintf(psh, sizeof psh, "%s/ptrain.sh", o->write_dir);
-    if (mkdir(o->write_dir, 0777) != 0 && errno != EEXIST) {
-      pt_fail_errno(PT_ERR_IO, "%s", o->write_dir);
-      rc = 1;
-    }
+    if (mkdir(o->write_dir, 0777) != 0 && errno != EEXIST) st = pt_fail_errno(PT_ERR_IO, "%s", o->write_dir);
     /* Both checked first, so a refusal leaves no half-written pair. */
-    if (!rc && !o->force) {
-      if (access(psub, F_OK) == 0 || access(psh, F_OK) == 0) {
-        pt_fail(PT_ERR_IO, "%s exists (give --force to replace it)", access(psub, F_OK) == 0 ? psub : psh);
-        rc = 1;
-      }
+    if (st == PT_OK && !o->force && (access(psub, F_OK) == 0 || access(psh, F_OK) == 0))
+      st = pt_fail(PT_ERR_IO, "%s exists (give --force to replace it)", access(psub, F_OK) == 0 ? psub : psh);
+    /* Both written and synced before either is put in place: a full disk
+     * leaves neither, rather than a submit file without its script. */
+    pt_atomic_file *hsub = NULL, *hsh = NULL;
+    if (st == PT_OK) st = stage_file(psub, sub, nsub, 0644, &hsub);
+    if (st == PT_OK) st = stage_file(psh, sh, nsh, 0755, &hsh);
+    if (st == PT_OK) {
+      st = publish(hsub, psub, o->force);
+      hsub = NULL;
     }
-    if (!rc) rc = write_file(psub, sub, nsub, o->force, 0644);
-    if (!rc) rc = write_file(psh, sh, nsh, o->force, 0755);
-    if (!rc) printf("wrote %s and %s; submit with: cd %s && condor_submit ptrain.sub\n", psub, psh, o->write_dir);
+    if (st == PT_OK) {
+      st = publish(hsh, psh, o->force);
+      hsh = NULL;
+      /* The script appeared under us (the check above passed): take back
+       * the submit file this run created, so no half pair is left. */
+      if (st != PT_OK && !o->force) unlink(psub);
+    }
+    pt_atomic_file_abort(hsub);
+    pt_atomic_file_abort(hsh);
+    if (st == PT_OK) printf("wrote %s and %s; submit with: cd %s && condor_submit ptrain.sub\n", psub, psh, o->write_dir);
   }
   free(sub);
   free(sh);
-  return rc ? pt_cli_fail("jobscript") : 0;
+  return st == PT_OK ? 0 : pt_cli_fail("jobscript");
 }
 
 int pt_cmd_jobscript(int argc, char **argv) {
-  slurm_opts so = {.nodes = 1, .output = "ptrain-%j.out", .job_name = "ptrain", .mpi = "pmix", .signal_lead = 120};
+  slurm_opts so = {.nodes = 1, .output = "ptrain-%j.out", .job_name = "ptrain", .mpi = "pmix"};
   condor_opts co = {.cpus = 1, .memory = "2GB", .name = "ptrain", .checkpoint_interval = 1800};
   /* Both tables, whichever the scheduler: each one's flags get a pointed
    * message when given to the other, and --help shows both. */
@@ -444,13 +563,19 @@ int pt_cmd_jobscript(int argc, char **argv) {
        "cores per process, its --threads (default: Slurm's, one)"},
       {"--time", ARG_STR, &so.time, 0, 0, NULL, "HH:MM:SS", "time limit, HH:MM:SS or D-HH:MM:SS"},
       {"--signal-lead", ARG_INT, &so.signal_lead, 1, 65535, NULL, "SECONDS",
-       "signal ptrain this long before the time limit to checkpoint and requeue (default 120)"},
+       "signal ptrain this long before the time limit to checkpoint and requeue, at most half of --time "
+       "(default 120)"},
       {"--partition", ARG_STR, &so.partition, 0, 0, NULL, "P", "partition (default: the cluster's)"},
       {"--output", ARG_STR, &so.output, 0, 0, NULL, "PATTERN", "log file, %j is the job id (default ptrain-%j.out)"},
       {"--job-name", ARG_STR, &so.job_name, 0, 0, NULL, "NAME", "job name (default ptrain)"},
       {"--mpi", ARG_STR, &so.mpi, 0, 0, NULL, "TYPE",
        "srun --mpi for more than one task (default pmix; 'default': the cluster's)"},
       {"--ptrain", ARG_STR, &so.ptrain, 0, 0, NULL, "PATH", "ptrain on the compute nodes (default: this one)"},
+      {"--no-save-model", ARG_FLAG, &so.no_save_model, 0, 0, NULL, NULL,
+       "leave out the --save-model the script adds (the final weights are then not kept)"},
+      {"--write", ARG_STR, &so.write_file, 0, 0, NULL, "FILE",
+       "write the script to FILE, whole or not at all, instead of standard output"},
+      {"--force", ARG_FLAG, &so.force, 0, 0, NULL, NULL, "with --write: replace an existing FILE"},
   };
   const pt_arg cflags[] = {
       {"--gpus", ARG_INT, &co.gpus, 0, 64, NULL, "G", "request_gpus (default 0: CPU only)"},
@@ -505,18 +630,40 @@ int pt_cmd_jobscript(int argc, char **argv) {
   int ntrain = argc - dd - 1;
 
   const char *ptrain_given;
+  pt_train_args ta;
   if (slurm) {
-    if (so.time && !valid_time(so.time))
+    const long limit = so.time ? time_seconds(so.time) : 0;
+    if (so.time && limit <= 0)
       return usage_error(cmd, "--time: expected HH:MM:SS or D-HH:MM:SS, more than zero, got '%s'", so.time);
+    const int lead_given = so.signal_lead > 0;
+    if (!lead_given) so.signal_lead = PT_JOB_SIGNAL_LEAD;
+    /* Slurm signals the lead before the limit (up to a minute earlier
+     * still): a lead near the limit signals ptrain as it starts, and each
+     * run checkpoints, requeues and is signalled again, without end. */
+    if (limit && 2L * so.signal_lead > limit)
+      return usage_error(cmd,
+                         "--signal-lead %d%s: expected at most half the time limit, --time %s (%ld s), so at most "
+                         "%ld s; a lead that long has Slurm signal ptrain as soon as it starts, and the job "
+                         "requeues without end",
+                         so.signal_lead, lead_given ? "" : " (the default)", so.time, limit, limit / 2);
+    if (so.force && !so.write_file) return usage_error(cmd, "--force: expected together with --write FILE");
     if ((rc = check_token(cmd, "--partition", so.partition)) || (rc = check_token(cmd, "--output", so.output)) ||
         (rc = check_token(cmd, "--job-name", so.job_name)) || (rc = check_token(cmd, "--mpi", so.mpi)))
       return rc;
     if (has_train_flag(train, ntrain, "--resume"))
       return usage_error(cmd, "--resume after '--': the script adds it when a checkpoint is there");
     if (!so.ntasks) so.ntasks = so.gpus > 0 ? so.gpus : 1;
-    if (so.nodes * so.ntasks > 1 && has_train_flag(train, ntrain, "--parallel"))
-      return usage_error(cmd, "--parallel after '--': with %d tasks the script passes --parallel ddp itself",
-                         so.nodes * so.ntasks);
+    const int tasks = so.nodes * so.ntasks;
+    if (tasks > 1 && has_train_flag(train, ntrain, "--parallel"))
+      return usage_error(cmd, "--parallel after '--': with %d tasks the script passes --parallel ddp itself", tasks);
+    const char *pre[4];
+    int npre = 0;
+    if (tasks > 1) pre[npre++] = "--parallel", pre[npre++] = "ddp";
+    if (adds_save_model(&so, train, ntrain)) pre[npre++] = "--save-model";
+    if ((rc = check_train(cmd, pre, npre, train, ntrain, &ta))) return rc;
+    if (tasks == 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
+      return usage_error(cmd, "--parallel ddp after '--': one task has no other ranks; ask for more with --nodes or "
+                              "--ntasks-per-node, and the script passes --parallel ddp itself");
     ptrain_given = so.ptrain;
   } else {
     if (!valid_memory(co.memory))
@@ -531,16 +678,31 @@ int pt_cmd_jobscript(int argc, char **argv) {
       return usage_error(cmd, "--resume after '--': the wrapper adds it when a checkpoint is there");
     if (co.gpus > 1 && has_train_flag(train, ntrain, "--parallel"))
       return usage_error(cmd, "--parallel after '--': with --gpus %d the wrapper passes --parallel ddp itself", co.gpus);
+    /* As the wrapper runs it, its own flags included. */
+    char interval[16];
+    snprintf(interval, sizeof interval, "%d", co.checkpoint_interval);
+    const char *pre[10];
+    int npre = 0;
+    if (co.gpus > 1) pre[npre++] = "--parallel", pre[npre++] = "ddp";
+    pre[npre++] = "--save-model";
+    pre[npre++] = "--checkpoint-dir";
+    pre[npre++] = PT_JOB_CKPT_DIR;
+    pre[npre++] = "--exit-after-checkpoint";
+    if (!has_train_flag(train, ntrain, "--checkpoint-interval") && !has_train_flag(train, ntrain, "--checkpoint-every"))
+      pre[npre++] = "--checkpoint-interval", pre[npre++] = interval;
+    if ((rc = check_train(cmd, pre, npre, train, ntrain, &ta))) return rc;
+    if (co.gpus <= 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
+      return usage_error(cmd, "--parallel ddp after '--': one process has no other ranks; ask for --gpus 2 or more, "
+                              "and the wrapper passes --parallel ddp itself");
     ptrain_given = co.ptrain;
   }
 
   char ptrain[PATH_MAX];
   if (ptrain_path(ptrain_given, ptrain, sizeof ptrain)) return pt_cli_fail("jobscript");
-  if (slurm) emit_slurm(stdout, &so, ptrain, argc, argv, train, ntrain);
-  else rc = run_condor(&co, ptrain, argc, argv, train, ntrain);
-  /* A script cut short by a full disk would still look like one. */
+  rc = slurm ? run_slurm(&so, ptrain, argc, argv, train, ntrain) : run_condor(&co, ptrain, argc, argv, train, ntrain);
+  /* The "wrote" line, to a full disk too, is an error. */
   if (!rc && (fflush(stdout) != 0 || ferror(stdout))) {
-    pt_fail_errno(PT_ERR_IO, "writing the script to standard output");
+    pt_fail_errno(PT_ERR_IO, "writing to standard output");
     return pt_cli_fail("jobscript");
   }
   return rc;

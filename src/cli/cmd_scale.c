@@ -106,6 +106,7 @@ static pt_status write_json(const char *path, const char *model, int cores, cons
       pt_metrics_num(m, "speedup", x->speedup);
       pt_metrics_num(m, "efficiency", x->efficiency);
       pt_metrics_bool(m, "rough", x->rough);
+      if (x->rough) pt_metrics_str(m, "rough_why", x->rough_why);
       if (x->curve_n) {
         pt_metrics_num(m, "target_seconds", x->target_s);
         pt_metrics_int(m, "evaluations", x->curve_n);

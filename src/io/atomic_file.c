@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define PT_AF_BUFSIZE (64 * 1024)
@@ -172,7 +173,50 @@ static pt_status fsync_dir(const char *path) {
   return st == PT_OK ? PT_OK : pt_wrap(st, "%s", path);
 }
 
-pt_status pt_atomic_file_commit(pt_atomic_file *h) {
+pt_status pt_atomic_file_sync(pt_atomic_file *h) {
+  if (!h) return pt_fail(PT_ERR_ARG, "atomic file: NULL handle");
+  if (h->failed) return pt_fail(PT_ERR_IO, "%s: an earlier write failed", h->path);
+  PT_TRY(flush_buf(h));
+  if (fsync(h->fd) != 0) {
+    h->failed = 1;
+    return pt_fail_errno(PT_ERR_IO, "%s: fsync of %s failed", h->path, h->tmp);
+  }
+  return PT_OK;
+}
+
+pt_status pt_atomic_file_set_mode(pt_atomic_file *h, mode_t mode) {
+  if (!h) return pt_fail(PT_ERR_ARG, "atomic file: NULL handle");
+  if (fchmod(h->fd, mode) != 0) return pt_fail_errno(PT_ERR_IO, "%s: cannot set the mode of %s", h->path, h->tmp);
+  return PT_OK;
+}
+
+/* Puts the finished temporary file in place: over PATH, or with exclusive,
+ * only where PATH is not there. link() fails with EEXIST atomically, which
+ * a check before a rename cannot; filesystems without hard links get that
+ * check instead, the best they allow. */
+static pt_status publish(pt_atomic_file *h, int exclusive) {
+  if (!exclusive) {
+    if (rename(h->tmp, h->path) != 0)
+      return pt_fail_errno(PT_ERR_IO, "%s: cannot rename %s over it", h->path, h->tmp);
+    return PT_OK;
+  }
+  if (link(h->tmp, h->path) == 0) {
+    unlink(h->tmp);
+    return PT_OK;
+  }
+  if (errno == EEXIST) return pt_fail_errno(PT_ERR_IO, "%s", h->path);
+  if (errno != EPERM && errno != ENOTSUP && errno != ENOSYS && errno != EMLINK)
+    return pt_fail_errno(PT_ERR_IO, "%s: cannot link %s to it", h->path, h->tmp);
+  struct stat sb;
+  if (lstat(h->path, &sb) == 0) {
+    errno = EEXIST;
+    return pt_fail_errno(PT_ERR_IO, "%s", h->path);
+  }
+  if (rename(h->tmp, h->path) != 0) return pt_fail_errno(PT_ERR_IO, "%s: cannot rename %s to it", h->path, h->tmp);
+  return PT_OK;
+}
+
+static pt_status commit(pt_atomic_file *h, int exclusive) {
   if (!h) return pt_fail(PT_ERR_ARG, "atomic file: NULL handle");
   if (h->failed) {
     pt_status st = pt_fail(PT_ERR_IO, "%s: not replaced, an earlier write failed", h->path);
@@ -197,8 +241,7 @@ pt_status pt_atomic_file_commit(pt_atomic_file *h) {
     af_discard(h);
     return st;
   }
-  if (rename(h->tmp, h->path) != 0) {
-    st = pt_fail_errno(PT_ERR_IO, "%s: cannot rename %s over it", h->path, h->tmp);
+  if ((st = publish(h, exclusive)) != PT_OK) {
     af_discard(h);
     return st;
   }
@@ -208,6 +251,10 @@ pt_status pt_atomic_file_commit(pt_atomic_file *h) {
   af_free(h);
   return st;
 }
+
+pt_status pt_atomic_file_commit(pt_atomic_file *h) { return commit(h, 0); }
+
+pt_status pt_atomic_file_commit_new(pt_atomic_file *h) { return commit(h, 1); }
 
 void pt_atomic_file_abort(pt_atomic_file *h) {
   if (h) af_discard(h);

@@ -21,6 +21,8 @@
 #define PT_IO_ATOMIC_FILE_H
 
 #include <stddef.h>
+#include <sys/types.h>
+
 #include "util/error.h"
 
 typedef struct pt_atomic_file pt_atomic_file;
@@ -31,8 +33,20 @@ pt_status pt_atomic_file_open(const char *path, pt_atomic_file **out);
 /* Appends len bytes (buffered). PT_ERR_IO naming the path on failure, e.g.
  * ENOSPC; the error sticks, so later writes and the commit fail too. */
 pt_status pt_atomic_file_write(pt_atomic_file *h, const void *buf, size_t len);
+/* The permissions PATH gets, exactly (the umask does not apply): a script
+ * that must be executable, say. Without it PATH gets 0666 less the umask. */
+pt_status pt_atomic_file_set_mode(pt_atomic_file *h, mode_t mode);
+/* Writes out and fsyncs what is buffered, publishing nothing: files that
+ * belong together (a submit file and its script) are all synced before the
+ * first is committed, so a full disk leaves none of them half replaced. */
+pt_status pt_atomic_file_sync(pt_atomic_file *h);
 /* Flushes, fsyncs, renames over the path, fsyncs the directory; frees h. */
 pt_status pt_atomic_file_commit(pt_atomic_file *h);
+/* The same for a file that must not exist yet: where PATH exists, even one
+ * created since the open, it is left alone and the commit fails with
+ * PT_ERR_IO, naming it, pt_error_errno() EEXIST. So a second run never
+ * silently replaces a file the user has edited. */
+pt_status pt_atomic_file_commit_new(pt_atomic_file *h);
 /* Closes and removes the temporary file; PATH is untouched; frees h. NULL ok. */
 void pt_atomic_file_abort(pt_atomic_file *h);
 

@@ -31,6 +31,7 @@ pt_status pt_scale_result_write(const char *path, int index, const pt_scale_conf
   pt_metrics_num(m, "peak_rss_mb", c->peak_rss_mb);
   pt_metrics_num(m, "target_seconds", c->target_s);
   pt_metrics_bool(m, "rough", c->rough);
+  if (c->rough) pt_metrics_str(m, "rough_why", c->rough_why);
   pt_status st = pt_metrics_end(m);
   for (int i = 0; i < c->curve_n && st == PT_OK; i++) {
     pt_metrics_begin(m, "curve");
@@ -88,6 +89,9 @@ pt_status pt_scale_result_read(const char *path, int index, pt_scale_config *c) 
         c->peak_rss_mb = num(o, "peak_rss_mb");
         c->target_s = num(o, "target_seconds");
         c->rough = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "rough"));
+        const cJSON *rw = cJSON_GetObjectItemCaseSensitive(o, "rough_why");
+        snprintf(c->rough_why, sizeof c->rough_why, "%s",
+                 !c->rough ? "" : cJSON_IsString(rw) ? rw->valuestring : "the task's runs were rough");
         if (c->ran && !(c->images_per_s > 0))
           st = pt_fail(PT_ERR_FORMAT, "%s: a result that ran but has no images_per_s", path);
         found = 1;

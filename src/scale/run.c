@@ -261,6 +261,8 @@ static int run_once(const pt_scale_runner *r, const pt_scale_config *c, int step
 
 void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c) {
   c->ran = 0;
+  c->rough = 0;
+  c->rough_why[0] = 0;
   c->bubble = NAN;
   if (!c->runnable) return;
   char metrics[2][4200], log[4200];
@@ -276,9 +278,12 @@ void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c) {
     }
   }
   /* Runs so short that noise (a busy machine, a slow first step) makes the
-   * longer one no longer: its own figures, start-up included, marked so. */
-  c->rough = !(p[1].seconds - p[0].seconds > 0) || !(p[1].images - p[0].images > 0) || !(p[1].steps > p[0].steps);
-  if (c->rough) memset(&p[0], 0, sizeof p[0]);
+   * longer one no longer: its own figures, start-up included. Either way
+   * short runs are marked rough, with the reason. */
+  const pt_scale_totals t0 = {p[0].seconds, p[0].images, p[0].steps}, t1 = {p[1].seconds, p[1].images, p[1].steps};
+  const pt_scale_steadiness steady = pt_scale_steadiness_of(&t0, &t1, c->rough_why, sizeof c->rough_why);
+  c->rough = steady != PT_SCALE_STEADY;
+  if (steady == PT_SCALE_ROUGH_NO_DIFF) memset(&p[0], 0, sizeof p[0]);
   const double ds = p[1].seconds - p[0].seconds, di = p[1].images - p[0].images;
   const double dn = (double)(p[1].steps - p[0].steps);
   if (!(ds > 0) || !(di > 0) || !(dn > 0)) {

@@ -49,7 +49,8 @@ typedef struct {
   double data_ms, forward_ms, backward_ms, optimizer_ms, comm_ms, other_ms;
   double bubble;        /* pipelines: the stages' idle share; NaN otherwise */
   double peak_rss_mb;   /* of rank 0's process, the longer run */
-  int rough;            /* the runs were too short to subtract: the longer run's own figures */
+  int rough;            /* the figures are not to be trusted (trust.c): rough_why says why */
+  char rough_why[200];
   /* against the baseline (one worker, same threads, batch, optimizer) */
   int baseline;         /* index of the baseline configuration, or -1 */
   double speedup, efficiency;
@@ -102,6 +103,34 @@ void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c);
  * way (phases.c says why). */
 void pt_scale_phases(const double short_s[PT_SCALE_NPHASES], const double long_s[PT_SCALE_NPHASES], double steps,
                      double ms_per_step, double out_ms[PT_SCALE_NPHASES]);
+
+/* Whether measurements can be trusted (trust.c). A sweep's figures are
+ * differences of short runs on a machine that may be busy; where the noise
+ * can outweigh what is measured, the configuration is "rough": its verdict
+ * says so instead of judging, and no recommendation rests on it. */
+#define PT_SCALE_MIN_MEASURED_S 0.25 /* the measured steps' seconds, all together, at least */
+#define PT_SCALE_MAX_EFFICIENCY 1.10 /* above: faster than the workers can make it */
+
+typedef enum {
+  PT_SCALE_STEADY,       /* the difference of the runs is the steady state */
+  PT_SCALE_ROUGH_SHORT,  /* a difference, but of too little time to outweigh the noise */
+  PT_SCALE_ROUGH_NO_DIFF /* the longer run took no longer: its own figures, start-up included */
+} pt_scale_steadiness;
+
+/* The two runs' totals: seconds, images and steps of their profile lines. */
+typedef struct {
+  double seconds, images;
+  int steps;
+} pt_scale_totals;
+
+/* How far the difference of the runs shorter and longer can be trusted;
+ * the reason, where not, into why (empty otherwise). */
+pt_scale_steadiness pt_scale_steadiness_of(const pt_scale_totals *shorter, const pt_scale_totals *longer, char *why,
+                                           size_t len);
+/* 1 where a speed-up over one worker is more than workers workers can
+ * give (efficiency above PT_SCALE_MAX_EFFICIENCY): noise, not speed; the
+ * reason into why. 0 otherwise, why empty. */
+int pt_scale_impossible_speedup(double speedup, int workers, char *why, size_t len);
 
 /* Speed-ups, efficiencies and each configuration's verdict, then the one
  * line recommendation into rec. cores: this machine's; target: the

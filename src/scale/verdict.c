@@ -39,11 +39,6 @@ static void reason(const pt_scale_config *c, const pt_scale_config *base, int co
 
 /* "; reaches 0.85 in 12.3 s (1.6x sooner than one worker)" */
 static void append_target(pt_scale_config *x, const pt_scale_config *c, double target) {
-  if (x->rough) {
-    const size_t used = strlen(x->verdict);
-    snprintf(x->verdict + used, sizeof x->verdict - used,
-             " (rough: the two runs were too short to subtract, start-up included; raise --steps)");
-  }
   if (!(target > 0)) return;
   const size_t used = strlen(x->verdict);
   char *p = x->verdict + used;
@@ -90,6 +85,10 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
       x->speedup = x->efficiency = 1.0;
       snprintf(x->verdict, sizeof x->verdict, "the baseline: one worker, %d thread%s", x->threads,
                x->threads == 1 ? "" : "s");
+      if (x->rough) {
+        const size_t used = strlen(x->verdict);
+        snprintf(x->verdict + used, sizeof x->verdict - used, " (rough: %s)", x->rough_why);
+      }
       append_target(x, c, target);
       continue;
     }
@@ -99,10 +98,21 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
     }
     x->speedup = x->images_per_s / base->images_per_s;
     x->efficiency = x->speedup / x->workers;
+    /* A ratio is as rough as either of its figures, and one that no
+     * workers could reach is rough whatever the runs looked like. */
+    if (!x->rough && base->rough) {
+      x->rough = 1;
+      snprintf(x->rough_why, sizeof x->rough_why, "the one-worker figures it is compared with are rough: %.140s",
+               base->rough_why);
+    }
+    if (!x->rough) x->rough = pt_scale_impossible_speedup(x->speedup, x->workers, x->rough_why, sizeof x->rough_why);
     char why[200];
     reason(x, base, cores, why, sizeof why);
     const char *name = pt_scale_strategy_name(x->strategy);
-    if (x->efficiency >= 0.9)
+    if (x->rough)
+      snprintf(x->verdict, sizeof x->verdict, "%s, %d workers: %.2fx, %.0f%% efficiency: rough, not to be trusted: %s",
+               name, x->workers, x->speedup, 100.0 * x->efficiency, x->rough_why);
+    else if (x->efficiency >= 0.9)
       snprintf(x->verdict, sizeof x->verdict, "%s, %d workers: %.2fx, %.0f%% efficiency: pays", name, x->workers,
                x->speedup, 100.0 * x->efficiency);
     else if (x->speedup >= 1.1)
@@ -121,11 +131,25 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
     return;
   }
   char what[200];
-  if (soonest >= 0) { /* judged on convergence: the soonest to the target */
+  if (soonest >= 0) { /* judged on convergence: the soonest to the target, a run of its own */
     const pt_scale_config *s = &c[soonest];
     describe(s, what, sizeof what);
     snprintf(rec, rec_len, "%s %s: it reaches %g test accuracy soonest, in %.1f s (%.0f images/s)",
              s->baseline < 0 ? "stay on" : "use", what, target, s->target_s, s->images_per_s);
+    return;
+  }
+  /* Any rough figure could reorder them: no recommendation on throughput. */
+  int rough = 0, ran = 0, first = -1;
+  for (int i = 0; i < n; i++) {
+    if (!c[i].ran) continue;
+    ran++;
+    if (c[i].rough && !rough++) first = i;
+  }
+  if (rough) {
+    const pt_scale_config *r = &c[first];
+    snprintf(rec, rec_len, "none to trust: %d of %d measurements are rough (%s, %d worker%s: %.200s); run again "
+             "with a larger --steps", rough, ran, pt_scale_strategy_name(r->strategy), r->workers,
+             r->workers == 1 ? "" : "s", r->rough_why);
     return;
   }
   const pt_scale_config *b = &c[best];

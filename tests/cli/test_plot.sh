@@ -16,12 +16,24 @@ import struct, sys
 png = open(sys.argv[1], "rb").read()
 assert png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
 w, h = struct.unpack(">II", png[16:24])
-assert (w, h) == (1280, 420), (w, h)  # two panels side by side
+assert w == 1280 and h >= 420, (w, h)  # two panels side by side (a legend below adds height)
 svg = open(sys.argv[2]).read()
 assert "<svg" in svg and 'width="1280' in svg, svg[:200]
 assert svg.count("<path") > 20, "an empty drawing"
 PY
-pass "two runs as PNG (two panels, 1280 x 420) and one as SVG"
+pass "two runs as PNG (two panels, 1280 wide) and one as SVG"
+
+# Eight runs: sixteen lines in the loss panel, each of its own look (the
+# unit tests check the styles), and a legend that no corner holds goes
+# below the plots, the figure taller, the plots the same.
+for i in 1 2 3 4 5 6 7 8; do cp "$TMP/adam.jsonl" "$TMP/run$i.jsonl"; done
+"$PTRAIN" plot --output "$TMP/eight.png" "$TMP"/run?.jsonl >"$TMP/eight.out" 2>&1 || fail "plot of 8 runs: $(cat "$TMP/eight.out")"
+python3 - "$TMP/eight.png" <<'PY' || fail "the 8-run figure"
+import struct, sys
+w, h = struct.unpack(">II", open(sys.argv[1], "rb").read()[16:24])
+assert w == 1280 and h > 420, (w, h)
+PY
+pass "eight runs: the legend below the plots"
 
 expect_exit 2 "--output FILE.png|FILE.svg is required" -- "$PTRAIN" plot "$TMP/adam.jsonl"
 expect_exit 2 "give one or more metrics files" -- "$PTRAIN" plot --output "$TMP/x.png"
@@ -33,3 +45,25 @@ expect_exit 1 "none.jsonl: no \"epoch\" lines" -- "$PTRAIN" plot --output "$TMP/
 expect_exit 1 "cannot open .*missing.jsonl" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/missing.jsonl"
 expect_exit 1 "nowhere/x.png: cannot" -- "$PTRAIN" plot --output "$TMP/nowhere/x.png" "$TMP/adam.jsonl"
 pass "bad input: the flag, the file and line, or the path, named"
+
+# A full disk: exit 1 naming the file, and no image, whole or partial, nor
+# a temporary file. A file size limit stands in for it (no root needed),
+# and ENOSPC itself is injected through the atomic writes' test hook.
+mkdir "$TMP/full"
+for ext in png svg; do
+  rc=0
+  (trap '' XFSZ; ulimit -f 1; "$PTRAIN" plot --output "$TMP/full/p.$ext" "$TMP/adam.jsonl") 2>"$TMP/err" || rc=$?
+  [[ $rc == 1 ]] && grep -q "full/p.$ext: write to .* failed: File too large" "$TMP/err" ||
+    fail "plot .$ext past the size limit exited $rc: $(cat "$TMP/err")"
+  rc=0
+  PTRAIN_TEST_ENOSPC_AFTER=500 "$PTRAIN" plot --output "$TMP/full/p.$ext" "$TMP/adam.jsonl" 2>"$TMP/err" || rc=$?
+  [[ $rc == 1 ]] && grep -q "full/p.$ext: write to .* failed: No space left on device" "$TMP/err" ||
+    fail "plot .$ext on a full disk exited $rc: $(cat "$TMP/err")"
+done
+[[ -z $(ls -A "$TMP/full") ]] || fail "a failed plot left files: $(ls -lA "$TMP/full")"
+# An image there before is kept whole.
+cp "$TMP/curves.png" "$TMP/full/keep.png"
+PTRAIN_TEST_ENOSPC_AFTER=500 "$PTRAIN" plot --output "$TMP/full/keep.png" "$TMP/sgd.jsonl" 2>/dev/null &&
+  fail "plot on a full disk exited 0"
+cmp -s "$TMP/curves.png" "$TMP/full/keep.png" || fail "a failed plot changed the image there before"
+pass "plot to a full disk: exit 1, no partial image, an older one kept"

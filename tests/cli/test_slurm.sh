@@ -149,11 +149,13 @@ pass "sbatch of a one-task script: trained and checkpointed ($(grep '^done: ' "$
 # A time limit shorter than the training: Slurm signals ptrain (--signal
 # USR1, 30 s ahead of the 1-minute limit), ptrain checkpoints and exits 85,
 # the script requeues the job, and the job resumes until it finishes, with
-# the weights of a run never stopped, bit for bit.
+# the weights of a run never stopped, bit for bit. No --save-model here: the
+# script adds it, or the finished job would keep only its last time-limit
+# checkpoint.
 requeue=(--model mnist-cnn --threads 1 --data-dir "$FMNIST") # one epoch, 938 steps: about 35 s
 "$PTRAIN" train "${requeue[@]}" --save-model --checkpoint-dir "$TMP/ck-straight" --quiet >"$TMP/straight.out" 2>&1 ||
   fail "the straight run: $(cat "$TMP/straight.out")"
-"$PTRAIN" jobscript slurm --time 00:01:00 --signal-lead 30 -- "${requeue[@]}" --save-model \
+"$PTRAIN" jobscript slurm --time 00:01:00 --signal-lead 30 -- "${requeue[@]}" \
   --checkpoint-dir "$TMP/ck-requeue" >"$TMP/requeue.sh" || fail "jobscript for the requeue job"
 id=$(cd "$TMP" && sbatch --parsable "$TMP/requeue.sh") || fail "sbatch requeue.sh"
 jobs_submitted+=("$id")
@@ -179,6 +181,7 @@ slurmd: $(grep -iE "error|$id" "$S/log/slurmd.log" 2>/dev/null | tail -n 12)"
 grep -q "requeueing job $id" "$out" || fail "the job was never requeued (training shorter than the limit?): $(cat "$out")"
 grep -q "resuming from $TMP/ck-requeue/step-" "$out" || fail "the requeued job did not resume: $(cat "$out")"
 grep -q "^done: 938 steps" "$out" || fail "the requeued job did not finish: $(cat "$out")"
+[[ -d $TMP/ck-requeue/step-$(printf %012d 938) ]] || fail "no checkpoint of the final step: $(ls "$TMP/ck-requeue")"
 cmp -s "$TMP/ck-straight/model.safetensors" "$TMP/ck-requeue/model.safetensors" ||
   fail "requeued and resumed, the weights differ from the straight run's"
 pass "a job past its time limit: signalled, checkpointed, requeued $(grep -c "requeueing" "$out") time(s), finished; weights as the straight run's"

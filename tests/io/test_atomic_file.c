@@ -162,6 +162,63 @@ static void test_relative_path(void **state) {
   assert_content(path, "x");
 }
 
+/* A script written atomically must still be executable: the mode is set
+ * exactly, whatever the umask. */
+static void test_set_mode(void **state) {
+  (void)state;
+  char path[160];
+  snprintf(path, sizeof path, "%s/run.sh", tmpdir);
+  const mode_t old_mask = umask(077);
+  pt_atomic_file *h;
+  assert_int_equal(pt_atomic_file_open(path, &h), PT_OK);
+  assert_int_equal(pt_atomic_file_write(h, "#!/bin/sh\n", 10), PT_OK);
+  assert_int_equal(pt_atomic_file_set_mode(h, 0755), PT_OK);
+  const pt_status st = pt_atomic_file_commit(h);
+  umask(old_mask);
+  if (st != PT_OK) fail_msg("%s", pt_error_message());
+  struct stat sb;
+  assert_int_equal(stat(path, &sb), 0);
+  assert_int_equal(sb.st_mode & 07777, 0755);
+}
+
+/* commit_new creates a file that is not there, and leaves one that is (an
+ * edited job script) as it was, even when it appeared after the open. */
+static void test_commit_new_never_replaces(void **state) {
+  (void)state;
+  char dir[128], path[160];
+  snprintf(dir, sizeof dir, "%s/new", tmpdir);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  snprintf(path, sizeof path, "%s/job.sub", dir);
+  pt_atomic_file *h;
+  assert_int_equal(pt_atomic_file_open(path, &h), PT_OK);
+  assert_int_equal(pt_atomic_file_write(h, "first", 5), PT_OK);
+  if (pt_atomic_file_commit_new(h) != PT_OK) fail_msg("%s", pt_error_message());
+  assert_content(path, "first");
+
+  assert_int_equal(pt_atomic_file_open(path, &h), PT_OK);
+  assert_int_equal(pt_atomic_file_write(h, "second", 6), PT_OK);
+  assert_int_equal(pt_atomic_file_commit_new(h), PT_ERR_IO);
+  assert_int_equal(pt_error_errno(), EEXIST);
+  assert_non_null(strstr(pt_error_message(), path));
+  assert_content(path, "first");
+  assert_only_files(dir, "job.sub", NULL);
+
+  /* Created by someone else between the open and the commit. */
+  char other[170];
+  snprintf(other, sizeof other, "%s/late.sub", dir);
+  assert_int_equal(pt_atomic_file_open(other, &h), PT_OK);
+  assert_int_equal(pt_atomic_file_write(h, "ours", 4), PT_OK);
+  /* (plainly: another atomic file of this process would share the
+   * temporary name) */
+  FILE *fp = fopen(other, "w");
+  assert_non_null(fp);
+  fputs("theirs", fp);
+  assert_int_equal(fclose(fp), 0);
+  assert_int_equal(pt_atomic_file_commit_new(h), PT_ERR_IO);
+  assert_content(other, "theirs");
+  assert_only_files(dir, "job.sub", "late.sub", NULL);
+}
+
 static void test_open_and_rename_failures(void **state) {
   (void)state;
   pt_atomic_file *h = (pt_atomic_file *)1;
@@ -295,6 +352,8 @@ int main(void) {
       cmocka_unit_test(test_large_mixed_writes),
       cmocka_unit_test(test_relative_path),
       cmocka_unit_test(test_open_and_rename_failures),
+      cmocka_unit_test(test_set_mode),
+      cmocka_unit_test(test_commit_new_never_replaces),
       cmocka_unit_test_teardown(test_full_disk_tmpfs, unmount_tmpfs),
       cmocka_unit_test_teardown(test_full_disk_rlimit, restore_rlimit),
   };

@@ -1,0 +1,154 @@
+/* A sweep judges only from figures it can trust. Constructed measurements,
+ * no timing: runs too short to outweigh noise, and speed-ups no workers
+ * can give, are rough; a rough configuration is never said to pay, and no
+ * recommendation rests on it. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "scale/scale.h"
+
+static void assert_has(const char *s, const char *part) {
+  if (!strstr(s, part)) fail_msg("'%s' lacks '%s'", s, part);
+}
+
+static void test_steady_runs(void **st) {
+  (void)st;
+  char why[200] = "x";
+  const pt_scale_totals a = {0.120, 300, 3}, b = {1.120, 1300, 13};
+  assert_int_equal(pt_scale_steadiness_of(&a, &b, why, sizeof why), PT_SCALE_STEADY);
+  assert_string_equal(why, "");
+}
+
+/* The sweep that reported 5.12x: 10 steps of a small MLP, 30 ms in all. */
+static void test_too_little_time_measured_is_rough(void **st) {
+  (void)st;
+  char why[200];
+  const pt_scale_totals a = {0.050, 300, 3}, b = {0.080, 1300, 13};
+  assert_int_equal(pt_scale_steadiness_of(&a, &b, why, sizeof why), PT_SCALE_ROUGH_SHORT);
+  assert_has(why, "10 measured steps took 30 ms");
+  assert_has(why, "raise --steps");
+  /* Just enough time is steady. */
+  const pt_scale_totals c = {0.050, 300, 3}, d = {0.050 + PT_SCALE_MIN_MEASURED_S, 1300, 13};
+  assert_int_equal(pt_scale_steadiness_of(&c, &d, why, sizeof why), PT_SCALE_STEADY);
+}
+
+static void test_no_difference_is_rough(void **st) {
+  (void)st;
+  char why[200];
+  const pt_scale_totals a = {0.090, 300, 3}, b = {0.085, 1300, 13};
+  assert_int_equal(pt_scale_steadiness_of(&a, &b, why, sizeof why), PT_SCALE_ROUGH_NO_DIFF);
+  assert_has(why, "took no longer");
+  const pt_scale_totals c = {0.090, 300, 3}, d = {0.900, 300, 3};
+  assert_int_equal(pt_scale_steadiness_of(&c, &d, why, sizeof why), PT_SCALE_ROUGH_NO_DIFF);
+}
+
+static void test_impossible_speedups(void **st) {
+  (void)st;
+  char why[200];
+  assert_int_equal(pt_scale_impossible_speedup(5.12, 2, why, sizeof why), 1);
+  assert_has(why, "256% efficiency, more than 2 workers can give");
+  assert_int_equal(pt_scale_impossible_speedup(2.30, 2, why, sizeof why), 1);
+  /* Up to the tolerance a superlinear speed-up can be real (the cache). */
+  assert_int_equal(pt_scale_impossible_speedup(2.10, 2, why, sizeof why), 0);
+  assert_string_equal(why, "");
+  assert_int_equal(pt_scale_impossible_speedup(1.60, 2, why, sizeof why), 0);
+  assert_int_equal(pt_scale_impossible_speedup(4.0, 4, why, sizeof why), 0);
+  assert_int_equal(pt_scale_impossible_speedup(NAN, 2, why, sizeof why), 0);
+}
+
+/* One worker and dp with 2, measured at the given rates. */
+static void sweep(pt_scale_config c[2], double base_rate, double dp_rate) {
+  memset(c, 0, 2 * sizeof c[0]);
+  for (int i = 0; i < 2; i++) {
+    c[i].runnable = c[i].ran = 1;
+    c[i].threads = 1;
+    c[i].batch = c[i].worker_batch = 100;
+    c[i].bubble = c[i].target_s = NAN;
+    c[i].ms_per_step = 20;
+    c[i].forward_ms = 20;
+  }
+  c[0].strategy = PT_SCALE_NONE, c[0].workers = 1, c[0].baseline = -1, c[0].images_per_s = base_rate;
+  c[1].strategy = PT_SCALE_DP, c[1].workers = 2, c[1].baseline = 0, c[1].images_per_s = dp_rate;
+  c[1].worker_batch = 50;
+}
+
+static void test_judge_trusts_steady_figures(void **st) {
+  (void)st;
+  pt_scale_config c[2];
+  char rec[400];
+  sweep(c, 1000, 1900);
+  pt_scale_judge(c, 2, 2, 0, rec, sizeof rec);
+  assert_false(c[1].rough);
+  assert_has(c[1].verdict, "dp, 2 workers: 1.90x, 95% efficiency: pays");
+  assert_has(rec, "use dp with 2 workers");
+}
+
+/* 5.12x from 2 workers: rough, not "pays", and no recommendation. */
+static void test_judge_refuses_a_superlinear_speedup(void **st) {
+  (void)st;
+  pt_scale_config c[2];
+  char rec[400];
+  sweep(c, 1000, 5120);
+  pt_scale_judge(c, 2, 2, 0, rec, sizeof rec);
+  assert_true(c[1].rough);
+  assert_has(c[1].rough_why, "256% efficiency");
+  assert_has(c[1].verdict, "dp, 2 workers: 5.12x, 256% efficiency: rough, not to be trusted");
+  assert_null(strstr(c[1].verdict, "pays"));
+  assert_has(rec, "none to trust: 1 of 2 measurements are rough (dp, 2 workers: 256% efficiency");
+  assert_null(strstr(rec, "use dp"));
+}
+
+/* Rough runs of the baseline make every ratio to it rough, and one rough
+ * configuration, even a slow one, leaves no recommendation. */
+static void test_judge_rough_runs(void **st) {
+  (void)st;
+  pt_scale_config c[2];
+  char rec[400];
+  sweep(c, 1000, 1600);
+  c[0].rough = 1;
+  strcpy(c[0].rough_why, "its 10 measured steps took 30 ms in all");
+  pt_scale_judge(c, 2, 2, 0, rec, sizeof rec);
+  assert_has(c[0].verdict, "the baseline: one worker, 1 thread (rough: its 10 measured steps took 30 ms");
+  assert_true(c[1].rough);
+  assert_has(c[1].verdict, "rough, not to be trusted: the one-worker figures it is compared with are rough");
+  assert_has(rec, "none to trust: 2 of 2 measurements are rough (none, 1 worker: its 10 measured steps");
+
+  sweep(c, 1000, 700);
+  c[1].rough = 1;
+  strcpy(c[1].rough_why, "the longer run took no longer");
+  pt_scale_judge(c, 2, 2, 0, rec, sizeof rec);
+  assert_has(c[1].verdict, "0.70x, 35% efficiency: rough, not to be trusted: the longer run took no longer");
+  assert_has(rec, "none to trust: 1 of 2");
+}
+
+/* With a target accuracy the recommendation rests on the runs to it,
+ * which are runs of their own: rough throughput does not void it. */
+static void test_judge_target_recommendation_stands(void **st) {
+  (void)st;
+  pt_scale_config c[2];
+  char rec[400];
+  sweep(c, 1000, 5120);
+  c[0].target_s = 12.0;
+  c[1].target_s = 9.0;
+  pt_scale_judge(c, 2, 2, 0.8, rec, sizeof rec);
+  assert_true(c[1].rough);
+  assert_has(rec, "use dp with 2 workers x 1 thread, global batch 100: it reaches 0.8 test accuracy soonest");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_steady_runs),
+      cmocka_unit_test(test_too_little_time_measured_is_rough),
+      cmocka_unit_test(test_no_difference_is_rough),
+      cmocka_unit_test(test_impossible_speedups),
+      cmocka_unit_test(test_judge_trusts_steady_figures),
+      cmocka_unit_test(test_judge_refuses_a_superlinear_speedup),
+      cmocka_unit_test(test_judge_rough_runs),
+      cmocka_unit_test(test_judge_target_recommendation_stands),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
