@@ -95,6 +95,7 @@ static pt_status write_json(const char *path, const char *model, int cores, cons
     } else {
       pt_metrics_num(m, "images_per_s", x->images_per_s);
       pt_metrics_num(m, "ms_per_step", x->ms_per_step);
+      pt_metrics_int(m, "steps_measured", x->steps_measured);
       pt_metrics_num(m, "data_ms", x->data_ms);
       pt_metrics_num(m, "forward_ms", x->forward_ms);
       pt_metrics_num(m, "backward_ms", x->backward_ms);
@@ -182,7 +183,7 @@ int pt_cmd_scale(int argc, char **argv) {
        "global: the workers share each batch (default); per-worker: each takes a whole one"},
       {"--optimizers", ARG_STR, &optimizers, 0, 0, NULL, "LIST", "of sgd, adam, adamw, adadelta (default: the model's)"},
       {"--device", ARG_STR, &device, 0, 0, NULL, "DEV", "cpu or cuda (default cpu)"},
-      {"--steps", ARG_INT, &steps, 2, 1 << 20, NULL, "N", "steps measured per configuration (default 30)"},
+      {"--steps", ARG_INT, &steps, 2, 1 << 20, NULL, "N", "steps measured per configuration, at least (default 30)"},
       {"--warmup", ARG_INT, &warm, 1, 1 << 20, NULL, "N", "steps of the short run subtracted from the long (default 5)"},
       {"--time-limit", ARG_FLOAT, &time_limit, 1, 1e6, NULL, "SECONDS", "per run; a slower run fails (default 600)"},
       {"--target-accuracy", ARG_FLOAT, &target, 0, 1, NULL, "A",
@@ -339,8 +340,10 @@ int pt_cmd_scale(int argc, char **argv) {
     printf("ptrain scale: %s: %d configurations, collected from %s (this machine: %s, %ld cores)\n", name, n,
            results, pt_cpu_model(), cores);
   else
-    printf("ptrain scale: %s on %s (%ld cores, %s kernels): %d configurations, each run for %d and %d steps\n", name,
-           pt_cpu_model(), cores, pt_cpu_level_name(pt_cpu_level_current()), n, r.steps_short, r.steps_long);
+    printf("ptrain scale: %s on %s (%ld cores, %s kernels): %d configurations, each run for %d and %d steps "
+           "(more where those take under %.2g s)\n",
+           name, pt_cpu_model(), cores, pt_cpu_level_name(pt_cpu_level_current()), n, r.steps_short, r.steps_long,
+           PT_SCALE_MIN_MEASURED_S);
   fflush(stdout);
   if (task >= n) {
     fprintf(stderr, "ptrain scale: --task %d: the sweep has configurations 0 to %d\n", task, n - 1);

@@ -280,10 +280,26 @@ void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c) {
   /* Runs so short that noise (a busy machine, a slow first step) makes the
    * longer one no longer: its own figures, start-up included. Either way
    * short runs are marked rough, with the reason. */
-  const pt_scale_totals t0 = {p[0].seconds, p[0].images, p[0].steps}, t1 = {p[1].seconds, p[1].images, p[1].steps};
-  const pt_scale_steadiness steady = pt_scale_steadiness_of(&t0, &t1, c->rough_why, sizeof c->rough_why);
+  pt_scale_totals t0 = {p[0].seconds, p[0].images, p[0].steps}, t1 = {p[1].seconds, p[1].images, p[1].steps};
+  pt_scale_steadiness steady = pt_scale_steadiness_of(&t0, &t1, c->rough_why, sizeof c->rough_why);
+  /* Too little time measured (a small model's steps take a millisecond):
+   * the longer run again, with as many steps as the steps measured need
+   * for twice the minimum at the rate just seen, so a sweep of any model
+   * measures enough without the user sizing --steps for each. */
+  const int more = pt_scale_steps_for(&t0, &t1, r->steps_long - r->steps_short);
+  if (steady == PT_SCALE_ROUGH_SHORT && more > r->steps_long - r->steps_short) {
+    const int longer = r->steps_short + more;
+    if (run_once(r, c, longer, metrics[1], log, c->why, sizeof c->why)) return;
+    if (!read_profile(metrics[1], &p[1])) {
+      snprintf(c->why, sizeof c->why, "its run of %d steps wrote no profile line to %.150s", longer, metrics[1]);
+      return;
+    }
+    t1 = (pt_scale_totals){p[1].seconds, p[1].images, p[1].steps};
+    steady = pt_scale_steadiness_of(&t0, &t1, c->rough_why, sizeof c->rough_why);
+  }
   c->rough = steady != PT_SCALE_STEADY;
   if (steady == PT_SCALE_ROUGH_NO_DIFF) memset(&p[0], 0, sizeof p[0]);
+  c->steps_measured = p[1].steps - p[0].steps;
   const double ds = p[1].seconds - p[0].seconds, di = p[1].images - p[0].images;
   const double dn = (double)(p[1].steps - p[0].steps);
   if (!(ds > 0) || !(di > 0) || !(dn > 0)) {

@@ -49,6 +49,7 @@ typedef struct {
   double data_ms, forward_ms, backward_ms, optimizer_ms, comm_ms, other_ms;
   double bubble;        /* pipelines: the stages' idle share; NaN otherwise */
   double peak_rss_mb;   /* of rank 0's process, the longer run */
+  int steps_measured;   /* the difference of the two runs' steps (more than --steps where those took too little time) */
   int rough;            /* the figures are not to be trusted (trust.c): rough_why says why */
   char rough_why[200];
   /* against the baseline (one worker, same threads, batch, optimizer) */
@@ -127,6 +128,13 @@ typedef struct {
  * the reason, where not, into why (empty otherwise). */
 pt_scale_steadiness pt_scale_steadiness_of(const pt_scale_totals *shorter, const pt_scale_totals *longer, char *why,
                                            size_t len);
+/* How many steps to measure for PT_SCALE_MIN_MEASURED_S twice over, at the
+ * rate the two runs showed, at most PT_SCALE_MAX_STEPS_FACTOR times the
+ * steps asked for: measured, when those were enough, or when the runs
+ * show no rate to go by. */
+#define PT_SCALE_MAX_STEPS_FACTOR 100
+int pt_scale_steps_for(const pt_scale_totals *shorter, const pt_scale_totals *longer, int measured);
+
 /* 1 where a speed-up over one worker is more than workers workers can
  * give (efficiency above PT_SCALE_MAX_EFFICIENCY): noise, not speed; the
  * reason into why. 0 otherwise, why empty. */

@@ -11,6 +11,7 @@
  * what the workers can give, which no real measurement shows. A little
  * above linear can be real (each worker's share fits the cache better),
  * hence the tolerance in PT_SCALE_MAX_EFFICIENCY. */
+#include <math.h>
 #include <stdio.h>
 
 #include "scale/scale.h"
@@ -39,4 +40,11 @@ int pt_scale_impossible_speedup(double speedup, int workers, char *why, size_t l
   snprintf(why, len, "%.0f%% efficiency, more than %d worker%s can give: the runs' noise, not speed; raise --steps",
            100.0 * speedup / workers, workers, workers == 1 ? "" : "s");
   return 1;
+}
+
+int pt_scale_steps_for(const pt_scale_totals *shorter, const pt_scale_totals *longer, int measured) {
+  const double ds = longer->seconds - shorter->seconds, dn = (double)(longer->steps - shorter->steps);
+  if (!(ds > 0) || !(dn > 0) || ds >= PT_SCALE_MIN_MEASURED_S) return measured;
+  const double want = ceil(dn * 2 * PT_SCALE_MIN_MEASURED_S / ds), most = (double)measured * PT_SCALE_MAX_STEPS_FACTOR;
+  return want > most ? (int)most : want > measured ? (int)want : measured;
 }

@@ -36,6 +36,20 @@ static void test_too_little_time_measured_is_rough(void **st) {
   assert_int_equal(pt_scale_steadiness_of(&c, &d, why, sizeof why), PT_SCALE_STEADY);
 }
 
+/* Too little time measured: as many steps as twice the minimum takes at
+ * the rate seen, bounded; enough time, or no rate, keeps the steps asked. */
+static void test_steps_for(void **st) {
+  (void)st;
+  const pt_scale_totals a = {0.050, 300, 5}, b = {0.080, 3300, 35}; /* 30 steps in 30 ms */
+  assert_int_equal(pt_scale_steps_for(&a, &b, 30), (int)ceil(30 * 2 * PT_SCALE_MIN_MEASURED_S / 0.030 - 1e-9));
+  const pt_scale_totals fast = {0.050, 300, 5}, fast_b = {0.0503, 3300, 35}; /* 0.3 ms: the bound */
+  assert_int_equal(pt_scale_steps_for(&fast, &fast_b, 30), 30 * PT_SCALE_MAX_STEPS_FACTOR);
+  const pt_scale_totals slow = {0.5, 300, 5}, slow_b = {1.5, 3300, 35};
+  assert_int_equal(pt_scale_steps_for(&slow, &slow_b, 30), 30);
+  const pt_scale_totals none = {0.5, 300, 5}, none_b = {0.4, 3300, 35}; /* the longer took no longer */
+  assert_int_equal(pt_scale_steps_for(&none, &none_b, 30), 30);
+}
+
 static void test_no_difference_is_rough(void **st) {
   (void)st;
   char why[200];
@@ -143,6 +157,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_steady_runs),
       cmocka_unit_test(test_too_little_time_measured_is_rough),
+      cmocka_unit_test(test_steps_for),
       cmocka_unit_test(test_no_difference_is_rough),
       cmocka_unit_test(test_impossible_speedups),
       cmocka_unit_test(test_judge_trusts_steady_figures),
