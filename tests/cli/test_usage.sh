@@ -30,6 +30,9 @@ expect_exit 1 "unknown model 'resnet'" -- "$PTRAIN" train --model resnet
 expect_exit 1 "train-images-idx3-ubyte.*ptrain data fetch" -- "$PTRAIN" train --data-dir "$TMP/nowhere"
 printf 'input 1 28 28\nconv2d c out=4 kernal=3\n' >"$TMP/bad.txt"
 expect_exit 1 "bad.txt:2: unknown option 'kernal'" -- "$PTRAIN" train --model-file "$TMP/bad.txt"
+# a shape error names the file and line too, with no 'name' line to go by
+printf 'input 1 28 28\nconv2d c out=4 kernel=3\nlinear fc out=10\n' >"$TMP/flat.txt"
+expect_exit 1 "flat.txt:3: linear fc: input 4x26x26: linear takes flat input" -- "$PTRAIN" train --model-file "$TMP/flat.txt"
 expect_exit 1 "momentum and --nesterov apply to --optimizer sgd" -- "$PTRAIN" train --optimizer adam --nesterov
 
 # ptrain models lists every preset with its size.
