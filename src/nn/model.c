@@ -306,22 +306,31 @@ pt_status pt_model_create_on(pt_model **out, const pt_model_spec *spec, int max_
   return PT_OK;
 }
 
-pt_status pt_model_summarize(const pt_model_spec *spec, pt_model_summary *out) {
-  memset(out, 0, sizeof *out);
+pt_status pt_model_shapes(pt_model **out, const pt_model_spec *spec) {
+  *out = NULL;
   pt_model *m = pt_calloc(1, sizeof *m);
   if (!m) return PT_ERR_NOMEM;
   size_t ws_max;
   pt_status st = infer_model(m, spec, 1, &ws_max);
-  if (st == PT_OK) {
-    out->nparams = m->nparam_total;
-    out->flops = pt_model_flops(m);
-    out->classes = m->num_classes;
-    for (int i = 0; i < m->nlayers; i++)
-      out->activation_floats +=
-          (size_t)m->layers[i].out_c * m->layers[i].out_h * m->layers[i].out_w;
+  if (st != PT_OK) {
+    free(m);
+    return st;
   }
+  *out = m;
+  return PT_OK;
+}
+
+pt_status pt_model_summarize(const pt_model_spec *spec, pt_model_summary *out) {
+  memset(out, 0, sizeof *out);
+  pt_model *m;
+  PT_TRY(pt_model_shapes(&m, spec));
+  out->nparams = m->nparam_total;
+  out->flops = pt_model_flops(m);
+  out->classes = m->num_classes;
+  for (int i = 0; i < m->nlayers; i++)
+    out->activation_floats += (size_t)m->layers[i].out_c * m->layers[i].out_h * m->layers[i].out_w;
   free(m); /* nothing else was allocated */
-  return st;
+  return PT_OK;
 }
 
 void pt_model_destroy(pt_model *m) {

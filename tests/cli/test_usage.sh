@@ -40,6 +40,20 @@ expect_exit 1 "momentum and --nesterov apply to --optimizer sgd" -- "$PTRAIN" tr
 for m in mnist-cnn tutorial-cnn fmnist-mlp cifar-convnet; do grep -q "^$m " "$TMP/models" || fail "models lacks $m"; done
 grep -q "^mnist-cnn *1199882 " "$TMP/models" || fail "mnist-cnn parameter count"
 "$PTRAIN" models fmnist-mlp | grep -q "^linear lin1 out=200" || fail "models NAME prints the spec"
+# --show: the layers by the index and name --split takes, for a preset or a spec file
+"$PTRAIN" models --show fmnist-mlp >"$TMP/show"
+grep -q "^fmnist-mlp: input 1x28x28, 4 layers, 159010 parameters" "$TMP/show" || fail "models --show: $(cat "$TMP/show")"
+grep -Eq "^ +1  linear lin1 +200 +157000 " "$TMP/show" || fail "models --show: lin1's line: $(cat "$TMP/show")"
+grep -Eq "^ +3  linear lin2 +10 +2010 " "$TMP/show" || fail "models --show: lin2's line: $(cat "$TMP/show")"
+"$PTRAIN" models --show mnist-cnn | grep -Eq "^ +0  conv2d conv1 +32x26x26 +320 " || fail "models --show mnist-cnn"
+printf 'input 1 28 28\nflatten\nlinear fc out=10\n' >"$TMP/tiny.txt"
+"$PTRAIN" models --show "$TMP/tiny.txt" | grep -Eq "^ +1  linear fc +10 +7850 " || fail "models --show FILE"
+expect_exit 2 "unknown model 'nosuch'" -- "$PTRAIN" models --show nosuch
+expect_exit 2 "unknown model 'nosuch'" -- "$PTRAIN" models nosuch
+expect_exit 1 "flat.txt:3: linear fc" -- "$PTRAIN" models --show "$TMP/flat.txt"
+# the --split error points there, and what it points to exists
+expect_exit 1 "has no layer of that name \(ptrain models --show fmnist-mlp lists them\)" -- \
+  "$PTRAIN" train --model fmnist-mlp --parallel model --split nosuch
 pass "models"
 
 # ptrain bench measures what it says: a JSON line with consistent fields.
