@@ -30,6 +30,12 @@ struct pt_run {
   int trained;
 };
 
+/* The checks pt_run_train makes of cfg's settings against each other and
+ * the net, without data: what the command line reports as usage errors
+ * (PT_ERR_ARG) before it reads any. dataset: the one to be loaded (NULL:
+ * the net's); comm: the MPI world of a ddp run or of stages as ranks. */
+pt_status pt_run_check(const pt_net *net, const char *dataset, const pt_config *cfg, pt_comm *comm);
+
 /* pt_evaluate in batches of at most batch_max, flushing denormals or not
  * (util/fpmode.h). */
 pt_status pt_evaluate_with(pt_net *net, const pt_data *data, const char *device, int threads, int batch_max,

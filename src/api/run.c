@@ -121,6 +121,18 @@ pt_status pt_run_create(pt_net *net, const pt_data *train, const pt_data *test, 
   return PT_OK;
 }
 
+pt_status pt_run_check(const pt_net *net, const char *dataset, const pt_config *cfg, pt_comm *comm) {
+  if (!net || !cfg) return pt_fail(PT_ERR_ARG, "pt_run_check: %s is NULL", !net ? "net" : "cfg");
+  pt_train_config t;
+  to_trainer(cfg, &t);
+  t.spec = &net->spec;
+  t.spec_text = net->spec_text;
+  t.dataset = dataset;
+  t.comm = comm;
+  pt_train_plan plan;
+  return pt_train_plan_make(&t, &plan);
+}
+
 static int is(const char *a, const char *b) { return a && !strcmp(a, b); }
 
 /* A stop signal, the trace and MPI belong to the process: one run at a time. */

@@ -9,14 +9,6 @@
 #include "nn/model.h"
 #include "nn/presets.h"
 
-/* An unknown preset: the message lists the presets; a usage error. */
-static int unknown_model(const char *name) {
-  pt_model_spec unused;
-  pt_preset_spec(name, &unused);
-  fprintf(stderr, "ptrain models: %s (see 'ptrain models --help')\n", pt_error_message());
-  return PT_USAGE_ERROR;
-}
-
 /* The layers of a preset, or of a spec file (what --model-file takes). */
 static int show_layers(const char *what) {
   const pt_preset *p = pt_preset_find(what);
@@ -26,7 +18,7 @@ static int show_layers(const char *what) {
   } else if (access(what, F_OK) == 0) {
     if (pt_spec_parse_file(what, &spec) != PT_OK) return pt_cli_fail("models");
   } else {
-    return unknown_model(what);
+    return pt_cli_unknown_model("models", what);
   }
   pt_model *m;
   if (pt_model_shapes(&m, &spec) != PT_OK) return pt_cli_fail("models");
@@ -75,7 +67,7 @@ int pt_cmd_models(int argc, char **argv) {
   if (show) return show_layers(show);
   if (npos) {
     const pt_preset *p = pt_preset_find(pos[0]);
-    if (!p) return unknown_model(pos[0]);
+    if (!p) return pt_cli_unknown_model("models", pos[0]);
     printf("# %s: %s\n%s", p->name, p->summary, p->text);
     return 0;
   }

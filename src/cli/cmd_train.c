@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "comm/comm.h"
+#include "nn/presets.h"
 #include "train/stop.h"
 
 #define BIG 9.2e18
@@ -151,6 +152,7 @@ int pt_cmd_train(int argc, char **argv) {
     fprintf(stderr, "ptrain train: --cuda-graphs and --no-cuda-graphs contradict each other; give one\n");
     return PT_USAGE_ERROR;
   }
+  if (model && !pt_preset_find(model)) return pt_cli_unknown_model("train", model);
   c.cuda_graphs = cuda_graphs ? 1 : no_cuda_graphs ? -1 : 0;
   c.prefetch = !no_prefetch;
   c.shuffle = !no_shuffle;
@@ -193,8 +195,25 @@ int pt_cmd_train(int argc, char **argv) {
   pt_data *train = NULL, *test = NULL;
   pt_run *run = NULL;
   pt_status st = model_file ? pt_net_spec_file(model_file, &net) : pt_net_preset(model ? model : "mnist-cnn", &net);
+  /* Settings that do not fit together or the model are usage errors, and
+   * said before the data is read; what goes wrong from here on is not. */
+  int usage = 0;
+  if (st == PT_OK) usage = (st = pt_run_check(net, dataset, &c, comm)) == PT_ERR_ARG;
   if (st == PT_OK) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TRAIN, &train);
   if (st == PT_OK) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TEST, &test);
+  if (st == PT_OK) {
+    /* A dataset the model cannot take is a flag that does not fit, though
+     * it shows only once the images are there. */
+    int mc, mh, mw;
+    pt_net_shape(net, &mc, &mh, &mw, NULL);
+    const pt_dataset *ds = &train->ds;
+    if (ds->c != mc || ds->h != mh || ds->w != mw) {
+      st = pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images are %dx%dx%d (use --dataset)",
+                   pt_net_name(net), mc, mh, mw, pt_dataset_kind_name((pt_dataset_kind)train->kind), ds->c, ds->h,
+                   ds->w);
+      usage = 1;
+    }
+  }
   if (st == PT_OK) st = pt_run_create(net, train, test, &c, &run);
   if (st == PT_OK) {
     run->comm = comm; /* the run's from here on */
@@ -203,7 +222,9 @@ int pt_cmd_train(int argc, char **argv) {
   catch_stop_signals();
   if (st == PT_OK) st = pt_run_train(run);
   rc = 0;
-  if (st != PT_OK) {
+  if (st != PT_OK && usage) {
+    rc = pt_cli_usage_fail("train"); /* every rank has the same flags, and stops alike */
+  } else if (st != PT_OK) {
     rc = pt_cli_fail("train");
     /* The other ranks wait on this one: take them down rather than let them hang. */
     pt_comm *world = run ? run->comm : comm;

@@ -23,6 +23,7 @@
 #include "nn/presets.h"
 #include "ops/cpu/isa/cpu_level.h"
 #include "ops/cpu/ops.h"
+#include "pipe/partition.h"
 #include "comm/comm.h"
 #include "cuda/device.h"
 #include "train/checkpoint.h"
@@ -270,6 +271,16 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   }
   if (!r->staged && (c->stages || c->micro_batches || c->schedule || c->split))
     return pt_fail(PT_ERR_ARG, "--stages, --micro-batches, --schedule and --split are for --parallel model or pipeline");
+  if (r->staged) {
+    /* The stages' layers, from the shapes alone: a --split that names no
+     * layer, or more stages than layers, is said before any data is read. */
+    pt_model *shapes;
+    PT_TRY(pt_model_shapes(&shapes, &r->spec));
+    int bounds[PT_MAX_LAYERS + 1];
+    const pt_status st = pt_pipe_partition(shapes, r->stages, c->split, bounds);
+    free(shapes);
+    PT_TRY(st);
+  }
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (cores < 1) cores = 1;
   r->threads = c->threads > 0 ? c->threads : (int)(cores / local > 0 ? cores / local : 1);

@@ -1,4 +1,5 @@
 # Usage errors: exit code 2 and one line naming the flag and what was expected.
+# Errors met in files or while running exit 1.
 source "$(dirname "$0")/lib.sh"
 
 expect_exit 2 "unknown flag '--bogus'" -- "$PTRAIN" train --bogus
@@ -15,6 +16,26 @@ expect_exit 2 "--model and --model-file" -- "$PTRAIN" train --model mnist-cnn --
 expect_exit 2 "unknown command 'trian'" -- "$PTRAIN" trian
 expect_exit 2 "--checkpoint FILE is required" -- "$PTRAIN" eval
 expect_exit 2 "unknown dataset 'svhn'" -- "$PTRAIN" data fetch svhn
+# Flag values and combinations the library refuses are usage errors too,
+# and said before any data is read (no dataset is needed for these).
+expect_exit 2 "unknown model 'resnet'" -- "$PTRAIN" train --model resnet --data-dir "$TMP/nowhere"
+expect_exit 2 "--device: 'gpu' is not a device" -- "$PTRAIN" train --device gpu --data-dir "$TMP/nowhere"
+expect_exit 2 "--split nosuch: fmnist-mlp has no layer of that name" -- \
+  "$PTRAIN" train --model fmnist-mlp --parallel pipeline --split nosuch --data-dir "$TMP/nowhere"
+expect_exit 2 "--workers and --devices need --parallel dp" -- "$PTRAIN" train --workers 3 --data-dir "$TMP/nowhere"
+expect_exit 2 "--momentum and --nesterov apply to --optimizer sgd, not adam" -- \
+  "$PTRAIN" train --optimizer adam --momentum 0.9 --data-dir "$TMP/nowhere"
+expect_exit 2 "momentum and --nesterov apply to --optimizer sgd" -- "$PTRAIN" train --optimizer adam --nesterov
+expect_exit 2 "5 stages but fmnist-mlp has only 4 layers" -- \
+  "$PTRAIN" train --model fmnist-mlp --parallel model --devices cpu:0,cpu:1,cpu:2,cpu:3,cpu:4 --data-dir "$TMP/nowhere"
+make_cifar "$TMP/cifar" 3
+expect_exit 2 "model mnist-cnn takes 1x28x28 input but the cifar10 images are 3x32x32 \(use --dataset\)" -- \
+  "$PTRAIN" train --model mnist-cnn --dataset cifar10 --data-dir "$TMP/cifar"
+expect_exit 2 "unknown model 'resnet'" -- "$PTRAIN" eval --checkpoint "$TMP/none" --model resnet
+expect_exit 2 "--device: 'gpu' is not a device" -- "$PTRAIN" eval --checkpoint "$TMP/none" --model fmnist-mlp --device gpu
+expect_exit 2 "--index a: expected image numbers" -- "$PTRAIN" predict --checkpoint "$TMP/none" --index a "$TMP/none.idx"
+expect_exit 2 "--index : expected|--index: expected" -- "$PTRAIN" predict --checkpoint "$TMP/none" --index '' "$TMP/none.idx"
+expect_exit 2 "--output x.gif: expected a file name ending in .png or .svg" -- "$PTRAIN" plot --output x.gif "$TMP/none.jsonl"
 
 # Every subcommand has --help, exiting 0 with a usage line.
 for cmd in train eval models info data bench; do
@@ -25,15 +46,16 @@ done
 "$PTRAIN" --version | grep -Eq "^ptrain [0-9]+\.[0-9]+\.[0-9]+$" || fail "ptrain --version"
 pass "--help and --version"
 
-# Runtime errors: exit 1 with a message naming the thing.
-expect_exit 1 "unknown model 'resnet'" -- "$PTRAIN" train --model resnet
+# Runtime errors: exit 1 with a message naming the thing: a missing or
+# malformed file stays one, whatever flag named it.
 expect_exit 1 "train-images-idx3-ubyte.*ptrain data fetch" -- "$PTRAIN" train --data-dir "$TMP/nowhere"
+expect_exit 1 "$TMP/none" -- "$PTRAIN" eval --checkpoint "$TMP/none" --model fmnist-mlp
+expect_exit 1 "cannot open.*none.jsonl" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/none.jsonl"
 printf 'input 1 28 28\nconv2d c out=4 kernal=3\n' >"$TMP/bad.txt"
 expect_exit 1 "bad.txt:2: unknown option 'kernal'" -- "$PTRAIN" train --model-file "$TMP/bad.txt"
 # a shape error names the file and line too, with no 'name' line to go by
 printf 'input 1 28 28\nconv2d c out=4 kernel=3\nlinear fc out=10\n' >"$TMP/flat.txt"
 expect_exit 1 "flat.txt:3: linear fc: input 4x26x26: linear takes flat input" -- "$PTRAIN" train --model-file "$TMP/flat.txt"
-expect_exit 1 "momentum and --nesterov apply to --optimizer sgd" -- "$PTRAIN" train --optimizer adam --nesterov
 
 # ptrain models lists every preset with its size.
 "$PTRAIN" models >"$TMP/models"
@@ -52,7 +74,7 @@ expect_exit 2 "unknown model 'nosuch'" -- "$PTRAIN" models --show nosuch
 expect_exit 2 "unknown model 'nosuch'" -- "$PTRAIN" models nosuch
 expect_exit 1 "flat.txt:3: linear fc" -- "$PTRAIN" models --show "$TMP/flat.txt"
 # the --split error points there, and what it points to exists
-expect_exit 1 "has no layer of that name \(ptrain models --show fmnist-mlp lists them\)" -- \
+expect_exit 2 "has no layer of that name \(ptrain models --show fmnist-mlp lists them\)" -- \
   "$PTRAIN" train --model fmnist-mlp --parallel model --split nosuch
 pass "models"
 
