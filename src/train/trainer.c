@@ -1276,6 +1276,7 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
       snprintf(trace_path, sizeof trace_path, "%.*s.rank%d%s", stem, cfg->trace_path, cfg->comm->rank,
                cfg->trace_path + stem);
     }
+    PT_TRY(pt_trace_check_path(trace_path));
     PT_TRY(pt_trace_start((size_t)2 << 20));
     char track[32] = "trainer";
     if (dp) snprintf(track, sizeof track, staged ? "stage 0" : "worker 0");

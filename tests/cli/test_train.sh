@@ -89,6 +89,14 @@ assert any(e["cat"] == "data" and (cores < 2 or e["tid"] != names["trainer"]) fo
 assert sum(1 for e in spans if e["name"] == "optimizer") == 30
 PY
 pass "--profile and --trace"
+# A trace that cannot be written is said before training, naming the file
+# given (not the temporary one beside it), and nothing is left behind.
+expect_exit 1 "cannot write trace $TMP/nodir/t.json: No such file" -- "$PTRAIN" train --model fmnist-mlp --epochs 2 \
+  --trace "$TMP/nodir/t.json"
+grep -q "^epoch" "$TMP/out" && fail "--trace to a missing directory: trained first: $(cat "$TMP/out")"
+expect_exit 1 "cannot write trace $TMP: it is a directory" -- "$PTRAIN" train --model fmnist-mlp --trace "$TMP"
+compgen -G "$TMP.tmp.*" >/dev/null && fail "a temporary trace file was left: $(ls -d "$TMP".tmp.*)"
+pass "--trace to a missing directory or a directory: refused before training"
 
 # --eval-every N evaluates inside epochs (an "eval" metrics line each) without
 # changing the training; --target-accuracy stops at the first evaluation
