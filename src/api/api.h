@@ -28,6 +28,7 @@ struct pt_run {
   pt_comm *comm;         /* ddp, and stages as MPI ranks: made by pt_run_train */
   pt_result result;
   int trained;
+  int stop_signal;       /* the signal a stop was requested by here (0: none, or only another rank's) */
 };
 
 /* The checks pt_run_train makes of cfg's settings against each other and

@@ -172,10 +172,13 @@ static pt_status train_alone(pt_run *run) {
   }
   pt_model *final = NULL;
   t->final_model = &final;
-  /* A signal that stopped an earlier run in this process stopped that run. */
-  pt_train_stop_reset();
+  /* A stop requested before the run started is this run's to answer (a
+   * preemption while the data loaded): it stops after its first step. The
+   * request is spent once the run is over, so that the next run in the
+   * process starts without it. */
   pt_train_result r;
   pt_status st = pt_train_run(t, run->pub.log, &r);
+  run->stop_signal = pt_train_stop_take();
   t->final_model = NULL;
   if (st != PT_OK) {
     pt_model_destroy(final);
