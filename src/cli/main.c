@@ -74,6 +74,13 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "jobscript")) return pt_cmd_jobscript(argc, argv);
   if (!strcmp(cmd, "scale")) return pt_cmd_scale(argc, argv);
   if (!strcmp(cmd, "plot")) return pt_cmd_plot(argc, argv);
+  static const char *const commands[] = {"train", "eval",  "predict",   "models", "info",
+                                          "data",  "bench", "jobscript", "scale",  "plot"};
+  const char *near = pt_args_suggest(cmd, commands, (int)(sizeof commands / sizeof commands[0]));
+  if (near) {
+    fprintf(stderr, "ptrain: unknown command '%s': did you mean %s? (see ptrain --help)\n", cmd, near);
+    return PT_USAGE_ERROR;
+  }
   fprintf(stderr,
           "ptrain: unknown command '%s' (expected train, eval, predict, models, info, data, bench, jobscript, scale or plot; see ptrain --help)\n",
           cmd);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_TOKENS 16
 
@@ -305,6 +306,13 @@ pt_status pt_spec_read_file(const char *path, char **text) {
   *text = NULL;
   FILE *f = fopen(path, "rb");
   if (!f) return pt_fail_errno(PT_ERR_IO, "cannot open model file %s", path);
+  /* fopen takes a directory on Linux, and reading it then fails with
+   * EISDIR, which said only "read error". */
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    fclose(f);
+    return pt_fail(PT_ERR_IO, "model file %s is a directory; expected a spec file (docs/models.md)", path);
+  }
   char *buf = pt_malloc(1 << 16);
   if (!buf) {
     fclose(f);

@@ -13,7 +13,11 @@ expect_exit 2 "--dataset: expected one of" -- "$PTRAIN" train --dataset imagenet
 expect_exit 2 "--nesterov takes no value" -- "$PTRAIN" train --nesterov=1
 expect_exit 2 "unexpected argument 'extra'" -- "$PTRAIN" train extra
 expect_exit 2 "--model and --model-file" -- "$PTRAIN" train --model mnist-cnn --model-file x.txt
-expect_exit 2 "unknown command 'trian'" -- "$PTRAIN" trian
+expect_exit 2 "unknown command 'trian': did you mean train\?" -- "$PTRAIN" trian
+expect_exit 2 "unknown command 'xyz' \(expected train, eval" -- "$PTRAIN" xyz
+expect_exit 2 "unknown flag '--epoch': did you mean --epochs\?" -- "$PTRAIN" train --epoch 2
+expect_exit 2 "unknown flag '--chekpoint': did you mean --checkpoint\?" -- "$PTRAIN" eval --chekpoint x
+expect_exit 2 "unknown flag '--bogus' \(see" -- "$PTRAIN" train --bogus
 expect_exit 2 "--checkpoint FILE is required" -- "$PTRAIN" eval
 expect_exit 2 "unknown dataset 'svhn'" -- "$PTRAIN" data fetch svhn
 # Flag values and combinations the library refuses are usage errors too,
@@ -53,6 +57,7 @@ expect_exit 1 "$TMP/none" -- "$PTRAIN" eval --checkpoint "$TMP/none" --model fmn
 expect_exit 1 "cannot open.*none.jsonl" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/none.jsonl"
 printf 'input 1 28 28\nconv2d c out=4 kernal=3\n' >"$TMP/bad.txt"
 expect_exit 1 "bad.txt:2: unknown option 'kernal'" -- "$PTRAIN" train --model-file "$TMP/bad.txt"
+expect_exit 1 "model file $TMP is a directory; expected a spec file" -- "$PTRAIN" train --model-file "$TMP"
 # a shape error names the file and line too, with no 'name' line to go by
 printf 'input 1 28 28\nconv2d c out=4 kernel=3\nlinear fc out=10\n' >"$TMP/flat.txt"
 expect_exit 1 "flat.txt:3: linear fc: input 4x26x26: linear takes flat input" -- "$PTRAIN" train --model-file "$TMP/flat.txt"
