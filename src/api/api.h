@@ -28,7 +28,14 @@ struct pt_run {
   pt_comm *comm;         /* ddp, and stages as MPI ranks: made by pt_run_train */
   pt_result result;
   int trained;
+  int stop_signal;       /* the signal a stop was requested by here (0: none, or only another rank's) */
 };
+
+/* The checks pt_run_train makes of cfg's settings against each other and
+ * the net, without data: what the command line reports as usage errors
+ * (PT_ERR_ARG) before it reads any. dataset: the one to be loaded (NULL:
+ * the net's); comm: the MPI world of a ddp run or of stages as ranks. */
+pt_status pt_run_check(const pt_net *net, const char *dataset, const pt_config *cfg, pt_comm *comm);
 
 /* pt_evaluate in batches of at most batch_max, flushing denormals or not
  * (util/fpmode.h). */

@@ -13,6 +13,10 @@ static pt_status net_from_text(const char *text, const char *origin, pt_net **ou
   pt_net *net = calloc(1, sizeof *net);
   if (!net) return pt_fail(PT_ERR_NOMEM, "out of memory for a model");
   pt_status st = pt_spec_parse(text, origin, &net->spec);
+  /* Shapes too, now: a layer that cannot take its input is the file's
+   * error, better said before any data is read than when training starts. */
+  pt_model_summary unused;
+  if (st == PT_OK) st = pt_model_summarize(&net->spec, &unused);
   if (st == PT_OK && !(net->spec_text = strdup(text))) st = pt_fail(PT_ERR_NOMEM, "out of memory for a model spec");
   if (st != PT_OK) {
     pt_net_free(net);

@@ -121,6 +121,18 @@ pt_status pt_run_create(pt_net *net, const pt_data *train, const pt_data *test, 
   return PT_OK;
 }
 
+pt_status pt_run_check(const pt_net *net, const char *dataset, const pt_config *cfg, pt_comm *comm) {
+  if (!net || !cfg) return pt_fail(PT_ERR_ARG, "pt_run_check: %s is NULL", !net ? "net" : "cfg");
+  pt_train_config t;
+  to_trainer(cfg, &t);
+  t.spec = &net->spec;
+  t.spec_text = net->spec_text;
+  t.dataset = dataset;
+  t.comm = comm;
+  pt_train_plan plan;
+  return pt_train_plan_make(&t, &plan);
+}
+
 static int is(const char *a, const char *b) { return a && !strcmp(a, b); }
 
 /* A stop signal, the trace and MPI belong to the process: one run at a time. */
@@ -160,10 +172,13 @@ static pt_status train_alone(pt_run *run) {
   }
   pt_model *final = NULL;
   t->final_model = &final;
-  /* A signal that stopped an earlier run in this process stopped that run. */
-  pt_train_stop_reset();
+  /* A stop requested before the run started is this run's to answer (a
+   * preemption while the data loaded): it stops after its first step. The
+   * request is spent once the run is over, so that the next run in the
+   * process starts without it. */
   pt_train_result r;
   pt_status st = pt_train_run(t, run->pub.log, &r);
+  run->stop_signal = pt_train_stop_take();
   t->final_model = NULL;
   if (st != PT_OK) {
     pt_model_destroy(final);

@@ -13,6 +13,40 @@ static int usage(const char *cmd, const char *fmt, const char *a, const char *b,
   return PT_USAGE_ERROR;
 }
 
+/* Edits from a to b: insertions, deletions, substitutions, and swaps of
+ * two neighbours ("trian"), each counting 1. Words of 63 characters at most. */
+static int edit_distance(const char *a, const char *b) {
+  const size_t n = strlen(a), m = strlen(b);
+  if (n > 63 || m > 63) return 1 << 20;
+  int d[64][64];
+  for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
+  for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
+  for (size_t i = 1; i <= n; i++)
+    for (size_t j = 1; j <= m; j++) {
+      int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
+      d[i][j] = best;
+    }
+  return d[n][m];
+}
+
+const char *pt_args_suggest(const char *word, const char *const *names, int n) {
+  const char *best = NULL;
+  int best_d = 1 << 20;
+  for (int k = 0; k < n; k++) {
+    const int dist = edit_distance(word, names[k]);
+    if (dist < best_d) best_d = dist, best = names[k];
+  }
+  /* Close enough to be a slip of the fingers, not another word: at most
+   * 2 edits, and at most one per 3 letters of what was typed. */
+  size_t letters = strlen(word);
+  while (letters && *word == '-') word++, letters--;
+  return best && best_d <= 2 && (size_t)(3 * best_d) <= letters ? best : NULL;
+}
+
 static int in_choices(const char *choices, const char *v) {
   size_t n = strlen(v);
   for (const char *p = choices; *p;) {
@@ -90,7 +124,15 @@ int pt_args_parse(const char *cmd, const pt_arg *table, int n, int argc, char **
     const pt_arg *a = NULL;
     for (int k = 0; k < n; k++)
       if (!strcmp(table[k].name, name)) a = &table[k];
-    if (!a) return usage(cmd, "unknown flag '%s'", name, "", "");
+    if (!a) {
+      const char *names[128];
+      int nn = 0;
+      for (int k = 0; k < n && nn < 127; k++) names[nn++] = table[k].name;
+      names[nn++] = "--help";
+      const char *near = pt_args_suggest(name, names, nn);
+      if (near) return usage(cmd, "unknown flag '%s': did you mean %s?", name, near, "");
+      return usage(cmd, "unknown flag '%s'", name, "", "");
+    }
     if (a->type == ARG_FLAG) {
       if (eq) return usage(cmd, "%s takes no value", name, "", "");
       *(int *)a->dst = 1;

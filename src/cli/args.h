@@ -26,6 +26,9 @@ typedef struct {
  * stderr. *help is set when --help was given. */
 int pt_args_parse(const char *cmd, const pt_arg *table, int n, int argc, char **argv, int from, int *help,
                   const char **positional, int max_pos, int *npos);
+/* The one of names that word is likely a slip for ("--epoch" for
+ * "--epochs", "trian" for "train"), or NULL when none is close. */
+const char *pt_args_suggest(const char *word, const char *const *names, int n);
 void pt_args_print_help(const char *usage, const char *about, const pt_arg *table, int n);
 /* The option lines alone, for a help text with more than one table. */
 void pt_args_print_options(const pt_arg *table, int n);

@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "nn/presets.h"
 
 int pt_cmd_eval(int argc, char **argv) {
   const char *ckpt = NULL, *model = NULL, *model_file = NULL, *dataset = NULL, *data_dir = NULL, *device = "cpu";
@@ -41,10 +43,12 @@ int pt_cmd_eval(int argc, char **argv) {
     fprintf(stderr, "ptrain eval: --model and --model-file: give one, not both (see 'ptrain eval --help')\n");
     return PT_USAGE_ERROR;
   }
+  /* --model takes a preset's name or a spec file's path (pt_net_load) */
+  if (model && !pt_preset_find(model) && access(model, F_OK)) return pt_cli_unknown_model("eval", model);
   /* A mistyped --device is said before the checkpoint is read. */
   pt_backend_kind kind;
   int index;
-  if (pt_device_parse(device, "--device", &kind, &index) != PT_OK) return pt_cli_fail("eval");
+  if (pt_device_parse(device, "--device", &kind, &index) != PT_OK) return pt_cli_usage_fail("eval");
   pt_net *net = NULL;
   pt_data *data = NULL;
   pt_eval ev;

@@ -79,8 +79,10 @@ int pt_cmd_info(int argc, char **argv) {
     const char *dir = pt_dataset_default_dir(kinds[i]);
     struct stat st;
     int found = stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
-    printf("  %-14s %s%s\n", pt_dataset_kind_name(kinds[i]), dir,
-           found ? "" : "  (not found: ptrain data fetch NAME --dir DIR)");
+    char hint[512] = "";
+    if (!found) pt_dataset_fetch_hint(hint, sizeof hint, kinds[i], dir);
+    printf("  %-14s %s%s%s%s\n", pt_dataset_kind_name(kinds[i]), dir, found ? "" : "  (not found: ", hint,
+           found ? "" : ")");
   }
   return 0;
 }

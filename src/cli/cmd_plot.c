@@ -104,6 +104,13 @@ int pt_cmd_plot(int argc, char **argv) {
             !output ? "--output FILE.png|FILE.svg is required" : "give one or more metrics files");
     return PT_USAGE_ERROR;
   }
+  /* The figure's format comes from its name: a wrong one is said before any file is read. */
+  const size_t len = strlen(output);
+  if (len < 4 || (strcmp(output + len - 4, ".png") && strcmp(output + len - 4, ".svg"))) {
+    fprintf(stderr, "ptrain plot: --output %s: expected a file name ending in .png or .svg (see 'ptrain plot --help')\n",
+            output);
+    return PT_USAGE_ERROR;
+  }
   const int by_epoch = !strcmp(xaxis, "epoch");
   curve cv[PT_CHART_MAX_SERIES / 2];
   if (nfiles > PT_CHART_MAX_SERIES / 2) {

@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "nn/presets.h"
 #include "data/blob.h"
 #include "data/dataset.h"
 #include "image/image.h"
@@ -83,8 +85,11 @@ static int is_picture(const char *path) {
   return n >= 3 && sig[0] == 0xFF && sig[1] == 0xD8 && sig[2] == 0xFF;
 }
 
-/* "3", "0,5,17", "0-9", or a mix: the indices, each below n. */
+/* "3", "0,5,17", "0-9", or a mix: the indices, each below n. With out
+ * NULL, the syntax alone, before any file is read. */
 static pt_status parse_indices(const char *spec, int n, int **out, int *count) {
+  int *none = NULL;
+  if (!out) out = &none;
   *out = NULL;
   *count = 0;
   int cap = 0;
@@ -99,8 +104,13 @@ static pt_status parse_indices(const char *spec, int n, int **out, int *count) {
       if (end == q || b < a) goto bad;
     }
     if (*end && *end != ',') goto bad;
-    if (b >= n)
+    if (out != &none && b >= n)
       return pt_fail(PT_ERR_ARG, "--index %s: %ld is past the file's last image, %d", spec, b, n - 1);
+    if (out == &none) {
+      *count = 1; /* a valid item; nothing kept */
+      p = *end ? end + 1 : end;
+      continue;
+    }
     for (long i = a; i <= b; i++) {
       if (*count == cap) {
         cap = cap ? 2 * cap : 16;
@@ -218,10 +228,14 @@ int pt_cmd_predict(int argc, char **argv) {
     fprintf(stderr, "ptrain predict: --model and --model-file: give one, not both (see 'ptrain predict --help')\n");
     return PT_USAGE_ERROR;
   }
+  /* --model takes a preset's name or a spec file's path (pt_net_load) */
+  if (model && !pt_preset_find(model) && access(model, F_OK)) return pt_cli_unknown_model("predict", model);
   if (!nfiles) {
     fprintf(stderr, "ptrain predict: no image given: name PNG, JPEG, IDX or CIFAR-10 files (see 'ptrain predict --help')\n");
     return PT_USAGE_ERROR;
   }
+  int ignored;
+  if (index && parse_indices(index, 0, NULL, &ignored) != PT_OK) return pt_cli_usage_fail("predict");
   int tables = 0;
   for (int i = 0; i < nfiles; i++) tables += !is_picture(files[i]);
   if (index && !tables) {

@@ -385,11 +385,14 @@ int pt_cmd_scale(int argc, char **argv) {
     char title[512], jpath[PATH_MAX];
     snprintf(title, sizeof title, "%s on %s (%ld cores, %s kernels)", name, pt_cpu_model(), cores,
              pt_cpu_level_name(pt_cpu_level_current()));
-    snprintf(jpath, sizeof jpath, "%.4000s/scale.jsonl", report);
+    /* "--report out/" names the same directory as "out": no "out//report.md" in what is printed */
+    int rl = (int)strlen(report);
+    while (rl > 1 && report[rl - 1] == '/') rl--;
+    snprintf(jpath, sizeof jpath, "%.*s/scale.jsonl", rl < 4000 ? rl : 4000, report);
     if (pt_scale_report(report, title, cfg, n, target, rec) != PT_OK || write_json(jpath, name, (int)cores, cfg, n, rec) != PT_OK)
       failed = pt_cli_fail("scale");
     else
-      printf("report: %s/report.md (speedup.png, speedup.svg, scale.jsonl)\n", report);
+      printf("report: %.*s/report.md (speedup.png, speedup.svg, scale.jsonl)\n", rl, report);
   }
   int any = 0;
   for (int i = 0; i < n; i++) any |= cfg[i].ran;

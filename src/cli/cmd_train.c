@@ -29,6 +29,13 @@ static void on_stop_signal(int sig) {
   }
 }
 
+/* Whether the start-up goes on: a signal before training in one process
+ * ends it at the next stage. Ranks of an MPI world go on instead: one
+ * leaving alone would leave the others waiting, and the request, kept
+ * until the run answers it, stops them all after the first step,
+ * checkpointed. */
+static int starting(pt_status st, const pt_comm *comm) { return st == PT_OK && (comm || !pt_train_stop_signal()); }
+
 static void catch_stop_signals(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -74,28 +81,52 @@ int pt_cmd_train(int argc, char **argv) {
                     "or use --parallel dp --workers N for workers that are threads of one process\n");
     return PT_USAGE_ERROR;
   }
+  /* Before the slow start-up (MPI, the model, the data): a preemption then
+   * must still end with the status a requeueing script looks for, not the
+   * default action's 143. */
+  catch_stop_signals();
   /* The MPI world first, so that a rank failing to load its data takes the
    * others down at once instead of leaving them waiting. Stages are MPI
    * ranks when a launcher started several processes. */
   pt_comm *comm = NULL;
   if ((ddp || (staged && pt_comm_mpi_launched())) && pt_comm_mpi_create(&comm, c.timeout_s) != PT_OK)
     return pt_cli_fail("train");
+  if (comm) catch_stop_signals(); /* again: MPI_Init may have put handlers of its own */
   c.log = stdout; /* rank 0 reports */
   pt_net *net = NULL;
   pt_data *train = NULL, *test = NULL;
   pt_run *run = NULL;
   pt_status st = model_file ? pt_net_spec_file(model_file, &net) : pt_net_preset(model ? model : "mnist-cnn", &net);
-  if (st == PT_OK) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TRAIN, &train);
-  if (st == PT_OK) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TEST, &test);
-  if (st == PT_OK) st = pt_run_create(net, train, test, &c, &run);
-  if (st == PT_OK) {
+  /* Settings that do not fit together or the model are usage errors, and
+   * said before the data is read; what goes wrong from here on is not. */
+  int usage = 0;
+  if (st == PT_OK) usage = (st = pt_run_check(net, dataset, &c, comm)) == PT_ERR_ARG;
+  if (starting(st, comm)) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TRAIN, &train);
+  if (starting(st, comm)) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TEST, &test);
+  if (starting(st, comm)) {
+    /* A dataset the model cannot take is a flag that does not fit, though
+     * it shows only once the images are there. */
+    int mc, mh, mw;
+    pt_net_shape(net, &mc, &mh, &mw, NULL);
+    const pt_dataset *ds = &train->ds;
+    if (ds->c != mc || ds->h != mh || ds->w != mw) {
+      st = pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images are %dx%dx%d (use --dataset)",
+                   pt_net_name(net), mc, mh, mw, pt_dataset_kind_name((pt_dataset_kind)train->kind), ds->c, ds->h,
+                   ds->w);
+      usage = 1;
+    }
+  }
+  if (starting(st, comm)) st = pt_run_create(net, train, test, &c, &run);
+  const int stopped_early = st == PT_OK && !starting(st, comm);
+  if (st == PT_OK && run) {
     run->comm = comm; /* the run's from here on */
     comm = NULL;
   }
-  catch_stop_signals();
-  if (st == PT_OK) st = pt_run_train(run);
+  if (st == PT_OK && !stopped_early) st = pt_run_train(run);
   rc = 0;
-  if (st != PT_OK) {
+  if (st != PT_OK && usage) {
+    rc = pt_cli_usage_fail("train"); /* every rank has the same flags, and stops alike */
+  } else if (st != PT_OK) {
     rc = pt_cli_fail("train");
     /* The other ranks wait on this one: take them down rather than let them hang. */
     pt_comm *world = run ? run->comm : comm;
@@ -104,13 +135,21 @@ int pt_cmd_train(int argc, char **argv) {
   const int rank0 = !run || !run->comm || !run->comm->rank; /* rank 0 speaks for all */
   pt_comm_destroy(comm);
   pt_result r = {0};
-  if (st == PT_OK) r = *pt_run_result(run);
+  if (st == PT_OK && !stopped_early) r = *pt_run_result(run);
+  const int sig = stopped_early ? pt_train_stop_signal() : run ? run->stop_signal : 0;
   pt_run_free(run);
   pt_data_free(train);
   pt_data_free(test);
   pt_net_free(net);
   pt_comm_mpi_finalize();
   if (rc) return rc;
+  if (stopped_early) {
+    fprintf(stderr,
+            "ptrain: stopped by %s before training began; nothing to checkpoint (exit status %d: run it again; "
+            "the checkpoints in %s/, if any, are as they were)\n",
+            strsignal(sig), PT_EXIT_CHECKPOINTED, c.checkpoint_dir);
+    return PT_EXIT_CHECKPOINTED;
+  }
   if (r.stopped == PT_RUN_STOPPED_CHECKPOINT) {
     if (rank0)
       fprintf(stderr, "ptrain: checkpointed after step %lld in %s/ (--exit-after-checkpoint; exit status %d: continue with --resume)\n",
@@ -118,7 +157,7 @@ int pt_cmd_train(int argc, char **argv) {
     return PT_EXIT_CHECKPOINTED;
   }
   if (r.stopped == PT_RUN_STOPPED_SIGNAL) {
-    const int sig = pt_train_stop_signal(); /* 0: the signal reached another worker */
+    /* sig 0: the signal reached another worker */
     if (rank0)
       fprintf(stderr,
               "ptrain: stopped by %s after step %lld; checkpoint in %s/ (exit status %d: resume with --resume)\n",

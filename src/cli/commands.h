@@ -15,5 +15,10 @@ int pt_cmd_scale(int argc, char **argv);
 int pt_cmd_plot(int argc, char **argv);
 /* Prints "ptrain CMD: error: message" and returns 1. */
 int pt_cli_fail(const char *cmd);
+/* The same for a usage error: a flag's value, or flags that do not fit
+ * together, as the library's PT_ERR_ARG reports them; returns 2. */
+int pt_cli_usage_fail(const char *cmd);
+/* "unknown model NAME", listing the presets, as a usage error (2). */
+int pt_cli_unknown_model(const char *cmd, const char *name);
 
 #endif

@@ -4,12 +4,24 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "nn/presets.h"
 #include "ops/cpu/isa/cpu_level.h"
 #include "util/error.h"
 
 int pt_cli_fail(const char *cmd) {
   fprintf(stderr, "ptrain %s: error: %s\n", cmd, pt_error_message());
   return 1;
+}
+
+int pt_cli_usage_fail(const char *cmd) {
+  fprintf(stderr, "ptrain %s: %s (see 'ptrain %s --help')\n", cmd, pt_error_message(), cmd);
+  return PT_USAGE_ERROR;
+}
+
+int pt_cli_unknown_model(const char *cmd, const char *name) {
+  pt_model_spec unused;
+  pt_preset_spec(name, &unused); /* its message lists the presets */
+  return pt_cli_usage_fail(cmd);
 }
 
 static void usage(FILE *f) {
@@ -62,6 +74,13 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "jobscript")) return pt_cmd_jobscript(argc, argv);
   if (!strcmp(cmd, "scale")) return pt_cmd_scale(argc, argv);
   if (!strcmp(cmd, "plot")) return pt_cmd_plot(argc, argv);
+  static const char *const commands[] = {"train", "eval",  "predict",   "models", "info",
+                                          "data",  "bench", "jobscript", "scale",  "plot"};
+  const char *near = pt_args_suggest(cmd, commands, (int)(sizeof commands / sizeof commands[0]));
+  if (near) {
+    fprintf(stderr, "ptrain: unknown command '%s': did you mean %s? (see ptrain --help)\n", cmd, near);
+    return PT_USAGE_ERROR;
+  }
   fprintf(stderr,
           "ptrain: unknown command '%s' (expected train, eval, predict, models, info, data, bench, jobscript, scale or plot; see ptrain --help)\n",
           cmd);

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
+#include "nn/presets.h"
 
 #define BIG 9.2e18
 #define MAX_FLAGS 64
@@ -121,6 +123,7 @@ int pt_train_args_parse(int argc, char **argv, int from, pt_train_args *a, int *
     fprintf(stderr, "ptrain train: --model and --model-file: give one, not both (see 'ptrain train --help')\n");
     return PT_USAGE_ERROR;
   }
+  if (a->model && !pt_preset_find(a->model)) return pt_cli_unknown_model("train", a->model);
   if (a->c.resume && a->c.init_from) {
     fprintf(stderr, "ptrain train: --resume and --init-from: give one, not both (see 'ptrain train --help')\n");
     return PT_USAGE_ERROR;

@@ -85,8 +85,7 @@ static pt_status join(char *out, size_t cap, const char *dir, const char *sub, c
   return PT_OK;
 }
 
-/* The "how to get it" half of a missing-file message. */
-static void fetch_hint(char *out, size_t cap, pt_dataset_kind kind, const char *dir) {
+void pt_dataset_fetch_hint(char *out, size_t cap, pt_dataset_kind kind, const char *dir) {
   int r = snprintf(out, cap, "run `ptrain data fetch %s --dir %s`", pt_dataset_kind_name(kind),
                    dir);
   if (kind == PT_DS_FASHION_MNIST && r >= 0 && (size_t)r < cap)
@@ -101,7 +100,7 @@ static pt_status find_idx(char *path, size_t cap, pt_dataset_kind kind, const ch
   PT_TRY(join(path, cap, dir, NULL, base, ".gz"));
   if (is_file(path)) return PT_OK;
   char hint[512];
-  fetch_hint(hint, sizeof hint, kind, dir);
+  pt_dataset_fetch_hint(hint, sizeof hint, kind, dir);
   return pt_fail(PT_ERR_IO, "%s: %s not found (tried %s/%s and %s/%s.gz); %s",
                  pt_dataset_kind_name(kind), base, dir, base, dir, base, hint);
 }
@@ -134,7 +133,7 @@ static pt_status load_cifar(pt_dataset *ds, const char *dir, int train) {
     PT_TRY(join(path, sizeof path, dir, sub, files[0], ""));
     if (!is_file(path)) {
       char hint[512];
-      fetch_hint(hint, sizeof hint, PT_DS_CIFAR10, dir);
+      pt_dataset_fetch_hint(hint, sizeof hint, PT_DS_CIFAR10, dir);
       return pt_fail(PT_ERR_IO, "cifar10: %s not found (tried %s/%s and %s/%s/%s); %s", files[0],
                      dir, files[0], dir, sub, files[0], hint);
     }
@@ -143,7 +142,7 @@ static pt_status load_cifar(pt_dataset *ds, const char *dir, int train) {
     PT_TRY(join(path, sizeof path, dir, sub, files[i], ""));
     if (!is_file(path)) {
       char hint[512];
-      fetch_hint(hint, sizeof hint, PT_DS_CIFAR10, dir);
+      pt_dataset_fetch_hint(hint, sizeof hint, PT_DS_CIFAR10, dir);
       return pt_fail(PT_ERR_IO, "cifar10: %s not found (%s is there: incomplete download?); %s",
                      path, files[0], hint);
     }

@@ -29,6 +29,10 @@ const char *pt_dataset_class_name(pt_dataset_kind kind, int label);
 /* Default directory: /usr/share/datasets/fashion-mnist for fashion-mnist (Debian's
  * dataset-fashion-mnist), data/<name> otherwise. */
 const char *pt_dataset_default_dir(pt_dataset_kind kind);
+/* How to get the dataset into dir: "run `ptrain data fetch NAME --dir DIR`"
+ * (and the Debian package where there is one), the second half of a
+ * missing-file message. */
+void pt_dataset_fetch_hint(char *out, size_t cap, pt_dataset_kind kind, const char *dir);
 
 /* Loads the train (train != 0) or test split from dir. IDX files may be raw or
  * gzipped (name or name.gz); CIFAR-10 reads data_batch_1..5.bin / test_batch.bin,

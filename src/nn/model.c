@@ -60,7 +60,7 @@ static int zeros_kept(const pt_model *m, int i) {
 /* Infers L's output shape from its input and registers its parameters. */
 static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
   const pt_layer_spec *s = &L->spec;
-  const char *origin = m->spec.name;
+  const char *origin = m->spec.origin[0] ? m->spec.origin : m->spec.name;
   L->out_c = L->in_c;
   L->out_h = L->in_h;
   L->out_w = L->in_w;
@@ -256,10 +256,10 @@ static pt_status infer_model(pt_model *m, const pt_model_spec *spec, int max_bat
     m->num_classes = 0; /* a stage before the last: no loss here */
   } else if (h != 1 || w != 1) {
     return pt_fail(PT_ERR_FORMAT, "%s: the last layer's output is %dx%dx%d; a classifier must end flat "
-                   "(add 'flatten' and a 'linear' layer)", spec->name, c, h, w);
+                   "(add 'flatten' and a 'linear' layer)", spec->origin[0] ? spec->origin : spec->name, c, h, w);
   } else if (c < 2) {
-    return pt_fail(PT_ERR_FORMAT, "%s: the model has %d output%s; a classifier needs at least 2", spec->name, c,
-                   c == 1 ? "" : "s");
+    return pt_fail(PT_ERR_FORMAT, "%s: the model has %d output%s; a classifier needs at least 2",
+                   spec->origin[0] ? spec->origin : spec->name, c, c == 1 ? "" : "s");
   } else {
     m->num_classes = c;
   }
@@ -306,22 +306,31 @@ pt_status pt_model_create_on(pt_model **out, const pt_model_spec *spec, int max_
   return PT_OK;
 }
 
-pt_status pt_model_summarize(const pt_model_spec *spec, pt_model_summary *out) {
-  memset(out, 0, sizeof *out);
+pt_status pt_model_shapes(pt_model **out, const pt_model_spec *spec) {
+  *out = NULL;
   pt_model *m = pt_calloc(1, sizeof *m);
   if (!m) return PT_ERR_NOMEM;
   size_t ws_max;
   pt_status st = infer_model(m, spec, 1, &ws_max);
-  if (st == PT_OK) {
-    out->nparams = m->nparam_total;
-    out->flops = pt_model_flops(m);
-    out->classes = m->num_classes;
-    for (int i = 0; i < m->nlayers; i++)
-      out->activation_floats +=
-          (size_t)m->layers[i].out_c * m->layers[i].out_h * m->layers[i].out_w;
+  if (st != PT_OK) {
+    free(m);
+    return st;
   }
+  *out = m;
+  return PT_OK;
+}
+
+pt_status pt_model_summarize(const pt_model_spec *spec, pt_model_summary *out) {
+  memset(out, 0, sizeof *out);
+  pt_model *m;
+  PT_TRY(pt_model_shapes(&m, spec));
+  out->nparams = m->nparam_total;
+  out->flops = pt_model_flops(m);
+  out->classes = m->num_classes;
+  for (int i = 0; i < m->nlayers; i++)
+    out->activation_floats += (size_t)m->layers[i].out_c * m->layers[i].out_h * m->layers[i].out_w;
   free(m); /* nothing else was allocated */
-  return st;
+  return PT_OK;
 }
 
 void pt_model_destroy(pt_model *m) {

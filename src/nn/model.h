@@ -209,6 +209,10 @@ typedef struct {
   int classes;              /* outputs of the last layer */
 } pt_model_summary;
 pt_status pt_model_summarize(const pt_model_spec *spec, pt_model_summary *out);
+/* The model's layers with their shapes and parameter tables, nothing
+ * allocated behind them (no weights, no activations): what a layer
+ * listing or a stage partition needs. Free it with free(). */
+pt_status pt_model_shapes(pt_model **out, const pt_model_spec *spec);
 /* The tensor called name, and (data) where it is in hparam or hbuffer, in
  * the model's order (see pt_tensor_info.panels). */
 const pt_tensor_info *pt_model_find(const pt_model *m, const char *name, const float **data, int *is_buffer);

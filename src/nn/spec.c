@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_TOKENS 16
 
@@ -166,13 +167,36 @@ static pt_status parse_layer(const ctx_t *c, int w, char **tok, int ntok, pt_lay
   return PT_OK;
 }
 
+/* value is one of "a|b|c", copied into out; or an error naming the line. */
+static pt_status parse_word(const ctx_t *c, const char *key, const char *v, const char *words, char *out,
+                            size_t size) {
+  const size_t n = strlen(v);
+  for (const char *p = words; *p;) {
+    const char *bar = strchr(p, '|');
+    const size_t len = bar ? (size_t)(bar - p) : strlen(p);
+    if (len == n && !strncmp(p, v, n) && n < size) {
+      memcpy(out, v, n + 1);
+      return PT_OK;
+    }
+    if (!bar) break;
+    p = bar + 1;
+  }
+  return pt_fail(PT_ERR_FORMAT, "%s:%d: defaults: %s=%s: expected one of %s", c->origin, c->line, key, v, words);
+}
+
+/* The names are those the dataset, optimizer and scheduler parsers take:
+ * checked here so that a typo is reported with its file and line rather
+ * than by the trainer, which no longer knows where the name came from. */
 static pt_status parse_defaults(const ctx_t *c, char **tok, int ntok, pt_train_defaults *d) {
   for (int i = 1; i < ntok; i++) {
     char *k, *v;
     if (!split_kv(tok[i], &k, &v)) return err(c, "defaults: expected key=value, got '%s'", tok[i], NULL);
-    if (!strcmp(k, "dataset")) snprintf(d->dataset, sizeof d->dataset, "%s", v);
-    else if (!strcmp(k, "optimizer")) snprintf(d->optimizer, sizeof d->optimizer, "%s", v);
-    else if (!strcmp(k, "scheduler")) snprintf(d->scheduler, sizeof d->scheduler, "%s", v);
+    if (!strcmp(k, "dataset"))
+      PT_TRY(parse_word(c, k, v, "fashion-mnist|mnist|cifar10", d->dataset, sizeof d->dataset));
+    else if (!strcmp(k, "optimizer"))
+      PT_TRY(parse_word(c, k, v, "sgd|adam|adamw|adadelta", d->optimizer, sizeof d->optimizer));
+    else if (!strcmp(k, "scheduler"))
+      PT_TRY(parse_word(c, k, v, "step|cosine|none", d->scheduler, sizeof d->scheduler));
     else if (!strcmp(k, "lr")) PT_TRY(parse_float(c, k, v, 0.0, 1e3, &d->lr));
     else if (!strcmp(k, "gamma")) PT_TRY(parse_float(c, k, v, 0.0, 1.0, &d->gamma));
     else if (!strcmp(k, "momentum")) PT_TRY(parse_float(c, k, v, 0.0, 1.0, &d->momentum));
@@ -202,6 +226,7 @@ static void spec_reset(pt_model_spec *s) {
 
 pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spec) {
   spec_reset(spec);
+  snprintf(spec->origin, sizeof spec->origin, "%s", origin);
   ctx_t c = {origin, 0};
   int have_input = 0;
   const char *p = text;
@@ -281,6 +306,13 @@ pt_status pt_spec_read_file(const char *path, char **text) {
   *text = NULL;
   FILE *f = fopen(path, "rb");
   if (!f) return pt_fail_errno(PT_ERR_IO, "cannot open model file %s", path);
+  /* fopen takes a directory on Linux, and reading it then fails with
+   * EISDIR, which said only "read error". */
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    fclose(f);
+    return pt_fail(PT_ERR_IO, "model file %s is a directory; expected a spec file (docs/models.md)", path);
+  }
   char *buf = pt_malloc(1 << 16);
   if (!buf) {
     fclose(f);

@@ -61,8 +61,14 @@ typedef struct {
   float momentum, weight_decay;
 } pt_train_defaults;
 
+#define PT_ORIGIN_LEN 512
+
 typedef struct {
   char name[PT_NAME_LEN];
+  /* What the text came from ("model.txt", a preset's or a checkpoint's
+   * name): shape errors found when the model is built name it and the
+   * layer's line, as the parser's own errors do. */
+  char origin[PT_ORIGIN_LEN];
   int in_c, in_h, in_w;
   int nlayers;
   pt_layer_spec layers[PT_MAX_LAYERS];

@@ -24,8 +24,9 @@ static pt_status find_layer(const pt_model *m, const char *tok, int *index) {
       *index = i;
       return PT_OK;
     }
+  /* A spec file's layers are shown by its path: its name may be no preset's. */
   return pt_fail(PT_ERR_ARG, "--split %s: %s has no layer of that name (ptrain models --show %s lists them)", tok,
-                 m->spec.name, m->spec.name);
+                 m->spec.name, m->spec.origin[0] ? m->spec.origin : m->spec.name);
 }
 
 static pt_status parse_split(const pt_model *m, int stages, const char *split, int *bounds) {

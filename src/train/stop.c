@@ -15,7 +15,9 @@ int pt_train_stop_request(int sig) {
 
 int pt_train_stop_signal(void) { return atomic_load(&first_signal); }
 
-void pt_train_stop_reset(void) {
-  atomic_store(&first_signal, 0);
+
+int pt_train_stop_take(void) {
+  const int sig = atomic_exchange(&first_signal, 0);
   atomic_store(&requests, 0);
+  return sig;
 }

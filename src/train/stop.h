@@ -20,7 +20,8 @@
 int pt_train_stop_request(int sig);
 /* The signal of the first request, or 0 if none. */
 int pt_train_stop_signal(void);
-/* Forgets the requests (a library caller's next run). */
-void pt_train_stop_reset(void);
+/* The signal of the first request (0 if none), and forgets the requests:
+ * what a run that is over answered, or came too late for. */
+int pt_train_stop_take(void);
 
 #endif

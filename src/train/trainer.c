@@ -23,6 +23,7 @@
 #include "nn/presets.h"
 #include "ops/cpu/isa/cpu_level.h"
 #include "ops/cpu/ops.h"
+#include "pipe/partition.h"
 #include "comm/comm.h"
 #include "cuda/device.h"
 #include "train/checkpoint.h"
@@ -270,6 +271,16 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   }
   if (!r->staged && (c->stages || c->micro_batches || c->schedule || c->split))
     return pt_fail(PT_ERR_ARG, "--stages, --micro-batches, --schedule and --split are for --parallel model or pipeline");
+  if (r->staged) {
+    /* The stages' layers, from the shapes alone: a --split that names no
+     * layer, or more stages than layers, is said before any data is read. */
+    pt_model *shapes;
+    PT_TRY(pt_model_shapes(&shapes, &r->spec));
+    int bounds[PT_MAX_LAYERS + 1];
+    const pt_status st = pt_pipe_partition(shapes, r->stages, c->split, bounds);
+    free(shapes);
+    PT_TRY(st);
+  }
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (cores < 1) cores = 1;
   r->threads = c->threads > 0 ? c->threads : (int)(cores / local > 0 ? cores / local : 1);
@@ -733,6 +744,10 @@ static void agreement(const worker_t *W, double last_save, double v[3]) {
  * with it; the run stops all the same, naming the step it was seen at.
  * With them travel whether any worker was asked to stop (*stop) and
  * whether rank 0 finds a --checkpoint-interval save due (*save_due). */
+/* printf's %g writes a NaN with its sign bit as "-nan", which reads as a
+ * value; the name alone says what happened. */
+static const char *non_finite_name(double v) { return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
+
 static pt_status flush_device_loss(worker_t *W, int epoch, int64_t step, float lr, double *loss_sum,
                                    int64_t *samples, int *stop, int *save_due, int *cb_stop, double last_save) {
   double sums[5];
@@ -750,8 +765,8 @@ static pt_status flush_device_loss(worker_t *W, int epoch, int64_t step, float l
   if (save_due) *save_due = sums[3] > 0.0;
   if (cb_stop) *cb_stop = sums[4] > 0.0;
   if (!isfinite(sums[0]))
-    return pt_fail(PT_ERR_STATE, "loss became %g at epoch %d, by step %lld: lower the learning rate (now %g)",
-                   sums[0] / sums[1], epoch + 1, (long long)step, lr);
+    return pt_fail(PT_ERR_STATE, "loss became %s at epoch %d, by step %lld: lower the learning rate (now %g)",
+                   non_finite_name(sums[0]), epoch + 1, (long long)step, lr);
   *loss_sum += sums[0];
   *samples += (int64_t)sums[1];
   return PT_OK;
@@ -843,6 +858,7 @@ static pt_status train_loop(worker_t *W) {
     const int64_t graph_steps0 = W->graphs.replays;
     const double t0 = pt_now();
     int stopped = 0, signalled = 0, save_due = 0, ckpt_exit = 0, target_hit = 0, cb_stopped = 0;
+    pt_eval_sums hit_ev = {0}; /* the evaluation inside the epoch that met --target-accuracy */
     int64_t queued = 0; /* global samples whose loss is still on the device */
     while (b < nb) {
       if (c->max_steps && pos.step >= c->max_steps) {
@@ -913,8 +929,8 @@ static pt_status train_loop(worker_t *W) {
       PT_TRY(pt_comm_wait_all(comm));
       /* Every worker sees the same sums, so all stop together here. */
       if (!isfinite(stats[0]))
-        return pt_fail(PT_ERR_STATE, "loss became %g at epoch %d, step %lld: lower the learning rate (now %g)",
-                       stats[0] / stats[1], epoch + 1, (long long)pos.step, lr);
+        return pt_fail(PT_ERR_STATE, "loss became %s at epoch %d, step %lld: lower the learning rate (now %g)",
+                       non_finite_name(stats[0]), epoch + 1, (long long)pos.step, lr);
       if (!graphed) pt_train_update(m, &W->opt, lr, timing ? &ph : NULL);
       if (W->graphs.why_off[0] && !W->graphs_noted) {
         W->graphs_noted = 1;
@@ -977,6 +993,7 @@ static pt_status train_loop(worker_t *W) {
                            pt_now() - t_run, &hit));
         if (hit) {
           target_hit = 1;
+          hit_ev = ev;
           res->target_seconds = pt_now() - t_run;
           res->target_step = pos.step;
           stopped = 1;
@@ -1031,6 +1048,11 @@ static pt_status train_loop(worker_t *W) {
     double train_loss = samples ? loss_sum / (double)samples : NAN;
     if (W->rank == 0 && !skip_eval)
       PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &ev, ips, prior_seconds + train_s, lr, b < nb));
+    /* A run that met its target inside the epoch ends with that epoch's
+     * line too, from the evaluation that met it: readers of the epoch
+     * lines (ptrain plot) see where it ended. */
+    else if (W->rank == 0 && target_hit && b < nb)
+      PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &hit_ev, ips, prior_seconds + train_s, lr, 1));
     if (!skip_eval && (c->eval_every || c->target_accuracy > 0)) {
       int hit;
       PT_TRY(report_eval(W, epoch + 1, pos.step, train_loss, &ev, pt_now() - t_run, &hit));
@@ -1265,6 +1287,7 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
       snprintf(trace_path, sizeof trace_path, "%.*s.rank%d%s", stem, cfg->trace_path, cfg->comm->rank,
                cfg->trace_path + stem);
     }
+    PT_TRY(pt_trace_check_path(trace_path));
     PT_TRY(pt_trace_start((size_t)2 << 20));
     char track[32] = "trainer";
     if (dp) snprintf(track, sizeof track, staged ? "stage 0" : "worker 0");

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -81,6 +83,19 @@ static void put_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+pt_status pt_trace_check_path(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+    return pt_fail(PT_ERR_IO, "cannot write trace %s: it is a directory; expected a file name such as trace.json", path);
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+  const int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return pt_fail_errno(PT_ERR_IO, "cannot write trace %s", path);
+  close(fd);
+  unlink(tmp);
+  return PT_OK;
+}
+
 pt_status pt_trace_finish(const char *path) {
   atomic_store(&enabled, 0);
   pthread_mutex_lock(&mu);
@@ -89,7 +104,7 @@ pt_status pt_trace_finish(const char *path) {
   FILE *f = fopen(tmp, "w");
   pt_status st = PT_OK;
   if (!f) {
-    st = pt_fail_errno(PT_ERR_IO, "cannot write trace %s", tmp);
+    st = pt_fail_errno(PT_ERR_IO, "cannot write trace %s", path);
   } else {
     int pid = (int)getpid();
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped_events\":%zu},\"traceEvents\":[\n", dropped);
@@ -108,9 +123,9 @@ pt_status pt_trace_finish(const char *path) {
               1e6 * (e->t1 - e->t0), i + 1 < count ? "," : "");
     }
     fprintf(f, "]}\n");
-    if (fflush(f) || ferror(f)) st = pt_fail_errno(PT_ERR_IO, "writing trace %s", tmp);
-    if (fclose(f) && st == PT_OK) st = pt_fail_errno(PT_ERR_IO, "writing trace %s", tmp);
-    if (st == PT_OK && rename(tmp, path)) st = pt_fail_errno(PT_ERR_IO, "cannot rename %s to %s", tmp, path);
+    if (fflush(f) || ferror(f)) st = pt_fail_errno(PT_ERR_IO, "writing trace %s", path);
+    if (fclose(f) && st == PT_OK) st = pt_fail_errno(PT_ERR_IO, "writing trace %s", path);
+    if (st == PT_OK && rename(tmp, path)) st = pt_fail_errno(PT_ERR_IO, "cannot write trace %s", path);
     if (st != PT_OK) unlink(tmp);
   }
   free(events);

@@ -22,6 +22,10 @@ int pt_trace_enabled(void);
 void pt_trace_span(const char *name, const char *cat, double t0, double t1);
 /* Names the calling thread's track. */
 void pt_trace_thread_name(const char *name);
+/* Whether the trace can be written to path, tried as pt_trace_finish will
+ * write it (a file beside it, then renamed): checked before a run, so that
+ * a mistyped directory is said before hours of training rather than after. */
+pt_status pt_trace_check_path(const char *path);
 /* Writes the file atomically enough for a trace (write, then rename) and frees the buffer. */
 pt_status pt_trace_finish(const char *path);
 

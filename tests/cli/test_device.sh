@@ -6,24 +6,24 @@ source "$(dirname "$0")/lib.sh"
 need_fmnist
 
 T=("$PTRAIN" train --model fmnist-mlp --max-steps 2 --quiet)
-expect_exit 1 "'gpu' is not a device; expected cpu, cpu:N, cuda or cuda:N" -- "${T[@]}" --device gpu
-expect_exit 1 "'cuda:x': expected cuda:N" -- "${T[@]}" --device cuda:x
-expect_exit 1 "'cuda:' : expected|'cuda:': expected cuda:N" -- "${T[@]}" --device cuda:
-expect_exit 1 "mixes CPU and CUDA devices" -- "${T[@]}" --parallel dp --devices cuda:0,cpu:1
-expect_exit 1 "cuda:0 is named twice" -- "${T[@]}" --parallel dp --devices cuda:0,cuda:0
-expect_exit 1 "list the GPUs with --devices cuda:0,cuda:1" -- "${T[@]}" --parallel dp --device cuda
-expect_exit 1 "--device names the one device" -- "${T[@]}" --device cuda --parallel dp --devices cuda:0,cuda:1
-expect_exit 1 "name the stages' devices with --devices cuda:0,cuda:1" -- "${T[@]}" --device cuda --parallel model
-expect_exit 1 "--precision tf32 is for GPUs" -- "${T[@]}" --precision tf32
-expect_exit 1 "--precision bf16 is for GPUs" -- "${T[@]}" --precision bf16
+expect_exit 2 "'gpu' is not a device; expected cpu, cpu:N, cuda or cuda:N" -- "${T[@]}" --device gpu
+expect_exit 2 "'cuda:x': expected cuda:N" -- "${T[@]}" --device cuda:x
+expect_exit 2 "'cuda:' : expected|'cuda:': expected cuda:N" -- "${T[@]}" --device cuda:
+expect_exit 2 "mixes CPU and CUDA devices" -- "${T[@]}" --parallel dp --devices cuda:0,cpu:1
+expect_exit 2 "cuda:0 is named twice" -- "${T[@]}" --parallel dp --devices cuda:0,cuda:0
+expect_exit 2 "list the GPUs with --devices cuda:0,cuda:1" -- "${T[@]}" --parallel dp --device cuda
+expect_exit 2 "--device names the one device" -- "${T[@]}" --device cuda --parallel dp --devices cuda:0,cuda:1
+expect_exit 2 "name the stages' devices with --devices cuda:0,cuda:1" -- "${T[@]}" --device cuda --parallel model
+expect_exit 2 "--precision tf32 is for GPUs" -- "${T[@]}" --precision tf32
+expect_exit 2 "--precision bf16 is for GPUs" -- "${T[@]}" --precision bf16
 expect_exit 2 "expected one of fp32[|]tf32[|]bf16, got 'fp16'" -- "${T[@]}" --precision fp16
 # --cuda-graphs: one GPU's whole steps, timed as one launch; refused, naming why, elsewhere.
-expect_exit 1 "--cuda-graphs is for a GPU" -- "${T[@]}" --cuda-graphs
-expect_exit 1 "--cuda-graphs captures the step of one GPU" -- "${T[@]}" --cuda-graphs --parallel dp --devices cuda:0,cuda:1
-expect_exit 1 "--cuda-graphs captures the step of one GPU" -- "${T[@]}" --cuda-graphs --parallel model --devices cuda:0,cuda:0
-expect_exit 1 "not with --accum-steps 2" -- "${T[@]}" --cuda-graphs --device cuda --accum-steps 2
-expect_exit 1 "--profile and --trace time each layer" -- "${T[@]}" --cuda-graphs --device cuda --profile
-expect_exit 1 "--profile and --trace time each layer" -- "${T[@]}" --cuda-graphs --device cuda --trace "$TMP/t.json"
+expect_exit 2 "--cuda-graphs is for a GPU" -- "${T[@]}" --cuda-graphs
+expect_exit 2 "--cuda-graphs captures the step of one GPU" -- "${T[@]}" --cuda-graphs --parallel dp --devices cuda:0,cuda:1
+expect_exit 2 "--cuda-graphs captures the step of one GPU" -- "${T[@]}" --cuda-graphs --parallel model --devices cuda:0,cuda:0
+expect_exit 2 "not with --accum-steps 2" -- "${T[@]}" --cuda-graphs --device cuda --accum-steps 2
+expect_exit 2 "--profile and --trace time each layer" -- "${T[@]}" --cuda-graphs --device cuda --profile
+expect_exit 2 "--profile and --trace time each layer" -- "${T[@]}" --cuda-graphs --device cuda --trace "$TMP/t.json"
 expect_exit 2 "--cuda-graphs and --no-cuda-graphs contradict each other" -- "${T[@]}" --cuda-graphs --no-cuda-graphs
 # By default the CPU and what cannot be captured just run eagerly.
 "${T[@]}" --no-cuda-graphs >/dev/null || fail "--no-cuda-graphs on the CPU"
@@ -39,7 +39,7 @@ if [[ -z $usable ]]; then
   expect_exit 1 "training on cuda:0: " -- "${T[@]}" --parallel pipeline --devices cuda:0,cuda:0
 fi
 
-expect_exit 1 "--device: 'gpu' is not a device; expected cpu, cpu:N, cuda or cuda:N" -- "$PTRAIN" eval --checkpoint x --model fmnist-mlp \
+expect_exit 2 "--device: 'gpu' is not a device; expected cpu, cpu:N, cuda or cuda:N" -- "$PTRAIN" eval --checkpoint x --model fmnist-mlp \
   --device gpu
 
 # --device cpu is the default, bit for bit.

@@ -15,6 +15,13 @@ if grep -q "^  CUDA: no" "$TMP/info"; then
 fi
 pass "ptrain info names the CUDA state"
 
+# A dataset not found comes with the command that fetches it, for that dataset and directory.
+grep -q "NAME --dir DIR" "$TMP/info" && fail "a placeholder for the fetch command: $(cat "$TMP/info")"
+(cd "$TMP" && "$PTRAIN" info) >"$TMP/info-here"
+grep -qF 'data/mnist  (not found: run `ptrain data fetch mnist --dir data/mnist`)' "$TMP/info-here" ||
+  fail "no fetch command for mnist: $(cat "$TMP/info-here")"
+pass "ptrain info: a missing dataset's fetch command"
+
 # A CUDA build loads cuBLAS when a GPU run first needs it: linked, it would
 # cost every run (CPU runs too) about 210 MB at start-up.
 if command -v ldd >/dev/null && ! ldd "$PTRAIN" | grep -q "not a dynamic"; then

@@ -37,7 +37,7 @@ pass "eight runs: the legend below the plots"
 
 expect_exit 2 "--output FILE.png|FILE.svg is required" -- "$PTRAIN" plot "$TMP/adam.jsonl"
 expect_exit 2 "give one or more metrics files" -- "$PTRAIN" plot --output "$TMP/x.png"
-expect_exit 1 "x.pdf: expected a file name ending in .png or .svg" -- "$PTRAIN" plot --output "$TMP/x.pdf" "$TMP/adam.jsonl"
+expect_exit 2 "x.pdf: expected a file name ending in .png or .svg" -- "$PTRAIN" plot --output "$TMP/x.pdf" "$TMP/adam.jsonl"
 printf '{"event":"epoch","epoch":1}\nnot json\n' >"$TMP/bad.jsonl"
 expect_exit 1 "bad.jsonl:2: not a JSON object" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/bad.jsonl"
 printf '{"event":"profile","steps":3}\n' >"$TMP/none.jsonl"

@@ -76,7 +76,7 @@ grep -qF "$TMP/boot.png: $first" "$TMP/out" || fail "the good image after a bad 
 expect_exit 1 "holds 10000 images: choose with --index" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$T10K"
 expect_exit 1 "--index 0,10000: 10000 is past the file's last image, 9999" -- \
   "$PTRAIN" predict --checkpoint "$TMP/ck" "$T10K" --index 0,10000
-expect_exit 1 "--index x: expected image numbers" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$T10K" --index x
+expect_exit 2 "--index x: expected image numbers" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$T10K" --index x
 expect_exit 2 "--index picks images of IDX and CIFAR-10 files, and none is given" -- \
   "$PTRAIN" predict --checkpoint "$TMP/ck" --index 0 "$TMP/boot.png"
 expect_exit 2 "--checkpoint FILE is required" -- "$PTRAIN" predict "$TMP/boot.png"

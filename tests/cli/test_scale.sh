@@ -88,7 +88,9 @@ pass "--json: every configuration, speed-ups and efficiencies from the rates, th
 
 # --report DIR: the chart as PNG and SVG, the markdown report embedding it, the JSON lines
 "$PTRAIN" scale --model fmnist-mlp --data-dir "$FMNIST" --workers 1,2 --strategies none,dp --batch-sizes 100 \
-  --steps 5 --warmup 2 --report "$TMP/report" >"$TMP/rep.out" 2>&1 || fail "--report: $(cat "$TMP/rep.out")"
+  --steps 5 --warmup 2 --report "$TMP/report/" >"$TMP/rep.out" 2>&1 || fail "--report: $(cat "$TMP/rep.out")"
+grep -qxF "report: $TMP/report/report.md (speedup.png, speedup.svg, scale.jsonl)" "$TMP/rep.out" ||
+  fail "--report DIR/: the report's path: $(grep '^report:' "$TMP/rep.out")"
 for f in report.md speedup.png speedup.svg scale.jsonl; do
   [[ -s $TMP/report/$f ]] || fail "--report: no $f"
 done

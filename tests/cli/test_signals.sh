@@ -2,7 +2,8 @@
 # (sbatch --signal) or Ctrl-C finishes its step, writes a checkpoint even
 # without --save-model, and exits 85; resumed, it ends with the weights of
 # a run never stopped, bit for bit, on one worker and under --parallel dp.
-# A second Ctrl-C quits at once with 130.
+# A second Ctrl-C quits at once with 130. A signal while the run starts
+# ends it with 85 too.
 source "$(dirname "$0")/lib.sh"
 need_fmnist
 
@@ -70,6 +71,28 @@ if compgen -G "$TMP/int/.partial*" >/dev/null; then
   ! compgen -G "$TMP/int/.partial*" >/dev/null || fail "the cut save was not cleared: $(ls -A "$TMP/int")"
 fi
 pass "two SIGINTs: exit 130 at once"
+
+# A signal during start-up (Slurm preempting a job that is still loading)
+# ends the run with 85 as well, not the default action's 143, so that the
+# job is requeued. Deterministic: the model file is a FIFO, and the writer's
+# open returns only once ptrain has opened it, its handlers then in place;
+# the spec is written only after the signal was received.
+mkfifo "$TMP/spec.fifo"
+"$PTRAIN" train --model-file "$TMP/spec.fifo" --checkpoint-dir "$TMP/early" --metrics "$TMP/early.jsonl" \
+  >"$TMP/early.out" 2>&1 &
+pid=$!
+exec 3>"$TMP/spec.fifo"
+kill -TERM $pid
+for _ in $(seq 600); do grep -q "signal received" "$TMP/early.out" && break; sleep 0.05; done
+cat "$TMP/small.txt" >&3
+exec 3>&-
+rc=0
+wait $pid || rc=$?
+[[ $rc == 85 ]] || fail "SIGTERM while starting gave exit $rc, expected 85: $(cat "$TMP/early.out")"
+grep -q "stopped by Terminated before training began; nothing to checkpoint (exit status 85" "$TMP/early.out" ||
+  fail "SIGTERM while starting: $(cat "$TMP/early.out")"
+[[ ! -e $TMP/early && ! -s $TMP/early.jsonl ]] || fail "SIGTERM while starting: it trained or saved: $(ls -R "$TMP/early")"
+pass "SIGTERM while starting: exit 85 before training, nothing written"
 
 # ddp: the signal reaches one rank only (here rank 1's process); both stop
 # after the same step and rank 0 writes the checkpoint

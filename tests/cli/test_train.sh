@@ -90,6 +90,19 @@ assert sum(1 for e in spans if e["name"] == "optimizer") == 30
 PY
 pass "--profile and --trace"
 
+# A diverging run stops with the loss named as printf would not: "nan", not "-nan".
+expect_exit 1 "loss became (nan|inf) at epoch 1, step [0-9]+: lower the learning rate \(now 1000\)" -- \
+  "$PTRAIN" train --model fmnist-mlp --optimizer sgd --lr 1000 --max-steps 200 --checkpoint-dir "$TMP/diverge"
+pass "a diverging loss is named"
+# A trace that cannot be written is said before training, naming the file
+# given (not the temporary one beside it), and nothing is left behind.
+expect_exit 1 "cannot write trace $TMP/nodir/t.json: No such file" -- "$PTRAIN" train --model fmnist-mlp --epochs 2 \
+  --trace "$TMP/nodir/t.json"
+grep -q "^epoch" "$TMP/out" && fail "--trace to a missing directory: trained first: $(cat "$TMP/out")"
+expect_exit 1 "cannot write trace $TMP: it is a directory" -- "$PTRAIN" train --model fmnist-mlp --trace "$TMP"
+compgen -G "$TMP.tmp.*" >/dev/null && fail "a temporary trace file was left: $(ls -d "$TMP".tmp.*)"
+pass "--trace to a missing directory or a directory: refused before training"
+
 # --eval-every N evaluates inside epochs (an "eval" metrics line each) without
 # changing the training; --target-accuracy stops at the first evaluation
 # that reaches it, with a "target" line.
@@ -113,7 +126,12 @@ assert len(tgt) == 1 and tgt[0]["reached"] and tgt[0]["accuracy"] == 0.6, tgt
 assert evals[-1]["test_acc"] >= 0.6 and all(e["test_acc"] < 0.6 for e in evals[:-1]), evals
 assert evals[-1]["step"] == tgt[0]["step"] and tgt[0]["step"] < 1800, (evals[-1], tgt)
 assert all(a["seconds"] < b["seconds"] for a, b in zip(evals, evals[1:])), evals
+# stopped inside an epoch, it still ends with that epoch's line, from the evaluation that met the target
+epochs = [e for e in ev if e["event"] == "epoch"]
+assert epochs and epochs[-1]["step"] == tgt[0]["step"] and epochs[-1]["test_acc"] == evals[-1]["test_acc"], epochs
+assert epochs[-1]["partial"] or epochs[-1]["step"] % 600 == 0, epochs
 PY
+"$PTRAIN" plot --output "$TMP/tg.svg" "$TMP/tg.jsonl" >/dev/null || fail "plot of a run stopped at its target"
 "$PTRAIN" train --model fmnist-mlp --threads 1 --max-steps 60 --eval-every 30 --target-accuracy 0.99 \
   --metrics "$TMP/tn.jsonl" >"$TMP/tn.out" 2>&1 || fail "an unreached target: $(cat "$TMP/tn.out")"
 grep -q "target accuracy 0.99 not reached in 60 steps" "$TMP/tn.out" || fail "no 'not reached': $(cat "$TMP/tn.out")"

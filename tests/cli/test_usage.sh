@@ -1,4 +1,5 @@
 # Usage errors: exit code 2 and one line naming the flag and what was expected.
+# Errors met in files or while running exit 1.
 source "$(dirname "$0")/lib.sh"
 
 expect_exit 2 "unknown flag '--bogus'" -- "$PTRAIN" train --bogus
@@ -12,9 +13,33 @@ expect_exit 2 "--dataset: expected one of" -- "$PTRAIN" train --dataset imagenet
 expect_exit 2 "--nesterov takes no value" -- "$PTRAIN" train --nesterov=1
 expect_exit 2 "unexpected argument 'extra'" -- "$PTRAIN" train extra
 expect_exit 2 "--model and --model-file" -- "$PTRAIN" train --model mnist-cnn --model-file x.txt
-expect_exit 2 "unknown command 'trian'" -- "$PTRAIN" trian
+expect_exit 2 "unknown command 'trian': did you mean train\?" -- "$PTRAIN" trian
+expect_exit 2 "unknown command 'xyz' \(expected train, eval" -- "$PTRAIN" xyz
+expect_exit 2 "unknown flag '--epoch': did you mean --epochs\?" -- "$PTRAIN" train --epoch 2
+expect_exit 2 "unknown flag '--chekpoint': did you mean --checkpoint\?" -- "$PTRAIN" eval --chekpoint x
+expect_exit 2 "unknown flag '--bogus' \(see" -- "$PTRAIN" train --bogus
 expect_exit 2 "--checkpoint FILE is required" -- "$PTRAIN" eval
 expect_exit 2 "unknown dataset 'svhn'" -- "$PTRAIN" data fetch svhn
+# Flag values and combinations the library refuses are usage errors too,
+# and said before any data is read (no dataset is needed for these).
+expect_exit 2 "unknown model 'resnet'" -- "$PTRAIN" train --model resnet --data-dir "$TMP/nowhere"
+expect_exit 2 "--device: 'gpu' is not a device" -- "$PTRAIN" train --device gpu --data-dir "$TMP/nowhere"
+expect_exit 2 "--split nosuch: fmnist-mlp has no layer of that name" -- \
+  "$PTRAIN" train --model fmnist-mlp --parallel pipeline --split nosuch --data-dir "$TMP/nowhere"
+expect_exit 2 "--workers and --devices need --parallel dp" -- "$PTRAIN" train --workers 3 --data-dir "$TMP/nowhere"
+expect_exit 2 "--momentum and --nesterov apply to --optimizer sgd, not adam" -- \
+  "$PTRAIN" train --optimizer adam --momentum 0.9 --data-dir "$TMP/nowhere"
+expect_exit 2 "momentum and --nesterov apply to --optimizer sgd" -- "$PTRAIN" train --optimizer adam --nesterov
+expect_exit 2 "5 stages but fmnist-mlp has only 4 layers" -- \
+  "$PTRAIN" train --model fmnist-mlp --parallel model --devices cpu:0,cpu:1,cpu:2,cpu:3,cpu:4 --data-dir "$TMP/nowhere"
+make_cifar "$TMP/cifar" 3
+expect_exit 2 "model mnist-cnn takes 1x28x28 input but the cifar10 images are 3x32x32 \(use --dataset\)" -- \
+  "$PTRAIN" train --model mnist-cnn --dataset cifar10 --data-dir "$TMP/cifar"
+expect_exit 2 "unknown model 'resnet'" -- "$PTRAIN" eval --checkpoint "$TMP/none" --model resnet
+expect_exit 2 "--device: 'gpu' is not a device" -- "$PTRAIN" eval --checkpoint "$TMP/none" --model fmnist-mlp --device gpu
+expect_exit 2 "--index a: expected image numbers" -- "$PTRAIN" predict --checkpoint "$TMP/none" --index a "$TMP/none.idx"
+expect_exit 2 "--index : expected|--index: expected" -- "$PTRAIN" predict --checkpoint "$TMP/none" --index '' "$TMP/none.idx"
+expect_exit 2 "--output x.gif: expected a file name ending in .png or .svg" -- "$PTRAIN" plot --output x.gif "$TMP/none.jsonl"
 
 # Every subcommand has --help, exiting 0 with a usage line.
 for cmd in train eval models info data bench; do
@@ -25,18 +50,37 @@ done
 "$PTRAIN" --version | grep -Eq "^ptrain [0-9]+\.[0-9]+\.[0-9]+$" || fail "ptrain --version"
 pass "--help and --version"
 
-# Runtime errors: exit 1 with a message naming the thing.
-expect_exit 1 "unknown model 'resnet'" -- "$PTRAIN" train --model resnet
+# Runtime errors: exit 1 with a message naming the thing: a missing or
+# malformed file stays one, whatever flag named it.
 expect_exit 1 "train-images-idx3-ubyte.*ptrain data fetch" -- "$PTRAIN" train --data-dir "$TMP/nowhere"
+expect_exit 1 "$TMP/none" -- "$PTRAIN" eval --checkpoint "$TMP/none" --model fmnist-mlp
+expect_exit 1 "cannot open.*none.jsonl" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/none.jsonl"
 printf 'input 1 28 28\nconv2d c out=4 kernal=3\n' >"$TMP/bad.txt"
 expect_exit 1 "bad.txt:2: unknown option 'kernal'" -- "$PTRAIN" train --model-file "$TMP/bad.txt"
-expect_exit 1 "momentum and --nesterov apply to --optimizer sgd" -- "$PTRAIN" train --optimizer adam --nesterov
+expect_exit 1 "model file $TMP is a directory; expected a spec file" -- "$PTRAIN" train --model-file "$TMP"
+# a shape error names the file and line too, with no 'name' line to go by
+printf 'input 1 28 28\nconv2d c out=4 kernel=3\nlinear fc out=10\n' >"$TMP/flat.txt"
+expect_exit 1 "flat.txt:3: linear fc: input 4x26x26: linear takes flat input" -- "$PTRAIN" train --model-file "$TMP/flat.txt"
 
 # ptrain models lists every preset with its size.
 "$PTRAIN" models >"$TMP/models"
 for m in mnist-cnn tutorial-cnn fmnist-mlp cifar-convnet; do grep -q "^$m " "$TMP/models" || fail "models lacks $m"; done
 grep -q "^mnist-cnn *1199882 " "$TMP/models" || fail "mnist-cnn parameter count"
 "$PTRAIN" models fmnist-mlp | grep -q "^linear lin1 out=200" || fail "models NAME prints the spec"
+# --show: the layers by the index and name --split takes, for a preset or a spec file
+"$PTRAIN" models --show fmnist-mlp >"$TMP/show"
+grep -q "^fmnist-mlp: input 1x28x28, 4 layers, 159010 parameters" "$TMP/show" || fail "models --show: $(cat "$TMP/show")"
+grep -Eq "^ +1  linear lin1 +200 +157000 " "$TMP/show" || fail "models --show: lin1's line: $(cat "$TMP/show")"
+grep -Eq "^ +3  linear lin2 +10 +2010 " "$TMP/show" || fail "models --show: lin2's line: $(cat "$TMP/show")"
+"$PTRAIN" models --show mnist-cnn | grep -Eq "^ +0  conv2d conv1 +32x26x26 +320 " || fail "models --show mnist-cnn"
+printf 'input 1 28 28\nflatten\nlinear fc out=10\n' >"$TMP/tiny.txt"
+"$PTRAIN" models --show "$TMP/tiny.txt" | grep -Eq "^ +1  linear fc +10 +7850 " || fail "models --show FILE"
+expect_exit 2 "unknown model 'nosuch'" -- "$PTRAIN" models --show nosuch
+expect_exit 2 "unknown model 'nosuch'" -- "$PTRAIN" models nosuch
+expect_exit 1 "flat.txt:3: linear fc" -- "$PTRAIN" models --show "$TMP/flat.txt"
+# the --split error points there, and what it points to exists
+expect_exit 2 "has no layer of that name \(ptrain models --show fmnist-mlp lists them\)" -- \
+  "$PTRAIN" train --model fmnist-mlp --parallel model --split nosuch
 pass "models"
 
 # ptrain bench measures what it says: a JSON line with consistent fields.

@@ -792,6 +792,16 @@ static void test_checksum_mismatch(void **state) {
   pathf(p, "%s/" IMG, out);
   assert_false(exists(p));
   assert_false(has_part_files(out));
+
+  /* A local copy (file://) that fails the check, as Debian's recompressed
+   * files do: the message says to read it in place instead. */
+  char local[PATH_MAX];
+  pathf(local, "file://%s/", F.serve);
+  pathf(out, "%s/out_local", F.root);
+  assert_int_equal(pt_fetch_files(local, files, 1, out, 0, 0), PT_ERR_CHECKSUM);
+  assert_msg_has(WRONG_MD5);
+  assert_msg_has("train from its directory with --data-dir");
+  assert_false(has_part_files(out));
 }
 
 static void test_http_404(void **state) {

@@ -129,6 +129,17 @@ static void test_spec_errors(void **s) {
   expect_error("input 1 28 28\nflatten\nlinear l out=2\nloss mse\n", "unknown loss 'mse'");
   expect_error("input 1 28 28\nflatten\nlinear l out=2\ndropout p=1.5\n", "p=1.5");
   expect_error("input 1 28 28\nflatten\nlinear l out=1\n", "at least 2");
+  /* Shape errors name the file and line, with or without a 'name' line. */
+  expect_error("input 1 28 28\nconv2d c out=4 kernel=3\nlinear fc out=10\n",
+               "model.txt:3: linear fc: input 4x26x26: linear takes flat input");
+  expect_error("name tiny\ninput 1 28 28\nconv2d c out=4 kernel=3\nlinear fc out=10\n", "model.txt:4: linear fc:");
+  expect_error("name tiny\ninput 1 28 28\nconv2d c out=2 kernel=3\n", "model.txt: the last layer's output");
+  expect_error("input 1 28 28\nflatten\nlinear l out=2\ndefaults optimizer=rmsprop\n",
+               "model.txt:4: defaults: optimizer=rmsprop: expected one of sgd|adam|adamw|adadelta");
+  expect_error("input 1 28 28\nflatten\nlinear l out=2\ndefaults dataset=imagenet\n",
+               "model.txt:4: defaults: dataset=imagenet: expected one of");
+  expect_error("input 1 28 28\nflatten\nlinear l out=2\ndefaults scheduler=linear\n",
+               "model.txt:4: defaults: scheduler=linear");
 }
 
 static void test_spec_options(void **s) {
