@@ -4,6 +4,7 @@
 #include "train/checkpoint.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,6 +21,11 @@
 #include "io/safetensors.h"
 
 #define META_FMT_VERSION "1"
+/* Both files carry a CRC-32 of their own bytes (safetensors.h): a
+ * generation whose bytes changed after the save is skipped like a
+ * truncated one, and eval and predict refuse it, rather than train or
+ * answer with damaged weights. */
+#define CRC_KEY "ptrain.crc32"
 
 static pt_status mkdir_p(const char *dir) {
   char buf[4096];
@@ -113,6 +119,7 @@ static pt_status write_model(const char *path, const pt_model *m, const char *sp
   if (st == PT_OK) st = pt_st_writer_meta(w, "ptrain.model", m->spec.name);
   if (st == PT_OK && spec_text) st = pt_st_writer_meta(w, "ptrain.spec", spec_text);
   if (st == PT_OK) st = pt_st_writer_meta(w, "ptrain.checkpoint", id);
+  if (st == PT_OK) st = pt_st_writer_checksum(w, CRC_KEY);
   if (st == PT_OK) st = pt_st_writer_write(w, path);
   pt_st_writer_free(w);
   free(room);
@@ -151,6 +158,7 @@ static pt_status write_state(const char *path, const pt_model *m, const pt_optim
   if (st == PT_OK) st = meta_i64(w, "epoch_samples", pos->epoch_samples);
   if (st == PT_OK) st = meta_num(w, "epoch_seconds", pos->epoch_seconds);
   if (st == PT_OK) st = pt_st_writer_meta(w, "ptrain.checkpoint", id);
+  if (st == PT_OK) st = pt_st_writer_checksum(w, CRC_KEY);
   if (st == PT_OK) st = pt_st_writer_write(w, path);
   pt_st_writer_free(w);
   free(room);
@@ -348,6 +356,26 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
   return PT_OK;
 }
 
+/* pt_st_read, and the file's CRC checked where it has one. */
+static pt_status read_checked(const char *path, pt_st_file *f) {
+  PT_TRY(pt_st_read(path, f));
+  pt_status st = pt_st_verify_checksum(f, path, CRC_KEY);
+  if (st != PT_OK) pt_st_free(f);
+  return st;
+}
+
+/* NaN or infinity in weights (a run that diverged, or a file damaged
+ * where no CRC guards it) would make every answer NaN without a word. */
+static pt_status check_finite(const float *x, size_t n, const char *path, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(x[i]))
+      return pt_fail(PT_ERR_FORMAT,
+                     "%s: tensor '%s' holds %s at element %zu of %zu: these weights are unusable (a run that "
+                     "diverged, or a damaged file)",
+                     path, name, isnan(x[i]) ? "NaN" : x[i] > 0 ? "+infinity" : "-infinity", i, n);
+  return PT_OK;
+}
+
 static pt_status load_into(const pt_st_file *f, const char *path, const char *prefix, const pt_tensor_info *t,
                            float *dst) {
   char name[256];
@@ -368,6 +396,13 @@ static pt_status load_into(const pt_st_file *f, const char *path, const char *pr
   if (t->panels && !(tmp = malloc(sizeof(float) * t->numel)))
     return pt_fail(PT_ERR_NOMEM, "%s: out of memory for tensor '%s'", path, name);
   pt_status st = pt_st_get_f32(f, name, tmp ? tmp : dst, t->numel);
+  if (st == PT_OK) {
+    st = check_finite(tmp ? tmp : dst, t->numel, path, name);
+    if (st != PT_OK) {
+      free(tmp);
+      return st;
+    }
+  }
   if (tmp) {
     if (st == PT_OK) pt_tensor_from_torch(t, tmp, dst);
     free(tmp);
@@ -399,25 +434,26 @@ static pt_status load_weights_from(const pt_st_file *f, const char *path, pt_mod
   return PT_OK;
 }
 
-/* A checkpoint directory stands for its newest complete weights. */
-static const char *weights_path(const char *path, char *file, size_t size) {
+/* A checkpoint directory stands for its newest complete weights: *file is
+ * path, or DIR/model.safetensors. */
+static pt_status weights_path(const char *path, char *buf, size_t size, const char **file) {
   struct stat sb;
+  *file = path;
   if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    snprintf(file, size, "%s/model.safetensors", path);
-    return file;
+    snprintf(buf, size, "%s/model.safetensors", path);
+    *file = buf;
+    if (access(buf, F_OK))
+      return pt_fail(PT_ERR_IO, "%s: a directory without model.safetensors; expected a checkpoint directory or a "
+                     ".safetensors file", path);
   }
-  return path;
+  return PT_OK;
 }
 
 pt_status pt_checkpoint_load_weights(const char *path, pt_model *m) {
-  char file[4400];
-  const char *given = path;
-  path = weights_path(path, file, sizeof file);
-  if (path != given && access(path, F_OK))
-    return pt_fail(PT_ERR_IO, "%s: a directory without model.safetensors; expected a checkpoint directory or a "
-                   ".safetensors file", given);
+  char buf[4400];
+  PT_TRY(weights_path(path, buf, sizeof buf, &path));
   pt_st_file f;
-  PT_TRY(pt_st_read(path, &f));
+  PT_TRY(read_checked(path, &f));
   pt_status st = load_weights_from(&f, path, m);
   pt_st_free(&f);
   if (st == PT_OK) pt_model_from_host(m); /* a GPU model's own copy */
@@ -494,8 +530,8 @@ static pt_status resume_pair(const char *dir, pt_model *m, pt_optimizer *opt, pt
   snprintf(mpath, sizeof mpath, "%s/model.safetensors", dir);
   snprintf(spath, sizeof spath, "%s/state.safetensors", dir);
   pt_st_file mf, sf;
-  PT_TRY(pt_st_read(mpath, &mf));
-  pt_status st = pt_st_read(spath, &sf);
+  PT_TRY(read_checked(mpath, &mf));
+  pt_status st = read_checked(spath, &sf);
   if (st != PT_OK) {
     pt_st_free(&mf);
     return st;
@@ -553,13 +589,15 @@ pt_status pt_checkpoint_save_weights(const char *path, const pt_model *m, const 
   return write_model(path, m, spec_text, "weights");
 }
 
-char *pt_checkpoint_spec_text(const char *path) {
-  char file[4400];
-  path = weights_path(path, file, sizeof file);
+pt_status pt_checkpoint_spec_text(const char *path, char **text) {
+  *text = NULL;
+  char buf[4400];
+  PT_TRY(weights_path(path, buf, sizeof buf, &path));
   pt_st_file f;
-  if (pt_st_read(path, &f) != PT_OK) return NULL;
+  PT_TRY(read_checked(path, &f));
   const char *s = pt_st_meta(&f, "ptrain.spec");
-  char *out = s ? strdup(s) : NULL;
+  pt_status st = PT_OK;
+  if (s && !(*text = strdup(s))) st = pt_fail(PT_ERR_NOMEM, "%s: out of memory for the model spec", path);
   pt_st_free(&f);
-  return out;
+  return st;
 }

@@ -14,12 +14,13 @@
  * are written (and fsync'ed) into DIR/.partial-step-N.PID and published by
  * one rename of that directory, so a generation is complete or absent.
  * Both files also carry one id of the save ("ptrain.checkpoint"), and a
- * pair whose ids differ is refused. After a generation is complete,
- * DIR/model.safetensors is pointed at its weights (a hard link, renamed
- * into place), so PyTorch users and `ptrain eval DIR` find the newest
- * weights where they always did, and generations beyond the newest `keep`
- * are removed. Resuming takes the newest generation that loads and names
- * any newer one it skipped and why.
+ * pair whose ids differ is refused; and each a CRC-32 of its own bytes
+ * ("ptrain.crc32"), checked wherever a file is read. After a generation
+ * is complete, DIR/model.safetensors is pointed at its weights (a hard
+ * link, renamed into place), so PyTorch users and `ptrain eval DIR` find
+ * the newest weights where they always did, and generations beyond the
+ * newest `keep` are removed. Resuming takes the newest generation that
+ * loads and names any newer one it skipped and why.
  */
 #ifndef PT_TRAIN_CHECKPOINT_H
 #define PT_TRAIN_CHECKPOINT_H
@@ -63,7 +64,9 @@ pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, 
 /* The weights alone (hparam, hbuffer) as one safetensors file, replaced
  * atomically, with the spec in its metadata: what pt_net_save writes. */
 pt_status pt_checkpoint_save_weights(const char *path, const pt_model *m, const char *spec_text);
-/* The model spec stored in a checkpoint's metadata, or NULL (malloc'd). */
-char *pt_checkpoint_spec_text(const char *path);
+/* The model spec stored in a checkpoint's metadata (malloc'd) in *text, or
+ * NULL where the file records none (weights saved by another program);
+ * an error where the file cannot be read or fails its CRC. */
+pt_status pt_checkpoint_spec_text(const char *path, char **text);
 
 #endif
