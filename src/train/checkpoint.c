@@ -271,19 +271,37 @@ static uint64_t checkpoint_bytes(const pt_model *m, const pt_optimizer *opt) {
   return (uint64_t)(m->nparam_total * (size_t)(1 + opt->nstate) + m->nbuffer_total) * sizeof(float);
 }
 
-static pt_status no_room(pt_status st, const char *path, const pt_model *m, const pt_optimizer *opt) {
+/* What a failed save leaves to resume from, said as it is: a user reading
+ * "the previous checkpoint is kept" where there was none would count on it. */
+static void kept_after_failure(const char *dir, char *out, size_t size) {
+  int n;
+  int64_t *steps = list_generations(dir, &n);
+  char legacy[4400];
+  snprintf(legacy, sizeof legacy, "%s/state.safetensors", dir);
+  if (n > 0)
+    snprintf(out, size, "the previous checkpoint, %s/" GEN_PREFIX "%012lld, is kept", dir, (long long)steps[0]);
+  else if (!access(legacy, F_OK))
+    snprintf(out, size, "the previous checkpoint, %s/model.safetensors and state.safetensors, is kept", dir);
+  else
+    snprintf(out, size, "%s holds no earlier checkpoint, so there is none to resume from", dir);
+  free(steps);
+}
+
+static pt_status no_room(pt_status st, const char *path, const char *ckpt_dir, const pt_model *m,
+                         const pt_optimizer *opt) {
   const int e = pt_error_errno(); /* the write's, whatever the cleanup did to errno since */
   if (e != ENOSPC && e != EDQUOT) return st;
   struct statvfs v;
   const char *slash = strrchr(path, '/');
-  char dir[4400];
+  char dir[4400], kept[4600];
   snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
   const double need = (double)checkpoint_bytes(m, opt) / 1048576.0;
   if (statvfs(dir, &v)) return st;
+  kept_after_failure(ckpt_dir, kept, sizeof kept);
   return pt_fail(PT_ERR_IO,
-                 "%s: no space left for the checkpoint: it needs about %.1f MB, %.1f MB are free; the previous "
-                 "checkpoint is kept (free space, or pass --checkpoint-dir on a larger filesystem)",
-                 path, need, (double)v.f_bavail * (double)v.f_frsize / 1048576.0);
+                 "%s: no space left for the checkpoint: it needs about %.1f MB, %.1f MB are free; %s (free space, "
+                 "or pass --checkpoint-dir on a larger filesystem)",
+                 path, need, (double)v.f_bavail * (double)v.f_frsize / 1048576.0, kept);
 }
 
 pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimizer *opt,
@@ -323,7 +341,7 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
     st = write_state(path, m, opt, pos, id);
   }
   if (st != PT_OK) {
-    st = no_room(st, path, m, opt);
+    st = no_room(st, path, dir, m, opt); /* first: it measures the free space where part is */
     remove_tree(part); /* nothing half-written stays behind */
     return st;
   }
@@ -480,17 +498,27 @@ static pt_status meta_double(const pt_st_file *f, const char *path, const char *
   return PT_OK;
 }
 
-static pt_status load_state(const pt_st_file *f, const char *path, pt_model *m, pt_optimizer *opt,
-                            pt_train_position *pos) {
+/* A state written by a run configured otherwise: PT_ERR_ARG, which the
+ * resume reports at once, since the generations before it were written by
+ * the same run and differ from this one alike. */
+static pt_status check_same_run(const pt_st_file *f, const char *path, const pt_model *m, const pt_optimizer *opt) {
   const char *kind = pt_st_meta(f, "optimizer");
   if (!kind) return pt_fail(PT_ERR_FORMAT, "%s: not a ptrain training state (no 'optimizer')", path);
-  if (strcmp(kind, pt_opt_kind_name(opt->cfg.kind)))
-    return pt_fail(PT_ERR_ARG, "%s: the run being resumed used --optimizer %s, not %s", path, kind,
-                   pt_opt_kind_name(opt->cfg.kind));
+  const char *want = pt_opt_kind_name(opt->cfg.kind);
+  if (strcmp(kind, want))
+    return pt_fail(PT_ERR_ARG, "%s: the run being resumed used --optimizer %s, not %s; resume with --optimizer %s",
+                   path, kind, want, kind);
   const char *model = pt_st_meta(f, "model");
-  if (!model || strcmp(model, m->spec.name))
-    return pt_fail(PT_ERR_ARG, "%s: the run being resumed trained model '%s', not '%s'", path, model ? model : "?",
-                   m->spec.name);
+  if (!model)
+    return pt_fail(PT_ERR_FORMAT, "%s: metadata has no 'model'; not a ptrain training state", path);
+  if (strcmp(model, m->spec.name))
+    return pt_fail(PT_ERR_ARG, "%s: the run being resumed trained model '%s', not '%s'; resume with the model it "
+                   "trained", path, model, m->spec.name);
+  return PT_OK;
+}
+
+static pt_status load_state(const pt_st_file *f, const char *path, pt_model *m, pt_optimizer *opt,
+                            pt_train_position *pos) {
   int64_t v;
   PT_TRY(meta_int(f, path, "optimizer_step", &opt->step));
   PT_TRY(meta_int(f, path, "next_epoch", &v));
@@ -543,6 +571,7 @@ static pt_status resume_pair(const char *dir, pt_model *m, pt_optimizer *opt, pt
                  "%s: model.safetensors (save %s) and state.safetensors (save %s) are not from the same save; "
                  "resuming would pair these weights with another step's optimizer state and data position",
                  dir, mid ? mid : "unnamed", sid ? sid : "unnamed");
+  if (st == PT_OK) st = check_same_run(&sf, spath, m, opt);
   if (st == PT_OK) st = load_weights_from(&mf, mpath, m);
   if (st == PT_OK) st = load_state(&sf, spath, m, opt, pos);
   pt_st_free(&mf);
@@ -554,8 +583,32 @@ static pt_status resume_pair(const char *dir, pt_model *m, pt_optimizer *opt, pt
   return st;
 }
 
+pt_status pt_checkpoint_present(const char *dir) {
+  struct stat sb;
+  if (stat(dir, &sb))
+    return pt_fail(PT_ERR_ARG, "--resume: no checkpoint to resume from: %s: %s; run without --resume to start a "
+                   "new run, or name the run's --checkpoint-dir", dir,
+                   errno == ENOENT ? "no such directory" : strerror(errno));
+  if (!S_ISDIR(sb.st_mode))
+    return pt_fail(PT_ERR_ARG, "--resume: %s is not a directory; expected the --checkpoint-dir of the run to resume",
+                   dir);
+  int n;
+  free(list_generations(dir, &n));
+  if (n > 0) return PT_OK;
+  char model[4400], state[4400];
+  snprintf(model, sizeof model, "%s/model.safetensors", dir);
+  snprintf(state, sizeof state, "%s/state.safetensors", dir);
+  if (!access(state, F_OK)) return PT_OK; /* the single pair of earlier versions */
+  if (!access(model, F_OK))
+    return pt_fail(PT_ERR_ARG, "--resume: %s holds weights (model.safetensors) but no training state to resume "
+                   "from; to start a new run from these weights, use --init-from %s instead", dir, model);
+  return pt_fail(PT_ERR_ARG, "--resume: no checkpoint to resume from in %s (no " GEN_PREFIX "* directory in it); "
+                 "run without --resume to start a new run, or name the run's --checkpoint-dir", dir);
+}
+
 pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, pt_train_position *pos,
                                char *note, size_t note_size) {
+  PT_TRY(pt_checkpoint_present(dir));
   int n;
   int64_t *steps = list_generations(dir, &n);
   char gen[4400], skipped[2048] = "";
@@ -565,6 +618,10 @@ pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, 
     snprintf(gen, sizeof gen, "%s/" GEN_PREFIX "%012lld", dir, (long long)steps[i]);
     st = resume_pair(gen, m, opt, pos);
     if (st == PT_OK) break;
+    if (st == PT_ERR_ARG) { /* another run's configuration: no older generation differs less */
+      free(steps);
+      return st;
+    }
     /* a newer checkpoint that does not load: say why, and take the one before */
     if (at < sizeof skipped)
       at += (size_t)snprintf(skipped + at, sizeof skipped - at, "%sskipped %s: %s", at ? "; " : "", gen,

@@ -55,10 +55,17 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
  * shape; names missing from the file or extra in it are errors that list
  * them. */
 pt_status pt_checkpoint_load_weights(const char *path, pt_model *m);
+/* PT_OK where DIR holds something to resume from (a generation, or the
+ * single pair of earlier versions); otherwise an error that says what DIR
+ * holds and what to do instead. */
+pt_status pt_checkpoint_present(const char *dir);
 /* Loads the newest complete generation in DIR (or DIR's own pair, the
  * layout of earlier versions) into a model and an optimizer already built
  * with the same configuration. note (may be NULL) gets the generation's
- * path and, where newer ones were skipped, which and why. */
+ * path and, where newer ones were skipped, which and why: damaged files
+ * (a cut file, a CRC-32 that does not match, a mixed pair) are skipped;
+ * a state of another configuration (--optimizer, model) is an error at
+ * once (PT_ERR_ARG). */
 pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, pt_train_position *pos,
                                char *note, size_t note_size);
 /* The weights alone (hparam, hbuffer) as one safetensors file, replaced

@@ -495,6 +495,8 @@ static pt_status setup_worker(worker_t *W) {
   PT_TRY(pt_device_data_init(&W->test_dd, be, W->test_ds, &lc, r->eval_batch));
   if (W->rank == 0) {
     if (c->metrics_path) PT_TRY(pt_metrics_open(c->metrics_path, 1, &W->metrics));
+    /* Before the directory is created: --resume of a mistyped one says so. */
+    if (c->resume) PT_TRY(pt_checkpoint_present(c->checkpoint_dir));
     if (saves_checkpoints(c)) PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
   }
   if (c->sync_bn && W->world > 1) {
@@ -790,6 +792,9 @@ static pt_status train_loop(worker_t *W) {
   if (pos.next_epoch >= c->epochs && W->out && !c->quiet)
     fprintf(W->out, "nothing to train: the checkpoint has %d epoch%s; ask for more with --epochs\n", pos.next_epoch,
             pos.next_epoch == 1 ? "" : "s");
+  else if (c->max_steps && pos.step >= c->max_steps && W->out && !c->quiet)
+    fprintf(W->out, "nothing to train: the checkpoint has %lld step%s; ask for more with --max-steps\n",
+            (long long)pos.step, pos.step == 1 ? "" : "s");
   const int nb = pt_loader_num_batches(W->train);
   const int K = r->accum;
   const double t_run = pt_now();
