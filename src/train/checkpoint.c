@@ -237,6 +237,19 @@ static void remove_tree(const char *path) {
   rmdir(path);
 }
 
+/* Whether .partial-step-N.PID was left by a process that is gone (or by
+ * this one). A PID reused since leaves it until a later save: harmless. */
+static int partial_is_stale(const char *name) {
+  const char *dot = strrchr(name, '.');
+  char *end;
+  if (!dot) return 1;
+  errno = 0;
+  const long pid = strtol(dot + 1, &end, 10);
+  if (errno || end == dot + 1 || *end || pid <= 0 || pid > INT32_MAX) return 1;
+  if ((pid_t)pid == getpid()) return 1;
+  return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
 /* DIR/model.safetensors, the newest complete weights where PyTorch users
  * (and ptrain eval) look: a hard link to the generation's file, put in
  * place by a rename; a copy where the filesystem has no hard links. */
@@ -320,13 +333,15 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
   snprintf(id, sizeof id, "%lld-%08lx", (long long)pos->step, (unsigned long)crc);
   snprintf(gen, sizeof gen, "%s/" GEN_PREFIX "%012lld", dir, (long long)pos->step);
   snprintf(part, sizeof part, "%s/.partial-" GEN_PREFIX "%012lld.%d", dir, (long long)pos->step, (int)getpid());
-  /* Partial saves of runs killed while saving (kill -9, a second Ctrl-C):
-   * one run writes a checkpoint directory at a time. */
+  /* Partial saves of runs killed while saving (kill -9, a second Ctrl-C).
+   * The directory's lock (checkpoint_lock.h) keeps a second run out, but
+   * where the filesystem has no locks a live run's save must not vanish
+   * under it: only those of this process and of processes gone go. */
   DIR *d = opendir(dir);
   struct dirent *e;
   char stale[4400];
   while (d && (e = readdir(d)))
-    if (!strncmp(e->d_name, ".partial-", 9)) {
+    if (!strncmp(e->d_name, ".partial-", 9) && partial_is_stale(e->d_name)) {
       snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
       remove_tree(stale);
     }

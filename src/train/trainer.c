@@ -26,6 +26,7 @@
 #include "comm/comm.h"
 #include "cuda/device.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_lock.h"
 #include "train/stop.h"
 #include "train/evaluate.h"
 #include "train/gpu_watch.h"
@@ -343,6 +344,8 @@ typedef struct {
   int64_t epoch_graph_steps;
   int graphs_noted;        /* the note saying why the steps went back to eager was printed */
   int cb_stop;             /* a callback asked to stop */
+  pt_checkpoint_lock lock; /* rank 0, the writer: the checkpoint directory's */
+  int lock_tried;          /* taken, or found unsupported and said so */
   pt_status status;
   char error[1024];       /* a dp worker's failure, for the main thread */
 } worker_t;
@@ -352,6 +355,20 @@ typedef struct {
 /* Whether the run writes checkpoints other than on a signal. */
 static int saves_checkpoints(const pt_train_config *c) {
   return c->save_model || c->checkpoint_every || c->checkpoint_interval > 0;
+}
+
+/* The writer's hold on the checkpoint directory, for the whole run. */
+static pt_status lock_checkpoint_dir(worker_t *W) {
+  if (W->lock_tried) return PT_OK;
+  const pt_train_config *c = W->cfg;
+  int unsupported;
+  char why[256];
+  PT_TRY(pt_checkpoint_lock_take(c->checkpoint_dir, &W->lock, &unsupported, why, sizeof why));
+  W->lock_tried = 1;
+  if (unsupported && W->out && !c->quiet)
+    fprintf(W->out, "warning: %s cannot be locked (%s; an NFS mount without locks?): nothing keeps a second run "
+                    "from writing checkpoints there too\n", c->checkpoint_dir, why);
+  return PT_OK;
 }
 
 static void worker_free(worker_t *W) {
@@ -366,6 +383,7 @@ static void worker_free(worker_t *W) {
   pt_comm_destroy(W->dcomm_own);
   pt_gpu_watch_close(&W->watch);
   if (W->metrics) pt_metrics_close(W->metrics);
+  pt_checkpoint_lock_release(&W->lock);
 }
 
 /* This worker's shard of a split, with the run's seed and prefetch. */
@@ -497,7 +515,10 @@ static pt_status setup_worker(worker_t *W) {
     if (c->metrics_path) PT_TRY(pt_metrics_open(c->metrics_path, 1, &W->metrics));
     /* Before the directory is created: --resume of a mistyped one says so. */
     if (c->resume) PT_TRY(pt_checkpoint_present(c->checkpoint_dir));
-    if (saves_checkpoints(c)) PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
+    if (saves_checkpoints(c)) {
+      PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
+      PT_TRY(lock_checkpoint_dir(W));
+    }
   }
   if (c->sync_bn && W->world > 1) {
     W->model->sum_stats = sum_bn_stats;
@@ -766,6 +787,10 @@ static pt_status save_checkpoint(worker_t *W, const pt_train_position *pos) {
   if (W->r->staged) PT_TRY(pt_stages_gather(&W->stages, W->whole, &W->opt));
   if (W->rank != 0) return PT_OK;
   const double tk = pt_now();
+  if (!W->lock_tried) { /* a run that saves only when signalled */
+    PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
+    PT_TRY(lock_checkpoint_dir(W));
+  }
   PT_TRY(pt_comm_nccl_sync(W->dcomm));
   PT_TRY(pt_model_to_host(W->whole));
   PT_TRY(pt_optimizer_to_host(&W->opt));
