@@ -211,7 +211,7 @@ typedef struct {
   int64_t checkpoint_every;   /* also every N steps (0: no) */
   double checkpoint_interval; /* also every this many seconds (0: no) */
   int exit_after_checkpoint;  /* stop after the first of those saves */
-  int resume;                 /* continue from the newest save in checkpoint_dir */
+  int resume;                 /* continue from the newest save in checkpoint_dir; saves as save_model */
   const char *init_from;      /* start from these weights (.safetensors) instead of the net's */
   /* Evaluation. */
   int64_t eval_every;         /* also evaluate every N steps (0: at epoch ends only) */

@@ -352,9 +352,11 @@ typedef struct {
 
 /* Called after the trace is written (its events point at layer labels),
  * on the main thread: device memory is freed by pointer from any thread. */
-/* Whether the run writes checkpoints other than on a signal. */
+/* Whether the run writes checkpoints other than on a signal. A resumed
+ * run does, as --save-model: it continues a checkpointed run, and without
+ * its own saves a second --resume would do its work again. */
 static int saves_checkpoints(const pt_train_config *c) {
-  return c->save_model || c->checkpoint_every || c->checkpoint_interval > 0;
+  return c->save_model || c->resume || c->checkpoint_every || c->checkpoint_interval > 0;
 }
 
 /* The writer's hold on the checkpoint directory, for the whole run. */
@@ -1334,8 +1336,8 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     fprintf(out, "done: %lld steps in %.1f s, %.0f img/s, peak memory %.0f MiB%s%s\n", (long long)result->steps,
-            result->seconds, result->images_per_s, ru.ru_maxrss / 1024.0, cfg->save_model ? ", checkpoint in " : "",
-            cfg->save_model ? cfg->checkpoint_dir : "");
+            result->seconds, result->images_per_s, ru.ru_maxrss / 1024.0,
+            saves_checkpoints(cfg) ? ", checkpoint in " : "", saves_checkpoints(cfg) ? cfg->checkpoint_dir : "");
   }
   /* Before the workers are freed: trace events point at the models' layer labels. */
   if (cfg->trace_path) {

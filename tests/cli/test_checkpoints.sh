@@ -5,7 +5,7 @@
 # saves inside epochs; a full disk keeps the previous checkpoint and leaves
 # no temporary files, and says whether there was one. --resume: into a
 # directory without a checkpoint, or with another optimizer, a direct error;
-# with nothing left to do, says so.
+# with nothing left to do, says so; a resumed run keeps checkpointing.
 source "$(dirname "$0")/lib.sh"
 need_fmnist
 
@@ -159,3 +159,13 @@ grep -q "^nothing to train: the checkpoint has 100 steps; ask for more with --ma
 grep -q "^nothing to train: the checkpoint has 2 epochs; ask for more with --epochs" "$TMP/done2.out" ||
   fail "a resume at --epochs did not say so: $(cat "$TMP/done2.out")"
 pass "resuming with another optimizer, or with nothing to do: said directly"
+
+# A resumed run keeps checkpointing without --save-model: a second --resume does not redo its work.
+"$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$inj" --resume --max-steps 120 >"$TMP/again.out" 2>&1 ||
+  fail "resume to 120: $(cat "$TMP/again.out")"
+[[ -d $inj/step-000000000120 ]] || fail "a resumed run without --save-model kept no final checkpoint: $(ls "$inj")"
+grep -q "^done: 120 steps.*checkpoint in $inj" "$TMP/again.out" || fail "the done line: $(cat "$TMP/again.out")"
+"$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$inj" --resume --max-steps 120 >"$TMP/again2.out" 2>&1 ||
+  fail "the second resume to 120: $(cat "$TMP/again2.out")"
+grep -q "^nothing to train: the checkpoint has 120 steps" "$TMP/again2.out" || fail "work redone: $(cat "$TMP/again2.out")"
+pass "a resumed run checkpoints at its end: resumed again, it has nothing to redo"
