@@ -90,7 +90,9 @@ PT_API pt_status pt_net_spec_file(const char *path, pt_net **out);
  * state_dict) or a checkpoint directory (its newest complete save). The
  * layers are the ones the checkpoint records; model (a preset's name or
  * a spec file's path; NULL: the recorded ones) names them for files that
- * record none, such as PyTorch's. */
+ * record none, such as PyTorch's. A file whose CRC-32 (ptrain's files
+ * carry one) does not match, or weights holding NaN or infinity, are
+ * refused with PT_ERR_FORMAT. */
 PT_API pt_status pt_net_load(const char *checkpoint, const char *model, pt_net **out);
 /* The weights as safetensors under PyTorch's state_dict names, with the
  * spec in the metadata (so pt_net_load and `ptrain eval` find the layers).
@@ -209,7 +211,7 @@ typedef struct {
   int64_t checkpoint_every;   /* also every N steps (0: no) */
   double checkpoint_interval; /* also every this many seconds (0: no) */
   int exit_after_checkpoint;  /* stop after the first of those saves */
-  int resume;                 /* continue from the newest save in checkpoint_dir */
+  int resume;                 /* continue from the newest save in checkpoint_dir; saves as save_model */
   const char *init_from;      /* start from these weights (.safetensors) instead of the net's */
   /* Evaluation. */
   int64_t eval_every;         /* also evaluate every N steps (0: at epoch ends only) */

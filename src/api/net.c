@@ -60,12 +60,14 @@ pt_status pt_net_load(const char *checkpoint, const char *model, pt_net **out) {
     /* A preset's name, or else a spec file's path. */
     st = pt_preset_find(model) || access(model, F_OK) ? pt_net_preset(model, out) : pt_net_spec_file(model, out);
   } else {
-    char *text = pt_checkpoint_spec_text(checkpoint);
-    if (!text) {
-      /* Either not readable at all (say why) or readable but without a spec. */
-      return pt_fail(PT_ERR_ARG, "%s records no model (not a checkpoint ptrain wrote, or unreadable); name the "
-                                 "model's preset", checkpoint);
-    }
+    char *text;
+    /* A file that cannot be read says why first; only a readable one
+     * without a spec needs the model named. */
+    PT_TRY(pt_checkpoint_spec_text(checkpoint, &text));
+    if (!text)
+      return pt_fail(PT_ERR_ARG, "%s records no model (its metadata has no ptrain.spec: weights saved by another "
+                                 "program); name the model's preset or spec file (--model or --model-file)",
+                     checkpoint);
     st = net_from_text(text, checkpoint, out);
     free(text);
   }

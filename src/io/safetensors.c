@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this reader copies it without swapping"
@@ -469,5 +470,47 @@ pt_status pt_st_get_f32(const pt_st_file *f, const char *name, float *dst, size_
     default:
       return pt_fail(PT_ERR_STATE, "%s: invalid dtype %d", name, (int)t->dtype);
   }
+  return PT_OK;
+}
+
+char *pt_st_checksum_digits(char *header, size_t len, const char *key) {
+  char needle[160];
+  const int n = snprintf(needle, sizeof needle, "\"%s\":\"", key);
+  if (n < 0 || (size_t)n >= sizeof needle || len < (size_t)n + 9) return NULL;
+  for (size_t i = 0; i + (size_t)n + 9 <= len; i++) {
+    if (memcmp(header + i, needle, (size_t)n)) continue;
+    char *d = header + i + n;
+    if (d[8] != '"') return NULL;
+    for (int k = 0; k < 8; k++)
+      if (!((d[k] >= '0' && d[k] <= '9') || (d[k] >= 'a' && d[k] <= 'f'))) return NULL;
+    return d;
+  }
+  return NULL;
+}
+
+pt_status pt_st_verify_checksum(const pt_st_file *f, const char *file, const char *key) {
+  const char *want = pt_st_meta(f, key);
+  if (!want) return PT_OK;
+  uint64_t hlen = 0;
+  for (int i = 0; i < 8; i++) hlen |= (uint64_t)f->buf[i] << (8 * i);
+  /* pt_st_read checked that the header fits in the file */
+  char *digits = pt_st_checksum_digits((char *)f->buf + 8, (size_t)hlen, key);
+  if (!digits || strlen(want) != 8 || memcmp(digits, want, 8))
+    return pt_fail(PT_ERR_FORMAT,
+                   "%s: metadata '%s'='%.32s' is not the 8 hex digits of a CRC-32 in the header that ptrain "
+                   "writes: the file was damaged, or rewritten by another program",
+                   file, key, want);
+  const size_t at = (size_t)(digits - (char *)f->buf);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32_z(crc, f->buf, at);
+  crc = crc32_z(crc, (const Bytef *)PT_ST_CHECKSUM_ZERO, 8);
+  crc = crc32_z(crc, f->buf + at + 8, f->len - at - 8);
+  char got[9];
+  snprintf(got, sizeof got, "%08lx", (unsigned long)crc);
+  if (memcmp(got, want, 8))
+    return pt_fail(PT_ERR_FORMAT,
+                   "%s: CRC-32 mismatch: the file's bytes give %s, its metadata '%s' records %s: the file was "
+                   "damaged (disk, copy or transfer) or changed by another program after it was written",
+                   file, got, key, want);
   return PT_OK;
 }

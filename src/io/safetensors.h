@@ -49,6 +49,18 @@ size_t pt_st_dtype_size(pt_st_dtype dtype);
  * that it has exactly numel elements. Errors name the tensor and the shapes. */
 pt_status pt_st_get_f32(const pt_st_file *f, const char *name, float *dst, size_t numel);
 
+/* Checksums: a writer given pt_st_writer_checksum(w, KEY) stores under
+ * metadata KEY the CRC-32 (8 lowercase hex digits) of the whole file as
+ * written with those digits as "00000000". pt_st_verify_checksum checks
+ * it: PT_OK where it matches or the file has no KEY (files of other
+ * writers, and of earlier versions); otherwise PT_ERR_FORMAT naming the
+ * file, both CRCs and what that means. KEY: letters, digits, '.', '_', '-'. */
+#define PT_ST_CHECKSUM_ZERO "00000000"
+pt_status pt_st_verify_checksum(const pt_st_file *f, const char *file, const char *key);
+/* The 8 digits of "KEY":"hhhhhhhh" in a header's text, or NULL; for the
+ * writer and the reader, which must agree on where they are. */
+char *pt_st_checksum_digits(char *header, size_t len, const char *key);
+
 /* Writer: collect tensors (data is referenced, not copied, until write), then
  * write atomically: PATH.tmp, fsync, rename, fsync of the directory. */
 typedef struct pt_st_writer pt_st_writer;
@@ -56,6 +68,8 @@ pt_st_writer *pt_st_writer_new(void);
 pt_status pt_st_writer_add(pt_st_writer *w, const char *name, pt_st_dtype dtype, int ndim,
                            const int64_t *shape, const void *data);
 pt_status pt_st_writer_meta(pt_st_writer *w, const char *key, const char *value);
+/* Stores the file's CRC-32 under metadata key (see above) when written. */
+pt_status pt_st_writer_checksum(pt_st_writer *w, const char *key);
 pt_status pt_st_writer_write(pt_st_writer *w, const char *path);
 void pt_st_writer_free(pt_st_writer *w);
 

@@ -16,6 +16,13 @@
  *
  * The file goes through pt_atomic_file, so an interrupted or failed save
  * never destroys the previous checkpoint.
+ *
+ * A checksum (pt_st_writer_checksum) covers the whole file, header
+ * included, so that a flipped bit in a metadata value (a step, a seed) is
+ * caught as surely as one in the weights. The header cannot hold its own
+ * CRC, so the CRC is taken over the file with the value's 8 hex digits
+ * written as "00000000", then the digits are put in: the reader zeroes
+ * them again to check (pt_st_verify_checksum).
  */
 #include "io/safetensors.h"
 
@@ -24,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "io/atomic_file.h"
 
@@ -49,6 +57,7 @@ struct pt_st_writer {
   int count, cap;
   meta_kv *meta;
   int mcount, mcap;
+  char *checksum_key; /* metadata key of the file's CRC-32, or NULL */
 };
 
 pt_st_writer *pt_st_writer_new(void) { return pt_calloc(1, sizeof(pt_st_writer)); }
@@ -62,6 +71,7 @@ void pt_st_writer_free(pt_st_writer *w) {
   }
   free(w->t);
   free(w->meta);
+  free(w->checksum_key);
   free(w);
 }
 
@@ -148,6 +158,23 @@ pt_status pt_st_writer_meta(pt_st_writer *w, const char *key, const char *value)
     return pt_fail(PT_ERR_NOMEM, "metadata %s: out of memory", key);
   }
   w->meta[w->mcount++] = (meta_kv){k, v};
+  return PT_OK;
+}
+
+pt_status pt_st_writer_checksum(pt_st_writer *w, const char *key) {
+  if (!w || !key) return pt_fail(PT_ERR_ARG, "safetensors writer: NULL checksum argument");
+  /* Characters JSON never escapes: the reader finds the key's bytes as written. */
+  if (!*key || strspn(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != strlen(key))
+    return pt_fail(PT_ERR_ARG, "safetensors writer: checksum key '%s': expected letters, digits, '.', '_', '-'", key);
+  char *k = strdup(key);
+  if (!k) return pt_fail(PT_ERR_NOMEM, "checksum key %s: out of memory", key);
+  pt_status st = pt_st_writer_meta(w, key, PT_ST_CHECKSUM_ZERO);
+  if (st != PT_OK) {
+    free(k);
+    return st;
+  }
+  free(w->checksum_key);
+  w->checksum_key = k;
   return PT_OK;
 }
 
@@ -242,6 +269,24 @@ pt_status pt_st_writer_write(pt_st_writer *w, const char *path) {
   uint8_t len8[8];
   for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
   static const char spaces[] = "       "; /* padding is at most 7 */
+  if (w->checksum_key) {
+    char *digits = pt_st_checksum_digits(hdr, hlen, w->checksum_key);
+    if (!digits) { /* the key was replaced by a later pt_st_writer_meta */
+      cJSON_free(hdr);
+      free(order);
+      return pt_fail(PT_ERR_ARG, "%s: metadata '%s' was given a value; it is the file's checksum", path,
+                     w->checksum_key);
+    }
+    uLong crc = crc32(0L, Z_NULL, 0);
+    crc = crc32_z(crc, len8, sizeof len8);
+    crc = crc32_z(crc, (const Bytef *)hdr, hlen);
+    crc = crc32_z(crc, (const Bytef *)spaces, padded - hlen);
+    for (int i = 0; i < w->count; i++)
+      if (order[i]->nbytes) crc = crc32_z(crc, order[i]->data, order[i]->nbytes);
+    char hex[9];
+    snprintf(hex, sizeof hex, "%08lx", (unsigned long)crc);
+    memcpy(digits, hex, 8);
+  }
 
   pt_atomic_file *af = NULL;
   pt_status st = pt_atomic_file_open(path, &af);

@@ -4,6 +4,7 @@
 #include "train/checkpoint.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,6 +21,11 @@
 #include "io/safetensors.h"
 
 #define META_FMT_VERSION "1"
+/* Both files carry a CRC-32 of their own bytes (safetensors.h): a
+ * generation whose bytes changed after the save is skipped like a
+ * truncated one, and eval and predict refuse it, rather than train or
+ * answer with damaged weights. */
+#define CRC_KEY "ptrain.crc32"
 
 static pt_status mkdir_p(const char *dir) {
   char buf[4096];
@@ -113,6 +119,7 @@ static pt_status write_model(const char *path, const pt_model *m, const char *sp
   if (st == PT_OK) st = pt_st_writer_meta(w, "ptrain.model", m->spec.name);
   if (st == PT_OK && spec_text) st = pt_st_writer_meta(w, "ptrain.spec", spec_text);
   if (st == PT_OK) st = pt_st_writer_meta(w, "ptrain.checkpoint", id);
+  if (st == PT_OK) st = pt_st_writer_checksum(w, CRC_KEY);
   if (st == PT_OK) st = pt_st_writer_write(w, path);
   pt_st_writer_free(w);
   free(room);
@@ -151,6 +158,7 @@ static pt_status write_state(const char *path, const pt_model *m, const pt_optim
   if (st == PT_OK) st = meta_i64(w, "epoch_samples", pos->epoch_samples);
   if (st == PT_OK) st = meta_num(w, "epoch_seconds", pos->epoch_seconds);
   if (st == PT_OK) st = pt_st_writer_meta(w, "ptrain.checkpoint", id);
+  if (st == PT_OK) st = pt_st_writer_checksum(w, CRC_KEY);
   if (st == PT_OK) st = pt_st_writer_write(w, path);
   pt_st_writer_free(w);
   free(room);
@@ -229,6 +237,19 @@ static void remove_tree(const char *path) {
   rmdir(path);
 }
 
+/* Whether .partial-step-N.PID was left by a process that is gone (or by
+ * this one). A PID reused since leaves it until a later save: harmless. */
+static int partial_is_stale(const char *name) {
+  const char *dot = strrchr(name, '.');
+  char *end;
+  if (!dot) return 1;
+  errno = 0;
+  const long pid = strtol(dot + 1, &end, 10);
+  if (errno || end == dot + 1 || *end || pid <= 0 || pid > INT32_MAX) return 1;
+  if ((pid_t)pid == getpid()) return 1;
+  return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
 /* DIR/model.safetensors, the newest complete weights where PyTorch users
  * (and ptrain eval) look: a hard link to the generation's file, put in
  * place by a rename; a copy where the filesystem has no hard links. */
@@ -263,19 +284,37 @@ static uint64_t checkpoint_bytes(const pt_model *m, const pt_optimizer *opt) {
   return (uint64_t)(m->nparam_total * (size_t)(1 + opt->nstate) + m->nbuffer_total) * sizeof(float);
 }
 
-static pt_status no_room(pt_status st, const char *path, const pt_model *m, const pt_optimizer *opt) {
+/* What a failed save leaves to resume from, said as it is: a user reading
+ * "the previous checkpoint is kept" where there was none would count on it. */
+static void kept_after_failure(const char *dir, char *out, size_t size) {
+  int n;
+  int64_t *steps = list_generations(dir, &n);
+  char legacy[4400];
+  snprintf(legacy, sizeof legacy, "%s/state.safetensors", dir);
+  if (n > 0)
+    snprintf(out, size, "the previous checkpoint, %s/" GEN_PREFIX "%012lld, is kept", dir, (long long)steps[0]);
+  else if (!access(legacy, F_OK))
+    snprintf(out, size, "the previous checkpoint, %s/model.safetensors and state.safetensors, is kept", dir);
+  else
+    snprintf(out, size, "%s holds no earlier checkpoint, so there is none to resume from", dir);
+  free(steps);
+}
+
+static pt_status no_room(pt_status st, const char *path, const char *ckpt_dir, const pt_model *m,
+                         const pt_optimizer *opt) {
   const int e = pt_error_errno(); /* the write's, whatever the cleanup did to errno since */
   if (e != ENOSPC && e != EDQUOT) return st;
   struct statvfs v;
   const char *slash = strrchr(path, '/');
-  char dir[4400];
+  char dir[4400], kept[4600];
   snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
   const double need = (double)checkpoint_bytes(m, opt) / 1048576.0;
   if (statvfs(dir, &v)) return st;
+  kept_after_failure(ckpt_dir, kept, sizeof kept);
   return pt_fail(PT_ERR_IO,
-                 "%s: no space left for the checkpoint: it needs about %.1f MB, %.1f MB are free; the previous "
-                 "checkpoint is kept (free space, or pass --checkpoint-dir on a larger filesystem)",
-                 path, need, (double)v.f_bavail * (double)v.f_frsize / 1048576.0);
+                 "%s: no space left for the checkpoint: it needs about %.1f MB, %.1f MB are free; %s (free space, "
+                 "or pass --checkpoint-dir on a larger filesystem)",
+                 path, need, (double)v.f_bavail * (double)v.f_frsize / 1048576.0, kept);
 }
 
 pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimizer *opt,
@@ -294,13 +333,15 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
   snprintf(id, sizeof id, "%lld-%08lx", (long long)pos->step, (unsigned long)crc);
   snprintf(gen, sizeof gen, "%s/" GEN_PREFIX "%012lld", dir, (long long)pos->step);
   snprintf(part, sizeof part, "%s/.partial-" GEN_PREFIX "%012lld.%d", dir, (long long)pos->step, (int)getpid());
-  /* Partial saves of runs killed while saving (kill -9, a second Ctrl-C):
-   * one run writes a checkpoint directory at a time. */
+  /* Partial saves of runs killed while saving (kill -9, a second Ctrl-C).
+   * The directory's lock (checkpoint_lock.h) keeps a second run out, but
+   * where the filesystem has no locks a live run's save must not vanish
+   * under it: only those of this process and of processes gone go. */
   DIR *d = opendir(dir);
   struct dirent *e;
   char stale[4400];
   while (d && (e = readdir(d)))
-    if (!strncmp(e->d_name, ".partial-", 9)) {
+    if (!strncmp(e->d_name, ".partial-", 9) && partial_is_stale(e->d_name)) {
       snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
       remove_tree(stale);
     }
@@ -315,7 +356,7 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
     st = write_state(path, m, opt, pos, id);
   }
   if (st != PT_OK) {
-    st = no_room(st, path, m, opt);
+    st = no_room(st, path, dir, m, opt); /* first: it measures the free space where part is */
     remove_tree(part); /* nothing half-written stays behind */
     return st;
   }
@@ -348,6 +389,26 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
   return PT_OK;
 }
 
+/* pt_st_read, and the file's CRC checked where it has one. */
+static pt_status read_checked(const char *path, pt_st_file *f) {
+  PT_TRY(pt_st_read(path, f));
+  pt_status st = pt_st_verify_checksum(f, path, CRC_KEY);
+  if (st != PT_OK) pt_st_free(f);
+  return st;
+}
+
+/* NaN or infinity in weights (a run that diverged, or a file damaged
+ * where no CRC guards it) would make every answer NaN without a word. */
+static pt_status check_finite(const float *x, size_t n, const char *path, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(x[i]))
+      return pt_fail(PT_ERR_FORMAT,
+                     "%s: tensor '%s' holds %s at element %zu of %zu: these weights are unusable (a run that "
+                     "diverged, or a damaged file)",
+                     path, name, isnan(x[i]) ? "NaN" : x[i] > 0 ? "+infinity" : "-infinity", i, n);
+  return PT_OK;
+}
+
 static pt_status load_into(const pt_st_file *f, const char *path, const char *prefix, const pt_tensor_info *t,
                            float *dst) {
   char name[256];
@@ -368,6 +429,13 @@ static pt_status load_into(const pt_st_file *f, const char *path, const char *pr
   if (t->panels && !(tmp = malloc(sizeof(float) * t->numel)))
     return pt_fail(PT_ERR_NOMEM, "%s: out of memory for tensor '%s'", path, name);
   pt_status st = pt_st_get_f32(f, name, tmp ? tmp : dst, t->numel);
+  if (st == PT_OK) {
+    st = check_finite(tmp ? tmp : dst, t->numel, path, name);
+    if (st != PT_OK) {
+      free(tmp);
+      return st;
+    }
+  }
   if (tmp) {
     if (st == PT_OK) pt_tensor_from_torch(t, tmp, dst);
     free(tmp);
@@ -399,25 +467,26 @@ static pt_status load_weights_from(const pt_st_file *f, const char *path, pt_mod
   return PT_OK;
 }
 
-/* A checkpoint directory stands for its newest complete weights. */
-static const char *weights_path(const char *path, char *file, size_t size) {
+/* A checkpoint directory stands for its newest complete weights: *file is
+ * path, or DIR/model.safetensors. */
+static pt_status weights_path(const char *path, char *buf, size_t size, const char **file) {
   struct stat sb;
+  *file = path;
   if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    snprintf(file, size, "%s/model.safetensors", path);
-    return file;
+    snprintf(buf, size, "%s/model.safetensors", path);
+    *file = buf;
+    if (access(buf, F_OK))
+      return pt_fail(PT_ERR_IO, "%s: a directory without model.safetensors; expected a checkpoint directory or a "
+                     ".safetensors file", path);
   }
-  return path;
+  return PT_OK;
 }
 
 pt_status pt_checkpoint_load_weights(const char *path, pt_model *m) {
-  char file[4400];
-  const char *given = path;
-  path = weights_path(path, file, sizeof file);
-  if (path != given && access(path, F_OK))
-    return pt_fail(PT_ERR_IO, "%s: a directory without model.safetensors; expected a checkpoint directory or a "
-                   ".safetensors file", given);
+  char buf[4400];
+  PT_TRY(weights_path(path, buf, sizeof buf, &path));
   pt_st_file f;
-  PT_TRY(pt_st_read(path, &f));
+  PT_TRY(read_checked(path, &f));
   pt_status st = load_weights_from(&f, path, m);
   pt_st_free(&f);
   if (st == PT_OK) pt_model_from_host(m); /* a GPU model's own copy */
@@ -444,17 +513,27 @@ static pt_status meta_double(const pt_st_file *f, const char *path, const char *
   return PT_OK;
 }
 
-static pt_status load_state(const pt_st_file *f, const char *path, pt_model *m, pt_optimizer *opt,
-                            pt_train_position *pos) {
+/* A state written by a run configured otherwise: PT_ERR_ARG, which the
+ * resume reports at once, since the generations before it were written by
+ * the same run and differ from this one alike. */
+static pt_status check_same_run(const pt_st_file *f, const char *path, const pt_model *m, const pt_optimizer *opt) {
   const char *kind = pt_st_meta(f, "optimizer");
   if (!kind) return pt_fail(PT_ERR_FORMAT, "%s: not a ptrain training state (no 'optimizer')", path);
-  if (strcmp(kind, pt_opt_kind_name(opt->cfg.kind)))
-    return pt_fail(PT_ERR_ARG, "%s: the run being resumed used --optimizer %s, not %s", path, kind,
-                   pt_opt_kind_name(opt->cfg.kind));
+  const char *want = pt_opt_kind_name(opt->cfg.kind);
+  if (strcmp(kind, want))
+    return pt_fail(PT_ERR_ARG, "%s: the run being resumed used --optimizer %s, not %s; resume with --optimizer %s",
+                   path, kind, want, kind);
   const char *model = pt_st_meta(f, "model");
-  if (!model || strcmp(model, m->spec.name))
-    return pt_fail(PT_ERR_ARG, "%s: the run being resumed trained model '%s', not '%s'", path, model ? model : "?",
-                   m->spec.name);
+  if (!model)
+    return pt_fail(PT_ERR_FORMAT, "%s: metadata has no 'model'; not a ptrain training state", path);
+  if (strcmp(model, m->spec.name))
+    return pt_fail(PT_ERR_ARG, "%s: the run being resumed trained model '%s', not '%s'; resume with the model it "
+                   "trained", path, model, m->spec.name);
+  return PT_OK;
+}
+
+static pt_status load_state(const pt_st_file *f, const char *path, pt_model *m, pt_optimizer *opt,
+                            pt_train_position *pos) {
   int64_t v;
   PT_TRY(meta_int(f, path, "optimizer_step", &opt->step));
   PT_TRY(meta_int(f, path, "next_epoch", &v));
@@ -494,8 +573,8 @@ static pt_status resume_pair(const char *dir, pt_model *m, pt_optimizer *opt, pt
   snprintf(mpath, sizeof mpath, "%s/model.safetensors", dir);
   snprintf(spath, sizeof spath, "%s/state.safetensors", dir);
   pt_st_file mf, sf;
-  PT_TRY(pt_st_read(mpath, &mf));
-  pt_status st = pt_st_read(spath, &sf);
+  PT_TRY(read_checked(mpath, &mf));
+  pt_status st = read_checked(spath, &sf);
   if (st != PT_OK) {
     pt_st_free(&mf);
     return st;
@@ -507,6 +586,7 @@ static pt_status resume_pair(const char *dir, pt_model *m, pt_optimizer *opt, pt
                  "%s: model.safetensors (save %s) and state.safetensors (save %s) are not from the same save; "
                  "resuming would pair these weights with another step's optimizer state and data position",
                  dir, mid ? mid : "unnamed", sid ? sid : "unnamed");
+  if (st == PT_OK) st = check_same_run(&sf, spath, m, opt);
   if (st == PT_OK) st = load_weights_from(&mf, mpath, m);
   if (st == PT_OK) st = load_state(&sf, spath, m, opt, pos);
   pt_st_free(&mf);
@@ -518,8 +598,32 @@ static pt_status resume_pair(const char *dir, pt_model *m, pt_optimizer *opt, pt
   return st;
 }
 
+pt_status pt_checkpoint_present(const char *dir) {
+  struct stat sb;
+  if (stat(dir, &sb))
+    return pt_fail(PT_ERR_ARG, "--resume: no checkpoint to resume from: %s: %s; run without --resume to start a "
+                   "new run, or name the run's --checkpoint-dir", dir,
+                   errno == ENOENT ? "no such directory" : strerror(errno));
+  if (!S_ISDIR(sb.st_mode))
+    return pt_fail(PT_ERR_ARG, "--resume: %s is not a directory; expected the --checkpoint-dir of the run to resume",
+                   dir);
+  int n;
+  free(list_generations(dir, &n));
+  if (n > 0) return PT_OK;
+  char model[4400], state[4400];
+  snprintf(model, sizeof model, "%s/model.safetensors", dir);
+  snprintf(state, sizeof state, "%s/state.safetensors", dir);
+  if (!access(state, F_OK)) return PT_OK; /* the single pair of earlier versions */
+  if (!access(model, F_OK))
+    return pt_fail(PT_ERR_ARG, "--resume: %s holds weights (model.safetensors) but no training state to resume "
+                   "from; to start a new run from these weights, use --init-from %s instead", dir, model);
+  return pt_fail(PT_ERR_ARG, "--resume: no checkpoint to resume from in %s (no " GEN_PREFIX "* directory in it); "
+                 "run without --resume to start a new run, or name the run's --checkpoint-dir", dir);
+}
+
 pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, pt_train_position *pos,
                                char *note, size_t note_size) {
+  PT_TRY(pt_checkpoint_present(dir));
   int n;
   int64_t *steps = list_generations(dir, &n);
   char gen[4400], skipped[2048] = "";
@@ -529,6 +633,10 @@ pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, 
     snprintf(gen, sizeof gen, "%s/" GEN_PREFIX "%012lld", dir, (long long)steps[i]);
     st = resume_pair(gen, m, opt, pos);
     if (st == PT_OK) break;
+    if (st == PT_ERR_ARG) { /* another run's configuration: no older generation differs less */
+      free(steps);
+      return st;
+    }
     /* a newer checkpoint that does not load: say why, and take the one before */
     if (at < sizeof skipped)
       at += (size_t)snprintf(skipped + at, sizeof skipped - at, "%sskipped %s: %s", at ? "; " : "", gen,
@@ -553,13 +661,15 @@ pt_status pt_checkpoint_save_weights(const char *path, const pt_model *m, const 
   return write_model(path, m, spec_text, "weights");
 }
 
-char *pt_checkpoint_spec_text(const char *path) {
-  char file[4400];
-  path = weights_path(path, file, sizeof file);
+pt_status pt_checkpoint_spec_text(const char *path, char **text) {
+  *text = NULL;
+  char buf[4400];
+  PT_TRY(weights_path(path, buf, sizeof buf, &path));
   pt_st_file f;
-  if (pt_st_read(path, &f) != PT_OK) return NULL;
+  PT_TRY(read_checked(path, &f));
   const char *s = pt_st_meta(&f, "ptrain.spec");
-  char *out = s ? strdup(s) : NULL;
+  pt_status st = PT_OK;
+  if (s && !(*text = strdup(s))) st = pt_fail(PT_ERR_NOMEM, "%s: out of memory for the model spec", path);
   pt_st_free(&f);
-  return out;
+  return st;
 }

@@ -14,12 +14,13 @@
  * are written (and fsync'ed) into DIR/.partial-step-N.PID and published by
  * one rename of that directory, so a generation is complete or absent.
  * Both files also carry one id of the save ("ptrain.checkpoint"), and a
- * pair whose ids differ is refused. After a generation is complete,
- * DIR/model.safetensors is pointed at its weights (a hard link, renamed
- * into place), so PyTorch users and `ptrain eval DIR` find the newest
- * weights where they always did, and generations beyond the newest `keep`
- * are removed. Resuming takes the newest generation that loads and names
- * any newer one it skipped and why.
+ * pair whose ids differ is refused; and each a CRC-32 of its own bytes
+ * ("ptrain.crc32"), checked wherever a file is read. After a generation
+ * is complete, DIR/model.safetensors is pointed at its weights (a hard
+ * link, renamed into place), so PyTorch users and `ptrain eval DIR` find
+ * the newest weights where they always did, and generations beyond the
+ * newest `keep` are removed. Resuming takes the newest generation that
+ * loads and names any newer one it skipped and why.
  */
 #ifndef PT_TRAIN_CHECKPOINT_H
 #define PT_TRAIN_CHECKPOINT_H
@@ -54,16 +55,25 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
  * shape; names missing from the file or extra in it are errors that list
  * them. */
 pt_status pt_checkpoint_load_weights(const char *path, pt_model *m);
+/* PT_OK where DIR holds something to resume from (a generation, or the
+ * single pair of earlier versions); otherwise an error that says what DIR
+ * holds and what to do instead. */
+pt_status pt_checkpoint_present(const char *dir);
 /* Loads the newest complete generation in DIR (or DIR's own pair, the
  * layout of earlier versions) into a model and an optimizer already built
  * with the same configuration. note (may be NULL) gets the generation's
- * path and, where newer ones were skipped, which and why. */
+ * path and, where newer ones were skipped, which and why: damaged files
+ * (a cut file, a CRC-32 that does not match, a mixed pair) are skipped;
+ * a state of another configuration (--optimizer, model) is an error at
+ * once (PT_ERR_ARG). */
 pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, pt_train_position *pos,
                                char *note, size_t note_size);
 /* The weights alone (hparam, hbuffer) as one safetensors file, replaced
  * atomically, with the spec in its metadata: what pt_net_save writes. */
 pt_status pt_checkpoint_save_weights(const char *path, const pt_model *m, const char *spec_text);
-/* The model spec stored in a checkpoint's metadata, or NULL (malloc'd). */
-char *pt_checkpoint_spec_text(const char *path);
+/* The model spec stored in a checkpoint's metadata (malloc'd) in *text, or
+ * NULL where the file records none (weights saved by another program);
+ * an error where the file cannot be read or fails its CRC. */
+pt_status pt_checkpoint_spec_text(const char *path, char **text);
 
 #endif

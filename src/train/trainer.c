@@ -27,6 +27,7 @@
 #include "comm/comm.h"
 #include "cuda/device.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_lock.h"
 #include "train/stop.h"
 #include "train/evaluate.h"
 #include "train/gpu_watch.h"
@@ -354,15 +355,33 @@ typedef struct {
   int64_t epoch_graph_steps;
   int graphs_noted;        /* the note saying why the steps went back to eager was printed */
   int cb_stop;             /* a callback asked to stop */
+  pt_checkpoint_lock lock; /* rank 0, the writer: the checkpoint directory's */
+  int lock_tried;          /* taken, or found unsupported and said so */
   pt_status status;
   char error[1024];       /* a dp worker's failure, for the main thread */
 } worker_t;
 
 /* Called after the trace is written (its events point at layer labels),
  * on the main thread: device memory is freed by pointer from any thread. */
-/* Whether the run writes checkpoints other than on a signal. */
+/* Whether the run writes checkpoints other than on a signal. A resumed
+ * run does, as --save-model: it continues a checkpointed run, and without
+ * its own saves a second --resume would do its work again. */
 static int saves_checkpoints(const pt_train_config *c) {
-  return c->save_model || c->checkpoint_every || c->checkpoint_interval > 0;
+  return c->save_model || c->resume || c->checkpoint_every || c->checkpoint_interval > 0;
+}
+
+/* The writer's hold on the checkpoint directory, for the whole run. */
+static pt_status lock_checkpoint_dir(worker_t *W) {
+  if (W->lock_tried) return PT_OK;
+  const pt_train_config *c = W->cfg;
+  int unsupported;
+  char why[256];
+  PT_TRY(pt_checkpoint_lock_take(c->checkpoint_dir, &W->lock, &unsupported, why, sizeof why));
+  W->lock_tried = 1;
+  if (unsupported && W->out && !c->quiet)
+    fprintf(W->out, "warning: %s cannot be locked (%s; an NFS mount without locks?): nothing keeps a second run "
+                    "from writing checkpoints there too\n", c->checkpoint_dir, why);
+  return PT_OK;
 }
 
 static void worker_free(worker_t *W) {
@@ -377,6 +396,7 @@ static void worker_free(worker_t *W) {
   pt_comm_destroy(W->dcomm_own);
   pt_gpu_watch_close(&W->watch);
   if (W->metrics) pt_metrics_close(W->metrics);
+  pt_checkpoint_lock_release(&W->lock);
 }
 
 /* This worker's shard of a split, with the run's seed and prefetch. */
@@ -506,7 +526,12 @@ static pt_status setup_worker(worker_t *W) {
   PT_TRY(pt_device_data_init(&W->test_dd, be, W->test_ds, &lc, r->eval_batch));
   if (W->rank == 0) {
     if (c->metrics_path) PT_TRY(pt_metrics_open(c->metrics_path, 1, &W->metrics));
-    if (saves_checkpoints(c)) PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
+    /* Before the directory is created: --resume of a mistyped one says so. */
+    if (c->resume) PT_TRY(pt_checkpoint_present(c->checkpoint_dir));
+    if (saves_checkpoints(c)) {
+      PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
+      PT_TRY(lock_checkpoint_dir(W));
+    }
   }
   if (c->sync_bn && W->world > 1) {
     W->model->sum_stats = sum_bn_stats;
@@ -779,6 +804,10 @@ static pt_status save_checkpoint(worker_t *W, const pt_train_position *pos) {
   if (W->r->staged) PT_TRY(pt_stages_gather(&W->stages, W->whole, &W->opt));
   if (W->rank != 0) return PT_OK;
   const double tk = pt_now();
+  if (!W->lock_tried) { /* a run that saves only when signalled */
+    PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
+    PT_TRY(lock_checkpoint_dir(W));
+  }
   PT_TRY(pt_comm_nccl_sync(W->dcomm));
   PT_TRY(pt_model_to_host(W->whole));
   PT_TRY(pt_optimizer_to_host(&W->opt));
@@ -805,6 +834,9 @@ static pt_status train_loop(worker_t *W) {
   if (pos.next_epoch >= c->epochs && W->out && !c->quiet)
     fprintf(W->out, "nothing to train: the checkpoint has %d epoch%s; ask for more with --epochs\n", pos.next_epoch,
             pos.next_epoch == 1 ? "" : "s");
+  else if (c->max_steps && pos.step >= c->max_steps && W->out && !c->quiet)
+    fprintf(W->out, "nothing to train: the checkpoint has %lld step%s; ask for more with --max-steps\n",
+            (long long)pos.step, pos.step == 1 ? "" : "s");
   const int nb = pt_loader_num_batches(W->train);
   const int K = r->accum;
   const double t_run = pt_now();
@@ -1327,8 +1359,8 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     fprintf(out, "done: %lld steps in %.1f s, %.0f img/s, peak memory %.0f MiB%s%s\n", (long long)result->steps,
-            result->seconds, result->images_per_s, ru.ru_maxrss / 1024.0, cfg->save_model ? ", checkpoint in " : "",
-            cfg->save_model ? cfg->checkpoint_dir : "");
+            result->seconds, result->images_per_s, ru.ru_maxrss / 1024.0,
+            saves_checkpoints(cfg) ? ", checkpoint in " : "", saves_checkpoints(cfg) ? cfg->checkpoint_dir : "");
   }
   /* Before the workers are freed: trace events point at the models' layer labels. */
   if (cfg->trace_path) {

@@ -3,7 +3,9 @@
 # complete one, skipping (and naming) a broken or mismatched newer one, and
 # still ends bit for bit where an uninterrupted run does; --checkpoint-every
 # saves inside epochs; a full disk keeps the previous checkpoint and leaves
-# no temporary files.
+# no temporary files, and says whether there was one. --resume: into a
+# directory without a checkpoint, or with another optimizer, a direct error;
+# with nothing left to do, says so; a resumed run keeps checkpointing.
 source "$(dirname "$0")/lib.sh"
 need_fmnist
 
@@ -106,7 +108,7 @@ rc=0
 PTRAIN_TEST_ENOSPC_AFTER=1000000 "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$inj" --resume \
   --max-steps 100 --save-model --quiet >"$TMP/inj2.out" 2>&1 || rc=$?
 [[ $rc == 1 ]] || fail "an injected full disk: exit $rc, expected 1: $(cat "$TMP/inj2.out")"
-grep -Eq "$inj/\.partial-step-000000000100\.[0-9]+/state\.safetensors: no space left for the checkpoint: it needs about [0-9.]+ MB, [0-9.]+ MB are free; the previous checkpoint is kept" \
+grep -Eq "$inj/\.partial-step-000000000100\.[0-9]+/state\.safetensors: no space left for the checkpoint: it needs about [0-9.]+ MB, [0-9.]+ MB are free; the previous checkpoint, $inj/step-000000000050, is kept" \
   "$TMP/inj2.out" || fail "the injected full disk's message: $(cat "$TMP/inj2.out")"
 [[ $(cd "$inj" && ls -A | tr '\n' ' ') == "model.safetensors step-000000000050 " ]] ||
   fail "after the injected full disk: $(cd "$inj" && ls -A)"
@@ -118,3 +120,52 @@ grep -q "resuming from $inj/step-000000000050 " "$TMP/inj3.out" || fail "no resu
 cmp -s "$inj/model.safetensors" "$TMP/inj-straight/model.safetensors" ||
   fail "resumed after the injected full disk, the weights differ from a straight run's"
 pass "an injected full disk: exit 1 naming the path and the space needed, step 50 kept, no temporary files, resumed = straight"
+
+# The same full disk at a run's first save: no previous checkpoint to speak of.
+rc=0
+PTRAIN_TEST_ENOSPC_AFTER=1000000 "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$TMP/first-full" \
+  --max-steps 50 --save-model --quiet >"$TMP/ff.out" 2>&1 || rc=$?
+[[ $rc == 1 ]] || fail "an injected full disk at the first save: exit $rc: $(cat "$TMP/ff.out")"
+grep -q "MB are free; $TMP/first-full holds no earlier checkpoint, so there is none to resume from" "$TMP/ff.out" ||
+  fail "the full disk's message at the first save: $(cat "$TMP/ff.out")"
+grep -q "previous checkpoint" "$TMP/ff.out" && fail "a previous checkpoint claimed where there was none: $(cat "$TMP/ff.out")"
+pass "a full disk at the first save says there is no earlier checkpoint"
+
+# --resume where there is nothing to resume: said directly, and no directory made.
+mkdir -p "$TMP/emptyck"
+expect_exit 1 "no checkpoint to resume from in $TMP/emptyck \(no step-\* directory in it\); run without --resume" -- \
+  "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$TMP/emptyck" --resume
+expect_exit 1 "no checkpoint to resume from: $TMP/nock: no such directory; run without --resume" -- \
+  "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$TMP/nock" --resume
+[[ ! -e $TMP/nock ]] || fail "--resume created the directory it did not find"
+mkdir -p "$TMP/weights-only"
+cp "$inj/model.safetensors" "$TMP/weights-only/"
+expect_exit 1 "$TMP/weights-only holds weights \(model.safetensors\) but no training state.*--init-from" -- \
+  "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$TMP/weights-only" --resume
+pass "--resume into an empty, a missing or a weights-only directory: what it holds and what to do"
+
+# Another optimizer: the same direct error as another seed, not a list of skipped generations.
+expect_exit 1 "step-000000000100/state.safetensors: the run being resumed used --optimizer adam, not sgd; resume with --optimizer adam" -- \
+  "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$inj" --resume --optimizer sgd --max-steps 200
+grep -q "no complete checkpoint" "$TMP/err" && fail "another optimizer reported as broken checkpoints: $(cat "$TMP/err")"
+
+# Nothing left to do: --max-steps as --epochs.
+"$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$inj" --resume --max-steps 100 >"$TMP/done.out" 2>&1 ||
+  fail "a resume with nothing to do: $(cat "$TMP/done.out")"
+grep -q "^nothing to train: the checkpoint has 100 steps; ask for more with --max-steps" "$TMP/done.out" ||
+  fail "a resume at --max-steps did not say so: $(cat "$TMP/done.out")"
+"$PTRAIN" train --model-file "$TMP/small.txt" --threads 1 --checkpoint-dir "$TMP/straight" --resume --epochs 2 >"$TMP/done2.out" 2>&1 ||
+  fail "a resume with all epochs done: $(cat "$TMP/done2.out")"
+grep -q "^nothing to train: the checkpoint has 2 epochs; ask for more with --epochs" "$TMP/done2.out" ||
+  fail "a resume at --epochs did not say so: $(cat "$TMP/done2.out")"
+pass "resuming with another optimizer, or with nothing to do: said directly"
+
+# A resumed run keeps checkpointing without --save-model: a second --resume does not redo its work.
+"$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$inj" --resume --max-steps 120 >"$TMP/again.out" 2>&1 ||
+  fail "resume to 120: $(cat "$TMP/again.out")"
+[[ -d $inj/step-000000000120 ]] || fail "a resumed run without --save-model kept no final checkpoint: $(ls "$inj")"
+grep -q "^done: 120 steps.*checkpoint in $inj" "$TMP/again.out" || fail "the done line: $(cat "$TMP/again.out")"
+"$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$inj" --resume --max-steps 120 >"$TMP/again2.out" 2>&1 ||
+  fail "the second resume to 120: $(cat "$TMP/again2.out")"
+grep -q "^nothing to train: the checkpoint has 120 steps" "$TMP/again2.out" || fail "work redone: $(cat "$TMP/again2.out")"
+pass "a resumed run checkpoints at its end: resumed again, it has nothing to redo"

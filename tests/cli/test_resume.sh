@@ -39,7 +39,7 @@ done
 # A state file from another model.
 cp "$TMP/straight/model.safetensors" "$TMP/other.safetensors"
 expect_exit 1 "no tensor|not a parameter" -- "$PTRAIN" train --model fmnist-mlp --init-from "$TMP/other.safetensors"
-expect_exit 1 "cannot open|No such file" -- "$PTRAIN" train --model-file "$TMP/small.txt" \
+expect_exit 1 "no checkpoint to resume from: $TMP/none: no such directory" -- "$PTRAIN" train --model-file "$TMP/small.txt" \
   --checkpoint-dir "$TMP/none" --resume
 pass "bad checkpoints refused"
 

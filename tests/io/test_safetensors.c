@@ -420,6 +420,102 @@ static void test_many_tensors(void **state) {
   pt_st_free(&f);
 }
 
+/* Flips one byte of the file at offset at (from the end where negative). */
+static void flip_byte(const char *path, long at) {
+  FILE *fp = fopen(path, "r+b");
+  assert_non_null(fp);
+  assert_int_equal(fseek(fp, at, at < 0 ? SEEK_END : SEEK_SET), 0);
+  int c = fgetc(fp);
+  assert_true(c != EOF);
+  assert_int_equal(fseek(fp, -1, SEEK_CUR), 0);
+  fputc(c ^ 0x40, fp);
+  fclose(fp);
+}
+
+static pt_status read_and_verify(const char *path) {
+  pt_st_file f;
+  pt_status st = pt_st_read(path, &f);
+  if (st != PT_OK) return st;
+  st = pt_st_verify_checksum(&f, path, "ck.crc32");
+  pt_st_free(&f);
+  return st;
+}
+
+/* A checksummed file reads back verified; one byte changed anywhere (the
+ * data, a metadata value in the header, the recorded CRC itself) is caught
+ * and named; a file without the key passes, as others' files must. */
+static void test_checksum(void **state) {
+  (void)state;
+  float v[64];
+  for (int i = 0; i < 64; i++) v[i] = (float)i * 0.25f;
+  int64_t shape[2] = {8, 8};
+  char path[128], plain[128];
+  path_in_tmp(path, sizeof path, "crc.safetensors");
+  path_in_tmp(plain, sizeof plain, "nocrc.safetensors");
+  for (int with = 0; with < 2; with++) {
+    pt_st_writer *w = pt_st_writer_new();
+    assert_int_equal(pt_st_writer_add(w, "fc.weight", PT_ST_F32, 2, shape, v), PT_OK);
+    assert_int_equal(pt_st_writer_meta(w, "step", "123456"), PT_OK);
+    if (with) assert_int_equal(pt_st_writer_checksum(w, "ck.crc32"), PT_OK);
+    assert_int_equal(pt_st_writer_write(w, with ? path : plain), PT_OK);
+    pt_st_writer_free(w);
+  }
+  if (read_and_verify(path) != PT_OK) fail_msg("%s", pt_error_message());
+  pt_st_file f;
+  assert_int_equal(pt_st_read(path, &f), PT_OK);
+  const char *recorded = pt_st_meta(&f, "ck.crc32");
+  assert_non_null(recorded);
+  char crc[16];
+  snprintf(crc, sizeof crc, "%s", recorded);
+  pt_st_free(&f);
+  assert_int_equal(strlen(crc), 8);
+  assert_int_not_equal(strcmp(crc, PT_ST_CHECKSUM_ZERO), 0);
+  assert_int_equal(read_and_verify(plain), PT_OK);
+
+  /* a byte of the weights */
+  flip_byte(path, -17);
+  assert_int_equal(read_and_verify(path), PT_ERR_FORMAT);
+  assert_non_null(strstr(pt_error_message(), path));
+  assert_non_null(strstr(pt_error_message(), "CRC-32 mismatch"));
+  assert_non_null(strstr(pt_error_message(), crc)); /* what was recorded, beside what the bytes give */
+  flip_byte(path, -17);
+  assert_int_equal(read_and_verify(path), PT_OK);
+
+  /* a digit of a metadata value: the header is covered too */
+  assert_int_equal(pt_st_read(path, &f), PT_OK);
+  const long digit = (long)((const uint8_t *)strstr((const char *)f.buf + 8, "123456") - f.buf);
+  pt_st_free(&f);
+  flip_byte(path, digit);
+  assert_int_equal(read_and_verify(path), PT_ERR_FORMAT);
+  assert_non_null(strstr(pt_error_message(), "CRC-32 mismatch"));
+  flip_byte(path, digit);
+
+  /* the recorded CRC made no longer hex */
+  assert_int_equal(pt_st_read(path, &f), PT_OK);
+  const long rec = (long)((const uint8_t *)strstr((const char *)f.buf + 8, "\"ck.crc32\":\"") - f.buf) + 12;
+  pt_st_free(&f);
+  flip_byte(path, rec);
+  assert_int_equal(read_and_verify(path), PT_ERR_FORMAT);
+  assert_non_null(strstr(pt_error_message(), "ck.crc32"));
+}
+
+static void test_checksum_key_errors(void **state) {
+  (void)state;
+  pt_st_writer *w = pt_st_writer_new();
+  assert_int_equal(pt_st_writer_checksum(w, "bad key\""), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "bad key"));
+  assert_int_equal(pt_st_writer_checksum(w, ""), PT_ERR_ARG);
+  /* a value given to the key afterwards would be written as the CRC's */
+  assert_int_equal(pt_st_writer_checksum(w, "ck"), PT_OK);
+  assert_int_equal(pt_st_writer_meta(w, "ck", "mine"), PT_OK);
+  char path[128];
+  path_in_tmp(path, sizeof path, "ck.safetensors");
+  assert_int_equal(pt_st_writer_write(w, path), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "'ck'"));
+  assert_int_equal(access(path, F_OK), -1);
+  pt_st_writer_free(w);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip),
@@ -434,6 +530,8 @@ int main(void) {
       cmocka_unit_test(test_read_missing_file),
       cmocka_unit_test(test_writer_errors),
       cmocka_unit_test(test_many_tensors),
+      cmocka_unit_test(test_checksum),
+      cmocka_unit_test(test_checksum_key_errors),
   };
   return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }
