@@ -212,7 +212,8 @@ typedef struct {
   double checkpoint_interval; /* also every this many seconds (0: no) */
   int exit_after_checkpoint;  /* stop after the first of those saves */
   int resume;                 /* continue from the newest save in checkpoint_dir; saves as save_model */
-  const char *init_from;      /* start from these weights (.safetensors) instead of the net's */
+  const char *init_from;      /* start from these weights (.safetensors) instead of the net's; with resume,
+                               * only where checkpoint_dir holds no checkpoint yet */
   /* Evaluation. */
   int64_t eval_every;         /* also evaluate every N steps (0: at epoch ends only) */
   double target_accuracy;     /* stop at the first evaluation this accurate (0: no) */

@@ -95,8 +95,6 @@ pt_status pt_run_create(pt_net *net, const pt_data *train, const pt_data *test, 
   *out = NULL;
   if (!net || !train || !test || !cfg)
     return pt_fail(PT_ERR_ARG, "pt_run_create: %s is NULL", !net ? "net" : !train ? "train" : !test ? "test" : "cfg");
-  if (cfg->resume && cfg->init_from)
-    return pt_fail(PT_ERR_ARG, "resume and init_from: give one, not both");
   if (cfg->exit_after_checkpoint && !cfg->checkpoint_every && !(cfg->checkpoint_interval > 0))
     return pt_fail(PT_ERR_ARG, "exit_after_checkpoint needs checkpoint_every or checkpoint_interval, which say when "
                                "to save and stop");

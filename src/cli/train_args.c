@@ -37,7 +37,7 @@ static int table(pt_train_args *a, pt_arg *out) {
       {"--max-steps", ARG_I64, &a->c.max_steps, 1, BIG, NULL, "N", "stop after N optimizer steps in all"},
       {"--no-shuffle", ARG_FLAG, &a->no_shuffle, 0, 0, NULL, NULL, "keep the dataset's order"},
       {"--no-dropout", ARG_FLAG, &a->no_dropout, 0, 0, NULL, NULL, "turn dropout layers off"},
-      {"--init-from", ARG_STR, &a->c.init_from, 0, 0, NULL, "FILE", "start from these weights (.safetensors, e.g. from PyTorch)"},
+      {"--init-from", ARG_STR, &a->c.init_from, 0, 0, NULL, "FILE", "start from these weights (.safetensors, e.g. from PyTorch); with --resume, only where no checkpoint is there yet"},
       {"--save-model", ARG_FLAG, &a->c.save_model, 0, 0, NULL, NULL, "checkpoint after every epoch and at the end"},
       {"--checkpoint-dir", ARG_STR, &a->c.checkpoint_dir, 0, 0, NULL, "DIR", "checkpoint directory (default checkpoints)"},
       {"--resume", ARG_FLAG, &a->c.resume, 0, 0, NULL, NULL,
@@ -125,10 +125,6 @@ int pt_train_args_parse(int argc, char **argv, int from, pt_train_args *a, int *
     return PT_USAGE_ERROR;
   }
   if (a->model && !pt_preset_find(a->model)) return pt_cli_unknown_model("train", a->model);
-  if (a->c.resume && a->c.init_from) {
-    fprintf(stderr, "ptrain train: --resume and --init-from: give one, not both (see 'ptrain train --help')\n");
-    return PT_USAGE_ERROR;
-  }
   if (a->c.exit_after_checkpoint && !a->c.checkpoint_every && !(a->ckpt_interval > 0)) {
     fprintf(stderr, "ptrain train: --exit-after-checkpoint needs --checkpoint-every N or --checkpoint-interval "
                     "SECONDS, which say when to save and exit (see 'ptrain train --help')\n");

@@ -526,8 +526,9 @@ static pt_status setup_worker(worker_t *W) {
   PT_TRY(pt_device_data_init(&W->test_dd, be, W->test_ds, &lc, r->eval_batch));
   if (W->rank == 0) {
     if (c->metrics_path) PT_TRY(pt_metrics_open(c->metrics_path, 1, &W->metrics));
-    /* Before the directory is created: --resume of a mistyped one says so. */
-    if (c->resume) PT_TRY(pt_checkpoint_present(c->checkpoint_dir));
+    /* Before the directory is created: --resume of a mistyped one says so
+     * (with --init-from, none there yet is how a job starts). */
+    if (c->resume && !c->init_from) PT_TRY(pt_checkpoint_present(c->checkpoint_dir));
     if (saves_checkpoints(c)) {
       PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
       PT_TRY(lock_checkpoint_dir(W));
@@ -828,7 +829,17 @@ static pt_status train_loop(worker_t *W) {
   pos.seed = c->seed;
   pos.batch_size = r->batch;
   pos.world = W->world;
-  if (c->resume) PT_TRY(resume_position(W, &pos));
+  /* With both, a checkpoint wins and init_from starts the run only where
+   * there is none yet: the same command then starts a job and continues
+   * it after a requeue or an eviction. */
+  int resume = c->resume;
+  if (resume && c->init_from && pt_checkpoint_present(c->checkpoint_dir) != PT_OK) {
+    pt_error_clear();
+    resume = 0;
+    if (W->out && !c->quiet)
+      fprintf(W->out, "no checkpoint in %s yet: starting from %s (--init-from)\n", c->checkpoint_dir, c->init_from);
+  }
+  if (resume) PT_TRY(resume_position(W, &pos));
   else if (c->init_from) PT_TRY(pt_checkpoint_load_weights(c->init_from, W->whole));
   PT_TRY(sync_initial_state(W));
   if (pos.next_epoch >= c->epochs && W->out && !c->quiet)

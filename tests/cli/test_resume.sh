@@ -24,6 +24,24 @@ train mid --epochs 2 --resume
 cmp -s "$TMP/straight/model.safetensors" "$TMP/mid/model.safetensors" || fail "mid-epoch resume differs"
 pass "stopped at step 700 and resumed = straight run"
 
+# --resume with --init-from, the command a job script runs each time: with
+# no checkpoint yet it starts from the given weights, as --init-from alone;
+# with one, it resumes, as --resume alone.
+train_loud() { # as train, without --quiet: what the run says of its start
+  local dir=$1; shift
+  "$PTRAIN" train --model-file "$TMP/small.txt" --threads 1 --save-model --checkpoint-dir "$TMP/$dir" "$@" \
+    >"$TMP/$dir.out" 2>&1 || fail "train $dir $*: $(cat "$TMP/$dir.out")"
+}
+train io --epochs 1 --init-from "$TMP/straight/model.safetensors"
+train_loud ir --epochs 1 --init-from "$TMP/straight/model.safetensors" --resume
+grep -q "no checkpoint in $TMP/ir yet: starting from" "$TMP/ir.out" || fail "no word of starting: $(cat "$TMP/ir.out")"
+cmp -s "$TMP/io/model.safetensors" "$TMP/ir/model.safetensors" || fail "--resume --init-from in an empty dir differs"
+train io --epochs 2 --resume
+train_loud ir --epochs 2 --init-from "$TMP/straight/model.safetensors" --resume
+grep -q "resuming from $TMP/ir/step-" "$TMP/ir.out" || fail "did not resume: $(cat "$TMP/ir.out")"
+cmp -s "$TMP/io/model.safetensors" "$TMP/ir/model.safetensors" || fail "--resume --init-from with a checkpoint differs"
+pass "--resume --init-from: starts from the weights, then resumes"
+
 # Resuming with a changed batch size is refused: the data position would mean nothing.
 expect_exit 1 "used batch size 128; resume with --batch-size 128" -- "$PTRAIN" train --model-file "$TMP/small.txt" \
   --checkpoint-dir "$TMP/straight" --resume --epochs 3 --batch-size 64
