@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -237,15 +238,34 @@ static void remove_tree(const char *path) {
   rmdir(path);
 }
 
-/* Whether .partial-step-N.PID was left by a process that is gone (or by
- * this one). A PID reused since leaves it until a later save: harmless. */
-static int partial_is_stale(const char *name) {
-  const char *dot = strrchr(name, '.');
+/* How long another host's partial save may take before it counts as left
+ * behind: no save of a live run lasts this long. */
+#define PARTIAL_FOREIGN_SECONDS (6 * 3600)
+
+/* Whether .partial-step-N.PID@HOST was left by a process that is gone (or
+ * by this one). Only this host's PIDs can be asked about: a checkpoint
+ * directory shared by nodes (NFS, where locks may be missing) holds other
+ * hosts' saves too, whose PIDs mean nothing here; those go only when old.
+ * A PID reused since leaves a save until a later one: harmless. */
+static int partial_is_stale(const char *dir, const char *name) {
+  const char *dot = strrchr(name, '.'), *at = strchr(name, '@');
+  if (at) { /* the PID is the number before '@'; the host may hold dots */
+    dot = at;
+    while (dot > name && dot[-1] >= '0' && dot[-1] <= '9') dot--;
+    dot--;
+  }
   char *end;
-  if (!dot) return 1;
+  if (!dot || *dot != '.') return 1;
   errno = 0;
   const long pid = strtol(dot + 1, &end, 10);
-  if (errno || end == dot + 1 || *end || pid <= 0 || pid > INT32_MAX) return 1;
+  if (errno || end == dot + 1 || (at ? end != at : *end != 0) || pid <= 0 || pid > INT32_MAX) return 1;
+  char host[256] = "";
+  if (at && (gethostname(host, sizeof host - 1) || strcmp(at + 1, host))) {
+    char path[4400];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return stat(path, &sb) == 0 && difftime(time(NULL), sb.st_mtime) > PARTIAL_FOREIGN_SECONDS;
+  }
   if ((pid_t)pid == getpid()) return 1;
   return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
@@ -332,7 +352,10 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
   if (m->nbuffer_total) crc = crc32_z(crc, (const Bytef *)m->hbuffer, m->nbuffer_total * sizeof(float));
   snprintf(id, sizeof id, "%lld-%08lx", (long long)pos->step, (unsigned long)crc);
   snprintf(gen, sizeof gen, "%s/" GEN_PREFIX "%012lld", dir, (long long)pos->step);
-  snprintf(part, sizeof part, "%s/.partial-" GEN_PREFIX "%012lld.%d", dir, (long long)pos->step, (int)getpid());
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) || !host[0] || strchr(host, '/')) snprintf(host, sizeof host, "localhost");
+  snprintf(part, sizeof part, "%s/.partial-" GEN_PREFIX "%012lld.%d@%s", dir, (long long)pos->step, (int)getpid(),
+           host);
   /* Partial saves of runs killed while saving (kill -9, a second Ctrl-C).
    * The directory's lock (checkpoint_lock.h) keeps a second run out, but
    * where the filesystem has no locks a live run's save must not vanish
@@ -341,7 +364,7 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
   struct dirent *e;
   char stale[4400];
   while (d && (e = readdir(d)))
-    if (!strncmp(e->d_name, ".partial-", 9) && partial_is_stale(e->d_name)) {
+    if (!strncmp(e->d_name, ".partial-", 9) && partial_is_stale(dir, e->d_name)) {
       snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
       remove_tree(stale);
     }
@@ -619,6 +642,21 @@ pt_status pt_checkpoint_present(const char *dir) {
                    "from; to start a new run from these weights, use --init-from %s instead", dir, model);
   return pt_fail(PT_ERR_ARG, "--resume: no checkpoint to resume from in %s (no " GEN_PREFIX "* directory in it); "
                  "run without --resume to start a new run, or name the run's --checkpoint-dir", dir);
+}
+
+int pt_checkpoint_none_yet(const char *dir) {
+  struct stat sb;
+  if (stat(dir, &sb)) return errno == ENOENT;
+  if (!S_ISDIR(sb.st_mode)) return 0;
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  closedir(d);
+  int n;
+  free(list_generations(dir, &n));
+  char model[4400], state[4400];
+  snprintf(model, sizeof model, "%s/model.safetensors", dir);
+  snprintf(state, sizeof state, "%s/state.safetensors", dir);
+  return n == 0 && access(model, F_OK) && access(state, F_OK);
 }
 
 pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, pt_train_position *pos,

@@ -59,6 +59,11 @@ pt_status pt_checkpoint_load_weights(const char *path, pt_model *m);
  * single pair of earlier versions); otherwise an error that says what DIR
  * holds and what to do instead. */
 pt_status pt_checkpoint_present(const char *dir);
+/* 1 where DIR holds no checkpoint yet: absent, or a directory with no
+ * generation and neither file of earlier versions' pair. Anything else
+ * (another kind of file, weights alone, an unreadable directory) is 0, for
+ * the resume to name. */
+int pt_checkpoint_none_yet(const char *dir);
 /* Loads the newest complete generation in DIR (or DIR's own pair, the
  * layout of earlier versions) into a model and an optimizer already built
  * with the same configuration. note (may be NULL) gets the generation's

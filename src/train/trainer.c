@@ -361,8 +361,6 @@ typedef struct {
   char error[1024];       /* a dp worker's failure, for the main thread */
 } worker_t;
 
-/* Called after the trace is written (its events point at layer labels),
- * on the main thread: device memory is freed by pointer from any thread. */
 /* Whether the run writes checkpoints other than on a signal. A resumed
  * run does, as --save-model: it continues a checkpointed run, and without
  * its own saves a second --resume would do its work again. */
@@ -384,6 +382,8 @@ static pt_status lock_checkpoint_dir(worker_t *W) {
   return PT_OK;
 }
 
+/* Called after the trace is written (its events point at layer labels),
+ * on the main thread: device memory is freed by pointer from any thread. */
 static void worker_free(worker_t *W) {
   pt_loader_destroy(W->train);
   pt_loader_destroy(W->test);
@@ -764,15 +764,16 @@ static void agreement(const worker_t *W, double last_save, double v[3]) {
   v[2] = W->cb_stop ? 1.0 : 0.0;
 }
 
+/* printf's %g writes a NaN with its sign bit as "-nan", which reads as a
+ * value; the name alone says what happened. */
+static const char *non_finite_name(double v) { return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
+
 /* A GPU worker's losses since the last read: summed over every worker,
  * added to the epoch's sums, and checked. A loss that went bad is caught
  * here rather than at its step, so up to a log interval of updates ran
  * with it; the run stops all the same, naming the step it was seen at.
  * With them travel whether any worker was asked to stop (*stop) and
  * whether rank 0 finds a --checkpoint-interval save due (*save_due). */
-/* printf's %g writes a NaN with its sign bit as "-nan", which reads as a
- * value; the name alone says what happened. */
-static const char *non_finite_name(double v) { return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
 
 static pt_status flush_device_loss(worker_t *W, int epoch, int64_t step, float lr, double *loss_sum,
                                    int64_t *samples, int *stop, int *save_due, int *cb_stop, double last_save) {
@@ -833,11 +834,17 @@ static pt_status train_loop(worker_t *W) {
    * there is none yet: the same command then starts a job and continues
    * it after a requeue or an eviction. */
   int resume = c->resume;
-  if (resume && c->init_from && pt_checkpoint_present(c->checkpoint_dir) != PT_OK) {
-    pt_error_clear();
-    resume = 0;
-    if (W->out && !c->quiet)
-      fprintf(W->out, "no checkpoint in %s yet: starting from %s (--init-from)\n", c->checkpoint_dir, c->init_from);
+  if (resume && c->init_from) {
+    /* Rank 0 decides for all: ranks that saw the directory differently
+     * (node-local disks, a cache) would otherwise start from different
+     * steps. One told to resume that finds nothing says so. */
+    int32_t none_yet = W->rank == 0 && pt_checkpoint_none_yet(c->checkpoint_dir);
+    if (W->comm && W->comm->size > 1) PT_TRY(pt_comm_bcast(W->comm, &none_yet, sizeof none_yet, 0));
+    if (none_yet) {
+      resume = 0;
+      if (W->out && !c->quiet)
+        fprintf(W->out, "no checkpoint in %s yet: starting from %s (--init-from)\n", c->checkpoint_dir, c->init_from);
+    }
   }
   if (resume) PT_TRY(resume_position(W, &pos));
   else if (c->init_from) PT_TRY(pt_checkpoint_load_weights(c->init_from, W->whole));
@@ -1130,8 +1137,10 @@ static pt_status train_loop(worker_t *W) {
     }
     res->epochs_done = epoch + 1;
     res->train_loss = train_loss;
-    res->test_loss = ev.count ? ev.loss_sum / ev.count : NAN;
-    res->test_acc = ev.count ? (double)ev.correct / ev.count : NAN;
+    /* A target met inside the epoch: that evaluation is the run's last. */
+    const pt_eval_sums *last = target_hit && skip_eval ? &hit_ev : &ev;
+    res->test_loss = last->count ? last->loss_sum / last->count : NAN;
+    res->test_acc = last->count ? (double)last->correct / last->count : NAN;
     if (signalled) {
       res->stopped_by = ckpt_exit ? PT_STOP_CHECKPOINT_EXIT : pt_train_stop_signal() ? pt_train_stop_signal() : -1;
       break;

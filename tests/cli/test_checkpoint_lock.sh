@@ -2,14 +2,16 @@
 # before training with an error naming the directory and the process that
 # holds it; the lock goes with its holder (kill -9 included), so the next
 # run takes the directory; a finished run leaves no lock file; and a save
-# removes the partial saves of processes gone, never those of a live one.
+# removes the partial saves of processes gone, never those of a live one
+# (another host's only when older than any save takes).
 # Where the filesystem has no locks the run warns and goes on.
 source "$(dirname "$0")/lib.sh"
 need_fmnist
 
 dir=$TMP/shared
 first=
-trap '[[ -n $first ]] && kill -9 "$first" 2>/dev/null; rm -rf "$TMP"' EXIT
+live=
+trap '[[ -n $first ]] && kill -9 "$first" 2>/dev/null; [[ -n $live ]] && kill "$live" 2>/dev/null; rm -rf "$TMP"' EXIT
 run() { "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$dir" "$@"; }
 
 # the program itself in the background, not the function: $! is then its PID
@@ -44,12 +46,19 @@ bash -c 'exit 0' &
 dead=$!
 wait "$dead"
 mkdir "$dir/.partial-step-000000000001.$live" "$dir/.partial-step-000000000002.$dead"
+mkdir "$dir/.partial-step-000000000003.$dead@elsewhere.example" "$dir/.partial-step-000000000004.$dead@elsewhere.example"
+touch -d '1 day ago' "$dir/.partial-step-000000000004.$dead@elsewhere.example"
 touch "$dir/.partial-step-000000000001.$live/model.safetensors" "$dir/.partial-step-000000000002.$dead/model.safetensors"
 run --resume --max-steps 10 --save-model --quiet >"$TMP/partial.out" 2>&1 || fail "the save beside partial ones: $(cat "$TMP/partial.out")"
 [[ -f $dir/.partial-step-000000000001.$live/model.safetensors ]] || fail "a live process's partial save was removed"
 [[ ! -e $dir/.partial-step-000000000002.$dead ]] || fail "a dead process's partial save was kept"
+# Another host's saves (a directory shared over NFS): its PIDs mean nothing
+# here, so a recent one stays and only one older than any save goes.
+[[ -d "$dir/.partial-step-000000000003.$dead@elsewhere.example" ]] || fail "another host's recent partial save was removed"
+[[ ! -e "$dir/.partial-step-000000000004.$dead@elsewhere.example" ]] || fail "another host's day-old partial save was kept"
 kill "$live"
-pass "a save removes the partial saves of processes gone, not of a live one"
+live=
+pass "a save removes the partial saves of processes gone and old ones of other hosts, not of a live one"
 
 # No locks on this filesystem (PTRAIN_TEST_NO_LOCKS, a test hook: flock fails with ENOLCK, as on NFS
 # mounted without locks): a warning, and the run goes on.

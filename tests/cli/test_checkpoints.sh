@@ -108,7 +108,7 @@ rc=0
 PTRAIN_TEST_ENOSPC_AFTER=1000000 "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$inj" --resume \
   --max-steps 100 --save-model --quiet >"$TMP/inj2.out" 2>&1 || rc=$?
 [[ $rc == 1 ]] || fail "an injected full disk: exit $rc, expected 1: $(cat "$TMP/inj2.out")"
-grep -Eq "$inj/\.partial-step-000000000100\.[0-9]+/state\.safetensors: no space left for the checkpoint: it needs about [0-9.]+ MB, [0-9.]+ MB are free; the previous checkpoint, $inj/step-000000000050, is kept" \
+grep -Eq "$inj/\.partial-step-000000000100\.[0-9]+@[^/]+/state\.safetensors: no space left for the checkpoint: it needs about [0-9.]+ MB, [0-9.]+ MB are free; the previous checkpoint, $inj/step-000000000050, is kept" \
   "$TMP/inj2.out" || fail "the injected full disk's message: $(cat "$TMP/inj2.out")"
 [[ $(cd "$inj" && ls -A | tr '\n' ' ') == "model.safetensors step-000000000050 " ]] ||
   fail "after the injected full disk: $(cd "$inj" && ls -A)"
