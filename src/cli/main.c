@@ -18,10 +18,22 @@ int pt_cli_usage_fail(const char *cmd) {
   return PT_USAGE_ERROR;
 }
 
+/* train names a spec file with --model-file; eval, predict and models take
+ * its path where a preset's name goes, so a name with a slash or a dot was
+ * most likely meant as a file that is not there. */
 int pt_cli_unknown_model(const char *cmd, const char *name) {
-  pt_model_spec unused;
-  pt_preset_spec(name, &unused); /* its message lists the presets */
-  return pt_cli_usage_fail(cmd);
+  char presets[256] = "";
+  size_t used = 0;
+  for (int i = 0; i < pt_preset_count() && used < sizeof presets; i++)
+    used += (size_t)snprintf(presets + used, sizeof presets - used, "%s%s", i ? ", " : "", pt_preset_at(i)->name);
+  const int train = !strcmp(cmd, "train");
+  if (!train && (strchr(name, '/') || strchr(name, '.')))
+    fprintf(stderr, "ptrain %s: %s: no such model spec file, and no preset of that name (presets: %s)\n", cmd, name,
+            presets);
+  else
+    fprintf(stderr, "ptrain %s: unknown model '%s' (expected one of: %s; %s) (see 'ptrain %s --help')\n", cmd, name,
+            presets, train ? "or --model-file FILE" : "or a model spec file's path", cmd);
+  return PT_USAGE_ERROR;
 }
 
 static void usage(FILE *f) {

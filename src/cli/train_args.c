@@ -8,7 +8,9 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "data/dataset.h"
 #include "nn/presets.h"
+#include "optim/optimizer.h"
 
 #define BIG 9.2e18
 #define MAX_FLAGS 64
@@ -18,18 +20,18 @@ static int table(pt_train_args *a, pt_arg *out) {
   const pt_arg t[] = {
       {"--model", ARG_STR, &a->model, 0, 0, NULL, "NAME", "model preset (ptrain models lists them; default mnist-cnn)"},
       {"--model-file", ARG_STR, &a->model_file, 0, 0, NULL, "SPEC", "model spec file (docs/models.md)"},
-      {"--dataset", ARG_CHOICE, &a->dataset, 0, 0, "fashion-mnist|mnist|cifar10", "NAME",
+      {"--dataset", ARG_CHOICE, &a->dataset, 0, 0, PT_DATASET_NAMES, "NAME",
        "fashion-mnist, mnist or cifar10 (default: the preset's)"},
       {"--data-dir", ARG_STR, &a->data_dir, 0, 0, NULL, "DIR", "where the dataset files are"},
       {"--epochs", ARG_INT, &a->c.epochs, 1, 100000, NULL, "N", "total epochs, counting resumed ones (default 1)"},
       {"--batch-size", ARG_INT, &a->c.batch_size, 1, 1 << 20, NULL, "N", "training batch size (default: the preset's)"},
       {"--test-batch-size", ARG_INT, &a->c.test_batch_size, 1, 1 << 20, NULL, "N", "evaluation batch size"},
       {"--lr", ARG_FLOAT, &a->c.lr, 0, 1e3, NULL, "X", "learning rate (default: the preset's)"},
-      {"--optimizer", ARG_CHOICE, &a->c.optimizer, 0, 0, "sgd|adam|adamw|adadelta", "NAME", "sgd, adam, adamw or adadelta"},
+      {"--optimizer", ARG_CHOICE, &a->c.optimizer, 0, 0, PT_OPT_NAMES, "NAME", "sgd, adam, adamw or adadelta"},
       {"--momentum", ARG_FLOAT, &a->c.momentum, 0, 0.999999, NULL, "X", "SGD momentum"},
       {"--nesterov", ARG_FLAG, &a->c.nesterov, 0, 0, NULL, NULL, "Nesterov momentum (SGD)"},
       {"--weight-decay", ARG_FLOAT, &a->c.weight_decay, 0, 1, NULL, "X", "L2 penalty (AdamW: decoupled; default 0.01 there)"},
-      {"--scheduler", ARG_CHOICE, &a->c.scheduler, 0, 0, "step|cosine|none", "NAME", "per-epoch schedule: step, cosine, none"},
+      {"--scheduler", ARG_CHOICE, &a->c.scheduler, 0, 0, PT_SCHED_NAMES, "NAME", "per-epoch schedule: step, cosine, none"},
       {"--gamma", ARG_FLOAT, &a->c.gamma, 0, 1, NULL, "X", "StepLR decay per epoch (default 0.7)"},
       {"--seed", ARG_U64, &a->c.seed, 0, BIG, NULL, "N", "random seed (default 1)"},
       {"--threads", ARG_INT, &a->c.threads, 1, 1024, NULL, "N", "CPU threads (default: all cores)"},

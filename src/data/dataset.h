@@ -22,6 +22,7 @@ typedef struct {
 } pt_dataset;
 
 /* "mnist", "fashion-mnist", "cifar10" -> kind; PT_ERR_ARG naming the choices otherwise. */
+#define PT_DATASET_NAMES "fashion-mnist|mnist|cifar10"
 pt_status pt_dataset_kind_parse(const char *name, pt_dataset_kind *out);
 const char *pt_dataset_kind_name(pt_dataset_kind kind);
 /* The name of class label ("Ankle boot"), or NULL out of range. */

@@ -11,6 +11,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "data/dataset.h"
+#include "optim/optimizer.h"
+
 #define MAX_TOKENS 16
 
 typedef struct {
@@ -192,11 +195,11 @@ static pt_status parse_defaults(const ctx_t *c, char **tok, int ntok, pt_train_d
     char *k, *v;
     if (!split_kv(tok[i], &k, &v)) return err(c, "defaults: expected key=value, got '%s'", tok[i], NULL);
     if (!strcmp(k, "dataset"))
-      PT_TRY(parse_word(c, k, v, "fashion-mnist|mnist|cifar10", d->dataset, sizeof d->dataset));
+      PT_TRY(parse_word(c, k, v, PT_DATASET_NAMES, d->dataset, sizeof d->dataset));
     else if (!strcmp(k, "optimizer"))
-      PT_TRY(parse_word(c, k, v, "sgd|adam|adamw|adadelta", d->optimizer, sizeof d->optimizer));
+      PT_TRY(parse_word(c, k, v, PT_OPT_NAMES, d->optimizer, sizeof d->optimizer));
     else if (!strcmp(k, "scheduler"))
-      PT_TRY(parse_word(c, k, v, "step|cosine|none", d->scheduler, sizeof d->scheduler));
+      PT_TRY(parse_word(c, k, v, PT_SCHED_NAMES, d->scheduler, sizeof d->scheduler));
     else if (!strcmp(k, "lr")) PT_TRY(parse_float(c, k, v, 0.0, 1e3, &d->lr));
     else if (!strcmp(k, "gamma")) PT_TRY(parse_float(c, k, v, 0.0, 1.0, &d->gamma));
     else if (!strcmp(k, "momentum")) PT_TRY(parse_float(c, k, v, 0.0, 1.0, &d->momentum));

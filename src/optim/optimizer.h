@@ -40,7 +40,8 @@ typedef struct {
   int64_t step;        /* steps taken */
 } pt_optimizer;
 
-/* "sgd", "adam", "adamw", "adadelta". */
+/* The names pt_opt_kind_parse takes, as flag tables and model specs list them. */
+#define PT_OPT_NAMES "sgd|adam|adamw|adadelta"
 pt_status pt_opt_kind_parse(const char *name, pt_opt_kind *kind);
 const char *pt_opt_kind_name(pt_opt_kind kind);
 /* PyTorch's defaults for a kind (lr left to the caller). */
@@ -62,6 +63,7 @@ void pt_optimizer_step_range(pt_optimizer *o, float *param, const float *grad, f
 
 /* Per-epoch learning-rate schedules, stepped once per epoch as the tutorials do. */
 typedef enum { PT_SCHED_NONE, PT_SCHED_STEP, PT_SCHED_COSINE } pt_sched_kind;
+#define PT_SCHED_NAMES "step|cosine|none" /* what pt_sched_kind_parse takes */
 pt_status pt_sched_kind_parse(const char *name, pt_sched_kind *kind);
 const char *pt_sched_kind_name(pt_sched_kind kind);
 /* lr during epoch (0-based): StepLR(step_size=1, gamma) or

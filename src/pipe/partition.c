@@ -24,9 +24,17 @@ static pt_status find_layer(const pt_model *m, const char *tok, int *index) {
       *index = i;
       return PT_OK;
     }
-  /* A spec file's layers are shown by its path: its name may be no preset's. */
-  return pt_fail(PT_ERR_ARG, "--split %s: %s has no layer of that name (ptrain models --show %s lists them)", tok,
-                 m->spec.name, m->spec.origin[0] ? m->spec.origin : m->spec.name);
+  /* The names themselves: a model loaded from a checkpoint or built from
+   * text has no preset or file that 'ptrain models --show' could take. */
+  char names[512] = "";
+  size_t used = 0;
+  for (int i = 0; i < m->nlayers && used + 8 < sizeof names; i++)
+    if (m->layers[i].spec.name[0])
+      used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", m->layers[i].spec.name);
+  if (used >= sizeof names - 8) snprintf(names + sizeof names - 8, 8, ", ...");
+  return pt_fail(PT_ERR_ARG, "--split %s: %s has no layer of that name; its named layers are %s (or give an index "
+                 "from 0 to %d; ptrain models --show lists them all)",
+                 tok, m->spec.name, used ? names : "none", m->nlayers - 1);
 }
 
 static pt_status parse_split(const pt_model *m, int stages, const char *split, int *bounds) {

@@ -79,7 +79,7 @@ expect_exit 2 "unknown model 'nosuch'" -- "$PTRAIN" models --show nosuch
 expect_exit 2 "unknown model 'nosuch'" -- "$PTRAIN" models nosuch
 expect_exit 1 "flat.txt:3: linear fc" -- "$PTRAIN" models --show "$TMP/flat.txt"
 # the --split error points there, and what it points to exists
-expect_exit 2 "has no layer of that name \(ptrain models --show fmnist-mlp lists them\)" -- \
+expect_exit 2 "fmnist-mlp has no layer of that name; its named layers are lin1, lin2 \(or give an index from 0 to 3" -- \
   "$PTRAIN" train --model fmnist-mlp --parallel model --split nosuch
 pass "models"
 

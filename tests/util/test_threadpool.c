@@ -73,13 +73,14 @@ static void test_every_index_once(void **s) {
   }
 }
 
-/* Workers outlast the caller's spin (0.2 ms) by sleeping, some jobs by a
- * little and some by a lot, so the caller goes to sleep in both orders
- * against the last worker's finish. A lost wake-up hangs here. */
+/* Workers outlast the caller's spin (0.2 ms) by sleeping 0.3 ms and more,
+ * some jobs by a little and some by a lot, so that the caller goes to
+ * sleep and the last worker's finish meets it both just before and long
+ * after. A lost wake-up hangs here. */
 static void slow_workers(void *arg, int tid, int n) {
   int *done = arg;
   if (tid > 0) {
-    const struct timespec ts = {0, (long)(100000 + 400000 * (done[n] % 3) * tid)}; /* 0.1 to 1.7 ms */
+    const struct timespec ts = {0, (long)(300000 + 400000 * (done[n] % 3) * tid)}; /* 0.3 to 2.7 ms */
     nanosleep(&ts, NULL);
   }
   done[tid] = done[n] + 1;
