@@ -14,7 +14,7 @@ train() { # train DIR flags...: 2 epochs (469 steps each)
   "$PTRAIN" train --model-file "$TMP/small.txt" --threads 1 --epochs 2 --checkpoint-dir "$TMP/$dir" "$@" \
     >>"$TMP/$dir.out" 2>&1 || fail "train $dir $*: $(cat "$TMP/$dir.out")"
 }
-# corrupt FILE: 4 bytes 1000 from the end made a large float, as a bad disk sector or copy would
+# corrupt FILE: 4 bytes 1000 from the end made a NaN, as a bad disk sector or copy would
 corrupt() { printf '\xff\xff\xff\x7f' | dd of="$1" bs=1 seek=$(($(stat -c%s "$1") - 1000)) conv=notrunc status=none; }
 T10K=$FMNIST/t10k-images-idx3-ubyte.gz
 g600=step-000000000600 g700=step-000000000700
