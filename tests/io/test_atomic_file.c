@@ -15,18 +15,17 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 
+#include "../file_size_limit.h"
 #include "../tmpdir.h"
 static char mnt[128];
 static int mounted;
@@ -311,19 +310,6 @@ static void test_full_disk_tmpfs(void **state) {
   fill_and_check(mnt, path, "No space left on device");
 }
 
-static struct rlimit saved_fsize;
-static void (*saved_xfsz)(int);
-static int rlimit_changed;
-
-/* Restores the limit even when an assertion jumped out of the test. */
-static int restore_rlimit(void **state) {
-  (void)state;
-  if (!rlimit_changed) return 0;
-  rlimit_changed = 0;
-  signal(SIGXFSZ, saved_xfsz);
-  return setrlimit(RLIMIT_FSIZE, &saved_fsize);
-}
-
 static void test_full_disk_rlimit(void **state) {
   (void)state;
   char dir[128], path[200];
@@ -332,16 +318,7 @@ static void test_full_disk_rlimit(void **state) {
   snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);
   write_whole(path, "old checkpoint", 14);
 
-  struct rlimit lim;
-  assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved_fsize), 0);
-  lim = saved_fsize;
-  lim.rlim_cur = 100000;
-  if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < lim.rlim_cur) lim.rlim_cur = lim.rlim_max;
-  /* Without ignoring SIGXFSZ the kernel would kill the test instead of
-   * failing the write with EFBIG. */
-  saved_xfsz = signal(SIGXFSZ, SIG_IGN);
-  rlimit_changed = 1;
-  assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  assert_int_equal(file_size_limit(100000), 0);
   fill_and_check(dir, path, "File too large");
 }
 
@@ -355,7 +332,7 @@ int main(void) {
       cmocka_unit_test(test_set_mode),
       cmocka_unit_test(test_commit_new_never_replaces),
       cmocka_unit_test_teardown(test_full_disk_tmpfs, unmount_tmpfs),
-      cmocka_unit_test_teardown(test_full_disk_rlimit, restore_rlimit),
+      cmocka_unit_test_teardown(test_full_disk_rlimit, file_size_unlimit),
   };
   return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }

@@ -7,16 +7,15 @@
 
 #include <dirent.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "plot/chart.h"
 #include "plot/legend.h"
 #include "plot/series_style.h"
 
+#include "../file_size_limit.h"
 #include "../tmpdir.h"
 
 static int same_look(const pt_series_style *a, const pt_series_style *b) {
@@ -139,18 +138,6 @@ static void test_figure_grows_for_a_legend_below(void **st) {
   assert_true(ht > 420);
 }
 
-static struct rlimit saved_fsize;
-static void (*saved_xfsz)(int);
-static int rlimit_changed;
-
-static int restore_rlimit(void **st) {
-  (void)st;
-  if (!rlimit_changed) return 0;
-  rlimit_changed = 0;
-  signal(SIGXFSZ, saved_xfsz);
-  return setrlimit(RLIMIT_FSIZE, &saved_fsize);
-}
-
 /* A write that fails part-way (the file size limit, as a full disk would)
  * leaves no file, neither the image nor its temporary, and an image there
  * before keeps its content; both formats. */
@@ -160,13 +147,7 @@ static void test_failed_write_leaves_no_file(void **st) {
   snprintf(dir, sizeof dir, "%s/full", tmpdir);
   assert_int_equal(mkdir(dir, 0755), 0);
   pt_figure f = crowded();
-  struct rlimit lim;
-  assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved_fsize), 0);
-  lim = saved_fsize;
-  lim.rlim_cur = 2000;
-  saved_xfsz = signal(SIGXFSZ, SIG_IGN);
-  rlimit_changed = 1;
-  assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  assert_int_equal(file_size_limit(2000), 0);
   const char *names[] = {"p.png", "p.svg"};
   for (int i = 0; i < 2; i++) {
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -185,7 +166,7 @@ static void test_failed_write_leaves_no_file(void **st) {
   struct stat sb;
   assert_int_equal(stat(path, &sb), 0);
   assert_int_equal(sb.st_size, 3);
-  assert_int_equal(restore_rlimit(NULL), 0);
+  assert_int_equal(file_size_unlimit(NULL), 0);
 }
 
 int main(void) {
@@ -195,7 +176,7 @@ int main(void) {
       cmocka_unit_test(test_legend_avoids_lines_not_only_points),
       cmocka_unit_test(test_legend_goes_below_when_no_corner_is_free),
       cmocka_unit_test(test_figure_grows_for_a_legend_below),
-      cmocka_unit_test_teardown(test_failed_write_leaves_no_file, restore_rlimit),
+      cmocka_unit_test_teardown(test_failed_write_leaves_no_file, file_size_unlimit),
   };
   return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }
