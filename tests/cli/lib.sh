@@ -65,3 +65,12 @@ loss cross-entropy
 defaults ${2:-optimizer=adam lr=0.002 batch=128}
 SPEC
 }
+
+# train_small DIR FLAGS...: 2 epochs (469 steps each) of the model
+# small_dropout_spec wrote to $TMP/small.txt, one thread, checkpoints in
+# $TMP/DIR, what it prints appended to $TMP/DIR.out; a failure fails the test.
+train_small() {
+  local dir=$1; shift
+  "$PTRAIN" train --model-file "$TMP/small.txt" --threads 1 --epochs 2 --checkpoint-dir "$TMP/$dir" "$@" \
+    >>"$TMP/$dir.out" 2>&1 || fail "train $dir $*: $(cat "$TMP/$dir.out")"
+}

@@ -9,18 +9,13 @@ source "$(dirname "$0")/lib.sh"
 need_fmnist
 
 small_dropout_spec "$TMP/small.txt"
-train() { # train DIR flags...: 2 epochs (469 steps each)
-  local dir=$1; shift
-  "$PTRAIN" train --model-file "$TMP/small.txt" --threads 1 --epochs 2 --checkpoint-dir "$TMP/$dir" "$@" \
-    >>"$TMP/$dir.out" 2>&1 || fail "train $dir $*: $(cat "$TMP/$dir.out")"
-}
 # corrupt FILE: 4 bytes 1000 from the end made a NaN, as a bad disk sector or copy would
 corrupt() { printf '\xff\xff\xff\x7f' | dd of="$1" bs=1 seek=$(($(stat -c%s "$1") - 1000)) conv=notrunc status=none; }
 T10K=$FMNIST/t10k-images-idx3-ubyte.gz
 g600=step-000000000600 g700=step-000000000700
 
-train straight --save-model
-train base --checkpoint-every 100 --keep-checkpoints 3 --max-steps 700
+train_small straight --save-model
+train_small base --checkpoint-every 100 --keep-checkpoints 3 --max-steps 700
 for d in weights meta; do cp -a "$TMP/base" "$TMP/$d"; done # -a: DIR/model.safetensors stays a link
 
 # The newest generation's weights damaged (DIR/model.safetensors is the same file).
@@ -32,7 +27,7 @@ expect_exit 1 "$TMP/weights/$g700/model.safetensors: CRC-32 mismatch" -- \
 expect_exit 1 "$TMP/weights/model.safetensors: CRC-32 mismatch" -- \
   "$PTRAIN" predict --checkpoint "$TMP/weights" "$T10K" --index 0
 grep -q "%" "$TMP/out" && fail "predict printed a prediction from damaged weights: $(cat "$TMP/out")"
-train weights --resume --save-model
+train_small weights --resume --save-model
 grep -q "resuming from $TMP/weights/$g600 .*skipped $TMP/weights/$g700: $TMP/weights/$g700/model.safetensors: CRC-32 mismatch" \
   "$TMP/weights.out" || fail "resume did not skip the damaged step 700: $(cat "$TMP/weights.out")"
 cmp -s "$TMP/straight/model.safetensors" "$TMP/weights/model.safetensors" || fail "resumed from 600: differs from straight"
@@ -46,7 +41,7 @@ b = open(p, "rb").read()
 assert b.count(b'"step":"700"') == 1, "premise: the state records step 700"
 open(p, "wb").write(b.replace(b'"step":"700"', b'"step":"800"'))
 PY
-train meta --resume --save-model
+train_small meta --resume --save-model
 grep -q "resuming from $TMP/meta/$g600 .*skipped $TMP/meta/$g700: $TMP/meta/$g700/state.safetensors: CRC-32 mismatch" \
   "$TMP/meta.out" || fail "resume did not skip the altered state: $(cat "$TMP/meta.out")"
 cmp -s "$TMP/straight/model.safetensors" "$TMP/meta/model.safetensors" || fail "after an altered state: differs"

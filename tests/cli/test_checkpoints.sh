@@ -10,15 +10,10 @@ source "$(dirname "$0")/lib.sh"
 need_fmnist
 
 small_dropout_spec "$TMP/small.txt"
-train() { # train DIR flags...: 2 epochs (469 steps each)
-  local dir=$1; shift
-  "$PTRAIN" train --model-file "$TMP/small.txt" --threads 1 --epochs 2 --checkpoint-dir "$TMP/$dir" "$@" \
-    >>"$TMP/$dir.out" 2>&1 || fail "train $dir $*: $(cat "$TMP/$dir.out")"
-}
 gens() { (cd "$TMP/$1" && ls -d step-* 2>/dev/null | tr '\n' ' '); }
 
-train straight --save-model
-train every --checkpoint-every 100
+train_small straight --save-model
+train_small every --checkpoint-every 100
 [[ $(gens every) == "step-000000000900 step-000000000938 " ]] ||
   fail "--checkpoint-every 100, default --keep-checkpoints 2: generations $(gens every)"
 cmp -s "$TMP/every/model.safetensors" "$TMP/every/step-000000000938/model.safetensors" ||
@@ -28,7 +23,7 @@ cmp -s "$TMP/straight/model.safetensors" "$TMP/every/model.safetensors" || fail 
 pass "--checkpoint-every 100: generations 900 and 938 kept, DIR/model.safetensors the newest, the run unchanged"
 
 # a run stopped at step 700 that kept 3: 500, 600, 700
-train mid --checkpoint-every 100 --keep-checkpoints 3 --max-steps 700
+train_small mid --checkpoint-every 100 --keep-checkpoints 3 --max-steps 700
 [[ $(gens mid) == "step-000000000500 step-000000000600 step-000000000700 " ]] ||
   fail "--keep-checkpoints 3, --max-steps 700: generations $(gens mid)"
 cp -r "$TMP/mid" "$TMP/mid-copy"
@@ -36,7 +31,7 @@ cp -r "$TMP/mid" "$TMP/mid-orig"
 
 # the newest generation's state cut short: --resume names it and takes 600
 truncate -s 1000 "$TMP/mid/step-000000000700/state.safetensors"
-train mid --resume --save-model
+train_small mid --resume --save-model
 grep -q "resuming from $TMP/mid/step-000000000600 .*skipped $TMP/mid/step-000000000700: " "$TMP/mid.out" ||
   fail "resume did not say it skipped the broken step 700: $(grep resuming "$TMP/mid.out")"
 cmp -s "$TMP/straight/model.safetensors" "$TMP/mid/model.safetensors" || fail "resumed from 600: differs from straight"
@@ -44,7 +39,7 @@ pass "a cut state file: skipped with the reason, resumed from step 600, the stra
 
 # weights of another save in the newest generation: refused as a pair
 cp "$TMP/mid-copy/step-000000000600/model.safetensors" "$TMP/mid-copy/step-000000000700/model.safetensors"
-train mid-copy --resume --save-model
+train_small mid-copy --resume --save-model
 grep -q "skipped $TMP/mid-copy/step-000000000700: .*are not from the same save" "$TMP/mid-copy.out" ||
   fail "a mixed pair was not refused: $(grep resuming "$TMP/mid-copy.out")"
 cmp -s "$TMP/straight/model.safetensors" "$TMP/mid-copy/model.safetensors" || fail "after a mixed pair: differs"
@@ -59,7 +54,7 @@ expect_exit 1 "no complete checkpoint to resume from .*step-000000000100" -- \
 # the single pair of earlier versions still resumes
 mkdir -p "$TMP/legacy"
 cp "$TMP/mid-orig/step-000000000600/state.safetensors" "$TMP/mid-orig/step-000000000600/model.safetensors" "$TMP/legacy/"
-train legacy --resume --save-model
+train_small legacy --resume --save-model
 cmp -s "$TMP/straight/model.safetensors" "$TMP/legacy/model.safetensors" || fail "the old layout's resume differs"
 pass "the old single-pair layout resumes"
 
