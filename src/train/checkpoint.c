@@ -621,42 +621,62 @@ static pt_status resume_pair(const char *dir, pt_model *m, pt_optimizer *opt, pt
   return st;
 }
 
-pt_status pt_checkpoint_present(const char *dir) {
+/* What a checkpoint directory holds, for the resume's checks and its
+ * errors alike. */
+typedef enum {
+  DIR_ABSENT,       /* stat failed (errno says why) */
+  DIR_NOT_DIR,      /* another kind of file */
+  DIR_GENERATIONS,  /* step-* generations */
+  DIR_OLD_PAIR,     /* DIR/state.safetensors: the single pair of earlier versions */
+  DIR_WEIGHTS_ONLY, /* DIR/model.safetensors and no state */
+  DIR_UNREADABLE,   /* a directory that cannot be listed */
+  DIR_EMPTY         /* none of these */
+} dir_contents;
+
+static dir_contents contents_of(const char *dir, char *model, size_t model_size) {
   struct stat sb;
-  if (stat(dir, &sb))
-    return pt_fail(PT_ERR_ARG, "--resume: no checkpoint to resume from: %s: %s; run without --resume to start a "
-                   "new run, or name the run's --checkpoint-dir", dir,
-                   errno == ENOENT ? "no such directory" : strerror(errno));
-  if (!S_ISDIR(sb.st_mode))
-    return pt_fail(PT_ERR_ARG, "--resume: %s is not a directory; expected the --checkpoint-dir of the run to resume",
-                   dir);
+  if (stat(dir, &sb)) return DIR_ABSENT;
+  if (!S_ISDIR(sb.st_mode)) return DIR_NOT_DIR;
   int n;
   free(list_generations(dir, &n));
-  if (n > 0) return PT_OK;
-  char model[4400], state[4400];
-  snprintf(model, sizeof model, "%s/model.safetensors", dir);
+  if (n > 0) return DIR_GENERATIONS;
+  char state[4400];
   snprintf(state, sizeof state, "%s/state.safetensors", dir);
-  if (!access(state, F_OK)) return PT_OK; /* the single pair of earlier versions */
-  if (!access(model, F_OK))
-    return pt_fail(PT_ERR_ARG, "--resume: %s holds weights (model.safetensors) but no training state to resume "
-                   "from; to start a new run from these weights, use --init-from %s instead", dir, model);
+  snprintf(model, model_size, "%s/model.safetensors", dir);
+  if (!access(state, F_OK)) return DIR_OLD_PAIR;
+  if (!access(model, F_OK)) return DIR_WEIGHTS_ONLY;
+  DIR *d = opendir(dir);
+  if (!d) return DIR_UNREADABLE;
+  closedir(d);
+  return DIR_EMPTY;
+}
+
+pt_status pt_checkpoint_present(const char *dir) {
+  char model[4400];
+  switch (contents_of(dir, model, sizeof model)) {
+    case DIR_ABSENT:
+      return pt_fail(PT_ERR_ARG, "--resume: no checkpoint to resume from: %s: %s; run without --resume to start a "
+                     "new run, or name the run's --checkpoint-dir", dir,
+                     errno == ENOENT ? "no such directory" : strerror(errno));
+    case DIR_NOT_DIR:
+      return pt_fail(PT_ERR_ARG, "--resume: %s is not a directory; expected the --checkpoint-dir of the run to "
+                     "resume", dir);
+    case DIR_GENERATIONS:
+    case DIR_OLD_PAIR: return PT_OK;
+    case DIR_WEIGHTS_ONLY:
+      return pt_fail(PT_ERR_ARG, "--resume: %s holds weights (model.safetensors) but no training state to resume "
+                     "from; to start a new run from these weights, use --init-from %s instead", dir, model);
+    case DIR_UNREADABLE:
+    case DIR_EMPTY: break;
+  }
   return pt_fail(PT_ERR_ARG, "--resume: no checkpoint to resume from in %s (no " GEN_PREFIX "* directory in it); "
                  "run without --resume to start a new run, or name the run's --checkpoint-dir", dir);
 }
 
 int pt_checkpoint_none_yet(const char *dir) {
-  struct stat sb;
-  if (stat(dir, &sb)) return errno == ENOENT;
-  if (!S_ISDIR(sb.st_mode)) return 0;
-  DIR *d = opendir(dir);
-  if (!d) return 0;
-  closedir(d);
-  int n;
-  free(list_generations(dir, &n));
-  char model[4400], state[4400];
-  snprintf(model, sizeof model, "%s/model.safetensors", dir);
-  snprintf(state, sizeof state, "%s/state.safetensors", dir);
-  return n == 0 && access(model, F_OK) && access(state, F_OK);
+  char model[4400];
+  const dir_contents c = contents_of(dir, model, sizeof model);
+  return (c == DIR_ABSENT && errno == ENOENT) || c == DIR_EMPTY;
 }
 
 pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, pt_train_position *pos,
