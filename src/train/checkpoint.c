@@ -360,15 +360,18 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
    * The directory's lock (checkpoint_lock.h) keeps a second run out, but
    * where the filesystem has no locks a live run's save must not vanish
    * under it: only those of this process and of processes gone go. */
+  /* Listed first and removed after: whether readdir still returns every
+   * entry while others are removed is unspecified, and a skipped one
+   * would stay. */
   DIR *d = opendir(dir);
   struct dirent *e;
-  char stale[4400];
-  while (d && (e = readdir(d)))
-    if (!strncmp(e->d_name, ".partial-", 9) && partial_is_stale(dir, e->d_name)) {
-      snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
-      remove_tree(stale);
-    }
+  char stale[16][4400];
+  int nstale = 0;
+  while (d && nstale < 16 && (e = readdir(d)))
+    if (!strncmp(e->d_name, ".partial-", 9) && partial_is_stale(dir, e->d_name))
+      snprintf(stale[nstale++], sizeof stale[0], "%s/%s", dir, e->d_name);
   if (d) closedir(d);
+  for (int i = 0; i < nstale; i++) remove_tree(stale[i]);
   if (mkdir(part, 0755)) return pt_fail_errno(PT_ERR_IO, "cannot create directory %s", part);
   fault_point(); /* 1: an empty partial directory */
   snprintf(path, sizeof path, "%s/model.safetensors", part);
