@@ -259,6 +259,16 @@ static int run_once(const pt_scale_runner *r, const pt_scale_config *c, int step
   return 0;
 }
 
+/* One run of a given length and the profile line it wrote; 1 with c->why
+ * said where it failed. */
+static int measure(const pt_scale_runner *r, pt_scale_config *c, int steps, const char *metrics, const char *log,
+                   profile_line *p) {
+  if (run_once(r, c, steps, metrics, log, c->why, sizeof c->why)) return 1;
+  if (read_profile(metrics, p)) return 0;
+  snprintf(c->why, sizeof c->why, "its run of %d steps wrote no profile line to %.150s", steps, metrics);
+  return 1;
+}
+
 void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c) {
   c->ran = 0;
   c->rough = 0;
@@ -271,11 +281,7 @@ void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c) {
   for (int i = 0; i < 2; i++) {
     snprintf(metrics[i], sizeof metrics[i], "%s/run%d.jsonl", r->tmp_dir, i);
     snprintf(log, sizeof log, "%s/run%d.log", r->tmp_dir, i);
-    if (run_once(r, c, steps[i], metrics[i], log, c->why, sizeof c->why)) return;
-    if (!read_profile(metrics[i], &p[i])) {
-      snprintf(c->why, sizeof c->why, "its run of %d steps wrote no profile line to %.150s", steps[i], metrics[i]);
-      return;
-    }
+    if (measure(r, c, steps[i], metrics[i], log, &p[i])) return;
   }
   /* Runs so short that noise (a busy machine, a slow first step) makes the
    * longer one no longer: its own figures, start-up included. Either way
@@ -288,12 +294,7 @@ void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c) {
    * measures enough without the user sizing --steps for each. */
   const int more = pt_scale_steps_for(&t0, &t1, r->steps_long - r->steps_short);
   if (steady == PT_SCALE_ROUGH_SHORT && more > r->steps_long - r->steps_short) {
-    const int longer = r->steps_short + more;
-    if (run_once(r, c, longer, metrics[1], log, c->why, sizeof c->why)) return;
-    if (!read_profile(metrics[1], &p[1])) {
-      snprintf(c->why, sizeof c->why, "its run of %d steps wrote no profile line to %.150s", longer, metrics[1]);
-      return;
-    }
+    if (measure(r, c, r->steps_short + more, metrics[1], log, &p[1])) return;
     t1 = (pt_scale_totals){p[1].seconds, p[1].images, p[1].steps};
     steady = pt_scale_steadiness_of(&t0, &t1, c->rough_why, sizeof c->rough_why);
   }
