@@ -111,6 +111,7 @@ void pt_scale_phases(const double short_s[PT_SCALE_NPHASES], const double long_s
  * says so instead of judging, and no recommendation rests on it. */
 #define PT_SCALE_MIN_MEASURED_S 0.25 /* the measured steps' seconds, all together, at least */
 #define PT_SCALE_MAX_EFFICIENCY 1.10 /* above: faster than the workers can make it */
+#define PT_SCALE_SOONER 1.10 /* time to accuracy: more workers must reach it this much sooner */
 
 typedef enum {
   PT_SCALE_STEADY,       /* the difference of the runs is the steady state */

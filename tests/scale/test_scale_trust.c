@@ -153,6 +153,29 @@ static void test_judge_target_recommendation_stands(void **st) {
   assert_has(rec, "use dp with 2 workers x 1 thread, global batch 100: it reaches 0.8 test accuracy soonest");
 }
 
+/* Two workers reaching the target within 1.1x of one: a margin a single
+ * run's noise can make, so the recommendation stays on one worker; at
+ * 1.2x it goes to the two. */
+static void test_judge_target_tie_keeps_fewer_workers(void **st) {
+  (void)st;
+  pt_scale_config c[2];
+  char rec[400];
+  sweep(c, 1000, 1900);
+  c[0].target_s = 10.5;
+  c[1].target_s = 10.0;
+  pt_scale_judge(c, 2, 2, 0.8, rec, sizeof rec);
+  assert_has(rec, "stay on one worker (1 thread, global batch 100): it reaches 0.8 test accuracy in 10.5 s");
+  assert_has(rec, "the soonest, dp with 2 workers x 1 thread, global batch 100, was not 1.1x sooner (10.0 s)");
+  c[0].target_s = 12.0;
+  pt_scale_judge(c, 2, 2, 0.8, rec, sizeof rec);
+  assert_has(rec, "use dp with 2 workers x 1 thread, global batch 100: it reaches 0.8 test accuracy soonest, in 10.0 s");
+  /* Equal workers (another optimizer, say): the sooner, however close. */
+  c[1].workers = 1;
+  c[1].target_s = 11.9;
+  pt_scale_judge(c, 2, 2, 0.8, rec, sizeof rec);
+  assert_has(rec, "it reaches 0.8 test accuracy soonest, in 11.9 s");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_steady_runs),
@@ -164,6 +187,7 @@ int main(void) {
       cmocka_unit_test(test_judge_refuses_a_superlinear_speedup),
       cmocka_unit_test(test_judge_rough_runs),
       cmocka_unit_test(test_judge_target_recommendation_stands),
+      cmocka_unit_test(test_judge_target_tie_keeps_fewer_workers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
