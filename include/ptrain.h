@@ -89,8 +89,9 @@ PT_API pt_status pt_net_spec_file(const char *path, pt_net **out);
 /* Weights from a checkpoint: a .safetensors file (ptrain's or PyTorch's
  * state_dict) or a checkpoint directory (its newest complete save). The
  * layers are the ones the checkpoint records; model (a preset's name or
- * a spec file's path; NULL: the recorded ones) names them for files that
- * record none, such as PyTorch's. A file whose CRC-32 (ptrain's files
+ * a spec file's path, as any name with a dot or a slash is taken; NULL:
+ * the recorded ones) names them for files that record none, such as
+ * PyTorch's. A file whose CRC-32 (ptrain's files
  * carry one) does not match, or weights holding NaN or infinity, are
  * refused with PT_ERR_FORMAT. */
 PT_API pt_status pt_net_load(const char *checkpoint, const char *model, pt_net **out);

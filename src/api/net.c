@@ -57,8 +57,10 @@ pt_status pt_net_load(const char *checkpoint, const char *model, pt_net **out) {
   *out = NULL;
   pt_status st;
   if (model) {
-    /* A preset's name, or else a spec file's path. */
-    st = pt_preset_find(model) || access(model, F_OK) ? pt_net_preset(model, out) : pt_net_spec_file(model, out);
+    /* A preset's name, or else a spec file's path. A name with a dot or a
+     * slash is a path (no preset has either): a missing file says so. */
+    const int path = strchr(model, '/') || strchr(model, '.') || !access(model, F_OK);
+    st = pt_preset_find(model) || !path ? pt_net_preset(model, out) : pt_net_spec_file(model, out);
   } else {
     char *text;
     /* A file that cannot be read says why first; only a readable one

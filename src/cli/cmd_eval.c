@@ -45,6 +45,11 @@ int pt_cmd_eval(int argc, char **argv) {
   }
   /* --model takes a preset's name or a spec file's path (pt_net_load) */
   if (model && !pt_preset_find(model) && access(model, F_OK)) return pt_cli_unknown_model("eval", model);
+  /* pt_net_load takes a name that is no file for a preset's: say that the file is missing. */
+  if (model_file && access(model_file, F_OK)) {
+    pt_fail_errno(PT_ERR_IO, "cannot open model file %s", model_file);
+    return pt_cli_fail("eval");
+  }
   /* A mistyped --device is said before the checkpoint is read. */
   pt_backend_kind kind;
   int index;

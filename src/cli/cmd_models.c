@@ -67,6 +67,11 @@ int pt_cmd_models(int argc, char **argv) {
   if (show) return show_layers(show);
   if (npos) {
     const pt_preset *p = pt_preset_find(pos[0]);
+    if (!p && !access(pos[0], F_OK)) {
+      fprintf(stderr, "ptrain models: %s is a spec file, not a preset: 'ptrain models --show %s' lists its layers\n",
+              pos[0], pos[0]);
+      return PT_USAGE_ERROR;
+    }
     if (!p) return pt_cli_unknown_model("models", pos[0]);
     printf("# %s: %s\n%s", p->name, p->summary, p->text);
     return 0;

@@ -230,6 +230,11 @@ int pt_cmd_predict(int argc, char **argv) {
   }
   /* --model takes a preset's name or a spec file's path (pt_net_load) */
   if (model && !pt_preset_find(model) && access(model, F_OK)) return pt_cli_unknown_model("predict", model);
+  /* pt_net_load takes a name that is no file for a preset's: say that the file is missing. */
+  if (model_file && access(model_file, F_OK)) {
+    pt_fail_errno(PT_ERR_IO, "cannot open model file %s", model_file);
+    return pt_cli_fail("predict");
+  }
   if (!nfiles) {
     fprintf(stderr, "ptrain predict: no image given: name PNG, JPEG, IDX or CIFAR-10 files (see 'ptrain predict --help')\n");
     return PT_USAGE_ERROR;

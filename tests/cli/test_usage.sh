@@ -36,6 +36,9 @@ make_cifar "$TMP/cifar" 3
 expect_exit 2 "model mnist-cnn takes 1x28x28 input but the cifar10 images are 3x32x32 \(use --dataset\)" -- \
   "$PTRAIN" train --model mnist-cnn --dataset cifar10 --data-dir "$TMP/cifar"
 expect_exit 2 "unknown model 'resnet'" -- "$PTRAIN" eval --checkpoint "$TMP/none" --model resnet
+# a missing --model-file is said as such, whatever its name
+expect_exit 1 "cannot open model file $TMP/none.txt: No such file" -- "$PTRAIN" eval --checkpoint "$TMP/none" --model-file "$TMP/none.txt"
+expect_exit 1 "cannot open model file nosuchspec: No such file" -- "$PTRAIN" predict --checkpoint "$TMP/none" --model-file nosuchspec "$TMP/none.idx"
 expect_exit 2 "--device: 'gpu' is not a device" -- "$PTRAIN" eval --checkpoint "$TMP/none" --model fmnist-mlp --device gpu
 expect_exit 2 "--index a: expected image numbers" -- "$PTRAIN" predict --checkpoint "$TMP/none" --index a "$TMP/none.idx"
 expect_exit 2 "--index : expected|--index: expected" -- "$PTRAIN" predict --checkpoint "$TMP/none" --index '' "$TMP/none.idx"
@@ -77,6 +80,8 @@ printf 'input 1 28 28\nflatten\nlinear fc out=10\n' >"$TMP/tiny.txt"
 "$PTRAIN" models --show "$TMP/tiny.txt" | grep -Eq "^ +1  linear fc +10 +7850 " || fail "models --show FILE"
 expect_exit 2 "unknown model 'nosuch'" -- "$PTRAIN" models --show nosuch
 expect_exit 2 "unknown model 'nosuch'" -- "$PTRAIN" models nosuch
+expect_exit 2 "tiny.txt is a spec file, not a preset: 'ptrain models --show .*tiny.txt' lists its layers" -- \
+  "$PTRAIN" models "$TMP/tiny.txt"
 expect_exit 1 "flat.txt:3: linear fc" -- "$PTRAIN" models --show "$TMP/flat.txt"
 # the --split error points there, and what it points to exists
 expect_exit 2 "fmnist-mlp has no layer of that name; its named layers are lin1, lin2 \(or give an index from 0 to 3" -- \

@@ -293,6 +293,9 @@ static void test_errors_name_the_thing(void **state) {
   assert_non_null(strstr(pt_error_message(), "wobble"));
   assert_int_not_equal(pt_net_load("/nonexistent/model.safetensors", "fmnist-mlp", &net), PT_OK);
   assert_non_null(strstr(pt_error_message(), "/nonexistent/model.safetensors"));
+  /* a model that names a file (a dot or a slash) that is missing: said as a file, not an unknown preset */
+  assert_int_equal(pt_net_load("/nonexistent/model.safetensors", "my-model.txt", &net), PT_ERR_IO);
+  assert_non_null(strstr(pt_error_message(), "cannot open model file my-model.txt"));
   pt_data *d = (pt_data *)1;
   uint8_t im[16] = {0}, lb[1] = {9};
   assert_int_equal(pt_data_from_arrays(im, lb, 1, 1, 4, 4, 4, &d), PT_ERR_ARG);
