@@ -26,9 +26,9 @@
  * Determinism: with the same seed, configuration, device and number of
  * workers, training gives the same bits, whatever the thread timing.
  *
- * ABI: libptrain.so.0. The structs below (pt_config, pt_result, pt_step,
+ * ABI: libptrain.so.0.3. The structs below (pt_config, pt_result, pt_step,
  * pt_epoch, pt_eval) are part of the ABI: a release that changes them
- * changes the soname. PTRAIN_VERSION_* name the headers' version,
+ * changes the soname (before 1.0 it carries the minor version). PTRAIN_VERSION_* name the headers' version,
  * pt_version() the library's.
  */
 #ifndef PTRAIN_H
@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define PTRAIN_VERSION_MAJOR 0
-#define PTRAIN_VERSION_MINOR 1
+#define PTRAIN_VERSION_MINOR 3
 #define PTRAIN_VERSION_PATCH 0
 
 #if defined(__GNUC__)
@@ -71,7 +71,7 @@ typedef enum {
 PT_API const char *pt_error_message(void);
 /* "malformed input" for PT_ERR_FORMAT, and so on. */
 PT_API const char *pt_status_name(pt_status code);
-/* "0.2.0": the library's version. */
+/* The library's version, "MAJOR.MINOR.PATCH" ("0.3.0"). */
 PT_API const char *pt_version(void);
 
 /* ---- Models ---------------------------------------------------------- */
@@ -109,7 +109,8 @@ PT_API size_t pt_net_parameters(const pt_net *net);
 PT_API int pt_net_has_weights(const pt_net *net);
 /* The dataset the model is made for ("fashion-mnist", ...). */
 PT_API const char *pt_net_dataset(const pt_net *net);
-/* The spec's text ("conv2d conv1 1 32 3 ...", see docs/models.md). */
+/* The spec's text, as a spec file holds it ("name mnist-cnn\ninput 1 28 28\n
+ * conv2d conv1 out=32 kernel=3\n...", see docs/models.md). */
 PT_API const char *pt_net_spec_text(const pt_net *net);
 
 /* The name of class label in the dataset the net is made for ("Ankle
