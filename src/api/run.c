@@ -106,6 +106,10 @@ pt_status pt_run_create(pt_net *net, const pt_data *train, const pt_data *test, 
   run->pub = *cfg;
   to_trainer(&run->pub, &run->cfg);
   pt_train_config *t = &run->cfg;
+  if (pt_train_config_check_numbers(t) != PT_OK) {
+    free(run);
+    return PT_ERR_ARG;
+  }
   t->spec = &net->spec;
   t->spec_text = net->spec_text;
   t->train_data = &train->ds;
@@ -123,6 +127,7 @@ pt_status pt_run_check(const pt_net *net, const char *dataset, const pt_config *
   if (!net || !cfg) return pt_fail(PT_ERR_ARG, "pt_run_check: %s is NULL", !net ? "net" : "cfg");
   pt_train_config t;
   to_trainer(cfg, &t);
+  PT_TRY(pt_train_config_check_numbers(&t));
   t.spec = &net->spec;
   t.spec_text = net->spec_text;
   t.dataset = dataset;

@@ -139,6 +139,9 @@ typedef struct {
 } pt_train_plan;
 
 pt_status pt_train_plan_make(const pt_train_config *cfg, pt_train_plan *plan);
+/* The numeric settings within the bounds of ptrain train's flags (NaN: the
+ * preset's, where that applies); PT_ERR_ARG naming the first that is not. */
+pt_status pt_train_config_check_numbers(const pt_train_config *cfg);
 
 /* The loader settings a model spec implies: its normalisation and, when
  * augment, its training augmentation; one process (world 1). Order, seed

@@ -336,6 +336,46 @@ static void test_errors_name_the_thing(void **state) {
   pt_net_free(net);
 }
 
+/* A program's pt_config can hold what no flag allows: each out-of-range
+ * number is refused before training, naming it, and the net keeps no
+ * weights from a run that never started. */
+static void test_config_numbers_out_of_range(void **state) {
+  (void)state;
+  pt_net *net;
+  assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+  static const struct {
+    const char *field, *says;
+  } cases[] = {{"lr", "--lr inf: expected a number in [0, 1000]"},
+               {"weight_decay", "--weight-decay -1"},
+               {"gamma", "--gamma inf"},
+               {"target_accuracy", "--target-accuracy 2"},
+               {"keep_checkpoints", "--keep-checkpoints 0"},
+               {"log_interval", "--log-interval 0"},
+               {"checkpoint_every", "--checkpoint-every -1"},
+               {"checkpoint_interval", "--checkpoint-interval -1"},
+               {"eval_every", "--eval-every -1"},
+               {"workers", "--workers -1"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pt_config c;
+    config(&c);
+    const char *f = cases[i].field;
+    if (!strcmp(f, "lr")) c.lr = INFINITY;
+    else if (!strcmp(f, "weight_decay")) c.weight_decay = -1;
+    else if (!strcmp(f, "gamma")) c.gamma = INFINITY;
+    else if (!strcmp(f, "target_accuracy")) c.target_accuracy = 2;
+    else if (!strcmp(f, "keep_checkpoints")) c.keep_checkpoints = 0;
+    else if (!strcmp(f, "log_interval")) c.log_interval = 0;
+    else if (!strcmp(f, "checkpoint_every")) c.checkpoint_every = -1;
+    else if (!strcmp(f, "checkpoint_interval")) c.checkpoint_interval = -1;
+    else if (!strcmp(f, "eval_every")) c.eval_every = -1;
+    else c.workers = -1, c.parallel = "dp";
+    assert_int_equal(pt_train(net, train_data, test_data, &c, NULL), PT_ERR_ARG);
+    if (!strstr(pt_error_message(), cases[i].says)) fail_msg("%s: %s", f, pt_error_message());
+    assert_false(pt_net_has_weights(net));
+  }
+  pt_net_free(net);
+}
+
 static void test_names(void **state) {
   (void)state;
   int n = 0;
@@ -370,6 +410,7 @@ int main(void) {
       cmocka_unit_test(test_parallel_dp),
       cmocka_unit_test(test_silent),
       cmocka_unit_test(test_errors_name_the_thing),
+      cmocka_unit_test(test_config_numbers_out_of_range),
       cmocka_unit_test(test_names),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
