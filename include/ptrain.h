@@ -221,8 +221,9 @@ typedef struct {
   double target_accuracy;     /* stop at the first evaluation this accurate (0: no) */
   /* Output: nothing is printed unless log is set. */
   FILE *log;                  /* per-epoch lines and the summary (NULL: silent) */
-  int progress;               /* with log: a progress bar on stderr (a terminal) rather than lines */
-  int log_interval;           /* steps between progress lines (10) */
+  int progress;               /* with log: a progress bar on stderr (a terminal) rather than step lines,
+                               * which go to stderr too, as ptrain train's do */
+  int log_interval;           /* steps between step lines (10) */
   int quiet;                  /* with log: only the final epoch's line */
   const char *metrics_path;   /* append JSON lines (docs/parallelism.md) */
   int profile;                /* with log: time per layer and phase at the end */
