@@ -730,7 +730,10 @@ pt_status pt_checkpoint_spec_text(const char *path, char **text) {
   PT_TRY(read_checked(path, &f));
   const char *s = pt_st_meta(&f, "ptrain.spec");
   pt_status st = PT_OK;
-  if (s && !(*text = strdup(s))) st = pt_fail(PT_ERR_NOMEM, "%s: out of memory for the model spec", path);
+  if (!s && pt_st_meta(&f, "ptrain.state_version"))
+    st = pt_fail(PT_ERR_ARG, "%s is a checkpoint's optimizer state, not its weights: give the model.safetensors "
+                             "beside it, or the checkpoint directory", path);
+  else if (s && !(*text = strdup(s))) st = pt_fail(PT_ERR_NOMEM, "%s: out of memory for the model spec", path);
   pt_st_free(&f);
   return st;
 }

@@ -65,6 +65,9 @@ pass "the old single-pair layout resumes"
   fail "a preset's run"
 "$PTRAIN" eval --checkpoint "$TMP/preset" >"$TMP/eval2.out" 2>&1 || fail "eval DIR, model from the checkpoint: $(cat "$TMP/eval2.out")"
 grep -q "^fmnist-mlp on fashion-mnist test" "$TMP/eval2.out" || fail "eval DIR: $(cat "$TMP/eval2.out")"
+state=$(ls -d "$TMP"/preset/step-*/state.safetensors | head -1)
+expect_exit 1 "state.safetensors is a checkpoint's optimizer state, not its weights: give the model.safetensors beside it" -- \
+  "$PTRAIN" eval --checkpoint "$state"
 pass "ptrain eval --checkpoint DIR (the model named by the checkpoint, or by --model-file)"
 
 # a full disk: a 3 MB tmpfs holds one fmnist-mlp checkpoint (0.6 MB of weights
