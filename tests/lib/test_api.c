@@ -440,6 +440,33 @@ static void test_nets_on_threads_with_their_own_pools(void **state) {
   pt_net_free(b);
 }
 
+/* Labels past the model's outputs are refused, whichever split has them:
+ * they would index outputs that do not exist. */
+static void test_more_classes_than_outputs(void **state) {
+  (void)state;
+  static uint8_t lb[N];
+  for (int i = 0; i < N; i++) lb[i] = (uint8_t)(i % 10);
+  pt_data *ten;
+  assert_int_equal(pt_data_from_arrays(test_images, lb, N, 1, SIDE, SIDE, 10, &ten), PT_OK);
+  pt_net *net;
+  pt_config c;
+  config(&c);
+  c.epochs = 1;
+  assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+  assert_int_equal(pt_train(net, train_data, ten, &c, NULL), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "model squares has 4 outputs, but the test split of"));
+  assert_non_null(strstr(pt_error_message(), "has 10 classes (labels 0-9)"));
+  assert_int_equal(pt_train(net, ten, test_data, &c, NULL), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "the training split of"));
+  assert_int_equal(pt_train(net, train_data, test_data, &c, NULL), PT_OK);
+  pt_eval ev;
+  assert_int_equal(pt_evaluate(net, ten, NULL, 1, &ev), PT_ERR_ARG);
+  assert_non_null(
+      strstr(pt_error_message(), "model squares has 4 outputs, but the given data has 10 classes (labels 0-9)"));
+  pt_net_free(net);
+  pt_data_free(ten);
+}
+
 static void test_names(void **state) {
   (void)state;
   int n = 0;
@@ -473,6 +500,7 @@ int main(void) {
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_predict_after_the_pool_changes),
       cmocka_unit_test(test_nets_on_threads_with_their_own_pools),
+      cmocka_unit_test(test_more_classes_than_outputs),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
