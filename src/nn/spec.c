@@ -256,7 +256,9 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
       snprintf(spec->name, sizeof spec->name, "%s", tok[1]);
     } else if (!strcmp(tok[0], "input")) {
       if (ntok != 4) return err(&c, "expected 'input C H W' (e.g. 'input 1 28 28')", NULL, NULL);
-      PT_TRY(parse_int(&c, "C", tok[1], 1, 4096, &spec->in_c));
+      /* Images are grey or colour: the loader, the image reader and the
+       * normalisation (one value, or one per channel) know up to 3. */
+      PT_TRY(parse_int(&c, "input C", tok[1], 1, 3, &spec->in_c));
       PT_TRY(parse_int(&c, "H", tok[2], 1, 65536, &spec->in_h));
       PT_TRY(parse_int(&c, "W", tok[3], 1, 65536, &spec->in_w));
       have_input = 1;

@@ -140,6 +140,8 @@ static void test_spec_errors(void **s) {
                "model.txt:4: defaults: dataset=imagenet: expected one of");
   expect_error("input 1 28 28\nflatten\nlinear l out=2\ndefaults scheduler=linear\n",
                "model.txt:4: defaults: scheduler=linear");
+  /* Normalisation, the loader and images know grey and colour only. */
+  expect_error("name c4\ninput 4 8 8\nflatten\nlinear l out=2\n", "model.txt:2: input C=4: expected an integer in [1, 3]");
 }
 
 static void test_spec_options(void **s) {
