@@ -4,6 +4,7 @@
  * already exists. */
 #include "nn/model.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,16 @@ static int zeros_kept(const pt_model *m, int i) {
   return 1;
 }
 
+/* The kernels index a sample's activation and a parameter tensor with
+ * int, so n values (counted in int64, where no spec can overflow them) of
+ * either must fit one. */
+static pt_status check_size(const pt_layer *L, const char *origin, const char *what, int64_t n) {
+  if (n <= INT_MAX) return PT_OK;
+  char msg[160];
+  snprintf(msg, sizeof msg, "%s of %lld values: at most %d", what, (long long)n, INT_MAX);
+  return shape_error(L, origin, msg);
+}
+
 /* Floats of workspace layer L needs when its op is split among threads. */
 static size_t layer_workspace(const pt_model *m, const pt_layer *L, int threads) {
   const pt_backend *be = m->be ? m->be : pt_backend_cpu();
@@ -83,6 +94,8 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
       L->out_h = g.oh;
       L->out_w = g.ow;
       int64_t ws[4] = {s->out, L->in_c, s->kernel, s->kernel}, bs[1] = {s->out};
+      PT_TRY(check_size(L, origin, "weight", ws[0] * ws[1] * ws[2] * ws[3]));
+      PT_TRY(check_size(L, origin, "output", (int64_t)g.oc * g.oh * g.ow)); /* before the workspace's sums */
       L->w = add_param(m, s->name, "weight", 4, ws);
       if (s->bias) L->b = add_param(m, s->name, "bias", 1, bs);
       size_t need = layer_workspace(m, L, pt_ops_get_threads());
@@ -94,6 +107,7 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
         return shape_error(L, origin, "linear takes flat input: add 'flatten' before it");
       L->out_c = s->out;
       int64_t ws[2] = {s->out, L->in_c}, bs[1] = {s->out};
+      PT_TRY(check_size(L, origin, "weight", ws[0] * ws[1]));
       L->w = add_param(m, s->name, "weight", 2, ws);
       if (s->bias) L->b = add_param(m, s->name, "bias", 1, bs);
       const pt_backend *be = m->be ? m->be : pt_backend_cpu();
@@ -119,17 +133,20 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
       L->out_h = (L->in_h - s->kernel) / s->stride + 1;
       L->out_w = (L->in_w - s->kernel) / s->stride + 1;
       break;
-    case PT_L_FLATTEN:
-      L->out_c = L->in_c * L->in_h * L->in_w;
+    case PT_L_FLATTEN: {
+      const int64_t n = (int64_t)L->in_c * L->in_h * L->in_w;
+      PT_TRY(check_size(L, origin, "output", n));
+      L->out_c = (int)n;
       L->out_h = L->out_w = 1;
       break;
+    }
     case PT_L_LOGSOFTMAX:
       if (L->in_h != 1 || L->in_w != 1) return shape_error(L, origin, "logsoftmax takes flat input");
       break;
     case PT_L_RELU:
     case PT_L_DROPOUT: break;
   }
-  return PT_OK;
+  return check_size(L, origin, "output", (int64_t)L->out_c * L->out_h * L->out_w);
 }
 
 static size_t out_size(const pt_layer *L) { return (size_t)L->out_c * L->out_h * L->out_w; }

@@ -140,6 +140,16 @@ static void test_spec_errors(void **s) {
                "model.txt:4: defaults: dataset=imagenet: expected one of");
   expect_error("input 1 28 28\nflatten\nlinear l out=2\ndefaults scheduler=linear\n",
                "model.txt:4: defaults: scheduler=linear");
+  /* Sizes past what an int indexes, named with the layer (they once wrapped
+   * around: a flatten of 0 values). */
+  expect_error("input 3 65536 65536\nflatten\nlinear fc out=10\n",
+               "model.txt:2: flatten: input 3x65536x65536: output of 12884901888 values: at most 2147483647");
+  expect_error("input 3 4096 4096\nconv2d c out=1048576 kernel=1\nflatten\nlinear fc out=10\n",
+               "model.txt:2: conv2d c: input 3x4096x4096: output of 17592186044416 values");
+  expect_error("input 1 28 28\nconv2d c out=1048576 kernel=1\nflatten\nlinear fc out=10\n",
+               "model.txt:4: linear fc: input 822083584x1x1: weight of 8220835840 values");
+  expect_error("input 1 28 28\nflatten\nlinear fc out=1048576\nlinear fc2 out=1048576\n",
+               "model.txt:4: linear fc2: input 1048576x1x1: weight of 1099511627776 values");
   /* Normalisation, the loader and images know grey and colour only. */
   expect_error("name c4\ninput 4 8 8\nflatten\nlinear l out=2\n", "model.txt:2: input C=4: expected an integer in [1, 3]");
 }
