@@ -80,7 +80,8 @@ pt_status pt_evaluate_with(pt_net *net, const pt_data *data, const char *device,
 }
 
 pt_status pt_predict(pt_net *net, const float *images, int n, float *probs) {
-  if (!net || !images || !probs || n < 0) return pt_fail(PT_ERR_ARG, "pt_predict: net, images or probs is NULL");
+  if (!net || !images || !probs) return pt_fail(PT_ERR_ARG, "pt_predict: net, images or probs is NULL");
+  if (n < 0) return pt_fail(PT_ERR_ARG, "pt_predict: %d images: expected a count of 0 or more", n);
   if (n == 0) return PT_OK;
   pt_model *m;
   PT_TRY(pt_net_model_for(net, n, &m));

@@ -307,6 +307,8 @@ static void test_errors_name_the_thing(void **state) {
   assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
   float x[SIDE * SIDE] = {0}, p[CLASSES];
   assert_int_equal(pt_predict(net, x, 1, p), PT_ERR_STATE);
+  assert_int_equal(pt_predict(net, x, -1, p), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "pt_predict: -1 images: expected a count of 0 or more"));
   pt_config c;
   config(&c);
   c.parallel = "ddp"; /* not started by mpirun */
