@@ -21,7 +21,10 @@
  * different handles may be used from different threads, but one run
  * trains at a time in a process (another gets PT_ERR_STATE). Training
  * uses its own threads (cfg.threads, cfg.workers) and returns when they
- * are done.
+ * are done. The threads that compute for pt_evaluate and pt_predict are a
+ * pool of the calling thread's own: pt_evaluate's threads (and pt_train's
+ * cfg.threads) resize that thread's pool and no other, and a net runs on
+ * whatever pool the thread that uses it has.
  *
  * Determinism: with the same seed, configuration, device and number of
  * workers, training gives the same bits, whatever the thread timing.
@@ -283,8 +286,11 @@ typedef struct {
 } pt_eval;
 
 /* Loss and accuracy on data, with dropout off and batch norm on its
- * running statistics, on device ("cpu" or NULL, "cuda", "cuda:N");
- * threads 0: all cores. */
+ * running statistics, on device ("cpu" or NULL, "cuda", "cuda:N").
+ * threads: the calling thread's CPU threads from this call on, for its
+ * pt_predict calls too (0: as they are, one in a thread that never set
+ * them); threads 1 also ends the pool's other threads, which a thread
+ * that set more should do before it exits. */
 PT_API pt_status pt_evaluate(pt_net *net, const pt_data *data, const char *device, int threads, pt_eval *out);
 /* Class probabilities (n, classes) for n images of (c, h, w) floats in
  * [0, 1] (pixel / 255); the model's normalisation is applied here. */

@@ -1,5 +1,6 @@
 /* Using a trained net: evaluation on a split, probabilities for images. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,10 @@ pt_status pt_evaluate_with(pt_net *net, const pt_data *data, const char *device,
     return pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images are %dx%dx%d", s->name, s->in_c,
                    s->in_h, s->in_w, data->kind >= 0 ? pt_dataset_kind_name((pt_dataset_kind)data->kind) : "given",
                    ds->c, ds->h, ds->w);
+  char what[64];
+  snprintf(what, sizeof what, "the %s data",
+           data->kind >= 0 ? pt_dataset_kind_name((pt_dataset_kind)data->kind) : "given");
+  PT_TRY(pt_dataset_check_classes(ds, net->m->num_classes, s->name, what));
   if (threads > 0 && pt_ops_set_threads(threads)) return pt_fail(PT_ERR_STATE, "cannot start %d threads", threads);
   const int batch = ds->n < batch_max ? ds->n : batch_max;
   pt_model *m = NULL;
@@ -75,7 +80,8 @@ pt_status pt_evaluate_with(pt_net *net, const pt_data *data, const char *device,
 }
 
 pt_status pt_predict(pt_net *net, const float *images, int n, float *probs) {
-  if (!net || !images || !probs || n < 0) return pt_fail(PT_ERR_ARG, "pt_predict: net, images or probs is NULL");
+  if (!net || !images || !probs) return pt_fail(PT_ERR_ARG, "pt_predict: net, images or probs is NULL");
+  if (n < 0) return pt_fail(PT_ERR_ARG, "pt_predict: %d images: expected a count of 0 or more", n);
   if (n == 0) return PT_OK;
   pt_model *m;
   PT_TRY(pt_net_model_for(net, n, &m));

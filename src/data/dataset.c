@@ -156,6 +156,14 @@ static pt_status load_cifar(pt_dataset *ds, const char *dir, int train) {
   return PT_OK;
 }
 
+pt_status pt_dataset_check_classes(const pt_dataset *ds, int outputs, const char *model, const char *what) {
+  /* Every reader checks its labels against num_classes, so that bound is
+   * the one to compare. */
+  if (ds->num_classes <= outputs) return PT_OK;
+  return pt_fail(PT_ERR_ARG, "model %s has %d outputs, but %s has %d classes (labels 0-%d)", model, outputs, what,
+                 ds->num_classes, ds->num_classes - 1);
+}
+
 pt_status pt_dataset_load(pt_dataset *ds, pt_dataset_kind kind, const char *dir, int train) {
   memset(ds, 0, sizeof *ds);
   if (!dir) dir = pt_dataset_default_dir(kind);

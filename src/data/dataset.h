@@ -35,6 +35,11 @@ const char *pt_dataset_default_dir(pt_dataset_kind kind);
  * missing-file message. */
 void pt_dataset_fetch_hint(char *out, size_t cap, pt_dataset_kind kind, const char *dir);
 
+/* PT_ERR_ARG unless ds's labels are all among a model's outputs: a label
+ * past them would index an output that does not exist. model and what
+ * name the two in the message ("the test split of fashion-mnist"). */
+pt_status pt_dataset_check_classes(const pt_dataset *ds, int outputs, const char *model, const char *what);
+
 /* Loads the train (train != 0) or test split from dir. IDX files may be raw or
  * gzipped (name or name.gz); CIFAR-10 reads data_batch_1..5.bin / test_batch.bin,
  * directly in dir or in dir/cifar-10-batches-bin. */

@@ -4,6 +4,7 @@
  * already exists. */
 #include "nn/model.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,24 @@ static int zeros_kept(const pt_model *m, int i) {
   return 1;
 }
 
+/* The kernels index a sample's activation and a parameter tensor with
+ * int, so n values (counted in int64, where no spec can overflow them) of
+ * either must fit one. */
+static pt_status check_size(const pt_layer *L, const char *origin, const char *what, int64_t n) {
+  if (n <= INT_MAX) return PT_OK;
+  char msg[160];
+  snprintf(msg, sizeof msg, "%s of %lld values: at most %d", what, (long long)n, INT_MAX);
+  return shape_error(L, origin, msg);
+}
+
+/* Floats of workspace layer L needs when its op is split among threads. */
+static size_t layer_workspace(const pt_model *m, const pt_layer *L, int threads) {
+  const pt_backend *be = m->be ? m->be : pt_backend_cpu();
+  if (L->spec.kind == PT_L_CONV2D) return be->conv_workspace(&L->conv, threads);
+  if (L->spec.kind == PT_L_LINEAR) return be->linear_workspace(m->max_batch, L->in_c, L->out_c, threads);
+  return 0;
+}
+
 /* Infers L's output shape from its input and registers its parameters. */
 static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
   const pt_layer_spec *s = &L->spec;
@@ -75,9 +94,11 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
       L->out_h = g.oh;
       L->out_w = g.ow;
       int64_t ws[4] = {s->out, L->in_c, s->kernel, s->kernel}, bs[1] = {s->out};
+      PT_TRY(check_size(L, origin, "weight", ws[0] * ws[1] * ws[2] * ws[3]));
+      PT_TRY(check_size(L, origin, "output", (int64_t)g.oc * g.oh * g.ow)); /* before the workspace's sums */
       L->w = add_param(m, s->name, "weight", 4, ws);
       if (s->bias) L->b = add_param(m, s->name, "bias", 1, bs);
-      size_t need = (m->be ? m->be : pt_backend_cpu())->conv_workspace(&g, pt_ops_get_threads());
+      size_t need = layer_workspace(m, L, pt_ops_get_threads());
       if (need > *ws_max) *ws_max = need;
       break;
     }
@@ -86,11 +107,12 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
         return shape_error(L, origin, "linear takes flat input: add 'flatten' before it");
       L->out_c = s->out;
       int64_t ws[2] = {s->out, L->in_c}, bs[1] = {s->out};
+      PT_TRY(check_size(L, origin, "weight", ws[0] * ws[1]));
       L->w = add_param(m, s->name, "weight", 2, ws);
       if (s->bias) L->b = add_param(m, s->name, "bias", 1, bs);
       const pt_backend *be = m->be ? m->be : pt_backend_cpu();
       m->params[L->w].panels = zeros_kept(m, L->index) && be->linear_panels_ok && be->linear_panels_ok(L->in_c, s->out);
-      size_t need = be->linear_workspace(m->max_batch, L->in_c, s->out, pt_ops_get_threads());
+      size_t need = layer_workspace(m, L, pt_ops_get_threads());
       if (need > *ws_max) *ws_max = need;
       break;
     }
@@ -111,17 +133,20 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
       L->out_h = (L->in_h - s->kernel) / s->stride + 1;
       L->out_w = (L->in_w - s->kernel) / s->stride + 1;
       break;
-    case PT_L_FLATTEN:
-      L->out_c = L->in_c * L->in_h * L->in_w;
+    case PT_L_FLATTEN: {
+      const int64_t n = (int64_t)L->in_c * L->in_h * L->in_w;
+      PT_TRY(check_size(L, origin, "output", n));
+      L->out_c = (int)n;
       L->out_h = L->out_w = 1;
       break;
+    }
     case PT_L_LOGSOFTMAX:
       if (L->in_h != 1 || L->in_w != 1) return shape_error(L, origin, "logsoftmax takes flat input");
       break;
     case PT_L_RELU:
     case PT_L_DROPOUT: break;
   }
-  return PT_OK;
+  return check_size(L, origin, "output", (int64_t)L->out_c * L->out_h * L->out_w);
 }
 
 static size_t out_size(const pt_layer *L) { return (size_t)L->out_c * L->out_h * L->out_w; }
@@ -173,6 +198,8 @@ static pt_status alloc_activations(pt_model *m, size_t ws_max) {
   for (int k = 0; k < 2; k++)
     if (!(m->dbuf[k] = balloc(m, sizeof(float) * B * m->max_act))) return PT_ERR_NOMEM;
   if (!(m->ws = balloc(m, sizeof(float) * (ws_max ? ws_max : 1)))) return PT_ERR_NOMEM;
+  m->ws_floats = ws_max ? ws_max : 1;
+  m->ws_threads = pt_ops_get_threads();
   const size_t classes = m->num_classes > 0 ? (size_t)m->num_classes : 1;
   /* every slot's rows: a forward-only pass may use the slots as one batch */
   if (!(m->dlogits = balloc(m, sizeof(float) * S * B * classes))) return PT_ERR_NOMEM;
@@ -607,7 +634,38 @@ static void layer_forward(pt_model *m, pt_layer *L, const float *x, int n) {
   }
 }
 
+/* The ops split the workspace among the calling thread's pool, which is
+ * not necessarily the one the model was built on: a net's model outlives
+ * the pt_evaluate or pt_train that resized the pool, and may be used from
+ * another thread. A pass on a pool the workspace does not fit grows it
+ * first; on the pool it was built for (every training step) this is one
+ * comparison. 0: out of memory, kept in sync_status. */
+static int fit_workspace(pt_model *m) {
+  const int threads = pt_ops_get_threads();
+  if (threads == m->ws_threads) return 1;
+  size_t need = 1;
+  for (int i = 0; i < m->nlayers; i++) {
+    const size_t k = layer_workspace(m, &m->layers[i], threads);
+    if (k > need) need = k;
+  }
+  if (need > m->ws_floats) {
+    float *ws = balloc(m, sizeof(float) * need);
+    if (!ws) {
+      keep_status(m, pt_fail(PT_ERR_NOMEM, "%s: workspace for %d threads (%zu floats)", m->spec.name, threads, need));
+      return 0;
+    }
+    m->be->free(m->ws);
+    m->ws = ws;
+    m->work_bytes += sizeof(float) * (need - m->ws_floats);
+    m->ws_floats = need;
+  }
+  m->ws_threads = threads;
+  return 1;
+}
+
 const float *pt_model_forward(pt_model *m, const float *x, int n) {
+  /* Without room the layers are not run; the caller's status check sees why. */
+  if (!fit_workspace(m)) return layer_input(m, m->nlayers, x);
   const float *cur = x;
   for (int i = 0; i < m->nlayers; i++) {
     pt_layer *L = &m->layers[i];
@@ -734,6 +792,7 @@ static const float *backward_from(pt_model *m, const float *x, const float *dy, 
 }
 
 const float *pt_model_backward_from(pt_model *m, const float *x, const float *dy, int n, int want_dx) {
+  if (!fit_workspace(m)) return want_dx ? m->dbuf[0] : NULL; /* memory the caller may read; the status says */
   const float *dx = backward_from(m, x, dy, n, want_dx);
   m->grads_fresh = 0;
   return dx;

@@ -99,7 +99,9 @@ typedef struct pt_model {
   double *loss_val; /* (1) the last loss, backend memory; a stage shares the whole's */
 
   float *dbuf[2];   /* (max_batch, max activation) ping-pong gradients */
-  float *ws;        /* im2col workspace, largest conv */
+  float *ws;        /* (ws_floats) im2col workspace, largest conv, split among ws_threads threads */
+  size_t ws_floats;
+  int ws_threads;   /* the pool size ws fits; a pass on a larger pool grows it first */
   float *dlogits;   /* (max_batch, num_classes) */
   size_t max_act;   /* floats per sample of the largest activation */
 

@@ -52,8 +52,9 @@ static pt_status parse_float(const ctx_t *c, const char *key, const char *v, dou
   return PT_OK;
 }
 
-/* "a" or "a,b,c" into out[3] (one value is repeated over the channels). */
-static pt_status parse_triple(const ctx_t *c, const char *key, const char *v, double lo, float out[3]) {
+/* "a" or "a,b,c" into out[3] (one value is repeated over the channels);
+ * *count gets how many were given, which the input's channels must allow. */
+static pt_status parse_triple(const ctx_t *c, const char *key, const char *v, double lo, float out[3], int *count) {
   char buf[128];
   snprintf(buf, sizeof buf, "%s", v);
   int n = 0;
@@ -61,22 +62,33 @@ static pt_status parse_triple(const ctx_t *c, const char *key, const char *v, do
     if (n == 3) return pt_fail(PT_ERR_FORMAT, "%s:%d: %s: at most 3 values", c->origin, c->line, key);
     PT_TRY(parse_float(c, key, t, lo, 1e6, &out[n++]));
   }
-  if (n == 0) return pt_fail(PT_ERR_FORMAT, "%s:%d: %s: expected 1 or 3 values", c->origin, c->line, key);
+  if (n == 2 || n == 0) return pt_fail(PT_ERR_FORMAT, "%s:%d: %s=%s: expected 1 or 3 values", c->origin, c->line, key, v);
   for (int i = n; i < 3; i++) out[i] = out[n - 1];
+  *count = n;
   return PT_OK;
 }
 
 /* Module names as PyTorch allows them in a state_dict key: letters, digits,
- * '_' and the '.' of nesting. Model names may also use '-'. */
+ * '_' and the '.' of nesting. Model names may also use '-'. The length is
+ * checked apart, for its own message. */
 static int valid_chars(const char *s, const char *extra) {
-  if (!*s || strlen(s) >= PT_NAME_LEN) return 0;
+  if (!*s) return 0;
   for (const char *p = s; *p; p++)
     if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
           strchr(extra, *p)))
       return 0;
   return 1;
 }
-static int valid_name(const char *s) { return valid_chars(s, "_."); }
+/* Every part between the dots names a module: "..", ".a" or "a." would
+ * make keys such as "..weight" that PyTorch cannot load. */
+static int valid_name(const char *s) {
+  return valid_chars(s, "_.") && s[0] != '.' && s[strlen(s) - 1] != '.' && !strstr(s, "..");
+}
+
+static pt_status name_too_long(const ctx_t *c, const char *what, const char *name) {
+  return pt_fail(PT_ERR_FORMAT, "%s:%d: %s '%.20s...' is %zu characters long; at most %d", c->origin, c->line, what,
+                 name, strlen(name), PT_NAME_LEN - 1);
+}
 
 /* Splits "key=value"; returns 0 if tok has no '='. */
 static int split_kv(char *tok, char **key, char **val) {
@@ -104,6 +116,19 @@ static const struct {
     {"logsoftmax", PT_L_LOGSOFTMAX, 0, "none"},
 };
 
+/* Whether key is one of options ("out, kernel, stride") as a whole word:
+ * "p" is not an option of conv2d for being inside "padding". */
+static int has_option(const char *options, const char *key) {
+  const size_t n = strlen(key);
+  for (const char *o = options; n && *o;) {
+    const size_t len = strcspn(o, ",");
+    if (len == n && !strncmp(o, key, n)) return 1;
+    o += len;
+    o += strspn(o, ", ");
+  }
+  return 0;
+}
+
 const char *pt_layer_kind_name(pt_layer_kind kind) {
   for (size_t i = 0; i < sizeof layer_words / sizeof layer_words[0]; i++)
     if (layer_words[i].kind == kind) return layer_words[i].word;
@@ -127,8 +152,9 @@ static pt_status parse_layer(const ctx_t *c, int w, char **tok, int ntok, pt_lay
   if (layer_words[w].named) {
     if (i >= ntok || strchr(tok[i], '='))
       return err(c, "%s needs a module name first, as in PyTorch (e.g. '%s conv1 ...')", tok[0], tok[0]);
+    if (strlen(tok[i]) >= PT_NAME_LEN) return name_too_long(c, "module name", tok[i]);
     if (!valid_name(tok[i]))
-      return err(c, "'%s' is not a valid module name (letters, digits, '_' and '.')", tok[i], NULL);
+      return err(c, "'%s' is not a valid module name (letters, digits, '_', and '.' between parts)", tok[i], NULL);
     snprintf(L->name, sizeof L->name, "%s", tok[i]);
     i++;
   }
@@ -136,7 +162,7 @@ static pt_status parse_layer(const ctx_t *c, int w, char **tok, int ntok, pt_lay
     char *k, *v;
     if (!split_kv(tok[i], &k, &v))
       return err(c, "unexpected '%s': options are written key=value (%s)", tok[i], layer_words[w].options);
-    if (!strstr(layer_words[w].options, k) || strlen(k) < 1) goto unknown;
+    if (!has_option(layer_words[w].options, k)) goto unknown;
     if (!strcmp(k, "out")) PT_TRY(parse_int(c, k, v, 1, 1 << 20, &L->out));
     else if (!strcmp(k, "kernel")) PT_TRY(parse_int(c, k, v, 1, 1024, &L->kernel));
     else if (!strcmp(k, "stride")) PT_TRY(parse_int(c, k, v, 1, 1024, &L->stride));
@@ -232,6 +258,7 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
   snprintf(spec->origin, sizeof spec->origin, "%s", origin);
   ctx_t c = {origin, 0};
   int have_input = 0;
+  int norm_line = 0, norm_values = 0; /* the first normalize value list of more than one */
   const char *p = text;
   char line[1024];
   while (*p) {
@@ -251,12 +278,15 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
     }
     if (!ntok) continue;
     if (!strcmp(tok[0], "name")) {
+      if (ntok == 2 && strlen(tok[1]) >= PT_NAME_LEN) return name_too_long(&c, "name", tok[1]);
       if (ntok != 2 || !valid_chars(tok[1], "_.-"))
         return err(&c, "expected 'name NAME' (letters, digits, '_', '.', '-')", NULL, NULL);
       snprintf(spec->name, sizeof spec->name, "%s", tok[1]);
     } else if (!strcmp(tok[0], "input")) {
       if (ntok != 4) return err(&c, "expected 'input C H W' (e.g. 'input 1 28 28')", NULL, NULL);
-      PT_TRY(parse_int(&c, "C", tok[1], 1, 4096, &spec->in_c));
+      /* Images are grey or colour: the loader, the image reader and the
+       * normalisation (one value, or one per channel) know up to 3. */
+      PT_TRY(parse_int(&c, "input C", tok[1], 1, 3, &spec->in_c));
       PT_TRY(parse_int(&c, "H", tok[2], 1, 65536, &spec->in_h));
       PT_TRY(parse_int(&c, "W", tok[3], 1, 65536, &spec->in_w));
       have_input = 1;
@@ -270,8 +300,15 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
         char *k, *v;
         if (!split_kv(tok[i], &k, &v) || (strcmp(k, "mean") && strcmp(k, "std")))
           return err(&c, "normalize: expected mean=M[,M,M] std=S[,S,S], got '%s'", tok[i], NULL);
-        if (!strcmp(k, "mean")) PT_TRY(parse_triple(&c, k, v, -1e6, spec->mean));
-        else PT_TRY(parse_triple(&c, k, v, 1e-6, spec->std));
+        int n;
+        if (!strcmp(k, "mean")) PT_TRY(parse_triple(&c, k, v, -1e6, spec->mean, &n));
+        else PT_TRY(parse_triple(&c, k, v, 1e-6, spec->std, &n));
+        /* One value per channel, or one for all; checked against the
+         * input once both are read, in whichever order. */
+        if (n > 1 && !norm_line) {
+          norm_line = c.line;
+          norm_values = n;
+        }
       }
     } else if (!strcmp(tok[0], "augment")) {
       for (int i = 1; i < ntok; i++) {
@@ -300,6 +337,9 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
   }
   c.line = 0;
   if (!have_input) return pt_fail(PT_ERR_FORMAT, "%s: no 'input C H W' line", origin);
+  if (norm_line && norm_values != spec->in_c)
+    return pt_fail(PT_ERR_FORMAT, "%s:%d: normalize: %d values for an input of %d channel%s: give one value, or "
+                   "one per channel", origin, norm_line, norm_values, spec->in_c, spec->in_c == 1 ? "" : "s");
   if (!spec->nlayers) return pt_fail(PT_ERR_FORMAT, "%s: no layers", origin);
   if (!spec->name[0]) snprintf(spec->name, sizeof spec->name, "custom");
   return PT_OK;
@@ -316,13 +356,15 @@ pt_status pt_spec_read_file(const char *path, char **text) {
     fclose(f);
     return pt_fail(PT_ERR_IO, "model file %s is a directory; expected a spec file (docs/models.md)", path);
   }
-  char *buf = pt_malloc(1 << 16);
+  /* 64 KiB and a NUL; one byte more is read to see whether there is more. */
+  const size_t max = (size_t)1 << 16;
+  char *buf = pt_malloc(max + 1);
   if (!buf) {
     fclose(f);
     return PT_ERR_NOMEM;
   }
-  size_t n = fread(buf, 1, (1 << 16) - 1, f);
-  int too_big = !feof(f);
+  size_t n = fread(buf, 1, max + 1, f);
+  int too_big = n > max;
   int bad = ferror(f);
   fclose(f);
   if (bad || too_big) {

@@ -480,9 +480,6 @@ static pt_status setup_worker(worker_t *W) {
   PT_TRY(pt_model_create_on(&W->whole, s, max_batch, be));
   if (be->kind != PT_BACKEND_CPU && W->world > 1) PT_TRY(make_device_comm(W));
   W->model = W->whole;
-  if (W->whole->num_classes < W->train_ds->num_classes)
-    return pt_fail(PT_ERR_ARG, "model %s has %d outputs but %s has %d classes", s->name, W->whole->num_classes,
-                   r->data_name, W->train_ds->num_classes);
   pt_model_init(W->whole, c->seed);
   if (c->init_model && !c->resume && !c->init_from) PT_TRY(pt_model_copy_weights(W->whole, c->init_model));
   /* Each replica sees other samples, so it draws its own dropout masks. */
@@ -1249,12 +1246,18 @@ static pt_status load_shared(const pt_train_config *c, shared_t *S) {
     S->test_ds = &S->own_test;
   }
   const pt_model_spec *s = &r->spec;
+  pt_model_summary sum;
+  PT_TRY(pt_model_summarize(s, &sum));
   for (int i = 0; i < 2; i++) {
     const pt_dataset *ds = i ? S->test_ds : S->train_ds;
     if (ds->c != s->in_c || ds->h != s->in_h || ds->w != s->in_w)
       return pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images of %s are %dx%dx%d%s", s->name,
                      s->in_c, s->in_h, s->in_w, i ? "test" : "training", r->data_name, ds->c, ds->h, ds->w,
                      c->train_data ? "" : " (use --dataset)");
+    /* The test split too: its labels index the outputs when it is evaluated. */
+    char what[160];
+    snprintf(what, sizeof what, "the %s split of %s", i ? "test" : "training", r->data_name);
+    PT_TRY(pt_dataset_check_classes(ds, sum.classes, s->name, what));
   }
   /* Each worker evaluates 1/world of the test split, so its share of the
    * evaluation batch is enough; results do not depend on the cut. */

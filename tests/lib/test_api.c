@@ -4,6 +4,7 @@
  * so training must learn it, fast. */
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -309,6 +310,8 @@ static void test_errors_name_the_thing(void **state) {
   assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
   float x[SIDE * SIDE] = {0}, p[CLASSES];
   assert_int_equal(pt_predict(net, x, 1, p), PT_ERR_STATE);
+  assert_int_equal(pt_predict(net, x, -1, p), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "pt_predict: -1 images: expected a count of 0 or more"));
   pt_config c;
   config(&c);
   c.parallel = "ddp"; /* not started by mpirun */
@@ -376,6 +379,139 @@ static void test_config_numbers_out_of_range(void **state) {
   pt_net_free(net);
 }
 
+/* Convolutions split their workspace among the calling thread's pool. */
+static const char *conv_text =
+    "name conv-squares\n"
+    "input 1 12 12\n"
+    "conv2d c1 out=8 kernel=3 padding=1\n"
+    "relu\n"
+    "maxpool2d kernel=2\n"
+    "conv2d c2 out=16 kernel=3 padding=1\n"
+    "relu\n"
+    "flatten\n"
+    "linear fc out=4\n"
+    "defaults dataset=fashion-mnist optimizer=adam lr=0.01 batch=20 test-batch=100\n";
+
+#define PRED 8
+
+static pt_net *trained_conv(void) {
+  pt_net *net;
+  pt_config c;
+  config(&c);
+  c.epochs = 1;
+  assert_int_equal(pt_net_spec(conv_text, &net), PT_OK);
+  assert_int_equal(pt_train(net, train_data, test_data, &c, NULL), PT_OK);
+  return net;
+}
+
+static void pred_input(float *x) {
+  for (int i = 0; i < PRED * SIDE * SIDE; i++) x[i] = test_images[i] / 255.0f;
+}
+
+static void assert_probs_near(const float *a, const float *b) {
+  for (int i = 0; i < PRED * CLASSES; i++) assert_float_equal(a[i], b[i], 1e-5);
+}
+
+/* A net's model outlives the pool it was built on: pt_evaluate and pt_train
+ * give the calling thread another, and predictions must not change. */
+static void test_predict_after_the_pool_changes(void **state) {
+  (void)state;
+  pt_net *net = trained_conv(), *other;
+  float x[PRED * SIDE * SIDE], p1[PRED * CLASSES], p2[PRED * CLASSES];
+  pred_input(x);
+  pt_eval ev;
+  assert_int_equal(pt_evaluate(net, test_data, NULL, 1, &ev), PT_OK);
+  assert_int_equal(pt_predict(net, x, PRED, p1), PT_OK);
+  assert_int_equal(pt_evaluate(net, test_data, NULL, 4, &ev), PT_OK);
+  assert_int_equal(pt_predict(net, x, PRED, p2), PT_OK);
+  assert_probs_near(p1, p2);
+  /* Another net trained on more threads in between. */
+  pt_config c;
+  config(&c);
+  c.epochs = 1;
+  c.threads = 3;
+  assert_int_equal(pt_net_spec(spec_text, &other), PT_OK);
+  assert_int_equal(pt_train(other, train_data, test_data, &c, NULL), PT_OK);
+  assert_int_equal(pt_predict(net, x, PRED, p2), PT_OK);
+  assert_probs_near(p1, p2);
+  assert_int_equal(pt_evaluate(net, test_data, NULL, 1, &ev), PT_OK); /* back to one thread */
+  pt_net_free(other);
+  pt_net_free(net);
+}
+
+typedef struct {
+  pt_net *net;
+  int threads;  /* evaluations alternate between threads and threads + 1 */
+  const float *want; /* (PRED, CLASSES) */
+  double loss;
+  int fails, differs;
+} user_job;
+
+static void *use_net(void *arg) {
+  user_job *j = arg;
+  float x[PRED * SIDE * SIDE], p[PRED * CLASSES];
+  pt_eval ev;
+  pred_input(x);
+  for (int i = 0; i < 12; i++) {
+    if (pt_evaluate(j->net, test_data, NULL, j->threads + (i & 1), &ev) != PT_OK) j->fails++;
+    else if (i == 0) j->loss = ev.loss;
+    else if (fabs(ev.loss - j->loss) > 1e-6) j->differs++;
+    if (pt_predict(j->net, x, PRED, p) != PT_OK) j->fails++;
+    else
+      for (int k = 0; k < PRED * CLASSES; k++) j->differs += fabsf(p[k] - j->want[k]) > 1e-5f;
+  }
+  pt_evaluate(j->net, test_data, NULL, 1, &ev); /* ends the thread's pool before the thread */
+  return NULL;
+}
+
+/* Different nets on different threads, each thread with its own pool. */
+static void test_nets_on_threads_with_their_own_pools(void **state) {
+  (void)state;
+  pt_net *a = trained_conv(), *b = trained_conv();
+  float x[PRED * SIDE * SIDE], want_a[PRED * CLASSES], want_b[PRED * CLASSES];
+  pred_input(x);
+  /* Built here, on this thread's one thread; used below on pools of 2-4. */
+  assert_int_equal(pt_predict(a, x, PRED, want_a), PT_OK);
+  assert_int_equal(pt_predict(b, x, PRED, want_b), PT_OK);
+  user_job ja = {a, 1, want_a, 0, 0, 0}, jb = {b, 3, want_b, 0, 0, 0};
+  pthread_t ta, tb;
+  assert_int_equal(pthread_create(&ta, NULL, use_net, &ja), 0);
+  assert_int_equal(pthread_create(&tb, NULL, use_net, &jb), 0);
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  assert_int_equal(ja.fails + jb.fails, 0);
+  assert_int_equal(ja.differs + jb.differs, 0);
+  pt_net_free(a);
+  pt_net_free(b);
+}
+
+/* Labels past the model's outputs are refused, whichever split has them:
+ * they would index outputs that do not exist. */
+static void test_more_classes_than_outputs(void **state) {
+  (void)state;
+  static uint8_t lb[N];
+  for (int i = 0; i < N; i++) lb[i] = (uint8_t)(i % 10);
+  pt_data *ten;
+  assert_int_equal(pt_data_from_arrays(test_images, lb, N, 1, SIDE, SIDE, 10, &ten), PT_OK);
+  pt_net *net;
+  pt_config c;
+  config(&c);
+  c.epochs = 1;
+  assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+  assert_int_equal(pt_train(net, train_data, ten, &c, NULL), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "model squares has 4 outputs, but the test split of"));
+  assert_non_null(strstr(pt_error_message(), "has 10 classes (labels 0-9)"));
+  assert_int_equal(pt_train(net, ten, test_data, &c, NULL), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "the training split of"));
+  assert_int_equal(pt_train(net, train_data, test_data, &c, NULL), PT_OK);
+  pt_eval ev;
+  assert_int_equal(pt_evaluate(net, ten, NULL, 1, &ev), PT_ERR_ARG);
+  assert_non_null(
+      strstr(pt_error_message(), "model squares has 4 outputs, but the given data has 10 classes (labels 0-9)"));
+  pt_net_free(net);
+  pt_data_free(ten);
+}
+
 static void test_names(void **state) {
   (void)state;
   int n = 0;
@@ -412,6 +548,9 @@ int main(void) {
       cmocka_unit_test(test_errors_name_the_thing),
       cmocka_unit_test(test_config_numbers_out_of_range),
       cmocka_unit_test(test_names),
+      cmocka_unit_test(test_predict_after_the_pool_changes),
+      cmocka_unit_test(test_nets_on_threads_with_their_own_pools),
+      cmocka_unit_test(test_more_classes_than_outputs),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "nn/model.h"
@@ -140,6 +141,73 @@ static void test_spec_errors(void **s) {
                "model.txt:4: defaults: dataset=imagenet: expected one of");
   expect_error("input 1 28 28\nflatten\nlinear l out=2\ndefaults scheduler=linear\n",
                "model.txt:4: defaults: scheduler=linear");
+  /* Sizes past what an int indexes, named with the layer (they once wrapped
+   * around: a flatten of 0 values). */
+  expect_error("input 3 65536 65536\nflatten\nlinear fc out=10\n",
+               "model.txt:2: flatten: input 3x65536x65536: output of 12884901888 values: at most 2147483647");
+  expect_error("input 3 4096 4096\nconv2d c out=1048576 kernel=1\nflatten\nlinear fc out=10\n",
+               "model.txt:2: conv2d c: input 3x4096x4096: output of 17592186044416 values");
+  expect_error("input 1 28 28\nconv2d c out=1048576 kernel=1\nflatten\nlinear fc out=10\n",
+               "model.txt:4: linear fc: input 822083584x1x1: weight of 8220835840 values");
+  expect_error("input 1 28 28\nflatten\nlinear fc out=1048576\nlinear fc2 out=1048576\n",
+               "model.txt:4: linear fc2: input 1048576x1x1: weight of 1099511627776 values");
+  /* Normalisation, the loader and images know grey and colour only. */
+  expect_error("name c4\ninput 4 8 8\nflatten\nlinear l out=2\n", "model.txt:2: input C=4: expected an integer in [1, 3]");
+}
+
+static void test_spec_strict_options_and_names(void **s) {
+  (void)s;
+  /* Options are whole words: "p" is in "padding" and "eps", but not theirs. */
+  expect_error("input 1 28 28\nconv2d c out=4 kernel=3 p=0.5\n", "model.txt:2: unknown option 'p'");
+  expect_error("input 1 28 28\nbatchnorm2d bn p=0.3\n", "model.txt:2: unknown option 'p'");
+  expect_error("input 1 28 28\nconv2d c out=4 kernel=3 pad=1\n", "model.txt:2: unknown option 'pad'");
+  /* One normalisation value, or one per channel. */
+  expect_error("input 3 28 28\nflatten\nlinear fc out=10\nnormalize mean=0.1,0.2 std=1,2\n",
+               "model.txt:4: mean=0.1,0.2: expected 1 or 3 values");
+  expect_error("input 1 28 28\nflatten\nlinear fc out=10\nnormalize mean=0.1,0.2,0.3 std=1\n",
+               "model.txt:4: normalize: 3 values for an input of 1 channel");
+  expect_error("normalize std=1,2,3\ninput 1 28 28\nflatten\nlinear fc out=10\n",
+               "model.txt:1: normalize: 3 values for an input of 1 channel");
+  /* Every part of a dotted module name is a name. */
+  expect_error("input 1 28 28\nflatten\nlinear . out=10\n", "model.txt:3: '.' is not a valid module name");
+  expect_error("input 1 28 28\nflatten\nlinear .. out=10\n", "'..' is not a valid module name");
+  expect_error("input 1 28 28\nflatten\nlinear a..b out=10\n", "'a..b' is not a valid module name");
+  expect_error("input 1 28 28\nflatten\nlinear fc. out=10\n", "'fc.' is not a valid module name");
+  expect_error("input 1 28 28\nflatten\nlinear l01234567890123456789012345678901234567890123456 out=10\n",
+               "model.txt:3: module name 'l0123456789012345678...' is 48 characters long; at most 47");
+  expect_error("name m01234567890123456789012345678901234567890123456\ninput 1 28 28\n",
+               "model.txt:1: name 'm0123456789012345678...' is 48 characters long; at most 47");
+  pt_model_spec spec;
+  assert_int_equal(pt_spec_parse("input 1 28 28\nflatten\nlinear features.0 out=10\nnormalize mean=0.5 std=0.25\n",
+                                 "t", &spec), PT_OK);
+  assert_float_equal(spec.std[0], 0.25, 0);
+}
+
+/* A spec file up to 64 KiB is read; one byte more is refused. */
+static void test_spec_file_size_limit(void **s) {
+  (void)s;
+  const char *head = "input 1 28 28\nflatten\nlinear fc out=10\n";
+  const size_t sizes[3] = {65535, 65536, 65537};
+  for (int i = 0; i < 3; i++) {
+    char path[] = "/tmp/pt-spec-XXXXXX";
+    const int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(head, f);
+    for (size_t k = strlen(head); k < sizes[i]; k++) fputc(k % 64 == 63 ? '\n' : '#', f);
+    fclose(f);
+    char *text = NULL;
+    const pt_status st = pt_spec_read_file(path, &text);
+    unlink(path);
+    if (sizes[i] <= 65536) {
+      assert_int_equal(st, PT_OK);
+      assert_int_equal(strlen(text), sizes[i]);
+    } else {
+      assert_int_equal(st, PT_ERR_FORMAT);
+      assert_non_null(strstr(pt_error_message(), "larger than 64 KiB"));
+    }
+    free(text);
+  }
 }
 
 static void test_spec_options(void **s) {
@@ -196,6 +264,8 @@ int main(void) {
       cmocka_unit_test(test_init_bounds),  cmocka_unit_test(test_spec_errors),
       cmocka_unit_test(test_spec_options), cmocka_unit_test(test_unknown_preset),
       cmocka_unit_test(test_summary_reports_spec_errors),
+      cmocka_unit_test(test_spec_strict_options_and_names),
+      cmocka_unit_test(test_spec_file_size_limit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
