@@ -59,6 +59,9 @@ int pt_cmd_eval(int argc, char **argv) {
   pt_eval ev;
   pt_status st = pt_net_load(ckpt, model ? model : model_file, &net);
   if (st == PT_OK) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TEST, &data);
+  /* The library's 0 keeps the calling thread's pool (one thread here): the
+   * flag's default is every core. */
+  if (threads == 0) threads = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? (int)sysconf(_SC_NPROCESSORS_ONLN) : 1;
   if (st == PT_OK) st = pt_evaluate_with(net, data, device, threads, batch, !keep_denormals, &ev);
   if (st == PT_OK)
     printf("%s on %s test: loss %.4f, accuracy %.4f (%lld/%lld)\n", pt_net_name(net),

@@ -248,6 +248,9 @@ int pt_cmd_predict(int argc, char **argv) {
                     "--help')\n");
     return PT_USAGE_ERROR;
   }
+  /* The library's 0 keeps the calling thread's pool (one thread here): the
+   * flag's default is every core. */
+  if (threads == 0) threads = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? (int)sysconf(_SC_NPROCESSORS_ONLN) : 1;
   if (threads > 0) pt_ops_set_threads(threads);
   predictor P = {.top = top, .json = json};
   if (pt_net_load(ckpt, model ? model : model_file, &P.net) != PT_OK) return pt_cli_fail("predict");
