@@ -76,6 +76,7 @@ pt_status pt_net_load(const char *checkpoint, const char *model, pt_net **out) {
   if (st != PT_OK) return st;
   pt_net *net = *out;
   st = pt_model_create(&net->m, &net->spec, 1);
+  if (st != PT_OK) st = pt_wrap(st, "%s: model %s", checkpoint, net->spec.name);
   if (st == PT_OK) st = pt_checkpoint_load_weights(checkpoint, net->m);
   if (st != PT_OK) {
     pt_net_free(net);
