@@ -126,6 +126,11 @@ int pt_cmd_train(int argc, char **argv) {
   rc = 0;
   if (st != PT_OK && usage) {
     rc = pt_cli_usage_fail("train"); /* every rank has the same flags, and stops alike */
+  } else if (st != PT_OK && run && run->failed_alike) {
+    /* Ranks started with different flags: every rank has the same message,
+     * and rank 0 says it for all. */
+    if (!run->comm || !run->comm->rank) pt_cli_fail("train");
+    rc = PT_USAGE_ERROR;
   } else if (st != PT_OK) {
     rc = pt_cli_fail("train");
     /* The other ranks wait on this one: take them down rather than let them hang. */

@@ -34,6 +34,7 @@
 #include "train/graph_step.h"
 #include "train/grad_sync.h"
 #include "train/profile.h"
+#include "train/rank_settings.h"
 #include "train/stages.h"
 #include "train/warm_up.h"
 #include "train/step.h"
@@ -846,8 +847,10 @@ static pt_status train_loop(worker_t *W) {
         fprintf(W->out, "no checkpoint in %s yet: starting from %s (--init-from)\n", c->checkpoint_dir, c->init_from);
     }
   }
-  if (resume) PT_TRY(resume_position(W, &pos));
-  else if (c->init_from) PT_TRY(pt_checkpoint_load_weights(c->init_from, W->whole));
+  if (resume) {
+    PT_TRY(resume_position(W, &pos));
+    PT_TRY(pt_rank_position_agree(W->comm, pos.step, pos.next_epoch + 1, pos.next_batch, &res->failed_alike));
+  } else if (c->init_from) PT_TRY(pt_checkpoint_load_weights(c->init_from, W->whole));
   PT_TRY(sync_initial_state(W));
   if (pos.next_epoch >= c->epochs && W->out && !c->quiet)
     fprintf(W->out, "nothing to train: the checkpoint has %d epoch%s; ask for more with --epochs\n", pos.next_epoch,
@@ -1300,7 +1303,8 @@ static pt_status run_workers(const pt_train_config *c, shared_t *S, FILE *out, w
     W[0].status = run_worker(&W[0]);
     if (W[0].status != PT_OK) {
       snprintf(W[0].error, sizeof W[0].error, "%s", pt_error_message());
-      abort_worker(&W[0], W[0].error);
+      /* A failure every rank shares is no rank's to announce. */
+      if (!W[0].result.failed_alike) abort_worker(&W[0], W[0].error);
     }
   }
   for (int i = 1; i <= started; i++) pthread_join(tids[i], NULL);
@@ -1357,6 +1361,9 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   int nlocal = 1;
   pt_status st = load_shared(cfg, &S);
   pt_comm_nccl_group *ngroup = NULL;
+  /* Before any collective whose shape the settings decide. */
+  if (st == PT_OK && ddp && cfg->comm->size > 1)
+    st = pt_rank_settings_agree(cfg->comm, cfg, &S.r, S.train_ds, S.test_ds, &result->failed_alike);
   if (st == PT_OK && dp) {
     nlocal = S.r.world;
     st = pt_comm_local_group_create(&group, nlocal, cfg->timeout_s);
@@ -1373,6 +1380,7 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   }
   if (st == PT_OK) st = run_workers(cfg, &S, out, W, nlocal, group, ngroup, ddp ? cfg->comm : self);
   if (st == PT_OK) *result = W[0].result;
+  else if (W && W[0].result.failed_alike) result->failed_alike = 1;
   if (st == PT_OK && cfg->final_model) st = take_final_model(&W[0], cfg->final_model);
   const int rank0 = !ddp || cfg->comm->rank == 0;
   if (st == PT_OK && !cfg->quiet && rank0 && out) {

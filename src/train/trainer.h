@@ -109,6 +109,8 @@ typedef struct {
   int stopped_by; /* PT_STOP_CALLBACK, or a stop was requested (pt_train_stop_request): the signal, or -1 where it reached only
                      another worker, or PT_STOP_CHECKPOINT_EXIT after a save (exit_after_checkpoint); the run
                      wrote a checkpoint and can be resumed */
+  int failed_alike; /* set on failure: every rank failed with the same message (their settings differ), so
+                       none needs taking down */
 } pt_train_result;
 
 /* The hyper-parameters of a run after flags and preset defaults are merged. */
