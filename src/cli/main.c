@@ -63,6 +63,10 @@ int main(int argc, char **argv) {
    * write fails with EFBIG and goes the way of a full disk: a message
    * naming the file, the temporary file removed, exit 1. */
   signal(SIGXFSZ, SIG_IGN);
+  /* A job's log (Slurm's, by default) takes standard output and standard
+   * error into one file: full buffering there would put each report line
+   * after the progress and messages printed later. */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
     usage(stderr);
     return PT_USAGE_ERROR;

@@ -101,6 +101,7 @@ void pt_train_config_defaults(pt_train_config *c);
 typedef struct {
   int epochs_done;
   int64_t steps;
+  int64_t steps_run;   /* of steps, those this run took (a resumed run's steps count the checkpoint's) */
   double train_loss, test_loss, test_acc;
   double images_per_s;
   double seconds;
