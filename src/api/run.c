@@ -182,6 +182,7 @@ static pt_status train_alone(pt_run *run) {
   pt_train_result r;
   pt_status st = pt_train_run(t, run->pub.log, &r);
   run->stop_signal = pt_train_stop_take();
+  run->failed_alike = st != PT_OK && r.failed_alike;
   t->final_model = NULL;
   if (st != PT_OK) {
     pt_model_destroy(final);

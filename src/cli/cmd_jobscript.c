@@ -182,6 +182,7 @@ typedef struct {
   int nodes, ntasks, gpus, cpus;
   int signal_lead; /* seconds before the time limit that ptrain is told to checkpoint */
   int no_save_model, force;
+  int add_device; /* GPUs asked for, and no --device among the training arguments: add --device cuda */
   const char *time, *partition, *output, *job_name, *mpi, *ptrain, *write_file;
 } slurm_opts;
 
@@ -202,6 +203,7 @@ static const char *train_checkpoint_dir(char **v, int n) {
 
 typedef struct {
   int gpus, cpus, force, checkpoint_interval;
+  int add_device; /* as slurm_opts' */
   const char *memory, *name, *transfer_input, *write_dir, *ptrain;
 } condor_opts;
 
@@ -298,6 +300,7 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
   put_word(f, ptrain);
   fputs(" train", f);
   if (tasks > 1) fputs(" --parallel ddp", f);
+  if (o->add_device) fputs(" --device cuda", f);
   if (!has_train_flag(train, ntrain, "--threads")) fputs(" --threads \"$threads\"", f);
   if (adds_save_model(o, train, ntrain)) fputs(" --save-model", f);
   put_words(f, train, ntrain);
@@ -370,6 +373,7 @@ static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrai
   put_word(f, ptrain);
   fputs(" train", f);
   if (o->gpus > 1) fputs(" --parallel ddp", f);
+  if (o->add_device) fputs(" --device cuda", f);
   if (!has_train_flag(train, ntrain, "--threads")) fprintf(f, " --threads %d", threads);
   fputs(" --save-model --checkpoint-dir " PT_JOB_CKPT_DIR " --exit-after-checkpoint", f);
   if (!has_train_flag(train, ntrain, "--checkpoint-interval") && !has_train_flag(train, ntrain, "--checkpoint-every"))
@@ -428,6 +432,24 @@ static pt_status write_stdout(const char *text, size_t len) {
     done += (size_t)w;
   }
   return PT_OK;
+}
+
+/* Whether the script adds --device cuda: GPUs asked for, and the training
+ * arguments name no device. Without it ptrain trains on the CPU while the
+ * job holds (and is billed for) its GPUs. Each rank then takes the GPU of
+ * its local rank among those the scheduler made visible. */
+static int adds_device(int gpus, char **train, int ntrain) {
+  return gpus > 0 && !has_train_flag(train, ntrain, "--device") && !has_train_flag(train, ntrain, "--devices");
+}
+
+/* A CPU device chosen while GPUs are asked for is refused rather than
+ * followed: the GPUs would sit idle for the whole job. */
+static int check_gpu_device(const char *cmd, const char *gpu_flag, int gpus, const pt_train_args *ta) {
+  const char *flag = ta->c.device ? "--device" : "--devices", *dev = ta->c.device ? ta->c.device : ta->c.devices;
+  if (gpus <= 0 || !dev || strncmp(dev, "cpu", 3)) return 0;
+  return usage_error(cmd, "%s %s after '--' but %s %d asks for GPUs: the job would hold them and train on the CPU; "
+                          "leave out %s, or %s %s",
+                     flag, dev, gpu_flag, gpus, gpu_flag, flag, dev);
 }
 
 /* The training command line the script runs (pre: what the script adds
@@ -556,7 +578,8 @@ int pt_cmd_jobscript(int argc, char **argv) {
    * message when given to the other, and --help shows both. */
   const pt_arg sflags[] = {
       {"--nodes", ARG_INT, &so.nodes, 1, 100000, NULL, "N", "machines (default 1)"},
-      {"--gpus-per-node", ARG_INT, &so.gpus, 0, 1024, NULL, "G", "GPUs on each machine (default 0: CPU only)"},
+      {"--gpus-per-node", ARG_INT, &so.gpus, 0, 1024, NULL, "G",
+       "GPUs on each machine (default 0: CPU only); the run gets --device cuda unless TRAIN_ARGS choose a GPU"},
       {"--ntasks-per-node", ARG_INT, &so.ntasks, 1, 4096, NULL, "T",
        "ptrain processes per machine (default: G, one per GPU, else 1)"},
       {"--cpus-per-task", ARG_INT, &so.cpus, 1, 4096, NULL, "C",
@@ -578,7 +601,8 @@ int pt_cmd_jobscript(int argc, char **argv) {
       {"--force", ARG_FLAG, &so.force, 0, 0, NULL, NULL, "with --write: replace an existing FILE"},
   };
   const pt_arg cflags[] = {
-      {"--gpus", ARG_INT, &co.gpus, 0, 64, NULL, "G", "request_gpus (default 0: CPU only)"},
+      {"--gpus", ARG_INT, &co.gpus, 0, 64, NULL, "G",
+       "request_gpus (default 0: CPU only); the run gets --device cuda unless TRAIN_ARGS choose a GPU"},
       {"--cpus", ARG_INT, &co.cpus, 1, 4096, NULL, "C", "request_cpus, and ptrain's --threads (default 1)"},
       {"--memory", ARG_STR, &co.memory, 0, 0, NULL, "SIZE", "request_memory, e.g. 4GB or 512MB (default 2GB)"},
       {"--name", ARG_STR, &co.name, 0, 0, NULL, "NAME", "batch name and log file prefix (default ptrain)"},
@@ -656,11 +680,14 @@ int pt_cmd_jobscript(int argc, char **argv) {
     const int tasks = so.nodes * so.ntasks;
     if (tasks > 1 && has_train_flag(train, ntrain, "--parallel"))
       return usage_error(cmd, "--parallel after '--': with %d tasks the script passes --parallel ddp itself", tasks);
-    const char *pre[4];
+    so.add_device = adds_device(so.gpus, train, ntrain);
+    const char *pre[6];
     int npre = 0;
     if (tasks > 1) pre[npre++] = "--parallel", pre[npre++] = "ddp";
+    if (so.add_device) pre[npre++] = "--device", pre[npre++] = "cuda";
     if (adds_save_model(&so, train, ntrain)) pre[npre++] = "--save-model";
     if ((rc = check_train(cmd, pre, npre, train, ntrain, &ta))) return rc;
+    if ((rc = check_gpu_device(cmd, "--gpus-per-node", so.gpus, &ta))) return rc;
     if (tasks == 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
       return usage_error(cmd, "--parallel ddp after '--': one task has no other ranks; ask for more with --nodes or "
                               "--ntasks-per-node, and the script passes --parallel ddp itself");
@@ -681,9 +708,11 @@ int pt_cmd_jobscript(int argc, char **argv) {
     /* As the wrapper runs it, its own flags included. */
     char interval[16];
     snprintf(interval, sizeof interval, "%d", co.checkpoint_interval);
-    const char *pre[10];
+    co.add_device = adds_device(co.gpus, train, ntrain);
+    const char *pre[12];
     int npre = 0;
     if (co.gpus > 1) pre[npre++] = "--parallel", pre[npre++] = "ddp";
+    if (co.add_device) pre[npre++] = "--device", pre[npre++] = "cuda";
     pre[npre++] = "--save-model";
     pre[npre++] = "--checkpoint-dir";
     pre[npre++] = PT_JOB_CKPT_DIR;
@@ -691,6 +720,7 @@ int pt_cmd_jobscript(int argc, char **argv) {
     if (!has_train_flag(train, ntrain, "--checkpoint-interval") && !has_train_flag(train, ntrain, "--checkpoint-every"))
       pre[npre++] = "--checkpoint-interval", pre[npre++] = interval;
     if ((rc = check_train(cmd, pre, npre, train, ntrain, &ta))) return rc;
+    if ((rc = check_gpu_device(cmd, "--gpus", co.gpus, &ta))) return rc;
     if (co.gpus <= 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
       return usage_error(cmd, "--parallel ddp after '--': one process has no other ranks; ask for --gpus 2 or more, "
                               "and the wrapper passes --parallel ddp itself");

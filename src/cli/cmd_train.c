@@ -126,6 +126,19 @@ int pt_cmd_train(int argc, char **argv) {
   rc = 0;
   if (st != PT_OK && usage) {
     rc = pt_cli_usage_fail("train"); /* every rank has the same flags, and stops alike */
+  } else if (st != PT_OK && run && run->failed_alike) {
+    /* Ranks started with different flags: every rank has the same message,
+     * and rank 0 says it for all. */
+    if (!run->comm || !run->comm->rank) pt_cli_fail("train");
+    rc = PT_USAGE_ERROR;
+  } else if (st != PT_OK && run && run->stop_signal > 0) {
+    /* The signal's message promised a checkpoint: say that there is none,
+     * and exit 1, not 85, on which a requeueing script would resume. */
+    fprintf(stderr, "ptrain train: error: no checkpoint written after %s: %s\n", strsignal(run->stop_signal),
+            pt_error_message());
+    rc = 1;
+    pt_comm *world = run->comm;
+    if (world) pt_comm_abort(world, pt_error_message());
   } else if (st != PT_OK) {
     rc = pt_cli_fail("train");
     /* The other ranks wait on this one: take them down rather than let them hang. */

@@ -1,4 +1,5 @@
 /* ptrain: the command-line entry point, a dispatcher over subcommands. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -57,6 +58,15 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+  /* A file-size limit (ulimit -f, a batch system's) would otherwise kill
+   * the program mid-write, silently, leaving a temporary file; ignored, the
+   * write fails with EFBIG and goes the way of a full disk: a message
+   * naming the file, the temporary file removed, exit 1. */
+  signal(SIGXFSZ, SIG_IGN);
+  /* A job's log (Slurm's, by default) takes standard output and standard
+   * error into one file: full buffering there would put each report line
+   * after the progress and messages printed later. */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
     usage(stderr);
     return PT_USAGE_ERROR;

@@ -146,7 +146,26 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
     snprintf(rec, rec_len, "nothing ran: see the reasons above");
     return;
   }
+  /* Only one worker measured (the other tasks' results missing, or their
+   * runs failed): nothing to compare with, so no conclusion. Said as it
+   * is, not as a sweep in which parallelism did not pay. */
+  int parallel = 0, measured = 0, missing = -1;
+  for (int i = 0; i < n; i++) {
+    if (c[i].baseline < 0) continue;
+    parallel++;
+    if (c[i].ran) measured++;
+    else if (missing < 0) missing = i;
+  }
   char what[200];
+  if (parallel && !measured) {
+    const pt_scale_config *m = &c[missing];
+    describe(&c[best], what, sizeof what);
+    snprintf(rec, rec_len, "no recommendation: no parallel configuration was measured (%d without a measurement; "
+             "%s, %d workers: %s: %.200s); %s ran at %.0f images/s, with nothing to compare it with", parallel,
+             pt_scale_strategy_name(m->strategy), m->workers, m->runnable ? "failed" : "not run", m->why, what,
+             c[best].images_per_s);
+    return;
+  }
   if (soonest >= 0) { /* judged on convergence: the soonest to the target, a run of its own */
     const int pick = fewest_workers_near(c, n, soonest);
     const pt_scale_config *s = &c[pick];

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -323,13 +324,22 @@ static void kept_after_failure(const char *dir, char *out, size_t size) {
 static pt_status no_room(pt_status st, const char *path, const char *ckpt_dir, const pt_model *m,
                          const pt_optimizer *opt) {
   const int e = pt_error_errno(); /* the write's, whatever the cleanup did to errno since */
-  if (e != ENOSPC && e != EDQUOT) return st;
+  if (e != ENOSPC && e != EDQUOT && e != EFBIG) return st;
   struct statvfs v;
   const char *slash = strrchr(path, '/');
   char dir[4400], kept[4600];
   snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
   const double need = (double)checkpoint_bytes(m, opt) / 1048576.0;
-  if (statvfs(dir, &v)) return st;
+  struct rlimit lim;
+  if (e == EFBIG && !getrlimit(RLIMIT_FSIZE, &lim) && lim.rlim_cur != RLIM_INFINITY) {
+    /* Not a full disk: free space would not help, a higher limit would. */
+    kept_after_failure(ckpt_dir, kept, sizeof kept);
+    return pt_fail(PT_ERR_IO,
+                   "%s: the checkpoint is larger than this process may write (its file-size limit, ulimit -f, is "
+                   "%llu KiB): it needs about %.1f MB; %s (raise the limit, or ask the batch system for a larger one)",
+                   path, (unsigned long long)(lim.rlim_cur / 1024), need, kept);
+  }
+  if (e == EFBIG || statvfs(dir, &v)) return st;
   kept_after_failure(ckpt_dir, kept, sizeof kept);
   return pt_fail(PT_ERR_IO,
                  "%s: no space left for the checkpoint: it needs about %.1f MB, %.1f MB are free; %s (free space, "

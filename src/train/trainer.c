@@ -34,6 +34,7 @@
 #include "train/graph_step.h"
 #include "train/grad_sync.h"
 #include "train/profile.h"
+#include "train/rank_settings.h"
 #include "train/stages.h"
 #include "train/warm_up.h"
 #include "train/step.h"
@@ -669,18 +670,18 @@ static pt_status resume_position(worker_t *W, pt_train_position *pos) {
                    c->checkpoint_dir, pos->batch_size, pos->batch_size);
   const int64_t old_global = (int64_t)pos->batch_size * pos->world, new_global = (int64_t)W->r->batch * W->world;
   int64_t done = (int64_t)pos->next_batch * old_global;
+  if (old_global != new_global && done > 0) pos->next_batch = (int)(done / new_global);
+  /* The position in this run's batches, where training goes on: the
+   * checkpoint's batch counts the old run's, of another size. */
   if (W->out && !c->quiet) {
-    fprintf(W->out, "resuming from %s at epoch %d, batch %d (step %lld)", which, pos->next_epoch + 1,
-            pos->next_batch, (long long)pos->step);
+    fprintf(W->out, "resuming from %s at epoch %d, batch %d of %d (step %lld)", which, pos->next_epoch + 1,
+            pos->next_batch, pt_loader_num_batches(W->train), (long long)pos->step);
     if (pos->world != W->world) fprintf(W->out, "; the run had %d worker%s, this one has %d", pos->world, pos->world == 1 ? "" : "s", W->world);
     fprintf(W->out, "\n");
   }
-  if (old_global != new_global && done > 0) {
-    pos->next_batch = (int)(done / new_global);
-    if (done % new_global && W->out)
-      fprintf(W->out, "note: the epoch had reached sample %lld; with a global batch of %lld it continues at %lld\n",
-              (long long)done, (long long)new_global, (long long)pos->next_batch * new_global);
-  }
+  if (old_global != new_global && done % new_global && W->out)
+    fprintf(W->out, "note: the epoch had reached sample %lld; with a global batch of %lld it continues at %lld\n",
+            (long long)done, (long long)new_global, (long long)pos->next_batch * new_global);
   pos->batch_size = W->r->batch;
   pos->world = W->world;
   return PT_OK;
@@ -843,9 +844,12 @@ static pt_status train_loop(worker_t *W) {
         fprintf(W->out, "no checkpoint in %s yet: starting from %s (--init-from)\n", c->checkpoint_dir, c->init_from);
     }
   }
-  if (resume) PT_TRY(resume_position(W, &pos));
-  else if (c->init_from) PT_TRY(pt_checkpoint_load_weights(c->init_from, W->whole));
+  if (resume) {
+    PT_TRY(resume_position(W, &pos));
+    PT_TRY(pt_rank_position_agree(W->comm, pos.step, pos.next_epoch + 1, pos.next_batch, &res->failed_alike));
+  } else if (c->init_from) PT_TRY(pt_checkpoint_load_weights(c->init_from, W->whole));
   PT_TRY(sync_initial_state(W));
+  const int64_t first_step = pos.step;
   if (pos.next_epoch >= c->epochs && W->out && !c->quiet)
     fprintf(W->out, "nothing to train: the checkpoint has %d epoch%s; ask for more with --epochs\n", pos.next_epoch,
             pos.next_epoch == 1 ? "" : "s");
@@ -1168,6 +1172,7 @@ static pt_status train_loop(worker_t *W) {
   /* Collective: every stage's parameters into every worker's whole model. */
   if (c->final_model && W->r->staged) PT_TRY(pt_stages_gather(&W->stages, W->whole, &W->opt));
   res->steps = pos.step;
+  res->steps_run = pos.step - first_step;
   res->seconds = pt_now() - t_run;
   res->images_per_s = train_seconds_total > 0 ? samples_total / train_seconds_total : 0.0;
   return PT_OK;
@@ -1303,7 +1308,8 @@ static pt_status run_workers(const pt_train_config *c, shared_t *S, FILE *out, w
     W[0].status = run_worker(&W[0]);
     if (W[0].status != PT_OK) {
       snprintf(W[0].error, sizeof W[0].error, "%s", pt_error_message());
-      abort_worker(&W[0], W[0].error);
+      /* A failure every rank shares is no rank's to announce. */
+      if (!W[0].result.failed_alike) abort_worker(&W[0], W[0].error);
     }
   }
   for (int i = 1; i <= started; i++) pthread_join(tids[i], NULL);
@@ -1360,6 +1366,9 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   int nlocal = 1;
   pt_status st = load_shared(cfg, &S);
   pt_comm_nccl_group *ngroup = NULL;
+  /* Before any collective whose shape the settings decide. */
+  if (st == PT_OK && ddp && cfg->comm->size > 1)
+    st = pt_rank_settings_agree(cfg->comm, cfg, &S.r, S.train_ds, S.test_ds, &result->failed_alike);
   if (st == PT_OK && dp) {
     nlocal = S.r.world;
     st = pt_comm_local_group_create(&group, nlocal, cfg->timeout_s);
@@ -1376,9 +1385,14 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   }
   if (st == PT_OK) st = run_workers(cfg, &S, out, W, nlocal, group, ngroup, ddp ? cfg->comm : self);
   if (st == PT_OK) *result = W[0].result;
+  else if (W && W[0].result.failed_alike) result->failed_alike = 1;
   if (st == PT_OK && cfg->final_model) st = take_final_model(&W[0], cfg->final_model);
   const int rank0 = !ddp || cfg->comm->rank == 0;
-  if (st == PT_OK && !cfg->quiet && rank0 && out) {
+  if (st == PT_OK && !cfg->quiet && rank0 && out && result->steps_run == 0) {
+    /* A resume with nothing left to do: no time, no rate to report. */
+    fprintf(out, "done: nothing left to train at step %lld%s%s\n", (long long)result->steps,
+            saves_checkpoints(cfg) ? ", checkpoint in " : "", saves_checkpoints(cfg) ? cfg->checkpoint_dir : "");
+  } else if (st == PT_OK && !cfg->quiet && rank0 && out) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     fprintf(out, "done: %lld steps in %.1f s, %.0f img/s, peak memory %.0f MiB%s%s\n", (long long)result->steps,

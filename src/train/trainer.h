@@ -101,6 +101,7 @@ void pt_train_config_defaults(pt_train_config *c);
 typedef struct {
   int epochs_done;
   int64_t steps;
+  int64_t steps_run;   /* of steps, those this run took (a resumed run's steps count the checkpoint's) */
   double train_loss, test_loss, test_acc;
   double images_per_s;
   double seconds;
@@ -109,6 +110,8 @@ typedef struct {
   int stopped_by; /* PT_STOP_CALLBACK, or a stop was requested (pt_train_stop_request): the signal, or -1 where it reached only
                      another worker, or PT_STOP_CHECKPOINT_EXIT after a save (exit_after_checkpoint); the run
                      wrote a checkpoint and can be resumed */
+  int failed_alike; /* set on failure: every rank failed with the same message (their settings differ), so
+                       none needs taking down */
 } pt_train_result;
 
 /* The hyper-parameters of a run after flags and preset defaults are merged. */

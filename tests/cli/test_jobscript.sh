@@ -73,7 +73,7 @@ ln -s argv "$TMP/bin/srun"
 for l in "#SBATCH --job-name=mnist" "#SBATCH --nodes=2" "#SBATCH --ntasks-per-node=4" "#SBATCH --cpus-per-task=8" \
   "#SBATCH --gpus-per-node=4" "#SBATCH --time=1-02:30:00" "#SBATCH --partition=gpu" \
   "#SBATCH --output=logs/%x-%j.out" \
-  "srun --kill-on-bad-exit=1 --mpi=pmix $SELF train --parallel ddp --threads \"\$threads\" --save-model --model mnist-cnn \"\$@\" || rc=\$?"; do
+  "srun --kill-on-bad-exit=1 --mpi=pmix $SELF train --parallel ddp --device cuda --threads \"\$threads\" --save-model --model mnist-cnn \"\$@\" || rc=\$?"; do
   has "$TMP/many.sh" "$l"
 done
 bash -n "$TMP/many.sh" || fail "many.sh is not valid bash"
@@ -86,6 +86,22 @@ has "$TMP/pmi2.sh" "srun --kill-on-bad-exit=1 --mpi=pmi2 $SELF train --parallel 
 "$PTRAIN" jobscript slurm --ptrain /opt/ptrain/bin/ptrain -- --threads 2 >"$TMP/thr.sh" || fail "--threads"
 has "$TMP/thr.sh" "srun /opt/ptrain/bin/ptrain train --save-model --threads 2 \"\$@\" || rc=\$?"
 pass "slurm, many tasks"
+
+# GPUs asked for are GPUs trained on: --device cuda unless the user chose a
+# GPU; a CPU device with GPUs asked for is refused (the GPUs would idle).
+"$PTRAIN" jobscript slurm --gpus-per-node 1 -- --model mnist-cnn >"$TMP/g1.sh" || fail "jobscript slurm, one GPU"
+has "$TMP/g1.sh" "srun $SELF train --device cuda --threads \"\$threads\" --save-model --model mnist-cnn \"\$@\" || rc=\$?"
+"$PTRAIN" jobscript slurm --gpus-per-node 2 --ntasks-per-node 2 -- --device=cuda:1 >"$TMP/g2.sh" ||
+  fail "jobscript slurm, --device of the user's"
+has "$TMP/g2.sh" "srun --kill-on-bad-exit=1 --mpi=pmix $SELF train --parallel ddp --threads \"\$threads\" --save-model --device=cuda:1 \"\$@\" || rc=\$?"
+for d in "--device cpu" "--device=cpu:0" "--parallel dp --devices cpu:0,cpu:1"; do
+  # shellcheck disable=SC2086
+  expect_exit 2 "jobscript slurm: --device(s)? cpu.* after '--' but --gpus-per-node 2 asks for GPUs: the job would hold them and train on the CPU" -- \
+    "$PTRAIN" jobscript slurm --gpus-per-node 2 --ntasks-per-node 1 -- $d
+done
+expect_exit 2 "jobscript htcondor: --device cpu after '--' but --gpus 1 asks for GPUs" -- \
+  "$PTRAIN" jobscript htcondor --gpus 1 -- --device cpu
+pass "GPUs asked for: --device cuda, or the user's GPU; a CPU device refused"
 
 # The finished job keeps its final weights: the script passes --save-model
 # (once, where the user gave it too), unless told not to.
@@ -138,12 +154,12 @@ bash -n "$TMP/wrap.sh" || fail "wrapper is not valid bash"
 mkdir "$TMP/sandbox"
 (cd "$TMP/sandbox" && ARGV_OUT=$TMP/w1.argv bash "$TMP/wrap.sh" >"$TMP/w1.log") || fail "wrapper, first start"
 [[ -d $TMP/sandbox/checkpoints ]] || fail "the wrapper did not create checkpoints/"
-expect_argv "$TMP/w1.argv" argv train --threads 4 --save-model --checkpoint-dir checkpoints --exit-after-checkpoint \
+expect_argv "$TMP/w1.argv" argv train --device cuda --threads 4 --save-model --checkpoint-dir checkpoints --exit-after-checkpoint \
   --checkpoint-interval 1800 --model mnist-cnn --data-dir mnist
 : >"$TMP/sandbox/checkpoints/model.safetensors"
 : >"$TMP/sandbox/checkpoints/state.safetensors"
 (cd "$TMP/sandbox" && ARGV_OUT=$TMP/w2.argv bash "$TMP/wrap.sh" >"$TMP/w2.log") || fail "wrapper, restart"
-expect_argv "$TMP/w2.argv" argv train --threads 4 --save-model --checkpoint-dir checkpoints --exit-after-checkpoint \
+expect_argv "$TMP/w2.argv" argv train --device cuda --threads 4 --save-model --checkpoint-dir checkpoints --exit-after-checkpoint \
   --checkpoint-interval 1800 --resume --model mnist-cnn --data-dir mnist
 grep -q "resuming" "$TMP/w2.log" || fail "the wrapper did not say it resumes"
 pass "htcondor wrapper resumes from a checkpoint that is there"
@@ -154,7 +170,7 @@ pass "htcondor wrapper resumes from a checkpoint that is there"
 awk '/^# ---- file: ptrain.sh ----$/ { f = 1; next } f' "$TMP/c2.out" >"$TMP/wrap2.sh"
 mkdir "$TMP/sandbox2"
 (cd "$TMP/sandbox2" && ARGV_OUT=$TMP/w3.argv PATH="$TMP/bin:$PATH" bash "$TMP/wrap2.sh" >/dev/null) || fail "wrapper, 2 GPUs"
-expect_argv "$TMP/w3.argv" mpirun -np 2 "$TMP/bin/argv" train --parallel ddp --threads 4 --save-model \
+expect_argv "$TMP/w3.argv" mpirun -np 2 "$TMP/bin/argv" train --parallel ddp --device cuda --threads 4 --save-model \
   --checkpoint-dir checkpoints --exit-after-checkpoint --checkpoint-interval 1800 --model mnist-cnn
 pass "htcondor, two GPUs"
 

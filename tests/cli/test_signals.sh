@@ -94,6 +94,23 @@ grep -q "stopped by Terminated before training began; nothing to checkpoint (exi
 [[ ! -e $TMP/early && ! -s $TMP/early.jsonl ]] || fail "SIGTERM while starting: it trained or saved: $(ls -R "$TMP/early")"
 pass "SIGTERM while starting: exit 85 before training, nothing written"
 
+# A signal whose checkpoint cannot be written (the disk full, injected by the
+# test hook PTRAIN_TEST_ENOSPC_AFTER; or, under mpirun, a collective that
+# fails because another rank died): said plainly, and not exit 85, which
+# would have a requeueing script resume from a checkpoint that is not there.
+PTRAIN_TEST_ENOSPC_AFTER=1000 "$PTRAIN" train --model-file "$TMP/small.txt" --epochs 3 --threads 1 \
+  --checkpoint-dir "$TMP/nock" --metrics "$TMP/nock.jsonl" >"$TMP/nock.out" 2>&1 &
+pid=$!
+for _ in $(seq 600); do [[ -s $TMP/nock.jsonl ]] && break; sleep 0.05; done
+kill -TERM $pid
+rc=0
+wait $pid || rc=$?
+[[ $rc == 1 ]] || fail "SIGTERM, then a save that fails: exit $rc, expected 1: $(cat "$TMP/nock.out")"
+grep -q "^ptrain train: error: no checkpoint written after Terminated: .*no space left for the checkpoint" "$TMP/nock.out" ||
+  fail "SIGTERM, then a save that fails: $(cat "$TMP/nock.out")"
+grep -q "stopped by" "$TMP/nock.out" && fail "a stop claimed after a save that failed: $(cat "$TMP/nock.out")"
+pass "SIGTERM, then a save that fails: exit 1, 'no checkpoint written' and why"
+
 # ddp: the signal reaches one rank only (here rank 1's process); both stop
 # after the same step and rank 0 writes the checkpoint
 source "$(dirname "$0")/../parallel/mpi.sh"

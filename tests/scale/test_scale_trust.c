@@ -176,6 +176,29 @@ static void test_judge_target_tie_keeps_fewer_workers(void **st) {
   assert_has(rec, "it reaches 0.8 test accuracy soonest, in 11.9 s");
 }
 
+/* Only the baseline measured (the other tasks' results missing, or their
+ * runs failed): nothing to compare with, so no conclusion, whether on
+ * throughput or on time to accuracy. */
+static void test_judge_no_parallel_measured(void **st) {
+  (void)st;
+  pt_scale_config c[2];
+  char rec[600];
+  for (int t = 0; t < 2; t++) {
+    sweep(c, 1000, 1900);
+    if (t) c[0].target_s = 12.0;
+    c[1].ran = 0;
+    strcpy(c[1].why, "no result: scale/task-1.jsonl is missing (the task did not finish)");
+    pt_scale_judge(c, 2, 2, t ? 0.8 : 0, rec, sizeof rec);
+    assert_has(c[1].verdict, "dp, 2 workers: failed: no result: scale/task-1.jsonl is missing");
+    assert_has(rec, "no recommendation: no parallel configuration was measured (1 without a measurement; dp, 2 "
+                    "workers: failed: no result: scale/task-1.jsonl is missing (the task did not finish))");
+    assert_has(rec, "; one worker (1 thread, global batch 100) ran at 1000 images/s, with nothing to compare it with");
+    assert_null(strstr(rec, "stay on"));
+    assert_null(strstr(rec, "1.1x faster"));
+    assert_null(strstr(rec, "soonest"));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_steady_runs),
@@ -188,6 +211,7 @@ int main(void) {
       cmocka_unit_test(test_judge_rough_runs),
       cmocka_unit_test(test_judge_target_recommendation_stands),
       cmocka_unit_test(test_judge_target_tie_keeps_fewer_workers),
+      cmocka_unit_test(test_judge_no_parallel_measured),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
