@@ -34,7 +34,7 @@ FASHION_DIR=${FASHION_DIR:-/usr/share/datasets/fashion-mnist}
 die() { echo "gpu-kit: $*" >&2; exit 1; }
 
 [[ -x $BUILD/ptrain ]] || die "no $BUILD/ptrain: build first (make build)"
-"$BUILD/ptrain" info 2>/dev/null | grep -q "CUDA" || die "$BUILD/ptrain was built without CUDA"
+"$BUILD/ptrain" info 2>/dev/null | grep "CUDA" >/dev/null || die "$BUILD/ptrain was built without CUDA"
 [[ $(realpath "$BUILD") == /work/main/build ]] ||
   echo "gpu-kit: note: ctest's files name $(realpath "$BUILD"); env.sh links only /work/main/build" >&2
 for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do

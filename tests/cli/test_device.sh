@@ -51,7 +51,7 @@ pass "--device cpu:0 is the default"
 
 # Without a usable GPU, --device cuda fails with the reason (no driver, no
 # device, or a CPU-only build), before any training.
-if ! "$PTRAIN" info | grep -Eq "^  cuda:[0-9]+: "; then
+if ! "$PTRAIN" info | grep -E "^  cuda:[0-9]+: " >/dev/null; then
   expect_exit 1 "training on cuda:0: .*(no NVIDIA driver|no CUDA-capable|built without CUDA|CUDA_VISIBLE_DEVICES|driver)" \
     -- "${T[@]}" --device cuda
   expect_exit 1 "cuda:[01]: .*(driver|device|built without)" -- "${T[@]}" --parallel dp --devices cuda:0,cuda:1

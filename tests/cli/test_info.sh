@@ -25,6 +25,6 @@ pass "ptrain info: a missing dataset's fetch command"
 # A CUDA build loads cuBLAS when a GPU run first needs it: linked, it would
 # cost every run (CPU runs too) about 210 MB at start-up.
 if command -v ldd >/dev/null && ! ldd "$PTRAIN" | grep -q "not a dynamic"; then
-  ! ldd "$PTRAIN" | grep -q "libcublas" || fail "ptrain links libcublas: $(ldd "$PTRAIN" | grep cublas)"
+  ! ldd "$PTRAIN" | grep "libcublas" >/dev/null || fail "ptrain links libcublas: $(ldd "$PTRAIN" | grep cublas)"
   pass "cuBLAS is not loaded at start-up"
 fi

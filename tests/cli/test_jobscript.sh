@@ -268,8 +268,8 @@ for f in --nodes --gpus-per-node --ntasks-per-node --cpus-per-task --time --part
   --ptrain --gpus --cpus --memory --name --transfer-input --write --force; do
   grep -q -- "^  $f" "$TMP/help" || fail "jobscript --help does not document $f"
 done
-"$PTRAIN" jobscript slurm --help | grep -q "^usage: ptrain jobscript" || fail "jobscript slurm --help"
-"$PTRAIN" --help | grep -q "^  jobscript" || fail "ptrain --help does not list jobscript"
+"$PTRAIN" jobscript slurm --help | grep "^usage: ptrain jobscript" >/dev/null || fail "jobscript slurm --help"
+"$PTRAIN" --help | grep "^  jobscript" >/dev/null || fail "ptrain --help does not list jobscript"
 pass "help"
 
 J=("$PTRAIN" jobscript)
