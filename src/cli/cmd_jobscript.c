@@ -368,7 +368,13 @@ static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrai
         "fi\n",
         f);
   fprintf(f, "export OMP_NUM_THREADS=%d\n\n", threads);
-  fputs("exec ", f);
+  if (o->gpus > 1)
+    fputs("# Open MPI's mpirun ends with status 1 when it is signalled itself, whatever\n"
+          "# its ranks did, but passes SIGUSR1 on to them and ends with their status:\n"
+          "# an eviction's SIGTERM goes to the ranks as SIGUSR1, they checkpoint, and\n"
+          "# their 85 is this job's.\n",
+          f);
+  fputs(o->gpus > 1 ? "" : "exec ", f);
   if (o->gpus > 1) fprintf(f, "mpirun -np %d ", o->gpus);
   put_word(f, ptrain);
   fputs(" train", f);
@@ -380,6 +386,16 @@ static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrai
     fprintf(f, " --checkpoint-interval %d", o->checkpoint_interval);
   fputs(" \"$@\"", f);
   put_words(f, train, ntrain);
+  if (o->gpus > 1)
+    fputs(" &\n"
+          "pid=$!\n"
+          "trap 'interrupted=1; kill -USR1 \"$pid\" 2>/dev/null || true' TERM USR1\n"
+          "while :; do # a trap ends a wait early: wait again for mpirun's own status\n"
+          "  interrupted=0 status=0\n"
+          "  wait \"$pid\" || status=$?\n"
+          "  ((interrupted && status > 128)) || exit \"$status\"\n"
+          "done",
+          f);
   fputc('\n', f);
 }
 

@@ -174,6 +174,39 @@ expect_argv "$TMP/w3.argv" mpirun -np 2 "$TMP/bin/argv" train --parallel ddp --d
   --checkpoint-dir checkpoints --exit-after-checkpoint --checkpoint-interval 1800 --model mnist-cnn
 pass "htcondor, two GPUs"
 
+# An eviction's SIGTERM under Open MPI's mpirun: mpirun signalled itself
+# ends 1, so the wrapper passes it on as SIGUSR1, which mpirun forwards to
+# the ranks; they checkpoint and exit 85, and the job ends 85. The ranks
+# are stand-ins that do what ptrain does on SIGUSR1.
+if command -v mpirun >/dev/null; then
+  cat >"$TMP/bin/rank85" <<'EOF'
+#!/bin/bash
+trap 'kill "$sleeper"; exit 85' USR1
+sleep 60 &
+sleeper=$!
+: >"$READY.$OMPI_COMM_WORLD_RANK"
+wait
+EOF
+  chmod +x "$TMP/bin/rank85"
+  "$PTRAIN" jobscript htcondor --gpus 2 --cpus 2 --ptrain "$TMP/bin/rank85" -- >"$TMP/c3.out" || fail "jobscript htcondor --gpus 2"
+  awk '/^# ---- file: ptrain.sh ----$/ { f = 1; next } f' "$TMP/c3.out" >"$TMP/wrap3.sh"
+  mkdir "$TMP/sandbox3"
+  (cd "$TMP/sandbox3" && READY=$TMP/ready OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    OMPI_MCA_rmaps_base_oversubscribe=1 exec bash "$TMP/wrap3.sh" >"$TMP/w4.log" 2>&1) &
+  job=$!
+  for _ in $(seq 1 600); do
+    [[ -e $TMP/ready.0 && -e $TMP/ready.1 ]] && break
+    kill -0 "$job" 2>/dev/null || fail "the 2-GPU wrapper ended before its ranks started: $(cat "$TMP/w4.log")"
+    sleep 0.1
+  done
+  [[ -e $TMP/ready.0 && -e $TMP/ready.1 ]] || fail "the ranks did not start within a minute: $(cat "$TMP/w4.log")"
+  kill -TERM "$job"
+  status=0
+  wait "$job" || status=$?
+  [[ $status == 85 ]] || fail "an evicted 2-GPU job ended $status, expected the ranks' 85: $(cat "$TMP/w4.log")"
+  pass "htcondor, two GPUs: an eviction's SIGTERM reaches the ranks, and the job ends with their 85"
+fi
+
 # The same with the real ptrain: a job evicted after 10 steps and restarted
 # with its checkpoint ends with the weights of a job that ran straight on.
 if [[ -f $FMNIST/train-images-idx3-ubyte.gz ]]; then
