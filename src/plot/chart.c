@@ -40,10 +40,18 @@ static void range(const pt_panel *p, int axis_y, double *lo, double *hi) {
     }
   if (!isfinite(*lo)) *lo = 0, *hi = 1;
   if (axis_y && p->y_from_zero && *lo > 0) *lo = 0;
-  if (*hi - *lo < 1e-12) *hi = *lo + 1;
+  /* A flat series gets a span of its own: 1, or a hundredth of the value
+   * where 1 would vanish in its rounding (a diverged loss of 1e16). */
+  if (*hi - *lo < 1e-12 * fmax(1.0, fabs(*lo))) *hi = *lo + fmax(1.0, fabs(*lo) * 0.01);
   const double step = nice_step(*hi - *lo);
   *lo = floor(*lo / step) * step;
   *hi = ceil(*hi / step) * step;
+}
+
+/* How many steps of step from lo reach hi: about 5 (nice_step), at most 100. */
+static int ticks(double lo, double hi, double step) {
+  const double n = floor((hi - lo) / step + 1e-9);
+  return n > 0 ? (n < 100 ? (int)n : 100) : 0;
 }
 
 static void text(cairo_t *cr, double x, double y, const char *s, double align_x, double align_y) {
@@ -139,7 +147,11 @@ static void draw_panel(cairo_t *cr, const pt_panel *p, double ox, const legend_p
   cairo_set_font_size(cr, 11);
   char buf[32];
   const double xs = nice_step(x1 - x0), ys = nice_step(y1 - y0);
-  for (double v = x0; v <= x1 + xs * 1e-9; v += xs) {
+  /* Ticks counted, not summed: v += step stands still once v is too
+   * large for step to change it. */
+  const int nx = ticks(x0, x1, xs), ny = ticks(y0, y1, ys);
+  for (int k = 0; k <= nx; k++) {
+    const double v = x0 + k * xs;
     const double X = L + (v - x0) * sx;
     cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
     cairo_move_to(cr, X, T);
@@ -149,7 +161,8 @@ static void draw_panel(cairo_t *cr, const pt_panel *p, double ox, const legend_p
     tick_label(buf, sizeof buf, v, xs);
     text(cr, X, B + 6, buf, 0.5, 0.0);
   }
-  for (double v = y0; v <= y1 + ys * 1e-9; v += ys) {
+  for (int k = 0; k <= ny; k++) {
+    const double v = y0 + k * ys;
     const double Y = B - (v - y0) * sy;
     cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
     cairo_move_to(cr, L, Y);

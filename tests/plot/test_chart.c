@@ -169,6 +169,30 @@ static void test_failed_write_leaves_no_file(void **st) {
   assert_int_equal(file_size_unlimit(NULL), 0);
 }
 
+/* Values so large that a step of 1 or of the tick spacing does not change
+ * them (a diverged loss of 2e16, 1e17 seconds): the figure is drawn, in
+ * finite time, rather than the tick loop standing still. */
+static void test_huge_flat_values_are_drawn(void **st) {
+  (void)st;
+  static const double one_x[1] = {12.5}, one_y[1] = {2e16};
+  static const double far_x[2] = {1e17, 1e17}, far_y[2] = {1e17, 1e17};
+  const double *xs[2] = {one_x, far_x}, *ys[2] = {one_y, far_y};
+  const int ns[2] = {1, 2};
+  for (int c = 0; c < 2; c++) {
+    pt_figure f;
+    memset(&f, 0, sizeof f);
+    f.npanels = 1;
+    pt_panel *p = &f.panels[0];
+    snprintf(p->title, sizeof p->title, "loss");
+    p->nseries = 1;
+    p->series[0] = (pt_series){.x = xs[c], .y = ys[c], .n = ns[c]};
+    snprintf(p->series[0].label, sizeof p->series[0].label, "run");
+    char path[160];
+    snprintf(path, sizeof path, "%s/huge%d.svg", tmpdir, c);
+    if (pt_figure_write(&f, path) != PT_OK) fail_msg("%s", pt_error_message());
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_series_looks_different),
@@ -176,6 +200,7 @@ int main(void) {
       cmocka_unit_test(test_legend_avoids_lines_not_only_points),
       cmocka_unit_test(test_legend_goes_below_when_no_corner_is_free),
       cmocka_unit_test(test_figure_grows_for_a_legend_below),
+      cmocka_unit_test(test_huge_flat_values_are_drawn),
       cmocka_unit_test_teardown(test_failed_write_leaves_no_file, file_size_unlimit),
   };
   return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
