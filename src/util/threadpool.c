@@ -154,6 +154,17 @@ void pt_pool_run(pt_pool *p, pt_pool_fn fn, void *arg) {
   if (spin_until(p, finished, 0)) return;
   pthread_mutex_lock(&p->mu);
   atomic_store(&p->caller_asleep, 1);
+  /* The store above and the load below are one half of a Dekker pair with
+   * the last worker's decrement and load. C11's seq_cst orders them (stlr
+   * then ldar on Arm), but qemu-user runs Arm's stlr and ldar on an x86
+   * host as plain moves with barriers on their outer sides only, and x86
+   * lets a store wait in its buffer past a later load: under emulation
+   * both sides can then miss each other's write, and the caller sleeps with
+   * no one left to wake it (cross_aarch64's test_threadpool was seen so, at
+   * no CPU time: the caller on done_cv, both workers on cv). The worker's
+   * side is a read-modify-write, a full barrier on such a host. A fence
+   * costs nothing here: this is the path that goes to sleep. */
+  atomic_thread_fence(memory_order_seq_cst);
   while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done_cv, &p->mu);
   atomic_store(&p->caller_asleep, 0);
   pthread_mutex_unlock(&p->mu);
