@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -77,6 +78,10 @@ static void report(predictor *P, const char *file, int index, int label, const c
 
 static int is_picture(const char *path) {
   unsigned char sig[8] = {0};
+  /* Only a regular file is opened: opening a FIFO waits for a writer. The
+   * reader then refuses anything else by name. */
+  struct stat sb;
+  if (stat(path, &sb) || !S_ISREG(sb.st_mode)) return 0;
   FILE *f = fopen(path, "rb");
   if (!f) return 0;
   size_t n = fread(sig, 1, sizeof sig, f);

@@ -71,6 +71,9 @@ pass "--json: an object per image with its top classes"
 # Errors: named, with the right exit codes; good images are still classified.
 expect_exit 1 "truncated.png" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/truncated.png"
 expect_exit 1 "garbage.png.*GIF" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/garbage.png"
+# a FIFO is refused by name, not opened (which would wait for a writer for ever)
+mkfifo "$TMP/fifo.png"
+expect_exit 1 "fifo.png: not a regular file" -- timeout 60 "$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/fifo.png"
 expect_exit 1 "truncated.png" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/truncated.png" "$TMP/boot.png"
 grep -qF "$TMP/boot.png: $first" "$TMP/out" || fail "the good image after a bad one was not classified"
 expect_exit 1 "holds 10000 images: choose with --index" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$T10K"
