@@ -33,8 +33,19 @@ expect_exit 2 "momentum and --nesterov apply to --optimizer sgd" -- "$PTRAIN" tr
 expect_exit 2 "5 stages but fmnist-mlp has only 4 layers" -- \
   "$PTRAIN" train --model fmnist-mlp --parallel model --devices cpu:0,cpu:1,cpu:2,cpu:3,cpu:4 --data-dir "$TMP/nowhere"
 make_cifar "$TMP/cifar" 3
-expect_exit 2 "model mnist-cnn takes 1x28x28 input but the cifar10 images are 3x32x32 \(use --dataset\)" -- \
+expect_exit 2 "model mnist-cnn takes 1x28x28 input but the cifar10 images are 3x32x32 \(--dataset names a dataset the model cannot take\)" -- \
   "$PTRAIN" train --model mnist-cnn --dataset cifar10 --data-dir "$TMP/cifar"
+# IDX files of another size than the dataset's own: the files are wrong, not a flag (1)
+mkdir -p "$TMP/idx14"
+python3 - "$TMP/idx14" <<'PY'
+import struct, sys
+d = sys.argv[1]
+for split, n in (("train", 20), ("t10k", 10)):
+    open("%s/%s-images-idx3-ubyte" % (d, split), "wb").write(struct.pack(">IIII", 0x803, n, 14, 14) + bytes(n * 196))
+    open("%s/%s-labels-idx1-ubyte" % (d, split), "wb").write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
+PY
+expect_exit 1 "the fashion-mnist training images in $TMP/idx14 are 1x14x14, where fashion-mnist's are 1x28x28: those files are not fashion-mnist's" -- \
+  "$PTRAIN" train --model mnist-cnn --data-dir "$TMP/idx14" --max-steps 1
 expect_exit 2 "unknown model 'resnet'" -- "$PTRAIN" eval --checkpoint "$TMP/none" --model resnet
 # a missing --model-file is said as such, whatever its name
 expect_exit 1 "cannot open model file $TMP/none.txt: No such file" -- "$PTRAIN" eval --checkpoint "$TMP/none" --model-file "$TMP/none.txt"
