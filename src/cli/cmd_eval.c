@@ -62,6 +62,14 @@ int pt_cmd_eval(int argc, char **argv) {
   /* The library's 0 keeps the calling thread's pool (one thread here): the
    * flag's default is every core. */
   if (threads == 0) threads = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? (int)sysconf(_SC_NPROCESSORS_ONLN) : 1;
+  /* --dataset naming images the model cannot take is a usage error, as in
+   * ptrain train; the library's message says which sizes. */
+  int usage = 0;
+  if (st == PT_OK && dataset) {
+    int mc, mh, mw;
+    pt_net_shape(net, &mc, &mh, &mw, NULL);
+    usage = data->ds.c != mc || data->ds.h != mh || data->ds.w != mw;
+  }
   if (st == PT_OK) st = pt_evaluate_with(net, data, device, threads, batch, !keep_denormals, &ev);
   if (st == PT_OK)
     printf("%s on %s test: loss %.4f, accuracy %.4f (%lld/%lld)\n", pt_net_name(net),
@@ -69,5 +77,5 @@ int pt_cmd_eval(int argc, char **argv) {
            (long long)ev.count);
   pt_data_free(data);
   pt_net_free(net);
-  return st == PT_OK ? 0 : pt_cli_fail("eval");
+  return st == PT_OK ? 0 : usage && st == PT_ERR_ARG ? pt_cli_usage_fail("eval") : pt_cli_fail("eval");
 }

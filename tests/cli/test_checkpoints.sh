@@ -65,6 +65,10 @@ pass "the old single-pair layout resumes"
   fail "a preset's run"
 "$PTRAIN" eval --checkpoint "$TMP/preset" >"$TMP/eval2.out" 2>&1 || fail "eval DIR, model from the checkpoint: $(cat "$TMP/eval2.out")"
 grep -q "^fmnist-mlp on fashion-mnist test" "$TMP/eval2.out" || fail "eval DIR: $(cat "$TMP/eval2.out")"
+# --dataset naming images the model cannot take: a usage error, as in train
+make_cifar "$TMP/cifar" 3
+expect_exit 2 "model fmnist-mlp takes 1x28x28 input but the cifar10 images are 3x32x32" -- \
+  "$PTRAIN" eval --checkpoint "$TMP/preset" --dataset cifar10 --data-dir "$TMP/cifar"
 state=$(ls -d "$TMP"/preset/step-*/state.safetensors | head -1)
 expect_exit 1 "state.safetensors is a checkpoint's optimizer state, not its weights: give the model.safetensors beside it" -- \
   "$PTRAIN" eval --checkpoint "$state"
