@@ -1,11 +1,25 @@
 /* ptrain bench: steady-state training throughput, or the machine's SGEMM
  * rate, as a line of text or of JSON (for bench/cpu.sh). */
+#include <cjson/cJSON.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "ops/cpu/isa/cpu_level.h"
 #include "train/bench.h"
+
+/* A number as the JSON line always wrote it: decimals fixed (%.Nf), or
+ * for negative N, N significant digits (%.Ng). */
+typedef struct {
+  char s[48];
+} number_text;
+static number_text fixed(int decimals, double v) {
+  number_text t;
+  if (decimals >= 0) snprintf(t.s, sizeof t.s, "%.*f", decimals, v);
+  else snprintf(t.s, sizeof t.s, "%.*g", -decimals, v);
+  return t;
+}
 
 int pt_cmd_bench(int argc, char **argv) {
   pt_train_config c;
@@ -42,10 +56,9 @@ int pt_cmd_bench(int argc, char **argv) {
     return 0;
   }
   if (sgemm) {
-    int threads = c.threads > 0 ? c.threads : 0;
-    pt_train_plan plan;
-    if (pt_train_plan_make(&c, &plan) != PT_OK) return pt_cli_fail("bench");
-    if (!threads) threads = plan.threads;
+    /* No model is read: the default is every core, as for training. */
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int threads = c.threads > 0 ? c.threads : cores > 1 ? (int)cores : 1;
     if (pt_ops_set_threads(threads)) return pt_cli_fail("bench");
     double g;
     if (pt_bench_sgemm(size, &g) != PT_OK) return pt_cli_fail("bench");
@@ -54,15 +67,34 @@ int pt_cmd_bench(int argc, char **argv) {
     return 0;
   }
   pt_bench_result r;
-  if (pt_bench_train(&c, warmup, steps, min_seconds, profile, &r) != PT_OK) return pt_cli_fail("bench");
+  /* An unknown model, or flags that do not fit together: usage errors, as in train. */
+  const pt_status st = pt_bench_train(&c, warmup, steps, min_seconds, profile, &r);
+  if (st != PT_OK) return st == PT_ERR_ARG ? pt_cli_usage_fail("bench") : pt_cli_fail("bench");
   const char *name = c.model_file ? c.model_file : c.model ? c.model : "mnist-cnn";
-  if (json)
-    printf("{\"framework\":\"ptrain\",\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"steps\":%d,\"images_per_s\":%.2f,"
-           "\"step_ms\":%.3f,\"flops_per_image\":%.6g,\"gflops\":%.2f,\"peak_rss_mb\":%.1f,\"cpu\":\"%s\","
-           "\"cpu_level\":\"%s\"}\n",
-           name, r.batch, r.threads, r.steps, r.images_per_s, r.step_ms, r.flops_per_image, r.gflops, r.peak_rss_mb,
-           pt_cpu_model(), pt_cpu_level_name(pt_cpu_level_current()));
-  else
+  if (json) {
+    /* cJSON escapes what a spec file's path may hold (quotes, backslashes). */
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "framework", "ptrain");
+    cJSON_AddStringToObject(o, "model", name);
+    cJSON_AddNumberToObject(o, "batch", r.batch);
+    cJSON_AddNumberToObject(o, "threads", r.threads);
+    cJSON_AddNumberToObject(o, "steps", r.steps);
+    cJSON_AddRawToObject(o, "images_per_s", fixed(2, r.images_per_s).s);
+    cJSON_AddRawToObject(o, "step_ms", fixed(3, r.step_ms).s);
+    cJSON_AddRawToObject(o, "flops_per_image", fixed(-6, r.flops_per_image).s);
+    cJSON_AddRawToObject(o, "gflops", fixed(2, r.gflops).s);
+    cJSON_AddRawToObject(o, "peak_rss_mb", fixed(1, r.peak_rss_mb).s);
+    cJSON_AddStringToObject(o, "cpu", pt_cpu_model());
+    cJSON_AddStringToObject(o, "cpu_level", pt_cpu_level_name(pt_cpu_level_current()));
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!text) {
+      pt_fail(PT_ERR_NOMEM, "out of memory for the JSON line");
+      return pt_cli_fail("bench");
+    }
+    puts(text);
+    cJSON_free(text);
+  } else
     printf("%s: batch %d, %d thread%s: %.0f images/s (%.2f ms/step), %.1f MFLOP/image, %.1f GFLOP/s, peak %.0f MiB; "
            "%s, %s kernels\n",
            name, r.batch, r.threads, r.threads == 1 ? "" : "s", r.images_per_s, r.step_ms, r.flops_per_image / 1e6,

@@ -120,7 +120,17 @@ assert r["steps"] * r["step_ms"] >= 200 * 0.999, r  # the timed steps took at le
 assert abs(r["images_per_s"] * r["step_ms"] / 1000 - r["batch"]) < 0.01 * r["batch"], r
 PY
   "$PTRAIN" bench --sgemm --size 256 --threads 1 --json | grep '"sgemm_gflops":' >/dev/null || fail "bench --sgemm"
+  # a spec file's path with a quote and a backslash still makes one JSON object
+  odd="$TMP/we\"ird\\name.txt"
+  printf 'input 1 28 28\nflatten\nlinear fc out=10\n' >"$odd"
+  "$PTRAIN" bench --model-file "$odd" --steps 2 --warmup 1 --threads 1 --json >"$TMP/odd.json" || fail "bench --model-file $odd"
+  python3 -c 'import json, sys; o = json.load(open(sys.argv[1])); assert o["model"] == sys.argv[2], o' "$TMP/odd.json" "$odd" ||
+    fail "bench --json with an odd path: $(cat "$TMP/odd.json")"
+  # the SGEMM rate reads no model
+  "$PTRAIN" bench --sgemm --size 64 --threads 1 --model-file "$TMP/nowhere.txt" >/dev/null || fail "bench --sgemm read a model"
   pass "bench"
 fi
 expect_exit 2 "--steps: expected an integer" -- "$PTRAIN" bench --steps 0
+expect_exit 2 "unknown model 'nosuch'" -- "$PTRAIN" bench --model nosuch
+expect_exit 2 "give either --model or --model-file, not both" -- "$PTRAIN" bench --model mnist-cnn --model-file "$TMP/tiny.txt"
 expect_exit 2 "--min-seconds: expected a number in .0, 86400., got '-1'" -- "$PTRAIN" bench --min-seconds -1
