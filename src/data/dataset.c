@@ -56,10 +56,31 @@ const char *pt_dataset_class_name(pt_dataset_kind kind, int label) {
   return class_names[kind][label];
 }
 
+static int is_file(const char *path);
+
+const char *pt_dataset_first_present(const char *const *dirs, int n) {
+  for (int i = 0; i < n; i++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte.gz", dirs[i]);
+    if (is_file(path)) return dirs[i];
+    path[strlen(path) - 3] = 0;
+    if (is_file(path)) return dirs[i];
+  }
+  return n > 0 ? dirs[0] : NULL;
+}
+
+/* Debian's package first (dataset-fashion-mnist: a first run needs no
+ * download), then where 'ptrain data fetch fashion-mnist' puts it; with
+ * neither, Debian's, which the missing-file error then names. */
+static const char *fashion_dir(void) {
+  static const char *const dirs[2] = {"/usr/share/datasets/fashion-mnist", "data/fashion-mnist"};
+  return pt_dataset_first_present(dirs, 2);
+}
+
 const char *pt_dataset_default_dir(pt_dataset_kind kind) {
   switch (kind) {
     case PT_DS_MNIST: return "data/mnist";
-    case PT_DS_FASHION_MNIST: return "/usr/share/datasets/fashion-mnist";
+    case PT_DS_FASHION_MNIST: return fashion_dir();
     case PT_DS_CIFAR10: return "data/cifar10";
   }
   return "data";
