@@ -1,7 +1,6 @@
 /* ptrain info: what this build has and what this machine offers. */
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/args.h"
@@ -77,8 +76,8 @@ int pt_cmd_info(int argc, char **argv) {
   const pt_dataset_kind kinds[] = {PT_DS_FASHION_MNIST, PT_DS_MNIST, PT_DS_CIFAR10};
   for (int i = 0; i < 3; i++) {
     const char *dir = pt_dataset_default_dir(kinds[i]);
-    struct stat st;
-    int found = stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+    /* The files, not the directory: a failed fetch can leave it empty. */
+    const int found = pt_dataset_present(kinds[i], dir);
     char hint[512] = "";
     if (!found) pt_dataset_fetch_hint(hint, sizeof hint, kinds[i], dir);
     printf("  %-14s %s%s%s%s\n", pt_dataset_kind_name(kinds[i]), dir, found ? "" : "  (not found: ", hint,

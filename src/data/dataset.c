@@ -58,14 +58,21 @@ const char *pt_dataset_class_name(pt_dataset_kind kind, int label) {
 
 static int is_file(const char *path);
 
-const char *pt_dataset_first_present(const char *const *dirs, int n) {
-  for (int i = 0; i < n; i++) {
+int pt_dataset_present(pt_dataset_kind kind, const char *dir) {
+  static const char *const idx[] = {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz"};
+  static const char *const cifar[] = {"data_batch_1.bin", "cifar-10-batches-bin/data_batch_1.bin"};
+  const char *const *names = kind == PT_DS_CIFAR10 ? cifar : idx;
+  for (int i = 0; i < 2; i++) {
     char path[4200];
-    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte.gz", dirs[i]);
-    if (is_file(path)) return dirs[i];
-    path[strlen(path) - 3] = 0;
-    if (is_file(path)) return dirs[i];
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    if (is_file(path)) return 1;
   }
+  return 0;
+}
+
+const char *pt_dataset_first_present(const char *const *dirs, int n) {
+  for (int i = 0; i < n; i++)
+    if (pt_dataset_present(PT_DS_MNIST, dirs[i])) return dirs[i];
   return n > 0 ? dirs[0] : NULL;
 }
 
@@ -120,6 +127,17 @@ static pt_status find_idx(char *path, size_t cap, pt_dataset_kind kind, const ch
   if (is_file(path)) return PT_OK;
   PT_TRY(join(path, cap, dir, NULL, base, ".gz"));
   if (is_file(path)) return PT_OK;
+  /* Something there that is no file (a directory, a dangling link) is not
+   * a missing download. */
+  struct stat sb;
+  for (int gz = 0; gz < 2; gz++) {
+    PT_TRY(join(path, cap, dir, NULL, base, gz ? ".gz" : ""));
+    if (lstat(path, &sb) == 0)
+      return pt_fail(PT_ERR_IO, "%s: %s, expected a file (%s's %s)", path,
+                     S_ISDIR(sb.st_mode) ? "a directory" : S_ISLNK(sb.st_mode) ? "a link to nothing readable"
+                                                                                : "not a regular file",
+                     pt_dataset_kind_name(kind), base);
+  }
   char hint[512];
   pt_dataset_fetch_hint(hint, sizeof hint, kind, dir);
   return pt_fail(PT_ERR_IO, "%s: %s not found (tried %s/%s and %s/%s.gz); %s",

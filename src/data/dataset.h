@@ -30,6 +30,8 @@ const char *pt_dataset_class_name(pt_dataset_kind kind, int label);
 /* Default directory: /usr/share/datasets/fashion-mnist for fashion-mnist (Debian's
  * dataset-fashion-mnist), data/<name> otherwise. */
 const char *pt_dataset_default_dir(pt_dataset_kind kind);
+/* Whether dir holds kind's training split (its first file). */
+int pt_dataset_present(pt_dataset_kind kind, const char *dir);
 /* The first of dirs holding an MNIST-style training split (its images file,
  * gzipped or not); dirs[0] where none does. */
 const char *pt_dataset_first_present(const char *const *dirs, int n);

@@ -20,6 +20,13 @@ grep -q "NAME --dir DIR" "$TMP/info" && fail "a placeholder for the fetch comman
 (cd "$TMP" && "$PTRAIN" info) >"$TMP/info-here"
 grep -qF 'data/mnist  (not found: run `ptrain data fetch mnist --dir data/mnist`)' "$TMP/info-here" ||
   fail "no fetch command for mnist: $(cat "$TMP/info-here")"
+# an empty directory (what a failed fetch leaves) is no dataset; one holding the files is
+mkdir -p "$TMP/data/mnist" "$TMP/data/cifar10/cifar-10-batches-bin"
+: >"$TMP/data/cifar10/cifar-10-batches-bin/data_batch_1.bin"
+(cd "$TMP" && "$PTRAIN" info) >"$TMP/info-empty"
+grep -qF 'data/mnist  (not found: run `ptrain data fetch mnist --dir data/mnist`)' "$TMP/info-empty" ||
+  fail "an empty data/mnist counted as the dataset: $(cat "$TMP/info-empty")"
+grep -Eq '^  cifar10 +data/cifar10$' "$TMP/info-empty" || fail "cifar10's files not found: $(cat "$TMP/info-empty")"
 pass "ptrain info: a missing dataset's fetch command"
 
 # A CUDA build loads cuBLAS when a GPU run first needs it: linked, it would

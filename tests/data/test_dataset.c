@@ -156,6 +156,15 @@ static void test_missing_files(void **state) {
   assert_null(ds.images);
   assert_int_equal(ds.n, 0);
   fx_buf_free(&im);
+
+  /* A directory where the labels file should be: said as such, not "not found". */
+  char path[200];
+  snprintf(path, sizeof path, "%s/train-labels-idx1-ubyte", d);
+  assert_int_equal(mkdir(path, 0755), 0);
+  assert_int_equal(pt_dataset_load(&ds, PT_DS_MNIST, d, 1), PT_ERR_IO);
+  snprintf(msg, sizeof msg, "%s: a directory, expected a file (mnist's train-labels-idx1-ubyte)", path);
+  assert_error_contains(msg);
+  assert_error_lacks("not found");
 }
 
 static void test_count_mismatch(void **state) {
