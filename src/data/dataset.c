@@ -197,10 +197,15 @@ static pt_status load_cifar(pt_dataset *ds, const char *dir, int train) {
 
 pt_status pt_dataset_check_classes(const pt_dataset *ds, int outputs, const char *model, const char *what) {
   /* Every reader checks its labels against num_classes, so that bound is
-   * the one to compare. */
+   * safe; within it, the labels themselves decide: a 2-output model on an
+   * MNIST-format set of two classes is the user's own data, as in PyTorch. */
   if (ds->num_classes <= outputs) return PT_OK;
-  return pt_fail(PT_ERR_ARG, "model %s has %d outputs, but %s has %d classes (labels 0-%d)", model, outputs, what,
-                 ds->num_classes, ds->num_classes - 1);
+  int top = 0;
+  for (int i = 0; i < ds->n; i++)
+    if (ds->labels[i] > top) top = ds->labels[i];
+  if (top < outputs) return PT_OK;
+  return pt_fail(PT_ERR_ARG, "model %s has %d outputs, but %s has labels up to %d (%d classes at least)", model,
+                 outputs, what, top, top + 1);
 }
 
 pt_status pt_dataset_load(pt_dataset *ds, pt_dataset_kind kind, const char *dir, int train) {

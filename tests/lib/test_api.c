@@ -500,14 +500,21 @@ static void test_more_classes_than_outputs(void **state) {
   assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
   assert_int_equal(pt_train(net, train_data, ten, &c, NULL), PT_ERR_ARG);
   assert_non_null(strstr(pt_error_message(), "model squares has 4 outputs, but the test split of"));
-  assert_non_null(strstr(pt_error_message(), "has 10 classes (labels 0-9)"));
+  assert_non_null(strstr(pt_error_message(), "has labels up to 9 (10 classes at least)"));
   assert_int_equal(pt_train(net, ten, test_data, &c, NULL), PT_ERR_ARG);
   assert_non_null(strstr(pt_error_message(), "the training split of"));
   assert_int_equal(pt_train(net, train_data, test_data, &c, NULL), PT_OK);
   pt_eval ev;
   assert_int_equal(pt_evaluate(net, ten, NULL, 1, &ev), PT_ERR_ARG);
   assert_non_null(
-      strstr(pt_error_message(), "model squares has 4 outputs, but the given data has 10 classes (labels 0-9)"));
+      strstr(pt_error_message(), "model squares has 4 outputs, but the given data has labels up to 9"));
+  /* Data that could hold 10 classes but whose labels stay below the model's
+   * 4 outputs (the user's own two- or four-class set in MNIST's format). */
+  for (int i = 0; i < N; i++) lb[i] = (uint8_t)(i % 4);
+  pt_data *four;
+  assert_int_equal(pt_data_from_arrays(test_images, lb, N, 1, SIDE, SIDE, 10, &four), PT_OK);
+  assert_int_equal(pt_evaluate(net, four, NULL, 1, &ev), PT_OK);
+  pt_data_free(four);
   pt_net_free(net);
   pt_data_free(ten);
 }
