@@ -44,14 +44,27 @@ static pt_status read_curve(const char *path, int by_epoch, curve *c) {
     curve_free(c);
     return pt_fail(PT_ERR_NOMEM, "%s: out of memory", path);
   }
-  char line[16384];
+  char *line = NULL; /* a line of any length */
+  size_t line_cap = 0;
+  ssize_t len;
   int lineno = 0;
   double clock = 0.0;
   pt_status st = PT_OK;
-  while (fgets(line, sizeof line, f) && st == PT_OK) {
+  while (st == PT_OK && (len = getline(&line, &line_cap, f)) >= 0) {
     lineno++;
-    if (strspn(line, " \t\r\n") == strlen(line)) continue;
-    cJSON *o = cJSON_Parse(line);
+    if (strspn(line, " \t\r\n") == (size_t)len) continue;
+    /* One object and nothing after it but white space. */
+    cJSON *o = cJSON_ParseWithOpts(line, NULL, 1);
+    if (o && !cJSON_IsObject(o)) {
+      cJSON_Delete(o);
+      o = NULL;
+    }
+    if (!o && line[len - 1] != '\n') {
+      /* The last line cut short: a run still writing, or killed mid-line.
+       * The lines before it are whole (ptrain writes each at once). */
+      fprintf(stderr, "ptrain plot: %s:%d: an unfinished last line, left out\n", path, lineno);
+      break;
+    }
     if (!o) {
       st = pt_fail(PT_ERR_FORMAT, "%s:%d: not a JSON object (expected the JSON lines of ptrain train --metrics)",
                    path, lineno);
@@ -69,6 +82,7 @@ static pt_status read_curve(const char *path, int by_epoch, curve *c) {
     }
     cJSON_Delete(o);
   }
+  free(line);
   fclose(f);
   if (st == PT_OK && c->n == 0)
     st = pt_fail(PT_ERR_FORMAT, "%s: no \"epoch\" lines (expected a file written by ptrain train --metrics)", path);

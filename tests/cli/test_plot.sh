@@ -40,6 +40,15 @@ expect_exit 2 "give one or more metrics files" -- "$PTRAIN" plot --output "$TMP/
 expect_exit 2 "x.pdf: expected a file name ending in .png or .svg" -- "$PTRAIN" plot --output "$TMP/x.pdf" "$TMP/adam.jsonl"
 printf '{"event":"epoch","epoch":1}\nnot json\n' >"$TMP/bad.jsonl"
 expect_exit 1 "bad.jsonl:2: not a JSON object" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/bad.jsonl"
+printf '{"event":"epoch","epoch":1}garbage\n' >"$TMP/trailing.jsonl"
+expect_exit 1 "trailing.jsonl:1: not a JSON object" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/trailing.jsonl"
+# a last line cut short (a run still writing): left out, with a note; the whole lines are drawn
+{ head -n 2 "$TMP/adam.jsonl"; printf '{"event":"epoch","epoch":3,"st'; } >"$TMP/torn.jsonl"
+"$PTRAIN" plot --output "$TMP/torn.svg" "$TMP/torn.jsonl" 2>"$TMP/torn.err" >/dev/null || fail "a torn last line: $(cat "$TMP/torn.err")"
+grep -q "torn.jsonl:3: an unfinished last line, left out" "$TMP/torn.err" || fail "no note of the torn line: $(cat "$TMP/torn.err")"
+# a line longer than any fixed buffer
+python3 -c 'import json; print(json.dumps({"event": "epoch", "epoch": 1, "train_loss": 0.5, "test_loss": 0.4, "test_acc": 0.8, "seconds": 1, "pad": "x" * 40000}))' >"$TMP/long.jsonl"
+"$PTRAIN" plot --output "$TMP/long.svg" "$TMP/long.jsonl" >/dev/null || fail "a 40 kB line"
 printf '{"event":"profile","steps":3}\n' >"$TMP/none.jsonl"
 expect_exit 1 "none.jsonl: no \"epoch\" lines" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/none.jsonl"
 expect_exit 1 "cannot open .*missing.jsonl" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/missing.jsonl"
