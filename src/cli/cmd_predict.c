@@ -168,8 +168,11 @@ static pt_status predict_dataset_file(predictor *P, const char *path, const char
     uint8_t px;
     char what[1024] = "";
     if (pt_image_decode(buf, len, path, 1, 1, 1, &px, NULL) != PT_OK) snprintf(what, sizeof what, "%s", pt_error_message());
-    st = pt_fail(PT_ERR_FORMAT, "%s; nor is it an IDX image file (magic 00 00 08 03) or a CIFAR-10 batch (records of "
-                 "3073 bytes)", what[0] ? what : path);
+    if (!what[0]) /* the bytes decode: a picture, read here only because it came gzipped */
+      st = pt_fail(PT_ERR_FORMAT, "%s: a compressed PNG or JPEG: give the image itself (gunzip it first)", path);
+    else
+      st = pt_fail(PT_ERR_FORMAT, "%s; nor is it an IDX image file (magic 00 00 08 03) or a CIFAR-10 batch (records "
+                   "of 3073 bytes)", what);
   }
   free(buf);
   if (st != PT_OK) return st;

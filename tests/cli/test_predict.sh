@@ -71,6 +71,8 @@ pass "--json: an object per image with its top classes"
 # Errors: named, with the right exit codes; good images are still classified.
 expect_exit 1 "truncated.png" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/truncated.png"
 expect_exit 1 "garbage.png.*GIF" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/garbage.png"
+gzip -c "$TMP/boot.png" >"$TMP/boot.png.gz"
+expect_exit 1 "boot.png.gz: a compressed PNG or JPEG: give the image itself" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/boot.png.gz"
 # a FIFO is refused by name, not opened (which would wait for a writer for ever)
 mkfifo "$TMP/fifo.png"
 expect_exit 1 "fifo.png: not a regular file" -- timeout 60 "$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/fifo.png"
