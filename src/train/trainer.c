@@ -558,8 +558,8 @@ static void print_header(const worker_t *W) {
                                               : "");
   if (r->staged) {
     const int mpi = !strcmp(W->comm->ops->name, "mpi");
-    fprintf(out, "%s parallel: %d stages (%s)", r->micro > 1 ? "pipeline" : "model", r->stages,
-            mpi ? "MPI ranks" : "threads of this process");
+    fprintf(out, "%s parallel: %d stage%s (%s)", r->micro > 1 ? "pipeline" : "model", r->stages,
+            r->stages == 1 ? "" : "s", mpi ? "MPI ranks" : "threads of this process");
     if (r->replicas > 1) fprintf(out, " x %d data-parallel replicas", r->replicas);
     if (r->micro > 1)
       fprintf(out, ", %d micro-batches of %d, schedule %s", r->micro, W->stages.st.mb,
