@@ -138,6 +138,13 @@ pt_status pt_blob_read(const char *path, size_t max_out, uint8_t **out, size_t *
   *out_len = 0;
   uint8_t *raw;
   size_t got;
+  /* Bounded before it is read whole: a file past the limit (a sparse
+   * 100 GiB one, say) is refused by its size, not by a failed allocation.
+   * Compressed, it would only grow past the limit. */
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > max_out)
+    return pt_fail(PT_ERR_FORMAT, "%s: %llu bytes, more than the %zu a dataset file may have", path,
+                   (unsigned long long)sb.st_size, max_out);
   PT_TRY(pt_read_file(path, &raw, &got));
 
   if (pt_blob_is_gzip(raw, got)) {

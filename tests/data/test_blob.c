@@ -7,6 +7,8 @@
  * access there fatal.
  */
 #include "fixture.h"
+
+#include <unistd.h>
 #include "../tmpdir.h"
 
 #include "data/blob.h"
@@ -227,6 +229,18 @@ static void test_read_plain_and_gz(void **state) {
   assert_int_equal(pt_blob_read(p1, d.n - 1, &out, &n), PT_ERR_FORMAT);
   assert_error_contains(p1);
   fx_buf_free(&d);
+  /* A sparse 1 TiB file past the limit: refused by its size, before any of
+   * it is read (reading it would need the terabyte). */
+  char big[512];
+  snprintf(big, sizeof big, "%s/sparse.bin", tmpdir);
+  FILE *f = fopen(big, "w");
+  assert_non_null(f);
+  fclose(f);
+  if (truncate(big, (off_t)1 << 40) == 0) {
+    assert_int_equal(pt_blob_read(big, PT_BLOB_MAX_BYTES, &out, &n), PT_ERR_FORMAT);
+    assert_error_contains("1099511627776 bytes, more than the");
+  }
+  unlink(big);
 }
 
 static void test_read_missing_and_dir(void **state) {
