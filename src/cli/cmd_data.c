@@ -37,6 +37,17 @@ int pt_cmd_data(int argc, char **argv) {
     fprintf(stderr, "ptrain data fetch: unknown dataset '%s' (expected mnist, fashion-mnist or cifar10)\n", pos[1]);
     return PT_USAGE_ERROR;
   }
+  /* A local directory given as a path is the common slip: say so before
+   * anything is created, rather than pass curl what it cannot read. */
+  if (mirror && !strstr(mirror, "://")) {
+    if (mirror[0] == '/')
+      fprintf(stderr, "ptrain data fetch: --mirror %s: expected a URL (https://..., or file://%s for that "
+                      "directory)\n", mirror, mirror);
+    else
+      fprintf(stderr, "ptrain data fetch: --mirror %s: expected a URL (https://..., or file:// and a directory's "
+                      "absolute path)\n", mirror);
+    return PT_USAGE_ERROR;
+  }
   char def[64];
   snprintf(def, sizeof def, "data/%s", pos[1]);
   if (pt_fetch(spec, dir ? dir : def, mirror, isatty(fileno(stderr)) ? 1 : 1) != PT_OK) return pt_cli_fail("data fetch");

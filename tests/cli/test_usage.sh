@@ -132,5 +132,8 @@ PY
 fi
 expect_exit 2 "--steps: expected an integer" -- "$PTRAIN" bench --steps 0
 expect_exit 2 "unknown model 'nosuch'" -- "$PTRAIN" bench --model nosuch
+expect_exit 2 "--mirror /srv/mnist: expected a URL \(https://..., or file:///srv/mnist for that directory\)" -- \
+  "$PTRAIN" data fetch mnist --mirror /srv/mnist --dir "$TMP/fetched"
+[[ ! -e $TMP/fetched ]] || fail "a refused fetch created its directory"
 expect_exit 2 "give either --model or --model-file, not both" -- "$PTRAIN" bench --model mnist-cnn --model-file "$TMP/tiny.txt"
 expect_exit 2 "--min-seconds: expected a number in .0, 86400., got '-1'" -- "$PTRAIN" bench --min-seconds -1
