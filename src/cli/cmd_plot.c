@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "plot/chart.h"
+#include "plot/run_label.h"
 
 #define MAX_POINTS 100000
 
@@ -90,11 +91,6 @@ static pt_status read_curve(const char *path, int by_epoch, curve *c) {
   return st;
 }
 
-static const char *base_name(const char *p) {
-  const char *s = strrchr(p, '/');
-  return s ? s + 1 : p;
-}
-
 int pt_cmd_plot(int argc, char **argv) {
   const char *output = NULL, *xaxis = "time";
   const pt_arg flags[] = {
@@ -148,12 +144,12 @@ int pt_cmd_plot(int argc, char **argv) {
     loaded++;
     pt_series *tr = &loss->series[loss->nseries++], *te = &loss->series[loss->nseries++];
     *tr = (pt_series){.x = cv[i].t, .y = cv[i].train_loss, .n = cv[i].n};
-    snprintf(tr->label, sizeof tr->label, "%s train", base_name(files[i]));
+    snprintf(tr->label, sizeof tr->label, "%s train", pt_run_label(files, nfiles, i));
     *te = (pt_series){.x = cv[i].t, .y = cv[i].test_loss, .n = cv[i].n};
-    snprintf(te->label, sizeof te->label, "%s test", base_name(files[i]));
+    snprintf(te->label, sizeof te->label, "%s test", pt_run_label(files, nfiles, i));
     pt_series *a = &acc->series[acc->nseries++];
     *a = (pt_series){.x = cv[i].t, .y = cv[i].acc, .n = cv[i].n};
-    snprintf(a->label, sizeof a->label, "%s", base_name(files[i]));
+    snprintf(a->label, sizeof a->label, "%s", pt_run_label(files, nfiles, i));
   }
   if (!status && pt_figure_write(&fig, output) != PT_OK) status = pt_cli_fail("plot");
   if (!status) printf("wrote %s: %d run%s\n", output, loaded, loaded == 1 ? "" : "s");

@@ -13,6 +13,7 @@
 
 #include "plot/chart.h"
 #include "plot/legend.h"
+#include "plot/run_label.h"
 #include "plot/series_style.h"
 
 #include "../file_size_limit.h"
@@ -193,6 +194,21 @@ static void test_huge_flat_values_are_drawn(void **st) {
   }
 }
 
+/* Runs named apart in the legend: the file name, and as many directories
+ * as tell same-named files apart. */
+static void test_run_labels_tell_runs_apart(void **st) {
+  (void)st;
+  const char *const a[3] = {"x/adam/metrics.jsonl", "x/sgd/metrics.jsonl", "other.jsonl"};
+  assert_string_equal(pt_run_label(a, 3, 0), "adam/metrics.jsonl");
+  assert_string_equal(pt_run_label(a, 3, 1), "sgd/metrics.jsonl");
+  assert_string_equal(pt_run_label(a, 3, 2), "other.jsonl");
+  const char *const b[2] = {"/runs/1/m.jsonl", "m.jsonl"};
+  assert_string_equal(pt_run_label(b, 2, 0), "1/m.jsonl");
+  assert_string_equal(pt_run_label(b, 2, 1), "m.jsonl");
+  const char *const same[2] = {"r/m.jsonl", "r/m.jsonl"}; /* the same file twice: its whole path */
+  assert_string_equal(pt_run_label(same, 2, 0), "r/m.jsonl");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_series_looks_different),
@@ -201,6 +217,7 @@ int main(void) {
       cmocka_unit_test(test_legend_goes_below_when_no_corner_is_free),
       cmocka_unit_test(test_figure_grows_for_a_legend_below),
       cmocka_unit_test(test_huge_flat_values_are_drawn),
+      cmocka_unit_test(test_run_labels_tell_runs_apart),
       cmocka_unit_test_teardown(test_failed_write_leaves_no_file, file_size_unlimit),
   };
   return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
