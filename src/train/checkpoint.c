@@ -243,12 +243,20 @@ static void remove_tree(const char *path) {
  * behind: no save of a live run lasts this long. */
 #define PARTIAL_FOREIGN_SECONDS (6 * 3600)
 
+/* This host's name as partial saves carry it: "localhost" where it has
+ * none, or one that cannot be part of a file name. */
+static void partial_host(char *out, size_t size) {
+  if (gethostname(out, size - 1) || !out[0] || strchr(out, '/')) snprintf(out, size, "localhost");
+  out[size - 1] = 0;
+}
+
 /* Whether .partial-step-N.PID@HOST was left by a process that is gone (or
- * by this one). Only this host's PIDs can be asked about: a checkpoint
- * directory shared by nodes (NFS, where locks may be missing) holds other
- * hosts' saves too, whose PIDs mean nothing here; those go only when old.
- * A PID reused since leaves a save until a later one: harmless. */
-static int partial_is_stale(const char *dir, const char *name) {
+ * by this one); host is this host's (partial_host). Only this host's PIDs
+ * can be asked about: a checkpoint directory shared by nodes (NFS, where
+ * locks may be missing) holds other hosts' saves too, whose PIDs mean
+ * nothing here; those go only when old. A PID reused since leaves a save
+ * until a later one: harmless. */
+static int partial_is_stale(const char *dir, const char *name, const char *host) {
   const char *dot = strrchr(name, '.'), *at = strchr(name, '@');
   if (at) { /* the PID is the number before '@'; the host may hold dots */
     dot = at;
@@ -260,8 +268,7 @@ static int partial_is_stale(const char *dir, const char *name) {
   errno = 0;
   const long pid = strtol(dot + 1, &end, 10);
   if (errno || end == dot + 1 || (at ? end != at : *end != 0) || pid <= 0 || pid > INT32_MAX) return 1;
-  char host[256] = "";
-  if (at && (gethostname(host, sizeof host - 1) || strcmp(at + 1, host))) {
+  if (at && strcmp(at + 1, host)) {
     char path[4400];
     struct stat sb;
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -362,8 +369,8 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
   if (m->nbuffer_total) crc = crc32_z(crc, (const Bytef *)m->hbuffer, m->nbuffer_total * sizeof(float));
   snprintf(id, sizeof id, "%lld-%08lx", (long long)pos->step, (unsigned long)crc);
   snprintf(gen, sizeof gen, "%s/" GEN_PREFIX "%012lld", dir, (long long)pos->step);
-  char host[256] = "";
-  if (gethostname(host, sizeof host - 1) || !host[0] || strchr(host, '/')) snprintf(host, sizeof host, "localhost");
+  char host[256];
+  partial_host(host, sizeof host);
   snprintf(part, sizeof part, "%s/.partial-" GEN_PREFIX "%012lld.%d@%s", dir, (long long)pos->step, (int)getpid(),
            host);
   /* Partial saves of runs killed while saving (kill -9, a second Ctrl-C).
@@ -378,7 +385,7 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
   char stale[16][4400];
   int nstale = 0;
   while (d && nstale < 16 && (e = readdir(d)))
-    if (!strncmp(e->d_name, ".partial-", 9) && partial_is_stale(dir, e->d_name))
+    if (!strncmp(e->d_name, ".partial-", 9) && partial_is_stale(dir, e->d_name, host))
       snprintf(stale[nstale++], sizeof stale[0], "%s/%s", dir, e->d_name);
   if (d) closedir(d);
   for (int i = 0; i < nstale; i++) remove_tree(stale[i]);
