@@ -2,7 +2,6 @@
  * rate, as a line of text or of JSON (for bench/cpu.sh). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
-#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -57,8 +56,7 @@ int pt_cmd_bench(int argc, char **argv) {
   }
   if (sgemm) {
     /* No model is read: the default is every core, as for training. */
-    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    const int threads = c.threads > 0 ? c.threads : cores > 1 ? (int)cores : 1;
+    const int threads = c.threads > 0 ? c.threads : pt_cli_cores();
     if (pt_ops_set_threads(threads)) return pt_cli_fail("bench");
     double g;
     if (pt_bench_sgemm(size, &g) != PT_OK) return pt_cli_fail("bench");

@@ -4,12 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "api/api.h"
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "nn/presets.h"
 
 int pt_cmd_eval(int argc, char **argv) {
   const char *ckpt = NULL, *model = NULL, *model_file = NULL, *dataset = NULL, *data_dir = NULL, *device = "cpu";
@@ -43,13 +41,7 @@ int pt_cmd_eval(int argc, char **argv) {
     fprintf(stderr, "ptrain eval: --model and --model-file: give one, not both (see 'ptrain eval --help')\n");
     return PT_USAGE_ERROR;
   }
-  /* --model takes a preset's name or a spec file's path (pt_net_load) */
-  if (model && !pt_preset_find(model) && access(model, F_OK)) return pt_cli_unknown_model("eval", model);
-  /* pt_net_load takes a name that is no file for a preset's: say that the file is missing. */
-  if (model_file && access(model_file, F_OK)) {
-    pt_fail_errno(PT_ERR_IO, "cannot open model file %s", model_file);
-    return pt_cli_fail("eval");
-  }
+  if ((rc = pt_cli_check_model("eval", model, model_file))) return rc;
   /* A mistyped --device is said before the checkpoint is read. */
   pt_backend_kind kind;
   int index;
@@ -61,7 +53,7 @@ int pt_cmd_eval(int argc, char **argv) {
   if (st == PT_OK) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TEST, &data);
   /* The library's 0 keeps the calling thread's pool (one thread here): the
    * flag's default is every core. */
-  if (threads == 0) threads = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? (int)sysconf(_SC_NPROCESSORS_ONLN) : 1;
+  if (threads == 0) threads = pt_cli_cores();
   /* --dataset naming images the model cannot take is a usage error, as in
    * ptrain train; the library's message says which sizes. */
   int usage = 0;

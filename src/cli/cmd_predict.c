@@ -7,12 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "api/api.h"
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "nn/presets.h"
 #include "data/blob.h"
 #include "data/dataset.h"
 #include "image/image.h"
@@ -236,13 +234,7 @@ int pt_cmd_predict(int argc, char **argv) {
     fprintf(stderr, "ptrain predict: --model and --model-file: give one, not both (see 'ptrain predict --help')\n");
     return PT_USAGE_ERROR;
   }
-  /* --model takes a preset's name or a spec file's path (pt_net_load) */
-  if (model && !pt_preset_find(model) && access(model, F_OK)) return pt_cli_unknown_model("predict", model);
-  /* pt_net_load takes a name that is no file for a preset's: say that the file is missing. */
-  if (model_file && access(model_file, F_OK)) {
-    pt_fail_errno(PT_ERR_IO, "cannot open model file %s", model_file);
-    return pt_cli_fail("predict");
-  }
+  if ((rc = pt_cli_check_model("predict", model, model_file))) return rc;
   if (!nfiles) {
     fprintf(stderr, "ptrain predict: no image given: name PNG, JPEG, IDX or CIFAR-10 files (see 'ptrain predict --help')\n");
     return PT_USAGE_ERROR;
@@ -256,10 +248,8 @@ int pt_cmd_predict(int argc, char **argv) {
                     "--help')\n");
     return PT_USAGE_ERROR;
   }
-  /* The library's 0 keeps the calling thread's pool (one thread here): the
-   * flag's default is every core. */
-  if (threads == 0) threads = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? (int)sysconf(_SC_NPROCESSORS_ONLN) : 1;
-  if (threads > 0) pt_ops_set_threads(threads);
+  /* The flag's default is every core; a fresh pool has one thread. */
+  pt_ops_set_threads(threads == 0 ? pt_cli_cores() : threads);
   predictor P = {.top = top, .json = json};
   if (pt_net_load(ckpt, model ? model : model_file, &P.net) != PT_OK) return pt_cli_fail("predict");
   pt_net_shape(P.net, NULL, NULL, NULL, &P.classes);

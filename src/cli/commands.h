@@ -20,5 +20,11 @@ int pt_cli_fail(const char *cmd);
 int pt_cli_usage_fail(const char *cmd);
 /* "unknown model NAME", listing the presets, as a usage error (2). */
 int pt_cli_unknown_model(const char *cmd, const char *name);
+/* eval's and predict's --model (a preset or an existing spec file) and
+ * --model-file (an existing file), checked before anything is read: 0, or
+ * the exit status with the message printed. */
+int pt_cli_check_model(const char *cmd, const char *model, const char *model_file);
+/* The cores online, at least 1: a --threads flag's default. */
+int pt_cli_cores(void);
 
 #endif

@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -17,6 +18,22 @@ int pt_cli_fail(const char *cmd) {
 int pt_cli_usage_fail(const char *cmd) {
   fprintf(stderr, "ptrain %s: %s (see 'ptrain %s --help')\n", cmd, pt_error_message(), cmd);
   return PT_USAGE_ERROR;
+}
+
+int pt_cli_cores(void) {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 1 ? (int)n : 1;
+}
+
+int pt_cli_check_model(const char *cmd, const char *model, const char *model_file) {
+  /* --model takes a preset's name or a spec file's path (pt_net_load) */
+  if (model && !pt_preset_find(model) && access(model, F_OK)) return pt_cli_unknown_model(cmd, model);
+  /* pt_net_load takes a name that is no file for a preset's: say that the file is missing. */
+  if (model_file && access(model_file, F_OK)) {
+    pt_fail_errno(PT_ERR_IO, "cannot open model file %s", model_file);
+    return pt_cli_fail(cmd);
+  }
+  return 0;
 }
 
 /* train names a spec file with --model-file; eval, predict and models take
