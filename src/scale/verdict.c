@@ -197,16 +197,13 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
     return;
   }
   const pt_scale_config *b = &c[best];
-  char opt[64] = "";
-  if (b->optimizer) snprintf(opt, sizeof opt, ", %s", b->optimizer);
-  char batch[64] = "";
-  if (b->batch > 0) snprintf(batch, sizeof batch, ", global batch %d", b->batch);
-  if (b->baseline < 0 || !(b->speedup >= 1.1))
-    snprintf(rec, rec_len,
-             "stay on one worker (%d thread%s%s%s): %.0f images/s, and no parallel configuration was 1.1x faster",
-             b->threads, b->threads == 1 ? "" : "s", batch, opt, b->images_per_s);
-  else
-    snprintf(rec, rec_len, "use %s with %d workers x %d thread%s%s%s: %.0f images/s, %.2fx one worker",
-             pt_scale_strategy_name(b->strategy), b->workers, b->threads, b->threads == 1 ? "" : "s", batch, opt,
-             b->images_per_s, b->speedup);
+  if (b->baseline < 0 || !(b->speedup >= 1.1)) {
+    /* one worker of the same threads, batch and optimizer as the fastest */
+    describe(b->baseline < 0 ? b : &c[b->baseline], what, sizeof what);
+    snprintf(rec, rec_len, "stay on %s: %.0f images/s, and no parallel configuration was 1.1x faster", what,
+             b->images_per_s);
+  } else {
+    describe(b, what, sizeof what);
+    snprintf(rec, rec_len, "use %s: %.0f images/s, %.2fx one worker", what, b->images_per_s, b->speedup);
+  }
 }
