@@ -369,13 +369,15 @@ static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrai
         f);
   fprintf(f, "export OMP_NUM_THREADS=%d\n\n", threads);
   if (o->gpus > 1)
-    fputs("# Open MPI's mpirun ends with status 1 when it is signalled itself, whatever\n"
-          "# its ranks did, but passes SIGUSR1 on to them and ends with their status:\n"
-          "# an eviction's SIGTERM goes to the ranks as SIGUSR1, they checkpoint, and\n"
-          "# their 85 is this job's.\n",
-          f);
-  fputs(o->gpus > 1 ? "" : "exec ", f);
-  if (o->gpus > 1) fprintf(f, "mpirun -np %d ", o->gpus);
+    fprintf(f,
+            "# Open MPI's mpirun ends with status 1 when it is signalled itself, whatever\n"
+            "# its ranks did, but passes SIGUSR1 on to them and ends with their status:\n"
+            "# an eviction's SIGTERM goes to the ranks as SIGUSR1, they checkpoint, and\n"
+            "# their 85 is this job's.\n"
+            "mpirun -np %d ",
+            o->gpus);
+  else
+    fputs("exec ", f);
   put_word(f, ptrain);
   fputs(" train", f);
   if (o->gpus > 1) fputs(" --parallel ddp", f);

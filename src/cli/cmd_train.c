@@ -114,11 +114,12 @@ int pt_cmd_train(int argc, char **argv) {
     /* Images not of the dataset's own size are files that are not what
      * their names say (damaged, or another dataset's), not a flag. */
     const int usual_c = kind == PT_DS_CIFAR10 ? 3 : 1, usual_hw = kind == PT_DS_CIFAR10 ? 32 : 28;
-    if ((ds->c != mc || ds->h != mh || ds->w != mw) && (ds->c != usual_c || ds->h != usual_hw || ds->w != usual_hw)) {
+    const int fits = ds->c == mc && ds->h == mh && ds->w == mw;
+    if (!fits && (ds->c != usual_c || ds->h != usual_hw || ds->w != usual_hw)) {
       st = pt_fail(PT_ERR_FORMAT, "the %s training images in %s are %dx%dx%d, where %s's are %dx%dx%d: those files "
                    "are not %s's", name, train->dir ? train->dir : "the data directory", ds->c, ds->h, ds->w, name,
                    usual_c, usual_hw, usual_hw, name);
-    } else if (ds->c != mc || ds->h != mh || ds->w != mw) {
+    } else if (!fits) {
       st = pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images are %dx%dx%d (%s)", pt_net_name(net),
                    mc, mh, mw, name, ds->c, ds->h, ds->w,
                    dataset ? "--dataset names a dataset the model cannot take" : "use --dataset");
