@@ -275,9 +275,8 @@ static void quantize(float *a, size_t n) {
 }
 
 /* --precision bf16 rounds what a GEMM multiplies to bf16 (8 significant
- * bits; cuBLAS may take TF32's 11 instead), round to nearest, ties to
- * even, as the conversion instructions do. The CPU's reference for a bf16
- * row rounds those inputs first (ROUND_XW: x and w; ROUND_DY: dy too) and
+ * bits), to nearest, ties to even, as the conversion instructions do. The
+ * CPU's reference for a bf16 row rounds those inputs first (ROUND_XW: x and w; ROUND_DY: dy too) and
  * then computes in fp32 as usual: products of such values are exact in
  * fp32, so what is left between the two sides is the order of the fp32
  * sums. */
@@ -1041,23 +1040,19 @@ static void test_cuda_matches_cpu(void **state) {
 /* ---- --precision bf16: the GEMMs of linear layers and convolutions ----
  *
  * Each conv and linear row runs again on CUDA under bf16, and each array
- * must match one of three CPU references at the usual tolerances:
- *  - bf16's: the CPU on bf16-rounded inputs (y, dw, dx from rounded x, w
- *    and dy; db, an fp32 sum of dy, from rounded x and w only);
- *  - TF32's and fp32's, the same with TF32's rounding and with none, for a
- *    GEMM where cuBLAS took such a kernel, which
- *    CUBLAS_COMPUTE_32F_FAST_16BF allows.
- * The nearest is taken. Each reference's backward pass masks a fused ReLU
- * by the GPU's y, and an entry also passes within 1e-5 of the sum of its
- * terms' magnitudes, linear rows' too: tensor cores may truncate their
- * fp32 partial sums rather than round them. A row whose convolution the
- * gemm path splits into chunks is left to the fp32 rows: cuBLAS may pick
- * a kernel per chunk's shape, and a weight gradient summed over chunks of
- * two roundings matches no one reference.
- * Which reference each array matched is printed, and the last test checks
- * that bf16 ran somewhere (on GPUs with bf16 tensor cores), so that a
- * build which ignores the precision cannot pass. Under PT_CUDA_CONV=cudnn
- * a bf16 convolution must be refused at the sync, naming why. */
+ * (db aside) must match bf16's reference, the CPU on bf16-rounded inputs
+ * (y, dw, dx from rounded x, w and dy), at the usual tolerances and not
+ * TF32's or fp32's: an H100 once ran TF32 kernels where the compute type
+ * only allowed bf16 (CUBLAS_COMPUTE_32F_FAST_16BF), and a GEMM that
+ * ignores the precision must not pass. db, an fp32 sum of dy, must match
+ * the reference on rounded x and w. Each reference's backward pass masks
+ * a fused ReLU by the GPU's y, and an entry also passes within 1e-5 of the
+ * sum of its terms' magnitudes, linear rows' too: tensor cores may
+ * truncate their fp32 partial sums rather than round them. Rows the gemm
+ * path splits into chunks run in fp32 only: bf16 changes the GEMM, not
+ * the chunks' offsets. Which reference each array came nearest is
+ * printed. Under PT_CUDA_CONV=cudnn a bf16 convolution must be refused
+ * at the sync, naming why. */
 static int bf16_arrays; /* arrays that matched bf16's reference and not fp32's */
 
 static int bf16_on(void **s) {
@@ -1204,8 +1199,13 @@ static void test_cuda_bf16(void **state) {
   run_case(cuda, tc, &gpu);
   if (tc->op == OP_CONV && pt_cuda_conv_paths_get().cudnn)
     fail_msg("%s: a bf16 convolution ran on cuDNN, which would compute it in fp32", tc->label);
-  bf16_arrays += bf16_match(tc, &gpu, 0);
+  int arrays = 0;
+  for (int k = 0; k < gpu.nres; k++) arrays += strcmp(gpu.res[k].name, "db") != 0;
+  const int got = bf16_match(tc, &gpu, 0);
   release(&gpu);
+  if (got != arrays)
+    fail_msg("%s: %d of %d arrays matched bf16's rounding and no finer one", tc->label, got, arrays);
+  bf16_arrays += got;
 }
 
 /* After every bf16 row: bf16 rounding showed in some array. */

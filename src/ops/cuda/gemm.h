@@ -2,11 +2,11 @@
  *
  * cublasSgemm's arguments and meaning (column-major, fp32 arrays). Under
  * fp32 and tf32 it is cublasSgemm, whose math the handle's mode sets
- * (pt_cuda_set_precision). Under bf16 it is cublasGemmEx on the same fp32
- * arrays with CUBLAS_COMPUTE_32F_FAST_16BF: the tensor cores take the
- * inputs rounded to bf16 and sum in fp32, and C stays fp32. cuBLAS may
- * pick TF32 or full fp32 kernels for some shapes under that compute type;
- * each is at least as exact as bf16. */
+ * (pt_cuda_set_precision). Under bf16 it rounds A and B to bf16 copies
+ * (to nearest, ties to even; a scratch buffer of the thread's, grown in
+ * stream order) and multiplies those with cublasGemmEx, summing in fp32
+ * into the fp32 C.
+ */
 #ifndef PT_OPS_CUDA_GEMM_H
 #define PT_OPS_CUDA_GEMM_H
 
