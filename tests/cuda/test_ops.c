@@ -276,10 +276,10 @@ static void quantize(float *a, size_t n) {
 
 /* --precision bf16 rounds what a GEMM multiplies to bf16 (8 significant
  * bits), to nearest, ties to even, as the conversion instructions do. The
- * CPU's reference for a bf16 row rounds those inputs first (ROUND_XW: x and w; ROUND_DY: dy too) and
- * then computes in fp32 as usual: products of such values are exact in
- * fp32, so what is left between the two sides is the order of the fp32
- * sums. */
+ * CPU's reference for a bf16 row rounds those inputs first (ROUND_XW: x
+ * and w; ROUND_DY: dy too) and then computes in fp32 as usual: products of
+ * such values are exact in fp32, so what is left between the two sides is
+ * the order of the fp32 sums. */
 enum { ROUND_XW = 1, ROUND_DY = 2 };
 enum { BF16_DROP = 16, TF32_DROP = 13 }; /* the low bits of an fp32 each drops */
 static int round_inputs, round_drop = BF16_DROP;
