@@ -121,6 +121,12 @@ static const ocase cases[] = {
     {"conv first layer 1->32 3x3 on 28x28 + relu, no dx", OP_CONV, 8, 1, 28, 28, 32, 3, 1, 0, 0,
      F_BIAS | F_RELU | F_NO_DX},
     {"conv 32->64 3x3 on 26x26 + bias + relu", OP_CONV, 4, 32, 26, 26, 64, 3, 1, 0, 0, F_BIAS | F_RELU},
+    /* 48 channels and more, 3x3, stride 1: cuDNN's Winograd (the rule in
+     * conv.cu), fused for y and dx, nonfused for dw. */
+    {"conv 48->96 3x3 pad 1 on 16x16 + bias + relu", OP_CONV, 4, 48, 16, 16, 96, 3, 1, 1, 0, F_BIAS | F_RELU},
+    /* An RGB image's first layer, which the default puts on the gemm path. */
+    {"conv RGB 3->48 3x3 pad 1 on 32x32 + bias + relu", OP_CONV, 4, 3, 32, 32, 48, 3, 1, 1, 0,
+     F_BIAS | F_RELU},
     /* Several chunks of the gemm path (test_chunks checks how many). */
     {"conv 1->2 5x5 on 104x104 + bias, 200 samples", OP_CONV, 200, 1, 104, 104, 2, 5, 1, 0, 0, F_BIAS},
     {"conv 1->2 7x7 pad 3 on 60x60 + bias + relu, 200 samples", OP_CONV, 200, 1, 60, 60, 2, 7, 1, 3, 0,

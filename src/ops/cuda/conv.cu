@@ -382,14 +382,23 @@ void note_gemm(const pt_conv_geom *g, int n, const char *direction, const char *
            direction, g->c, g->h, g->w, g->oc, g->kh, g->kw, g->stride, g->pad, n, reason);
 }
 
-/* 5x5 kernels take the gemm path unless PT_CUDA_CONV says otherwise.
- * Timed on an H200 (cuDNN 9.14, FP32 FMA math, one epoch each):
- * tutorial-cnn, whose two convolutions are 5x5, trained at 165k images/s
- * on the gemm path against 108k on cuDNN's heuristic choices (conv2.0's
- * backward 0.22 against 0.64 ms a step); mnist-cnn's 3x3 layers were the
- * other way round (113k on cuDNN, 81k on gemm). A fixed rule, like
- * wants_winograd below, so a run's algorithms and bits do not change. */
-bool gemm_by_default(const pt_conv_geom *g) { return g->kh == 5 && g->kw == 5; }
+/* Two kinds of layer take the gemm path unless PT_CUDA_CONV says
+ * otherwise. Fixed rules, like wants_winograd below, so a run's
+ * algorithms and bits do not change.
+ *  - 5x5 kernels. Timed on an H200 (cuDNN 9.14, FP32 FMA math, one epoch
+ *    each): tutorial-cnn, whose two convolutions are 5x5, trained at 165k
+ *    images/s on the gemm path against 108k on cuDNN's heuristic choices
+ *    (conv2.0's backward 0.22 against 0.64 ms a step); mnist-cnn's 3x3
+ *    layers were the other way round (113k on cuDNN, 81k on gemm).
+ *  - 3x3 kernels on 3 channels in, an RGB image's first layer. On an H100
+ *    (cuDNN 9.19, FP32, 200 profiled steps of cifar-convnet, batch 64)
+ *    its conv1, 3 -> 48 channels on 32x32, took 0.35 ms a step on the gemm
+ *    path against 0.72 on cuDNN's choice, where conv2 (48 channels in)
+ *    took 1.46 against 1.01. A 3x3 layer on 1 channel (mnist-cnn's conv1)
+ *    has not been timed on its own and stays with cuDNN. */
+bool gemm_by_default(const pt_conv_geom *g) {
+  return (g->kh == 5 && g->kw == 5) || (g->kh == 3 && g->kw == 3 && g->c == 3);
+}
 
 /* The cuDNN handle to use, or NULL for the gemm path. A misspelt or
  * unsatisfiable PT_CUDA_CONV is reported (at the next sync) rather than
@@ -411,7 +420,8 @@ void *cudnn_choice(const pt_conv_geom *g, const char *what, char *why, size_t wh
     return nullptr;
   }
   if (mode == MODE_DEFAULT && gemm_by_default(g)) {
-    snprintf(why, why_size, "5x5 kernels run faster on the gemm path (PT_CUDA_CONV=cudnn overrides)");
+    snprintf(why, why_size, "%s run faster on the gemm path (PT_CUDA_CONV=cudnn overrides)",
+             g->kh == 5 ? "5x5 kernels" : "3x3 kernels on 3 channels in");
     return nullptr;
   }
 #ifdef PT_HAVE_CUDNN
@@ -642,6 +652,55 @@ bool pick_algo(const Perf *perf, int count, WsFn ws_of, const int prefer[2], boo
   return false;
 }
 
+/* PT_CUDA_CONV_LOG=1 prints each plan's algorithms on stderr as it is
+ * built, with every entry the heuristics offered and why one was not
+ * usable: a profile says how long a layer took, this says what ran. Read
+ * once per process. */
+bool conv_log() {
+  static const bool on = [] {
+    const char *v = getenv("PT_CUDA_CONV_LOG");
+    return v && *v && strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+const char *algo_name(const char *const *names, int count, int algo) {
+  return algo >= 0 && algo < count ? names[algo] : "?";
+}
+
+template <typename Perf>
+void log_direction(const char *direction, const char *const *names, int nnames, const Perf *perf, int count,
+                   bool ok, int algo, size_t ws) {
+  char line[2048];
+  size_t len = 0;
+  auto add = [&](const char *fmt, auto... args) {
+    if (len < sizeof line) len += (size_t)snprintf(line + len, sizeof line - len, fmt, args...);
+  };
+  if (ok) add("  %s: %s, %zu KiB of workspace; offered:", direction, algo_name(names, nnames, algo), ws >> 10);
+  else add("  %s: gemm path (no entry usable); offered:", direction);
+  for (int i = 0; i < count; i++) {
+    const Perf &e = perf[i];
+    const char *math = e.mathType == CUDNN_FMA_MATH       ? "fma"
+                       : e.mathType == CUDNN_DEFAULT_MATH ? "default math"
+                       : e.mathType == CUDNN_TENSOR_OP_MATH ? "tensor-op math"
+                                                            : "conversion math";
+    add(" %s (%s%s, %s)", algo_name(names, nnames, (int)e.algo),
+        e.status == CUDNN_STATUS_SUCCESS ? "ok" : cudnnGetErrorString(e.status),
+        e.determinism == CUDNN_DETERMINISTIC ? "" : ", not deterministic", math);
+    if (i + 1 < count) add(",");
+  }
+  fprintf(stderr, "%s\n", line);
+}
+
+const char *const kFwdNames[] = {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling",
+                                 "winograd", "winograd_nonfused"};
+const char *const kDataNames[] = {"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"};
+const char *const kFilterNames[] = {"algo_0", "algo_1", "fft", "algo_3", "winograd", "winograd_nonfused", "fft_tiling"};
+static_assert(sizeof kFwdNames / sizeof *kFwdNames == CUDNN_CONVOLUTION_FWD_ALGO_COUNT, "cuDNN's forward algorithms");
+static_assert(sizeof kDataNames / sizeof *kDataNames == CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, "data algorithms");
+static_assert(sizeof kFilterNames / sizeof *kFilterNames == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+              "filter algorithms");
+
 /* Under TF32, the direction's math onto the descriptor the three share. */
 cudnnStatus_t apply_math(const conv_plan *p, cudnnMathType_t m) {
   return p->key[9] ? cudnnSetConvolutionMathType(p->cd, m) : CUDNN_STATUS_SUCCESS;
@@ -695,6 +754,12 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
         },
         fwd_prefer, tf32, p->cd, &p->fwd, &p->fwd_ws,
         &p->fwd_math);
+  if (conv_log()) {
+    fprintf(stderr, "conv plan: %dx%dx%d -> %d, kernel %dx%d, stride %d, pad %d, batch %d, %s\n", g->c, g->h, g->w,
+            oc, g->kh, g->kw, g->stride, g->pad, n, tf32 ? "tf32" : "fp32");
+    log_direction("forward", kFwdNames, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, fperf, got, p->fwd_ok, (int)p->fwd,
+                  p->fwd_ws);
+  }
 
   got = 0;
   cudnnConvolutionBwdDataAlgoPerf_t dperf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -707,6 +772,9 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
         },
         data_prefer, tf32, p->cd, &p->data, &p->data_ws,
         &p->data_math);
+  if (conv_log())
+    log_direction("data gradient", kDataNames, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, dperf, got, p->data_ok,
+                  (int)p->data, p->data_ws);
 
   got = 0;
   cudnnConvolutionBwdFilterAlgoPerf_t wperf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
@@ -720,6 +788,9 @@ void build_plan(cudnnHandle_t h, const pt_conv_geom *g, int n, conv_plan *p) {
         },
         filter_prefer, tf32, p->cd, &p->filter,
         &p->filter_ws, &p->filter_math);
+  if (conv_log())
+    log_direction("filter gradient", kFilterNames, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, wperf, got,
+                  p->filter_ok, (int)p->filter, p->filter_ws);
 }
 
 /* The plan for (g, n) on this thread's handle, built at first use; the
