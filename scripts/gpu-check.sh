@@ -12,7 +12,8 @@
 #              PRECISIONS (default "fp32 bf16")      -> OUTDIR/gpu-<precision>.{jsonl,md}
 #   profile    200 profiled steps of cifar-convnet (CIFAR_DIR, else a
 #              synthetic set of its shape) with each convolution
-#              choice and precision                  -> OUTDIR/profiles.txt
+#              choice and precision, the cuDNN plans of two of them
+#              logged (PT_CUDA_CONV_LOG)             -> OUTDIR/profiles.txt
 # Each step's output is also printed. A step that fails is reported and the
 # next one still runs; the exit status is the number of failed steps.
 set -uo pipefail
@@ -39,7 +40,7 @@ step_bench() {
 }
 
 # Each profile: an environment setting (or none) and ptrain's flags.
-PROFILES=("|" "PT_CUDA_CONV=gemm|" "PT_CUDA_WINOGRAD=fused|" "|--precision tf32" "|--precision bf16")
+PROFILES=("PT_CUDA_CONV_LOG=1|" "PT_CUDA_CONV=gemm|" "PT_CUDA_WINOGRAD=fused PT_CUDA_CONV_LOG=1|" "|--precision tf32" "|--precision bf16")
 
 step_profile() {
   # CIFAR-10 where it is, else a synthetic set of its shape (the timings
