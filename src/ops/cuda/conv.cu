@@ -391,11 +391,12 @@ void note_gemm(const pt_conv_geom *g, int n, const char *direction, const char *
  *    (conv2.0's backward 0.22 against 0.64 ms a step); mnist-cnn's 3x3
  *    layers were the other way round (113k on cuDNN, 81k on gemm).
  *  - 3x3 kernels on 3 channels in, an RGB image's first layer. On an H100
- *    (cuDNN 9.19, FP32, 200 profiled steps of cifar-convnet, batch 64)
- *    its conv1, 3 -> 48 channels on 32x32, took 0.35 ms a step on the gemm
- *    path against 0.72 on cuDNN's choice, where conv2 (48 channels in)
- *    took 1.46 against 1.01. A 3x3 layer on 1 channel (mnist-cnn's conv1)
- *    has not been timed on its own and stays with cuDNN. */
+ *    (FP32, 200 profiled steps of cifar-convnet, batch 64, the cuDNN of
+ *    PyTorch 2.11's wheels) its conv1, 3 -> 48 channels on 32x32, took
+ *    0.35 ms a step on the gemm path against 0.72 on cuDNN's choice, where
+ *    conv2 (48 channels in) took 1.46 against 1.01. A 3x3 layer on 1
+ *    channel (mnist-cnn's conv1) has not been timed on its own and stays
+ *    with cuDNN. */
 bool gemm_by_default(const pt_conv_geom *g) {
   return (g->kh == 5 && g->kw == 5) || (g->kh == 3 && g->kw == 3 && g->c == 3);
 }
