@@ -1,5 +1,6 @@
 """bf16_emulation.py - one epoch of mnist-cnn in fp32 and with ptrain's
---precision bf16 rounding emulated on the CPU, seed by seed.
+--precision bf16 (or, with --tf32, tf32) rounding emulated on the CPU,
+seed by seed.
 
 ptrain's bf16 rounds what every GEMM and convolution multiplies to bf16 and
 sums in fp32 (docs/gpu.md, Precision). Here each conv and linear layer does
@@ -10,7 +11,10 @@ runs shows how far one epoch moves with a change of rounding, which sizes
 the GPU test's comparison (tests/parallel/test_gpu_training.sh compares
 the means over seeds).
 
-  python3 bench/bf16_emulation.py SEED...   # needs torch and numpy; about 3 min a seed on 2 cores
+  python3 bench/bf16_emulation.py [--tf32] SEED...   # needs torch and numpy; about 3 min a seed on 2 cores
+
+--tf32 rounds to TF32's 10 stored mantissa bits instead of bf16's 7, as
+tensor cores do under --precision tf32 (and PyTorch's allow_tf32).
 
 Prints one line per seed: fp32's test accuracy, the emulation's, and the
 difference. The preset as `ptrain models mnist-cnn` lists it: Adadelta at
@@ -38,9 +42,17 @@ def split(prefix):
     return (x - 0.1307) / 0.3081, y
 
 
+DROP = 16  # the low bits of an fp32 the emulated format drops: 16 for bf16, 13 for TF32
+
+
 def bf16(t):
-    """t rounded to bf16 (to nearest, ties to even) and back to fp32."""
-    return t.bfloat16().float()
+    """t rounded to the emulated format (to nearest, ties to even), kept in fp32."""
+    if DROP == 16:
+        return t.bfloat16().float()
+    u = t.contiguous().view(torch.int32)
+    half = (1 << (DROP - 1)) - 1
+    r = (u + half + ((u >> DROP) & 1)) & ~((1 << DROP) - 1)
+    return torch.where(torch.isfinite(t), r.view(torch.float32), t)
 
 
 class Conv(torch.autograd.Function):
@@ -117,9 +129,12 @@ def main(seeds):
     for seed in seeds:
         t0 = time.time()
         a, b = one_epoch(False, seed, train, test), one_epoch(True, seed, train, test)
-        print(f"seed {seed}: fp32 {a:.4f}  bf16-emulated {b:.4f}  difference {b - a:+.4f}  ({time.time() - t0:.0f} s)",
+        print(f"seed {seed}: fp32 {a:.4f}  {'tf32' if DROP == 13 else 'bf16'}-emulated {b:.4f}  difference {b - a:+.4f}  ({time.time() - t0:.0f} s)",
               flush=True)
 
 
 if __name__ == "__main__":
-    main([int(s) for s in sys.argv[1:]] or [1])
+    args = sys.argv[1:]
+    if args[:1] == ["--tf32"]:
+        DROP, args = 13, args[1:]
+    main([int(s) for s in args] or [1])
