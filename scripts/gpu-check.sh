@@ -7,7 +7,7 @@
 #   scripts/gpu-check.sh OUTDIR [STEP...]
 #
 # Steps, in the order given (default: tests bench profile):
-#   tests      ctest's GPU tests (ctest -L gpu)       -> OUTDIR/ctest.txt
+#   tests      ctest's GPU tests (ctest -L gpu -V)    -> OUTDIR/ctest.txt
 #   bench      bench/gpu.sh, one round of each preset, at each of
 #              PRECISIONS (default "fp32 bf16")      -> OUTDIR/gpu-<precision>.{jsonl,md}
 #   profile    200 profiled steps of cifar-convnet (CIFAR_DIR, else a
@@ -27,8 +27,14 @@ PRECISIONS=${PRECISIONS:-"fp32 bf16"}
 PTRAIN=${PTRAIN:-build/ptrain}
 failed=0
 
+# Verbose into the file: a passing test's figures (the precisions'
+# accuracies, the bf16 rows' roundings) are wanted too. The summary is
+# printed.
 step_tests() {
-  (cd build && ctest -L gpu --output-on-failure --timeout 900) 2>&1 | tee "$OUT/ctest.txt"
+  local rc=0
+  (cd build && ctest -L gpu -V --timeout 900) >"$OUT/ctest.txt" 2>&1 || rc=1
+  grep -E 'Test +#|tests passed|FAILED|PASS:|FAIL:|(^|: )ok:' "$OUT/ctest.txt"
+  return $rc
 }
 
 step_bench() {
