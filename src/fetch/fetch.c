@@ -176,29 +176,60 @@ static char *join3(const char *a, const char *sep, const char *b) {
 }
 
 /* mkdir -p. A component that exists but is not a directory surfaces as
- * ENOTDIR from the next mkdir, or from the final check. */
-static pt_status mkdir_p(const char *dir) {
+ * ENOTDIR from the next mkdir, or from the final check. *created is the
+ * length of the longest prefix of dir that existed before (0 when all of
+ * it did, or nothing was made), for remove_made. */
+static pt_status mkdir_p(const char *dir, size_t *created) {
+  *created = 0;
   size_t n = strlen(dir);
   char *p = pt_malloc(n + 1);
   if (!p) return PT_ERR_NOMEM;
   memcpy(p, dir, n + 1);
   pt_status st = PT_OK;
+  size_t existed = 0;
+  int made = 0;
   for (size_t i = 1; i <= n; i++) {
     if (p[i] != '/' && p[i] != 0) continue;
     char c = p[i];
     p[i] = 0;
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+    if (mkdir(p, 0755) == 0) {
+      made = 1;
+    } else if (errno != EEXIST) {
       st = pt_fail_errno(PT_ERR_IO, "creating directory %s", p);
       break;
+    } else if (!made) {
+      existed = i;
     }
     p[i] = c;
   }
   free(p);
+  if (made) *created = existed ? existed : 1;
   if (st != PT_OK) return st;
   struct stat sb;
   if (stat(dir, &sb) != 0) return pt_fail_errno(PT_ERR_IO, "%s", dir);
   if (!S_ISDIR(sb.st_mode)) return pt_fail(PT_ERR_IO, "%s: exists and is not a directory", dir);
   return PT_OK;
+}
+
+/* After a failed fetch: removes the directories mkdir_p made for dir
+ * (those past its first created bytes), deepest first, where they are
+ * still empty, so that a failure leaves no empty data directory behind
+ * for `ptrain info` or a later run to take for a data set. rmdir refuses
+ * a directory that holds anything. */
+static void remove_made(const char *dir, size_t created) {
+  if (!created) return;
+  size_t n = strlen(dir);
+  char *p = pt_malloc(n + 1);
+  if (!p) return;
+  memcpy(p, dir, n + 1);
+  while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+  while (n > created && n > 0) {
+    if (rmdir(p) != 0) break;
+    while (n > 0 && p[n - 1] != '/') n--; /* drop the last component */
+    while (n > 1 && p[n - 1] == '/') n--;
+    p[n] = 0;
+  }
+  free(p);
 }
 
 /* File names come from tables, but they are joined to the user's directory,
@@ -446,9 +477,14 @@ pt_status pt_fetch_files(const char *base_url, const pt_fetch_file *files, int n
   if (curl_init_rc != CURLE_OK)
     return pt_fail(PT_ERR_NET, "curl_global_init: %s", curl_easy_strerror(curl_init_rc));
 
-  PT_TRY(mkdir_p(dir));
+  size_t created = 0;
+  PT_TRY(mkdir_p(dir, &created));
   int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return pt_fail_errno(PT_ERR_IO, "opening directory %s", dir);
+  if (dfd < 0) {
+    const pt_status e = pt_fail_errno(PT_ERR_IO, "opening directory %s", dir);
+    remove_made(dir, created);
+    return e;
+  }
 
   pt_status st = PT_OK;
   char errbuf[CURL_ERROR_SIZE];
@@ -473,6 +509,7 @@ pt_status pt_fetch_files(const char *base_url, const pt_fetch_file *files, int n
 done:
   if (c) curl_easy_cleanup(c);
   close(dfd);
+  if (st != PT_OK) remove_made(dir, created);
   return st;
 }
 

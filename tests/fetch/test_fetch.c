@@ -832,6 +832,21 @@ static void test_connection_refused(void **state) {
   pathf(p, "%s/" IMG, out);
   assert_false(exists(p));
   assert_false(has_part_files(out));
+  /* The directories the fetch made are gone again, those it found stay. */
+  assert_false(exists(out));
+  pathf(out, "%s/out_refused_new/a/b/", F.root);
+  assert_int_equal(pt_fetch_files(F.dead_base, files, 1, out, 0, 0), PT_ERR_NET);
+  pathf(p, "%s/out_refused_new", F.root);
+  assert_false(exists(p));
+  assert_true(exists(F.root));
+  pathf(p, "%s/out_refused_kept", F.root);
+  assert_int_equal(mkdir(p, 0755), 0);
+  pathf(out, "%s/out_refused_kept/x/y", F.root);
+  assert_int_equal(pt_fetch_files(F.dead_base, files, 1, out, 0, 0), PT_ERR_NET);
+  pathf(p, "%s/out_refused_kept/x", F.root);
+  assert_false(exists(p));
+  pathf(p, "%s/out_refused_kept", F.root);
+  assert_true(exists(p));
 }
 
 static void test_redirects(void **state) {
