@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -33,6 +34,9 @@ static double num(const cJSON *o, const char *key) {
  * epochs' seconds summed: a resumed run's file continues it) or the epoch. */
 static pt_status read_curve(const char *path, int by_epoch, curve *c) {
   memset(c, 0, sizeof *c);
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+    return pt_fail(PT_ERR_IO, "%s: is a directory (expected a file written by ptrain train --metrics FILE)", path);
   FILE *f = fopen(path, "r");
   if (!f) return pt_fail_errno(PT_ERR_IO, "cannot open %s", path);
   const size_t cap = MAX_POINTS;
@@ -98,9 +102,12 @@ int pt_cmd_plot(int argc, char **argv) {
       {"--x", ARG_CHOICE, &xaxis, 0, 0, "time|epoch", "AXIS", "time: training seconds (default); epoch"},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
-  const char *files[PT_CHART_MAX_SERIES];
+  /* More than a figure holds, so that too many runs are counted and said
+   * so below rather than met as an unexpected argument. */
+  enum { MAX_FILES_READ = 256 };
+  const char *files[MAX_FILES_READ];
   int nfiles = 0, help;
-  int rc = pt_args_parse("plot", flags, nf, argc, argv, 2, &help, files, PT_CHART_MAX_SERIES, &nfiles);
+  int rc = pt_args_parse("plot", flags, nf, argc, argv, 2, &help, files, MAX_FILES_READ, &nfiles);
   if (rc) return rc;
   if (help) {
     pt_args_print_help("ptrain plot --output FILE.png|FILE.svg RUN.jsonl...",
