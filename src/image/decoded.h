@@ -12,6 +12,7 @@ typedef struct {
   int c, h, w;      /* px's shape: c is 1 (grey), 2 (grey+alpha), 3 (RGB) or 4 (RGBA) */
   int stored_c;     /* what pt_image_info reports: 4 for CMYK, which arrives here as RGB */
   int cmyk;         /* converted from CMYK by the JPEG decoder */
+  int palette;      /* expanded from a PNG palette to RGB (RGBA with tRNS) */
   int bit_depth;    /* 8, or 16 when scaled to 8 */
   uint8_t *px;      /* (h, w, c) interleaved, 8-bit; malloc'ed */
 } pt_image_pixels;

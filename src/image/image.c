@@ -145,7 +145,8 @@ static void describe(const pt_image_pixels *p, int c, int h, int w, pt_image_inf
   info->note[0] = 0;
   if (info->converted_colour || info->resized || info->dropped_alpha || p->bit_depth != 8)
     snprintf(info->note, sizeof info->note, "converted %dx%d %s%s to %dx%d %s%s", p->w, p->h,
-             p->bit_depth == 16 ? "16-bit " : "", p->cmyk ? "CMYK" : stored[p->c], w, h,
+             p->bit_depth == 16 ? "16-bit " : "",
+             p->cmyk ? "CMYK" : p->palette ? (p->c == 4 ? "palette+alpha" : "palette") : stored[p->c], w, h,
              channels_name(c),
              info->dropped_alpha ? ", dropped alpha (composited onto black)" : "");
 }

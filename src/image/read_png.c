@@ -105,6 +105,7 @@ static pt_status run(png_job *job) {
   out->h = (int)h;
   out->w = (int)w;
   out->bit_depth = depth == 16 ? 16 : 8;
+  out->palette = type == PNG_COLOR_TYPE_PALETTE;
   return PT_OK;
 }
 

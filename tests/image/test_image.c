@@ -269,6 +269,14 @@ static void test_palette(void **state) {
   assert_true(info.dropped_alpha);
   assert_int_equal(out[0 * 12 + 1], 0); /* was red */
   assert_int_equal(out[1 * 12 + 2], 255); /* green stays */
+  assert_string_equal(info.note, "converted 6x2 palette+alpha to 6x2 RGB, dropped alpha (composited onto black)");
+  free(m.p);
+
+  /* The note names a palette as such, not as the RGB it is expanded to. */
+  m = png_file(6, 2, PNG_COLOR_TYPE_PALETTE, 4, PNG_INTERLACE_NONE, rows, pal, 5, NULL, 0);
+  uint8_t grey[2 * 6];
+  assert_int_equal(pt_image_decode(m.p, m.n, "pal.png", 1, 2, 6, grey, &info), PT_OK);
+  assert_string_equal(info.note, "converted 6x2 palette to 6x2 grey");
   free(m.p);
 }
 
