@@ -654,9 +654,10 @@ bool pick_algo(const Perf *perf, int count, WsFn ws_of, const int prefer[2], boo
 }
 
 /* PT_CUDA_CONV_LOG=1 prints each plan's algorithms on stderr as it is
- * built, with every entry the heuristics offered and why one was not
- * usable: a profile says how long a layer took, this says what ran. Read
- * once per process. */
+ * built, with every entry the heuristics offered and what usable() looks
+ * at first (status, determinism, math; the workspace limit is not shown):
+ * a profile says how long a layer took, this says what ran. Read once per
+ * process. */
 bool conv_log() {
   static const bool on = [] {
     const char *v = getenv("PT_CUDA_CONV_LOG");
