@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/file.h"
+
 #define PT_AF_BUFSIZE (64 * 1024)
 
 struct pt_atomic_file {
@@ -45,20 +47,24 @@ static void af_discard(pt_atomic_file *h) {
 
 pt_status pt_atomic_file_open(const char *path, pt_atomic_file **out) {
   *out = NULL;
-  if (!path || !*path) return pt_fail(PT_ERR_ARG, "atomic file: empty path");
+  char *target = NULL;
+  PT_TRY(pt_file_replace_target(path, &target));
   pt_atomic_file *h = pt_malloc(sizeof *h);
-  if (!h) return PT_ERR_NOMEM;
+  if (!h) {
+    free(target);
+    return PT_ERR_NOMEM;
+  }
   h->fd = -1;
   h->failed = 0;
   h->used = 0;
-  h->path = strdup(path);
-  size_t tmplen = strlen(path) + 32;
+  h->path = target;
+  size_t tmplen = strlen(target) + 32;
   h->tmp = malloc(tmplen);
-  if (!h->path || !h->tmp) {
+  if (!h->tmp) {
     af_free(h);
     return pt_fail(PT_ERR_NOMEM, "%s: out of memory", path);
   }
-  snprintf(h->tmp, tmplen, "%s.tmp.%ld", path, (long)getpid());
+  snprintf(h->tmp, tmplen, "%s.tmp.%ld", target, (long)getpid());
   /* O_TRUNC rather than O_EXCL: a leftover with our pid can only come from a
    * dead process that had the same pid, so reusing it is safe; O_NOFOLLOW so
    * a planted symlink cannot redirect the write. */

@@ -28,7 +28,9 @@
 typedef struct pt_atomic_file pt_atomic_file;
 
 /* Creates the temporary file next to path. On failure *out is NULL and the
- * message names path. */
+ * message names path. What is replaced is pt_file_replace_target's: where
+ * path is a symbolic link, the file it names (the link stays); a FIFO, a
+ * device or a directory is refused, saying what it is. */
 pt_status pt_atomic_file_open(const char *path, pt_atomic_file **out);
 /* Appends len bytes (buffered). PT_ERR_IO naming the path on failure, e.g.
  * ENOSPC; the error sticks, so later writes and the commit fail too. */

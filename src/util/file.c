@@ -2,7 +2,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -46,4 +48,63 @@ pt_status pt_read_file(const char *path, uint8_t **out, size_t *len) {
   *out = buf;
   *len = got;
   return PT_OK;
+}
+
+static const char *kind_of(mode_t m) {
+  return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+       : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+/* A symbolic link to a file not there yet: the file it names, made as
+ * writing through the link would make it, where its directory is there. A
+ * link to a link is followed by realpath only when the chain ends in a
+ * file; here it is refused. */
+static pt_status dangling_target(const char *path, char **out) {
+  char to[4096];
+  const ssize_t n = readlink(path, to, sizeof to - 1);
+  if (n <= 0) return pt_fail_errno(PT_ERR_IO, "%s: cannot read the symbolic link", path);
+  to[n] = 0;
+  const char *slash = strrchr(path, '/');
+  const size_t dir = to[0] == '/' || !slash ? 0 : (size_t)(slash - path) + 1;
+  char *t = malloc(dir + (size_t)n + 1);
+  if (!t) return pt_fail(PT_ERR_NOMEM, "%s: out of memory", path);
+  memcpy(t, path, dir);
+  memcpy(t + dir, to, (size_t)n + 1);
+  struct stat sb;
+  if (lstat(t, &sb) == 0 || errno != ENOENT) {
+    const pt_status st = pt_fail(PT_ERR_IO, "%s: a symbolic link to %s, which cannot be written through; expected a "
+                                 "regular file or a link to one", path, t);
+    free(t);
+    return st;
+  }
+  *out = t;
+  return PT_OK;
+}
+
+pt_status pt_file_replace_target(const char *path, char **out) {
+  *out = NULL;
+  if (!path || !*path) return pt_fail(PT_ERR_ARG, "empty path for a file to write");
+  struct stat sb;
+  if (lstat(path, &sb) != 0) {
+    if (errno != ENOENT) return pt_fail_errno(PT_ERR_IO, "%s", path);
+  } else if (S_ISLNK(sb.st_mode)) {
+    char *real = realpath(path, NULL);
+    if (!real && errno == ENOENT) return dangling_target(path, out);
+    if (!real)
+      return pt_fail_errno(PT_ERR_IO, "%s: a symbolic link whose file cannot be reached; expected a path to write",
+                           path);
+    if (stat(real, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+      const pt_status st = pt_fail(PT_ERR_IO, "%s: a symbolic link to %s, which is %s; expected a regular file to "
+                                   "replace", path, real, kind_of(sb.st_mode));
+      free(real);
+      return st;
+    }
+    *out = real;
+    return PT_OK;
+  } else if (!S_ISREG(sb.st_mode)) {
+    return pt_fail(PT_ERR_IO, "%s: %s, not a regular file; expected a path for the file to write", path,
+                   kind_of(sb.st_mode));
+  }
+  *out = strdup(path);
+  return *out ? PT_OK : pt_fail(PT_ERR_NOMEM, "%s: out of memory", path);
 }

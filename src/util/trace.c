@@ -1,5 +1,6 @@
 #include "util/trace.h"
 
+#include "util/file.h"
 #include "util/timer.h"
 
 #include <pthread.h>
@@ -84,28 +85,43 @@ static void put_str(FILE *f, const char *s) {
 }
 
 pt_status pt_trace_check_path(const char *path) {
-  struct stat sb;
-  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-    return pt_fail(PT_ERR_IO, "cannot write trace %s: it is a directory; expected a file name such as trace.json", path);
+  char *target = NULL;
+  pt_status st = pt_file_replace_target(path, &target);
+  if (st != PT_OK) return pt_wrap(st, "cannot write trace %s (--trace)", path);
   char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-  const int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return pt_fail_errno(PT_ERR_IO, "cannot write trace %s", path);
-  close(fd);
-  unlink(tmp);
-  return PT_OK;
+  snprintf(tmp, sizeof tmp, "%s.tmp.%d", target, (int)getpid());
+  const int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) st = pt_fail_errno(PT_ERR_IO, "cannot write trace %s", path);
+  else {
+    close(fd);
+    unlink(tmp);
+  }
+  free(target);
+  return st;
 }
 
 pt_status pt_trace_finish(const char *path) {
   atomic_store(&enabled, 0);
   pthread_mutex_lock(&mu);
+  /* Written next to what it replaces, then renamed over it: a symbolic
+   * link's file (the link stays), never a FIFO or a device made since the
+   * start's check. */
   char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-  FILE *f = fopen(tmp, "w");
-  pt_status st = PT_OK;
-  if (!f) {
-    st = pt_fail_errno(PT_ERR_IO, "cannot write trace %s", path);
+  char *target = NULL;
+  pt_status st = pt_file_replace_target(path, &target);
+  FILE *f = NULL;
+  if (st == PT_OK) {
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", target, (int)getpid());
+    const int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+      st = pt_fail_errno(PT_ERR_IO, "cannot write trace %s", path);
+      if (fd >= 0) close(fd);
+    }
   } else {
+    st = pt_wrap(st, "cannot write trace %s", path);
+  }
+  if (f) {
     int pid = (int)getpid();
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped_events\":%zu},\"traceEvents\":[\n", dropped);
     for (int i = 0; i < nnames; i++) {
@@ -125,9 +141,10 @@ pt_status pt_trace_finish(const char *path) {
     fprintf(f, "]}\n");
     if (fflush(f) || ferror(f)) st = pt_fail_errno(PT_ERR_IO, "writing trace %s", path);
     if (fclose(f) && st == PT_OK) st = pt_fail_errno(PT_ERR_IO, "writing trace %s", path);
-    if (st == PT_OK && rename(tmp, path)) st = pt_fail_errno(PT_ERR_IO, "cannot write trace %s", path);
+    if (st == PT_OK && rename(tmp, target)) st = pt_fail_errno(PT_ERR_IO, "cannot write trace %s", path);
     if (st != PT_OK) unlink(tmp);
   }
+  free(target);
   free(events);
   events = NULL;
   cap = count = 0;

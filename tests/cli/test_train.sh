@@ -99,9 +99,18 @@ pass "a diverging loss is named"
 expect_exit 1 "cannot write trace $TMP/nodir/t.json: No such file" -- "$PTRAIN" train --model fmnist-mlp --epochs 2 \
   --trace "$TMP/nodir/t.json"
 grep -q "^epoch" "$TMP/out" && fail "--trace to a missing directory: trained first: $(cat "$TMP/out")"
-expect_exit 1 "cannot write trace $TMP: it is a directory" -- "$PTRAIN" train --model fmnist-mlp --trace "$TMP"
+expect_exit 1 "cannot write trace $TMP .*: a directory, not a regular file" -- "$PTRAIN" train --model fmnist-mlp --trace "$TMP"
 compgen -G "$TMP.tmp.*" >/dev/null && fail "a temporary trace file was left: $(ls -d "$TMP".tmp.*)"
-pass "--trace to a missing directory or a directory: refused before training"
+# A FIFO is refused, not replaced by a file; a symbolic link's file is
+# written and the link stays.
+mkfifo "$TMP/trace-fifo"
+expect_exit 1 "trace-fifo: a FIFO, not a regular file" -- "$PTRAIN" train --model fmnist-mlp --trace "$TMP/trace-fifo"
+[[ -p $TMP/trace-fifo ]] || fail "--trace replaced a FIFO"
+ln -s trace-real.json "$TMP/trace-link.json"
+"$PTRAIN" train --model fmnist-mlp --max-steps 2 --quiet --trace "$TMP/trace-link.json" >/dev/null ||
+  fail "--trace through a symbolic link"
+[[ -L $TMP/trace-link.json && -s $TMP/trace-real.json ]] || fail "--trace through a link: $(ls -l "$TMP"/trace-*)"
+pass "--trace to a missing directory, a directory or a FIFO: refused before training; through a link: written"
 
 # --eval-every N evaluates inside epochs (an "eval" metrics line each) without
 # changing the training; --target-accuracy stops at the first evaluation

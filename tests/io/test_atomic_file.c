@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "io/atomic_file.h"
@@ -115,6 +116,61 @@ static void test_abort_keeps_old(void **state) {
   pt_atomic_file_abort(NULL);
   assert_content(path, "old");
   assert_only_files(dir, "f.txt", NULL);
+}
+
+/* A symbolic link's file is replaced and the link stays; a FIFO, a device
+ * or a directory is refused, saying what it is, and stays as it was. */
+static void test_links_and_special_files(void **state) {
+  (void)state;
+  char dir[128], path[200], link[200], fifo[200], dev[200];
+  snprintf(dir, sizeof dir, "%s/special", tmpdir);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  snprintf(path, sizeof path, "%s/real.txt", dir);
+  snprintf(link, sizeof link, "%s/link.txt", dir);
+  write_whole(path, "old", 3);
+  assert_int_equal(symlink("real.txt", link), 0);
+  write_whole(link, "through the link", 16);
+  struct stat sb;
+  assert_int_equal(lstat(link, &sb), 0);
+  assert_true(S_ISLNK(sb.st_mode));
+  assert_content(path, "through the link");
+
+  pt_atomic_file *h = NULL;
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  assert_int_equal(mkfifo(fifo, 0644), 0);
+  assert_int_equal(pt_atomic_file_open(fifo, &h), PT_ERR_IO);
+  assert_null(h);
+  assert_non_null(strstr(pt_error_message(), "a FIFO, not a regular file"));
+  assert_int_equal(lstat(fifo, &sb), 0);
+  assert_true(S_ISFIFO(sb.st_mode));
+  assert_int_equal(pt_atomic_file_open(dir, &h), PT_ERR_IO);
+  assert_non_null(strstr(pt_error_message(), "a directory, not a regular file"));
+  /* A link to a FIFO is refused too, and one to nothing. */
+  snprintf(link, sizeof link, "%s/to-fifo", dir);
+  assert_int_equal(symlink("fifo", link), 0);
+  assert_int_equal(pt_atomic_file_open(link, &h), PT_ERR_IO);
+  assert_non_null(strstr(pt_error_message(), "which is a FIFO"));
+  /* A link to a file not there yet makes it; one into a missing directory
+   * says so. */
+  snprintf(link, sizeof link, "%s/dangling", dir);
+  assert_int_equal(symlink("made.txt", link), 0);
+  write_whole(link, "made", 4);
+  snprintf(path, sizeof path, "%s/made.txt", dir);
+  assert_content(path, "made");
+  assert_int_equal(lstat(link, &sb), 0);
+  assert_true(S_ISLNK(sb.st_mode));
+  snprintf(link, sizeof link, "%s/nowhere", dir);
+  assert_int_equal(symlink("no-dir/x.txt", link), 0);
+  assert_int_equal(pt_atomic_file_open(link, &h), PT_ERR_IO);
+  assert_non_null(strstr(pt_error_message(), "no-dir/x.txt"));
+  /* A character device, where one can be made (root): /dev/null's kind. */
+  snprintf(dev, sizeof dev, "%s/null", dir);
+  if (mknod(dev, S_IFCHR | 0666, makedev(1, 3)) == 0) {
+    assert_int_equal(pt_atomic_file_open(dev, &h), PT_ERR_IO);
+    assert_non_null(strstr(pt_error_message(), "a character device"));
+    assert_int_equal(lstat(dev, &sb), 0);
+    assert_true(S_ISCHR(sb.st_mode));
+  }
 }
 
 static void test_large_mixed_writes(void **state) {
@@ -226,16 +282,17 @@ static void test_open_and_rename_failures(void **state) {
   assert_null(h);
   assert_non_null(strstr(pt_error_message(), bad));
 
-  /* PATH is a non-empty directory: everything works until the rename. */
+  /* PATH becomes a non-empty directory after the open: everything works
+   * until the rename. (One there before is refused by the open.) */
   char dir[128], path[160], inner[200];
   snprintf(dir, sizeof dir, "%s/rename", tmpdir);
   assert_int_equal(mkdir(dir, 0755), 0);
   snprintf(path, sizeof path, "%s/target", dir);
+  assert_int_equal(pt_atomic_file_open(path, &h), PT_OK);
+  assert_int_equal(pt_atomic_file_write(h, "data", 4), PT_OK);
   assert_int_equal(mkdir(path, 0755), 0);
   snprintf(inner, sizeof inner, "%s/keep", path);
   write_whole(inner, "k", 1);
-  assert_int_equal(pt_atomic_file_open(path, &h), PT_OK);
-  assert_int_equal(pt_atomic_file_write(h, "data", 4), PT_OK);
   assert_int_equal(pt_atomic_file_commit(h), PT_ERR_IO);
   assert_non_null(strstr(pt_error_message(), path));
   assert_only_files(dir, "target", NULL);
@@ -328,6 +385,7 @@ int main(void) {
       cmocka_unit_test(test_abort_keeps_old),
       cmocka_unit_test(test_large_mixed_writes),
       cmocka_unit_test(test_relative_path),
+      cmocka_unit_test(test_links_and_special_files),
       cmocka_unit_test(test_open_and_rename_failures),
       cmocka_unit_test(test_set_mode),
       cmocka_unit_test(test_commit_new_never_replaces),
