@@ -424,6 +424,9 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
   int n;
   int64_t *steps = list_generations(dir, &n);
   for (int i = keep > 0 ? keep : 1; i < n; i++) {
+    /* Never the one just written, even where newer ones are there (a
+     * resume that skipped a damaged newer generation). */
+    if (steps[i] == pos->step) continue;
     snprintf(path, sizeof path, "%s/" GEN_PREFIX "%012lld", dir, (long long)steps[i]);
     remove_tree(path);
     fault_point(); /* 6...: each older generation removed */
@@ -691,6 +694,19 @@ pt_status pt_checkpoint_present(const char *dir) {
   }
   return pt_fail(PT_ERR_ARG, "--resume: no checkpoint to resume from in %s (no " GEN_PREFIX "* directory in it); "
                  "run without --resume to start a new run, or name the run's --checkpoint-dir", dir);
+}
+
+pt_status pt_checkpoint_fresh_ok(const char *dir) {
+  int n;
+  int64_t *steps = list_generations(dir, &n);
+  const int64_t newest = n > 0 && steps ? steps[0] : -1;
+  free(steps);
+  if (n <= 0) return PT_OK;
+  return pt_fail(PT_ERR_ARG, "%s already holds a run's checkpoints (newest %s/" GEN_PREFIX "%012lld), and this run "
+                 "does not --resume it: their generations would mix, and the pruning of the older ones would "
+                 "remove one run's for the other's. Continue that run with --resume, give this one another "
+                 "--checkpoint-dir, or remove %s/" GEN_PREFIX "* first",
+                 dir, dir, (long long)newest, dir);
 }
 
 int pt_checkpoint_none_yet(const char *dir) {

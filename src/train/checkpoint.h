@@ -59,6 +59,11 @@ pt_status pt_checkpoint_load_weights(const char *path, pt_model *m);
  * single pair of earlier versions); otherwise an error that says what DIR
  * holds and what to do instead. */
 pt_status pt_checkpoint_present(const char *dir);
+/* PT_OK where a run that does not resume may write its checkpoints into
+ * DIR: it holds no generation of another run. Otherwise an error that
+ * names the newest and the ways on: --resume, another directory, removing
+ * them. */
+pt_status pt_checkpoint_fresh_ok(const char *dir);
 /* 1 where DIR holds no checkpoint yet: absent, or a directory with no
  * generation and neither file of earlier versions' pair. Anything else
  * (another kind of file, weights alone, an unreadable directory) is 0, for

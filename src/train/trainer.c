@@ -527,6 +527,7 @@ static pt_status setup_worker(worker_t *W) {
     /* Before the directory is created: --resume of a mistyped one says so
      * (with --init-from, none there yet is how a job starts). */
     if (c->resume && !c->init_from) PT_TRY(pt_checkpoint_present(c->checkpoint_dir));
+    if (!c->resume && saves_checkpoints(c)) PT_TRY(pt_checkpoint_fresh_ok(c->checkpoint_dir));
     if (saves_checkpoints(c)) {
       PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
       PT_TRY(lock_checkpoint_dir(W));
@@ -805,6 +806,7 @@ static pt_status save_checkpoint(worker_t *W, const pt_train_position *pos) {
   if (W->rank != 0) return PT_OK;
   const double tk = pt_now();
   if (!W->lock_tried) { /* a run that saves only when signalled */
+    PT_TRY(pt_checkpoint_fresh_ok(c->checkpoint_dir));
     PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
     PT_TRY(lock_checkpoint_dir(W));
   }

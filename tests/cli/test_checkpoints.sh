@@ -146,6 +146,20 @@ expect_exit 1 "$TMP/weights-only holds weights \(model.safetensors\) but no trai
   "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$TMP/weights-only" --resume
 pass "--resume into an empty, a missing or a weights-only directory: what it holds and what to do"
 
+# A new run into a directory that holds another run's generations is
+# refused before it trains: its saves would mix with them, and pruning by
+# step removed the new run's newest save at once (a resume then took the
+# other run's). The other run's files stay as they were.
+"$PTRAIN" train --model fmnist-mlp --threads 1 --batch-size 10 --max-steps 40 --checkpoint-every 10 --save-model \
+  --quiet --checkpoint-dir "$TMP/other-run" >/dev/null || fail "the first run into other-run"
+ls "$TMP/other-run" >"$TMP/other-before"
+expect_exit 1 "$TMP/other-run already holds a run's checkpoints \(newest $TMP/other-run/step-000000000040\), and this run does not --resume it.*Continue that run with --resume, give this one another --checkpoint-dir" -- \
+  "$PTRAIN" train --model fmnist-mlp --threads 1 --batch-size 10 --max-steps 20 --seed 7 --save-model \
+  --checkpoint-dir "$TMP/other-run"
+grep -q "^epoch" "$TMP/out" && fail "the refused run trained first: $(cat "$TMP/out")"
+ls "$TMP/other-run" | cmp -s - "$TMP/other-before" || fail "the refused run changed other-run: $(ls "$TMP/other-run")"
+pass "a new run into another run's checkpoint directory: refused before training, nothing touched"
+
 # Another optimizer: the same direct error as another seed, not a list of skipped generations.
 expect_exit 1 "step-000000000100/state.safetensors: the run being resumed used --optimizer adam, not sgd; resume with --optimizer adam" -- \
   "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$inj" --resume --optimizer sgd --max-steps 200
