@@ -358,6 +358,9 @@ typedef struct {
   int cb_stop;             /* a callback asked to stop */
   pt_checkpoint_lock lock; /* rank 0, the writer: the checkpoint directory's */
   int lock_tried;          /* taken, or found unsupported and said so */
+  /* --quiet: the latest epoch line not printed, for a run that stops
+   * before its last epoch (--max-steps, a target, a signal) to end with it */
+  char quiet_line[512];
   pt_status status;
   char error[1024];       /* a dp worker's failure, for the main thread */
 } worker_t;
@@ -622,12 +625,19 @@ static pt_status report_epoch(worker_t *W, int epoch, int64_t step, double train
   const pt_train_config *c = W->cfg;
   double test_loss = ev->count ? ev->loss_sum / ev->count : NAN;
   double acc = ev->count ? (double)ev->correct / ev->count : NAN;
-  if (W->out && (!c->quiet || epoch == c->epochs)) {
-    fprintf(W->out,
-            "epoch %d/%d%s: train loss %.4f, test loss %.4f, test accuracy %.4f (%lld/%lld), %.0f img/s, %.1f s, lr %g\n",
-            epoch, c->epochs, partial ? " (stopped early)" : "", train_loss, test_loss, acc, (long long)ev->correct,
-            (long long)ev->count, ips, seconds, lr);
-    fflush(W->out);
+  if (W->out) {
+    char line[sizeof W->quiet_line];
+    snprintf(line, sizeof line,
+             "epoch %d/%d%s: train loss %.4f, test loss %.4f, test accuracy %.4f (%lld/%lld), %.0f img/s, %.1f s, lr %g\n",
+             epoch, c->epochs, partial ? " (stopped early)" : "", train_loss, test_loss, acc, (long long)ev->correct,
+             (long long)ev->count, ips, seconds, lr);
+    W->quiet_line[0] = 0;
+    if (!c->quiet || epoch == c->epochs) {
+      fputs(line, W->out);
+      fflush(W->out);
+    } else {
+      memcpy(W->quiet_line, line, sizeof line);
+    }
   }
   if (!W->metrics) return PT_OK;
   pt_metrics *mt = W->metrics;
@@ -1149,6 +1159,11 @@ static pt_status train_loop(worker_t *W) {
       break;
     }
     if (stopped || b < nb) break;
+  }
+  if (W->quiet_line[0]) { /* --quiet, and the run ended before its last epoch */
+    fputs(W->quiet_line, W->out);
+    fflush(W->out);
+    W->quiet_line[0] = 0;
   }
   if (W->r->staged) PT_TRY(pt_stages_report(c->quiet ? NULL : W->out, &W->stages, W->whole, c->profile));
   if (c->profile && W->out) pt_profile_print(W->out, W->r->staged ? W->whole : m, &ph);

@@ -94,6 +94,13 @@ pass "--profile and --trace"
 expect_exit 1 "loss became (nan|inf) at epoch 1, step [0-9]+: lower the learning rate \(now 1000\)" -- \
   "$PTRAIN" train --model fmnist-mlp --optimizer sgd --lr 1000 --max-steps 200 --checkpoint-dir "$TMP/diverge"
 pass "a diverging loss is named"
+# --quiet prints the run's last epoch line alone, also where the run stops
+# before its last epoch (here --max-steps inside epoch 1 of 2).
+"$PTRAIN" train --model fmnist-mlp --threads 1 --batch-size 8 --epochs 2 --max-steps 3 --quiet \
+  --checkpoint-dir "$TMP/quiet" >"$TMP/quiet.out" 2>&1 || fail "a quiet run stopped early: $(cat "$TMP/quiet.out")"
+[[ $(wc -l <"$TMP/quiet.out") == 1 ]] && grep -q "^epoch 1/2 (stopped early): train loss" "$TMP/quiet.out" ||
+  fail "--quiet, stopped by --max-steps: $(cat "$TMP/quiet.out")"
+pass "--quiet: the last epoch line of a run stopped early"
 # A trace that cannot be written is said before training, naming the file
 # given (not the temporary one beside it), and nothing is left behind.
 expect_exit 1 "cannot write trace $TMP/nodir/t.json: No such file" -- "$PTRAIN" train --model fmnist-mlp --epochs 2 \
