@@ -7,6 +7,7 @@
 #include <math.h>
 #include <signal.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -578,30 +579,50 @@ static pt_status check_same_run(const pt_st_file *f, const char *path, const pt_
   return PT_OK;
 }
 
+/* meta_int, held to [lo, hi]: a hand-edited state (its CRC dropped) must
+ * not wrap into another position when narrowed to int. */
+static pt_status meta_in(const pt_st_file *f, const char *path, const char *key, int64_t lo, int64_t hi,
+                         int64_t *v) {
+  PT_TRY(meta_int(f, path, key, v));
+  if (*v < lo || *v > hi)
+    return pt_fail(PT_ERR_FORMAT, "%s: the training state's %s is %lld, expected %lld to %lld", path, key,
+                   (long long)*v, (long long)lo, (long long)hi);
+  return PT_OK;
+}
+
+static pt_status meta_real_in(const pt_st_file *f, const char *path, const char *key, double *v) {
+  PT_TRY(meta_double(f, path, key, v));
+  if (!isfinite(*v) || *v < 0)
+    return pt_fail(PT_ERR_FORMAT, "%s: the training state's %s is %g, expected a finite number >= 0", path, key, *v);
+  return PT_OK;
+}
+
 static pt_status load_state(const pt_st_file *f, const char *path, pt_model *m, pt_optimizer *opt,
                             pt_train_position *pos) {
+  const char *version = pt_st_meta(f, "ptrain.state_version");
+  if (version && strcmp(version, META_FMT_VERSION))
+    return pt_fail(PT_ERR_FORMAT, "%s: training state version %s; this ptrain reads version " META_FMT_VERSION
+                   " (a newer ptrain wrote it?)", path, version);
+  const int64_t big = INT64_MAX / 4, int_max = INT_MAX / 2;
   int64_t v;
-  PT_TRY(meta_int(f, path, "optimizer_step", &opt->step));
-  PT_TRY(meta_int(f, path, "next_epoch", &v));
+  PT_TRY(meta_in(f, path, "optimizer_step", 0, big, &opt->step));
+  PT_TRY(meta_in(f, path, "next_epoch", 0, int_max, &v));
   pos->next_epoch = (int)v;
-  PT_TRY(meta_int(f, path, "next_batch", &v));
+  PT_TRY(meta_in(f, path, "next_batch", 0, int_max, &v));
   pos->next_batch = (int)v;
-  PT_TRY(meta_int(f, path, "step", &pos->step));
+  PT_TRY(meta_in(f, path, "step", 0, big, &pos->step));
   PT_TRY(meta_int(f, path, "seed", &v));
   pos->seed = (uint64_t)v;
-  PT_TRY(meta_int(f, path, "batch_size", &v));
+  PT_TRY(meta_in(f, path, "batch_size", 1, int_max, &v));
   pos->batch_size = (int)v;
   pos->world = 1; /* states written before data parallelism have no "world" */
   if (pt_st_meta(f, "world")) {
-    PT_TRY(meta_int(f, path, "world", &v));
+    PT_TRY(meta_in(f, path, "world", 1, 1 << 20, &v));
     pos->world = (int)v;
   }
-  PT_TRY(meta_double(f, path, "epoch_loss_sum", &pos->epoch_loss_sum));
-  PT_TRY(meta_int(f, path, "epoch_samples", &pos->epoch_samples));
-  PT_TRY(meta_double(f, path, "epoch_seconds", &pos->epoch_seconds));
-  if (pos->next_epoch < 0 || pos->next_batch < 0 || pos->step < 0 || opt->step < 0 || pos->world < 1 ||
-      pos->batch_size < 1)
-    return pt_fail(PT_ERR_FORMAT, "%s: negative position in the training state", path);
+  PT_TRY(meta_real_in(f, path, "epoch_loss_sum", &pos->epoch_loss_sum));
+  PT_TRY(meta_in(f, path, "epoch_samples", 0, big, &pos->epoch_samples));
+  PT_TRY(meta_real_in(f, path, "epoch_seconds", &pos->epoch_seconds));
   char prefix[32];
   for (int k = 0; k < opt->nstate; k++)
     for (int i = 0; i < m->nparams; i++) {

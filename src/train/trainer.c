@@ -682,6 +682,9 @@ static pt_status resume_position(worker_t *W, pt_train_position *pos) {
   const int64_t old_global = (int64_t)pos->batch_size * pos->world, new_global = (int64_t)W->r->batch * W->world;
   int64_t done = (int64_t)pos->next_batch * old_global;
   if (old_global != new_global && done > 0) pos->next_batch = (int)(done / new_global);
+  if (pos->next_batch > pt_loader_num_batches(W->train))
+    return pt_fail(PT_ERR_FORMAT, "%s: the training state is at batch %d of an epoch of %d: past its end", which,
+                   pos->next_batch, pt_loader_num_batches(W->train));
   /* The position in this run's batches, where training goes on: the
    * checkpoint's batch counts the old run's, of another size. */
   if (W->out && !c->quiet) {

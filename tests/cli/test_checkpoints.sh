@@ -160,6 +160,37 @@ grep -q "^epoch" "$TMP/out" && fail "the refused run trained first: $(cat "$TMP/
 ls "$TMP/other-run" | cmp -s - "$TMP/other-before" || fail "the refused run changed other-run: $(ls "$TMP/other-run")"
 pass "a new run into another run's checkpoint directory: refused before training, nothing touched"
 
+# A state whose metadata was edited (its CRC dropped, as the docs allow) is
+# held to sane positions: a next_batch past int's range does not wrap into
+# another batch, a version from a newer ptrain is named.
+edit_state() { # DIR KEY VALUE: a copy of other-run's newest generation, one metadata entry set
+  rm -rf "$1" && mkdir -p "$1" && cp -r "$TMP/other-run/step-000000000040" "$1/"
+  python3 - "$1/step-000000000040/state.safetensors" "$2" "$3" <<'PY'
+import json, struct, sys
+path, key, value = sys.argv[1:]
+b = open(path, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"].pop("ptrain.crc32")
+h["__metadata__"][key] = value
+s = json.dumps(h).encode()
+s += b" " * ((8 - len(s) % 8) % 8)
+open(path, "wb").write(struct.pack("<Q", len(s)) + s + b[8 + n:])
+PY
+}
+resume_edited() {
+  "$PTRAIN" train --model fmnist-mlp --threads 1 --batch-size 10 --max-steps 50 --resume --checkpoint-dir "$1"
+}
+edit_state "$TMP/edited" next_batch 99999999999
+expect_exit 1 "the training state's next_batch is 99999999999, expected 0 to" -- resume_edited "$TMP/edited"
+edit_state "$TMP/edited" next_batch 7000
+expect_exit 1 "the training state is at batch 7000 of an epoch of 6000: past its end" -- resume_edited "$TMP/edited"
+edit_state "$TMP/edited" epoch_loss_sum nan
+expect_exit 1 "the training state's epoch_loss_sum is nan, expected a finite number >= 0" -- resume_edited "$TMP/edited"
+edit_state "$TMP/edited" ptrain.state_version 2
+expect_exit 1 "training state version 2; this ptrain reads version 1" -- resume_edited "$TMP/edited"
+pass "an edited training state: out-of-range positions and a newer version refused, naming them"
+
 # Another optimizer: the same direct error as another seed, not a list of skipped generations.
 expect_exit 1 "step-000000000100/state.safetensors: the run being resumed used --optimizer adam, not sgd; resume with --optimizer adam" -- \
   "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$inj" --resume --optimizer sgd --max-steps 200
