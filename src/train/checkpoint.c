@@ -566,16 +566,18 @@ static pt_status meta_double(const pt_st_file *f, const char *path, const char *
 static pt_status check_same_run(const pt_st_file *f, const char *path, const pt_model *m, const pt_optimizer *opt) {
   const char *kind = pt_st_meta(f, "optimizer");
   if (!kind) return pt_fail(PT_ERR_FORMAT, "%s: not a ptrain training state (no 'optimizer')", path);
+  const char *model = pt_st_meta(f, "model");
+  if (!model)
+    return pt_fail(PT_ERR_FORMAT, "%s: metadata has no 'model'; not a ptrain training state", path);
+  /* The model first: a forgotten --model also changes the optimizer (the
+   * preset's), and following the optimizer's advice would only lead here. */
+  if (strcmp(model, m->spec.name))
+    return pt_fail(PT_ERR_ARG, "%s: the run being resumed trained model '%s', not '%s'; resume with the model it "
+                   "trained", path, model, m->spec.name);
   const char *want = pt_opt_kind_name(opt->cfg.kind);
   if (strcmp(kind, want))
     return pt_fail(PT_ERR_ARG, "%s: the run being resumed used --optimizer %s, not %s; resume with --optimizer %s",
                    path, kind, want, kind);
-  const char *model = pt_st_meta(f, "model");
-  if (!model)
-    return pt_fail(PT_ERR_FORMAT, "%s: metadata has no 'model'; not a ptrain training state", path);
-  if (strcmp(model, m->spec.name))
-    return pt_fail(PT_ERR_ARG, "%s: the run being resumed trained model '%s', not '%s'; resume with the model it "
-                   "trained", path, model, m->spec.name);
   return PT_OK;
 }
 

@@ -190,6 +190,10 @@ expect_exit 1 "the training state's epoch_loss_sum is nan, expected a finite num
 edit_state "$TMP/edited" ptrain.state_version 2
 expect_exit 1 "training state version 2; this ptrain reads version 1" -- resume_edited "$TMP/edited"
 pass "an edited training state: out-of-range positions and a newer version refused, naming them"
+# A forgotten --model (the default preset, whose optimizer differs too) is
+# named as the model, not as the optimizer that follows from it.
+expect_exit 1 "the run being resumed trained model 'fmnist-mlp', not 'mnist-cnn'" -- \
+  "$PTRAIN" train --threads 1 --batch-size 10 --max-steps 50 --resume --checkpoint-dir "$TMP/other-run"
 
 # Another optimizer: the same direct error as another seed, not a list of skipped generations.
 expect_exit 1 "step-000000000100/state.safetensors: the run being resumed used --optimizer adam, not sgd; resume with --optimizer adam" -- \
