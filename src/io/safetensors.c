@@ -336,6 +336,18 @@ static pt_status parse_owned(uint8_t *buf, size_t len, const char *file, pt_st_f
     return pt_fail(PT_ERR_FORMAT, "%s: file is %zu bytes, expected at least the 8-byte header length",
                    file, len);
   }
+  /* PyTorch's own formats, which users hand over for safetensors most
+   * often: said as such, rather than as an absurd header length. */
+  const char *torch_kind = !memcmp(buf, "PK\3\4", 4)                          ? "a zip archive"
+                           : buf[0] == 0x80 && buf[1] >= 2 && buf[1] <= 5 ? "a Python pickle"
+                                                                          : NULL;
+  if (torch_kind) {
+    pt_st_free(f);
+    return pt_fail(PT_ERR_FORMAT,
+                   "%s: %s, as torch.save writes (.pt, .pth), not safetensors; in PyTorch, "
+                   "safetensors.torch.save_file(model.state_dict(), \"model.safetensors\") converts it",
+                   file, torch_kind);
+  }
   uint64_t n = 0;
   for (int i = 0; i < 8; i++) n |= (uint64_t)buf[i] << (8 * i);
   if (n > PT_ST_MAX_HEADER) {

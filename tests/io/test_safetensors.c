@@ -357,6 +357,18 @@ static void test_truncated_file(void **state) {
   assert_non_null(strstr(pt_error_message(), "header length"));
 }
 
+/* PyTorch's own formats are named as such, not as a header length. */
+static void test_torch_save_files_named(void **state) {
+  (void)state;
+  static const uint8_t zip[16] = {'P', 'K', 3, 4, 0, 0, 8, 8};
+  static const uint8_t pickle[16] = {0x80, 2, '}', 'q', 0};
+  pt_st_file f;
+  assert_int_equal(pt_st_parse(zip, sizeof zip, "m.pt", &f), PT_ERR_FORMAT);
+  assert_non_null(strstr(pt_error_message(), "m.pt: a zip archive, as torch.save writes (.pt, .pth), not safetensors"));
+  assert_int_equal(pt_st_parse(pickle, sizeof pickle, "m.pkl", &f), PT_ERR_FORMAT);
+  assert_non_null(strstr(pt_error_message(), "m.pkl: a Python pickle, as torch.save writes"));
+}
+
 static void test_read_missing_file(void **state) {
   (void)state;
   pt_st_file f;
@@ -519,6 +531,7 @@ static void test_checksum_key_errors(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip),
+      cmocka_unit_test(test_torch_save_files_named),
       cmocka_unit_test(test_empty_file_and_parse_copy),
       cmocka_unit_test(test_get_f32_errors),
       cmocka_unit_test(test_bad_lengths),
