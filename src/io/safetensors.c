@@ -338,7 +338,11 @@ static pt_status parse_owned(uint8_t *buf, size_t len, const char *file, pt_st_f
   }
   /* PyTorch's own formats, which users hand over for safetensors most
    * often: said as such, rather than as an absurd header length. */
-  const char *torch_kind = !memcmp(buf, "PK\3\4", 4)                          ? "a zip archive"
+  /* A safetensors header length can begin with the same bytes (0x280 is
+   * 80 02): its JSON's '{' right after the length tells them apart. */
+  const int json_next = len > 8 && buf[8] == '{';
+  const char *torch_kind = json_next                                      ? NULL
+                           : !memcmp(buf, "PK\3\4", 4)                    ? "a zip archive"
                            : buf[0] == 0x80 && buf[1] >= 2 && buf[1] <= 5 ? "a Python pickle"
                                                                           : NULL;
   if (torch_kind) {

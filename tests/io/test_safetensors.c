@@ -367,6 +367,16 @@ static void test_torch_save_files_named(void **state) {
   assert_non_null(strstr(pt_error_message(), "m.pt: a zip archive, as torch.save writes (.pt, .pth), not safetensors"));
   assert_int_equal(pt_st_parse(pickle, sizeof pickle, "m.pkl", &f), PT_ERR_FORMAT);
   assert_non_null(strstr(pt_error_message(), "m.pkl: a Python pickle, as torch.save writes"));
+  /* A safetensors file whose header is 0x280 bytes starts like a pickle
+   * (80 02): it is read as safetensors. */
+  uint8_t st[8 + 0x280];
+  memset(st, ' ', sizeof st);
+  memset(st, 0, 8);
+  st[0] = 0x80;
+  st[1] = 0x02;
+  memcpy(st + 8, "{\"__metadata__\":{\"k\":\"v\"}}", 26);
+  assert_int_equal(pt_st_parse(st, sizeof st, "ok.safetensors", &f), PT_OK);
+  pt_st_free(&f);
 }
 
 static void test_read_missing_file(void **state) {
