@@ -208,8 +208,15 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   r->opt.nesterov = c->nesterov;
   if (kind != PT_OPT_SGD && (c->nesterov || (!isnan(c->momentum) && c->momentum > 0)))
     return pt_fail(PT_ERR_ARG, "--momentum and --nesterov apply to --optimizer sgd, not %s", pt_opt_kind_name(kind));
+  /* A spec's defaults are held to the same rule: Adam would ignore the
+   * momentum that the run's header then claimed. */
+  if (kind != PT_OPT_SGD && isnan(c->momentum) && r->opt.momentum > 0)
+    return pt_fail(PT_ERR_ARG, "model %s: its defaults give momentum %g, which applies to optimizer sgd, not %s",
+                   r->spec.name, r->opt.momentum, pt_opt_kind_name(kind));
   PT_TRY(pt_opt_config_check(&r->opt));
   PT_TRY(pt_sched_kind_parse(c->scheduler ? c->scheduler : d->scheduler, &r->sched));
+  if (!isnan(c->gamma) && r->sched != PT_SCHED_STEP)
+    return pt_fail(PT_ERR_ARG, "--gamma applies to --scheduler step, not %s", pt_sched_kind_name(r->sched));
   r->gamma = !isnan(c->gamma) ? c->gamma : d->gamma;
   const char *par = c->parallel ? c->parallel : "none";
   int local = 1; /* workers sharing this machine's cores */
@@ -235,6 +242,9 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
     return pt_fail(PT_ERR_ARG, "--parallel %s: expected none, dp, ddp, model or pipeline", par);
   } else if (c->workers > 1 || c->devices) {
     return pt_fail(PT_ERR_ARG, "--workers and --devices need --parallel dp, model or pipeline");
+  } else if (c->sync_bn) {
+    return pt_fail(PT_ERR_ARG, "--sync-bn pools batch-norm statistics over --parallel dp or ddp workers; this run "
+                               "has one");
   }
   if (c->device) {
     if (c->devices)

@@ -30,6 +30,15 @@ expect_exit 2 "--workers and --devices need --parallel dp" -- "$PTRAIN" train --
 expect_exit 2 "--momentum and --nesterov apply to --optimizer sgd, not adam" -- \
   "$PTRAIN" train --optimizer adam --momentum 0.9 --data-dir "$TMP/nowhere"
 expect_exit 2 "momentum and --nesterov apply to --optimizer sgd" -- "$PTRAIN" train --optimizer adam --nesterov
+# A spec's defaults follow the same rule; --gamma needs the step scheduler,
+# --sync-bn workers to pool over.
+printf 'input 1 28 28\nflatten\nlinear fc out=10\ndefaults optimizer=adam momentum=0.9\n' >"$TMP/adam-momentum.txt"
+expect_exit 2 "its defaults give momentum 0.9, which applies to optimizer sgd, not adam" -- \
+  "$PTRAIN" train --model-file "$TMP/adam-momentum.txt" --data-dir "$TMP/nowhere"
+expect_exit 2 "--gamma applies to --scheduler step, not cosine" -- \
+  "$PTRAIN" train --model fmnist-mlp --scheduler cosine --gamma 0.5 --data-dir "$TMP/nowhere"
+expect_exit 2 "--sync-bn pools batch-norm statistics over --parallel dp or ddp workers; this run has one" -- \
+  "$PTRAIN" train --sync-bn --data-dir "$TMP/nowhere"
 expect_exit 2 "5 stages but fmnist-mlp has only 4 layers" -- \
   "$PTRAIN" train --model fmnist-mlp --parallel model --devices cpu:0,cpu:1,cpu:2,cpu:3,cpu:4 --data-dir "$TMP/nowhere"
 make_cifar "$TMP/cifar" 3
