@@ -102,14 +102,16 @@ pt_status pt_train_load_spec(const char *model, const char *model_file, pt_model
   return pt_preset_spec(model ? model : "mnist-cnn", spec);
 }
 
+/* torch.optim's defaults, as PyTorch 2.15 has them (SGD's 0.001; older
+ * releases had none for SGD). */
 static float torch_default_lr(pt_opt_kind k) {
   switch (k) {
     case PT_OPT_ADAM:
-    case PT_OPT_ADAMW: return 0.001f;
+    case PT_OPT_ADAMW:
+    case PT_OPT_SGD: return 0.001f;
     case PT_OPT_ADADELTA: return 1.0f;
-    case PT_OPT_SGD: break;
   }
-  return 0.01f;
+  return 0.001f;
 }
 
 /* --parallel model and pipeline: stages are the --devices of this process

@@ -94,6 +94,12 @@ pass "--profile and --trace"
 expect_exit 1 "loss became (nan|inf) at epoch 1, step [0-9]+: lower the learning rate \(now 1000\)" -- \
   "$PTRAIN" train --model fmnist-mlp --optimizer sgd --lr 1000 --max-steps 200 --checkpoint-dir "$TMP/diverge"
 pass "a diverging loss is named"
+# Another optimizer than the preset's starts from PyTorch's default rate
+# for it: SGD's is 0.001 (torch.optim.SGD's lr default).
+"$PTRAIN" train --model mnist-cnn --optimizer sgd --threads 1 --max-steps 1 --checkpoint-dir "$TMP/sgd-lr" \
+  >"$TMP/sgd-lr.out" 2>&1 || fail "mnist-cnn with sgd: $(cat "$TMP/sgd-lr.out")"
+grep -q "optimizer sgd lr 0.001," "$TMP/sgd-lr.out" || fail "sgd's default rate: $(head -3 "$TMP/sgd-lr.out")"
+pass "--optimizer sgd on a preset of another optimizer: lr 0.001, PyTorch's default"
 # --quiet prints the run's last epoch line alone, also where the run stops
 # before its last epoch (here --max-steps inside epoch 1 of 2).
 "$PTRAIN" train --model fmnist-mlp --threads 1 --batch-size 8 --epochs 2 --max-steps 3 --quiet \
