@@ -37,6 +37,18 @@ static int add_buffer(pt_model *m, const char *layer, const char *what, int ndim
   return add_tensor(m->buffers, &m->nbuffers, &m->nbuffer_total, layer, what, ndim, shape);
 }
 
+/* Whether layer index takes flat (N, C) input, as PyTorch sees it: the
+ * nearest layer before it that sets the shape is a linear or a flatten.
+ * A convolution's or a pooling's 1x1 output is still (N, C, 1, 1). */
+static int takes_flat(const pt_model *m, int index) {
+  for (int i = index - 1; i >= 0; i--) {
+    const pt_layer_kind k = m->layers[i].spec.kind;
+    if (k == PT_L_LINEAR || k == PT_L_FLATTEN) return 1;
+    if (k == PT_L_CONV2D || k == PT_L_MAXPOOL2D) return 0;
+  }
+  return 0;
+}
+
 static pt_status shape_error(const pt_layer *L, const char *origin, const char *what) {
   return pt_fail(PT_ERR_FORMAT, "%s:%d: %s%s%s: input %dx%dx%d: %s", origin, L->spec.line,
                  pt_layer_kind_name(L->spec.kind), L->spec.name[0] ? " " : "", L->spec.name, L->in_c,
@@ -117,9 +129,9 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
       break;
     }
     case PT_L_BATCHNORM2D: {
-      if (L->in_h == 1 && L->in_w == 1 && L->in_c > 1 && L->index > 0 &&
-          m->layers[L->index - 1].spec.kind == PT_L_FLATTEN)
-        return shape_error(L, origin, "batchnorm2d needs (C, H, W) input, not flat");
+      if (takes_flat(m, L->index))
+        return shape_error(L, origin, "batchnorm2d needs (C, H, W) input, not flat (PyTorch's BatchNorm2d takes "
+                                      "4-D input)");
       int64_t cs[1] = {L->in_c};
       L->w = add_param(m, s->name, "weight", 1, cs);
       L->b = add_param(m, s->name, "bias", 1, cs);

@@ -100,6 +100,15 @@ static int split_kv(char *tok, char **key, char **val) {
   return 1;
 }
 
+/* Whether key was given before tok[i] on the line, from tok[from]: split_kv
+ * has cut those tokens to their keys. Given twice, one value would be
+ * dropped without a word. */
+static int given_before(char **tok, int from, int i, const char *key) {
+  for (int j = from; j < i; j++)
+    if (!strcmp(tok[j], key)) return 1;
+  return 0;
+}
+
 static const struct {
   const char *word;
   pt_layer_kind kind;
@@ -158,11 +167,12 @@ static pt_status parse_layer(const ctx_t *c, int w, char **tok, int ntok, pt_lay
     snprintf(L->name, sizeof L->name, "%s", tok[i]);
     i++;
   }
-  for (; i < ntok; i++) {
+  for (const int first = i; i < ntok; i++) {
     char *k, *v;
     if (!split_kv(tok[i], &k, &v))
       return err(c, "unexpected '%s': options are written key=value (%s)", tok[i], layer_words[w].options);
     if (!has_option(layer_words[w].options, k)) goto unknown;
+    if (given_before(tok, first, i, k)) return err(c, "option '%s' given twice%s", k, "");
     if (!strcmp(k, "out")) PT_TRY(parse_int(c, k, v, 1, 1 << 20, &L->out));
     else if (!strcmp(k, "kernel")) PT_TRY(parse_int(c, k, v, 1, 1024, &L->kernel));
     else if (!strcmp(k, "stride")) PT_TRY(parse_int(c, k, v, 1, 1024, &L->stride));
@@ -220,6 +230,7 @@ static pt_status parse_defaults(const ctx_t *c, char **tok, int ntok, pt_train_d
   for (int i = 1; i < ntok; i++) {
     char *k, *v;
     if (!split_kv(tok[i], &k, &v)) return err(c, "defaults: expected key=value, got '%s'", tok[i], NULL);
+    if (given_before(tok, 1, i, k)) return err(c, "defaults: '%s' given twice%s", k, "");
     if (!strcmp(k, "dataset"))
       PT_TRY(parse_word(c, k, v, PT_DATASET_NAMES, d->dataset, sizeof d->dataset));
     else if (!strcmp(k, "optimizer"))
@@ -260,6 +271,13 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
   int have_input = 0;
   int norm_line = 0, norm_values = 0; /* the first normalize value list of more than one */
   const char *p = text;
+  /* A UTF-8 byte-order mark, which some Windows editors write: taken as
+   * CRLF line ends are, not as part of the first directive. */
+  if (!strncmp(p, "\xef\xbb\xbf", 3)) p += 3;
+  /* The lines of directives that a spec gives once: name, input, loss,
+   * normalize, augment. A second would silently replace the first. */
+  static const char *const once[] = {"name", "input", "loss", "normalize", "augment"};
+  int once_line[sizeof once / sizeof once[0]] = {0};
   char line[1024];
   while (*p) {
     c.line++;
@@ -277,6 +295,15 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
       tok[ntok++] = t;
     }
     if (!ntok) continue;
+    for (size_t d = 0; d < sizeof once / sizeof once[0]; d++) {
+      if (strcmp(tok[0], once[d])) continue;
+      if (once_line[d]) {
+        char first[16];
+        snprintf(first, sizeof first, "%d", once_line[d]);
+        return err(&c, "'%s' given twice (first on line %s)", once[d], first);
+      }
+      once_line[d] = c.line;
+    }
     if (!strcmp(tok[0], "name")) {
       if (ntok == 2 && strlen(tok[1]) >= PT_NAME_LEN) return name_too_long(&c, "name", tok[1]);
       if (ntok != 2 || !valid_chars(tok[1], "_.-"))

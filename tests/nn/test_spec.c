@@ -100,6 +100,22 @@ static void test_init_bounds(void **s) {
   pt_model_destroy(m);
 }
 
+/* A UTF-8 byte-order mark is skipped, as CRLF line ends are taken; a
+ * batch norm after a convolution's 1x1 output is 4-D, and taken. */
+static void test_spec_bom_and_bn_after_1x1(void **s) {
+  (void)s;
+  pt_model_spec spec;
+  assert_int_equal(pt_spec_parse("\xef\xbb\xbfinput 1 28 28\r\nflatten\r\nlinear fc out=10\r\n", "bom.txt", &spec),
+                   PT_OK);
+  assert_int_equal(spec.in_c, 1);
+  assert_int_equal(pt_spec_parse("input 1 28 28\nconv2d c out=4 kernel=28\nbatchnorm2d bn\nflatten\nlinear fc out=10\n",
+                                 "bn.txt", &spec),
+                   PT_OK);
+  pt_model *m;
+  assert_int_equal(pt_model_create(&m, &spec, 2), PT_OK);
+  pt_model_destroy(m);
+}
+
 static void expect_error(const char *text, const char *needle) {
   pt_model_spec spec;
   pt_status st = pt_spec_parse(text, "model.txt", &spec);
@@ -130,6 +146,17 @@ static void test_spec_errors(void **s) {
   expect_error("input 1 28 28\nflatten\nlinear l out=2\nloss mse\n", "unknown loss 'mse'");
   expect_error("input 1 28 28\nflatten\nlinear l out=2\ndropout p=1.5\n", "p=1.5");
   expect_error("input 1 28 28\nflatten\nlinear l out=1\n", "at least 2");
+  /* Given twice, one value would be dropped without a word. */
+  expect_error("input 1 28 28\nflatten\nlinear fc out=10 out=20\n", "model.txt:3: option 'out' given twice");
+  expect_error("input 1 28 28\ninput 1 28 28\nflatten\nlinear fc out=10\n",
+               "model.txt:2: 'input' given twice (first on line 1)");
+  expect_error("input 1 28 28\nflatten\nlinear fc out=10\ndefaults lr=0.1 lr=0.2\n",
+               "model.txt:4: defaults: 'lr' given twice");
+  /* batchnorm2d on flat input, after a linear as after a flatten, as
+   * PyTorch's BatchNorm2d refuses 2-D input; after a convolution's 1x1
+   * output it is 4-D and taken (below). */
+  expect_error("input 1 28 28\nflatten\nlinear fc out=10\nbatchnorm2d bn\n",
+               "model.txt:4: batchnorm2d bn: input 10x1x1: batchnorm2d needs (C, H, W) input, not flat");
   /* Shape errors name the file and line, with or without a 'name' line. */
   expect_error("input 1 28 28\nconv2d c out=4 kernel=3\nlinear fc out=10\n",
                "model.txt:3: linear fc: input 4x26x26: linear takes flat input");
@@ -266,6 +293,7 @@ int main(void) {
       cmocka_unit_test(test_summary_reports_spec_errors),
       cmocka_unit_test(test_spec_strict_options_and_names),
       cmocka_unit_test(test_spec_file_size_limit),
+      cmocka_unit_test(test_spec_bom_and_bn_after_1x1),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
