@@ -334,9 +334,7 @@ static pt_status no_room(pt_status st, const char *path, const char *ckpt_dir, c
   const int e = pt_error_errno(); /* the write's, whatever the cleanup did to errno since */
   if (e != ENOSPC && e != EDQUOT && e != EFBIG) return st;
   struct statvfs v;
-  const char *slash = strrchr(path, '/');
-  char dir[4400], kept[4600];
-  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+  char kept[4600];
   const double need = (double)checkpoint_bytes(m, opt) / 1048576.0;
   struct rlimit lim;
   if (e == EFBIG && !getrlimit(RLIMIT_FSIZE, &lim) && lim.rlim_cur != RLIM_INFINITY) {
@@ -347,7 +345,8 @@ static pt_status no_room(pt_status st, const char *path, const char *ckpt_dir, c
                    "%llu KiB): it needs about %.1f MB; %s (raise the limit, or ask the batch system for a larger one)",
                    path, (unsigned long long)(lim.rlim_cur / 1024), need, kept);
   }
-  if (e == EFBIG || statvfs(dir, &v)) return st;
+  /* Measured with the partial save removed: what a retry would have. */
+  if (e == EFBIG || statvfs(ckpt_dir, &v)) return st;
   kept_after_failure(ckpt_dir, kept, sizeof kept);
   return pt_fail(PT_ERR_IO,
                  "%s: no space left for the checkpoint: it needs about %.1f MB, %.1f MB are free; %s (free space, "
@@ -400,9 +399,8 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
     st = write_state(path, m, opt, pos, id);
   }
   if (st != PT_OK) {
-    st = no_room(st, path, dir, m, opt); /* first: it measures the free space where part is */
     remove_tree(part); /* nothing half-written stays behind */
-    return st;
+    return no_room(st, path, dir, m, opt);
   }
   /* each file's commit has already synced part */
   fault_point(); /* 3: both files, not yet published */
