@@ -520,9 +520,21 @@ static pt_status weights_path(const char *path, char *buf, size_t size, const ch
   if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
     snprintf(buf, size, "%s/model.safetensors", path);
     *file = buf;
-    if (access(buf, F_OK))
-      return pt_fail(PT_ERR_IO, "%s: a directory without model.safetensors; expected a checkpoint directory or a "
-                     ".safetensors file", path);
+    if (!access(buf, F_OK)) return PT_OK;
+    /* DIR/model.safetensors gone (removed, or a copy of the directory
+     * without it): the newest generation's weights are the same ones. */
+    int n;
+    int64_t *steps = list_generations(path, &n);
+    for (int i = 0; i < n; i++) {
+      snprintf(buf, size, "%s/" GEN_PREFIX "%012lld/model.safetensors", path, (long long)steps[i]);
+      if (!access(buf, F_OK)) {
+        free(steps);
+        return PT_OK;
+      }
+    }
+    free(steps);
+    return pt_fail(PT_ERR_IO, "%s: a directory without model.safetensors, in it or in a " GEN_PREFIX "* generation; "
+                   "expected a checkpoint directory or a .safetensors file", path);
   }
   return PT_OK;
 }

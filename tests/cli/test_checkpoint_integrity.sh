@@ -92,3 +92,14 @@ for cmd in eval predict; do
     "$PTRAIN" $cmd --checkpoint "$TMP/plain.safetensors" "${args[@]}"
 done
 pass "eval and predict: a missing, cut or empty checkpoint says so; a readable one without a model asks for it"
+
+# A checkpoint directory whose model.safetensors is gone: the newest
+# generation's weights, the same ones, are evaluated.
+"$PTRAIN" train --model fmnist-mlp --threads 1 --batch-size 10 --max-steps 30 --checkpoint-every 10 --save-model \
+  --quiet --checkpoint-dir "$TMP/nolatest" >/dev/null || fail "the run for nolatest"
+"$PTRAIN" eval --checkpoint "$TMP/nolatest" >"$TMP/with.out" 2>&1 || fail "eval of nolatest: $(cat "$TMP/with.out")"
+rm "$TMP/nolatest/model.safetensors"
+"$PTRAIN" eval --checkpoint "$TMP/nolatest" >"$TMP/without.out" 2>&1 ||
+  fail "eval without DIR/model.safetensors: $(cat "$TMP/without.out")"
+cmp -s "$TMP/with.out" "$TMP/without.out" || fail "the newest generation evaluated otherwise: $(cat "$TMP/without.out")"
+pass "eval of a checkpoint directory without model.safetensors: its newest generation"
