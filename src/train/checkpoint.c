@@ -160,6 +160,9 @@ static pt_status write_state(const char *path, const pt_model *m, const pt_optim
   if (st == PT_OK) st = meta_num(w, "epoch_loss_sum", pos->epoch_loss_sum);
   if (st == PT_OK) st = meta_i64(w, "epoch_samples", pos->epoch_samples);
   if (st == PT_OK) st = meta_num(w, "epoch_seconds", pos->epoch_seconds);
+  if (st == PT_OK && pos->shuffle >= 0) st = meta_i64(w, "shuffle", pos->shuffle);
+  if (st == PT_OK && pos->accum > 0) st = meta_i64(w, "accum_steps", pos->accum);
+  if (st == PT_OK && pos->dataset[0]) st = pt_st_writer_meta(w, "dataset", pos->dataset);
   if (st == PT_OK) st = pt_st_writer_meta(w, "ptrain.checkpoint", id);
   if (st == PT_OK) st = pt_st_writer_checksum(w, CRC_KEY);
   if (st == PT_OK) st = pt_st_writer_write(w, path);
@@ -635,6 +638,18 @@ static pt_status load_state(const pt_st_file *f, const char *path, pt_model *m, 
   PT_TRY(meta_real_in(f, path, "epoch_loss_sum", &pos->epoch_loss_sum));
   PT_TRY(meta_in(f, path, "epoch_samples", 0, big, &pos->epoch_samples));
   PT_TRY(meta_real_in(f, path, "epoch_seconds", &pos->epoch_seconds));
+  pos->shuffle = pos->accum = -1; /* not recorded by earlier versions */
+  pos->dataset[0] = 0;
+  if (pt_st_meta(f, "shuffle")) {
+    PT_TRY(meta_in(f, path, "shuffle", 0, 1, &v));
+    pos->shuffle = (int)v;
+  }
+  if (pt_st_meta(f, "accum_steps")) {
+    PT_TRY(meta_in(f, path, "accum_steps", 1, 1 << 20, &v));
+    pos->accum = (int)v;
+  }
+  const char *ds = pt_st_meta(f, "dataset");
+  if (ds) snprintf(pos->dataset, sizeof pos->dataset, "%s", ds);
   char prefix[32];
   for (int k = 0; k < opt->nstate; k++)
     for (int i = 0; i < m->nparams; i++) {

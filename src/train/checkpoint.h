@@ -39,6 +39,11 @@ typedef struct {
   double epoch_loss_sum;      /* running training loss of a partial epoch, all workers */
   int64_t epoch_samples;      /* samples of the partial epoch, all workers */
   double epoch_seconds;
+  /* What else decides the data position and the steps, compared on resume;
+   * states of earlier versions lack them: shuffle and accum -1, dataset "". */
+  int shuffle;                /* 1: the epoch's order is drawn; 0: --no-shuffle */
+  int accum;                  /* --accum-steps */
+  char dataset[48];           /* the data set's name */
 } pt_train_position;
 
 /* Creates dir if needed and checks that files can be created in it, so a

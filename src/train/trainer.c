@@ -691,6 +691,18 @@ static pt_status resume_position(worker_t *W, pt_train_position *pos) {
   if (pos->world == W->world && pos->batch_size != W->r->batch)
     return pt_fail(PT_ERR_ARG, "%s: the run being resumed used batch size %d; resume with --batch-size %d",
                    c->checkpoint_dir, pos->batch_size, pos->batch_size);
+  /* What else the data position and the steps mean: another order, another
+   * number of batches a step, or other data would continue elsewhere. */
+  if (pos->shuffle >= 0 && pos->shuffle != !c->no_shuffle)
+    return pt_fail(PT_ERR_ARG, "%s: the run being resumed %s; resume %s --no-shuffle", c->checkpoint_dir,
+                   pos->shuffle ? "drew each epoch's order" : "kept the dataset's order (--no-shuffle)",
+                   pos->shuffle ? "without" : "with");
+  if (pos->accum > 0 && pos->accum != W->r->accum)
+    return pt_fail(PT_ERR_ARG, "%s: the run being resumed used --accum-steps %d; resume with --accum-steps %d",
+                   c->checkpoint_dir, pos->accum, pos->accum);
+  if (pos->dataset[0] && strcmp(pos->dataset, W->r->data_name))
+    return pt_fail(PT_ERR_ARG, "%s: the run being resumed trained on %s, not %s; resume with the same data",
+                   c->checkpoint_dir, pos->dataset, W->r->data_name);
   const int64_t old_global = (int64_t)pos->batch_size * pos->world, new_global = (int64_t)W->r->batch * W->world;
   int64_t done = (int64_t)pos->next_batch * old_global;
   if (old_global != new_global && done > 0) pos->next_batch = (int)(done / new_global);
@@ -710,6 +722,9 @@ static pt_status resume_position(worker_t *W, pt_train_position *pos) {
             (long long)done, (long long)new_global, (long long)pos->next_batch * new_global);
   pos->batch_size = W->r->batch;
   pos->world = W->world;
+  pos->shuffle = !c->no_shuffle;
+  pos->accum = W->r->accum;
+  snprintf(pos->dataset, sizeof pos->dataset, "%s", W->r->data_name);
   return PT_OK;
 }
 
@@ -855,6 +870,9 @@ static pt_status train_loop(worker_t *W) {
   pos.seed = c->seed;
   pos.batch_size = r->batch;
   pos.world = W->world;
+  pos.shuffle = !c->no_shuffle;
+  pos.accum = r->accum;
+  snprintf(pos.dataset, sizeof pos.dataset, "%s", r->data_name);
   /* With both, a checkpoint wins and init_from starts the run only where
    * there is none yet: the same command then starts a job and continues
    * it after a requeue or an eviction. */

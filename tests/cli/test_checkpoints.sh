@@ -190,6 +190,14 @@ expect_exit 1 "the training state's epoch_loss_sum is nan, expected a finite num
 edit_state "$TMP/edited" ptrain.state_version 2
 expect_exit 1 "training state version 2; this ptrain reads version 1" -- resume_edited "$TMP/edited"
 pass "an edited training state: out-of-range positions and a newer version refused, naming them"
+# What else the data position and the steps mean is held on resume too:
+# the order (--no-shuffle) and --accum-steps.
+expect_exit 1 "the run being resumed drew each epoch's order; resume without --no-shuffle" -- \
+  "$PTRAIN" train --model fmnist-mlp --threads 1 --batch-size 10 --max-steps 50 --resume --no-shuffle \
+  --checkpoint-dir "$TMP/other-run"
+expect_exit 1 "the run being resumed used --accum-steps 1; resume with --accum-steps 1" -- \
+  "$PTRAIN" train --model fmnist-mlp --threads 1 --batch-size 10 --max-steps 50 --resume --accum-steps 2 \
+  --checkpoint-dir "$TMP/other-run"
 # A forgotten --model (the default preset, whose optimizer differs too) is
 # named as the model, not as the optimizer that follows from it.
 expect_exit 1 "the run being resumed trained model 'fmnist-mlp', not 'mnist-cnn'" -- \
