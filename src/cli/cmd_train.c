@@ -18,14 +18,28 @@
  * checkpoint, exit PT_EXIT_CHECKPOINTED. A second Ctrl-C quits at once;
  * the checkpoint being written is then the old one still (files are
  * replaced by rename). Only async-signal-safe calls here. */
+/* Whether a progress bar may be on stderr's current line: the message
+ * then starts a line of its own. Set before the handler is installed. */
+static volatile sig_atomic_t bar_on_stderr;
+
+static void say(const char *msg, size_t len) {
+  ssize_t w = write(STDERR_FILENO, msg, len);
+  (void)w;
+}
+
 static void on_stop_signal(int sig) {
   const int n = pt_train_stop_request(sig);
-  if (n > 1 && sig == SIGINT) _exit(128 + SIGINT);
+  if (n > 1 && sig == SIGINT) {
+    static const char quit[] = "\nptrain: Ctrl-C again: quitting now, without a checkpoint of this step\n";
+    say(quit, sizeof quit - 1);
+    _exit(128 + SIGINT);
+  }
   if (n == 1) {
-    static const char msg[] = "\nptrain: signal received: stopping after this step to write a checkpoint "
-                              "(Ctrl-C again quits at once)\n";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)w;
+    static const char msg[] = "\nptrain: signal received: stopping after this step to write a checkpoint",
+                      ctrl_c[] = " (Ctrl-C again quits at once)";
+    say(bar_on_stderr ? msg : msg + 1, bar_on_stderr ? sizeof msg - 1 : sizeof msg - 2);
+    if (sig == SIGINT) say(ctrl_c, sizeof ctrl_c - 1);
+    say("\n", 1);
   }
 }
 
@@ -36,7 +50,8 @@ static void on_stop_signal(int sig) {
  * checkpointed. */
 static int starting(pt_status st, const pt_comm *comm) { return st == PT_OK && (comm || !pt_train_stop_signal()); }
 
-static void catch_stop_signals(void) {
+static void catch_stop_signals(int progress) {
+  bar_on_stderr = progress;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_stop_signal;
@@ -84,14 +99,14 @@ int pt_cmd_train(int argc, char **argv) {
   /* Before the slow start-up (MPI, the model, the data): a preemption then
    * must still end with the status a requeueing script looks for, not the
    * default action's 143. */
-  catch_stop_signals();
+  catch_stop_signals(c.progress && !c.quiet);
   /* The MPI world first, so that a rank failing to load its data takes the
    * others down at once instead of leaving them waiting. Stages are MPI
    * ranks when a launcher started several processes. */
   pt_comm *comm = NULL;
   if ((ddp || (staged && pt_comm_mpi_launched())) && pt_comm_mpi_create(&comm, c.timeout_s) != PT_OK)
     return pt_cli_fail("train");
-  if (comm) catch_stop_signals(); /* again: MPI_Init may have put handlers of its own */
+  if (comm) catch_stop_signals(c.progress && !c.quiet); /* again: MPI_Init may have put handlers of its own */
   c.log = stdout; /* rank 0 reports */
   pt_net *net = NULL;
   pt_data *train = NULL, *test = NULL;

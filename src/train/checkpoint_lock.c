@@ -54,7 +54,9 @@ pt_status pt_checkpoint_lock_take(const char *dir, pt_checkpoint_lock *lock, int
   lock->fd = -1;
   *unsupported = 0;
   if (why_size) why[0] = 0;
-  if (snprintf(lock->path, sizeof lock->path, "%s/.ptrain.lock", dir) >= (int)sizeof lock->path)
+  size_t n = strlen(dir);
+  while (n > 1 && dir[n - 1] == '/') n--; /* "ck/" names ck/.ptrain.lock, not ck//.ptrain.lock */
+  if (snprintf(lock->path, sizeof lock->path, "%.*s/.ptrain.lock", (int)n, dir) >= (int)sizeof lock->path)
     return pt_fail(PT_ERR_ARG, "checkpoint directory path too long: %s", dir);
   for (int attempt = 0; attempt < 100; attempt++) {
     const int fd = open(lock->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
