@@ -245,7 +245,7 @@ static int cmp_range(const void *a, const void *b) {
 }
 
 /* Empty tensors occupy no bytes, so they overlap nothing wherever they point. */
-static pt_status check_overlap(const pt_st_file *f, const uint64_t *ranges, const char *file) {
+static pt_status check_ranges(const pt_st_file *f, const uint64_t *ranges, uint64_t data_len, const char *file) {
   byte_range *r = pt_malloc((size_t)(f->count ? f->count : 1) * sizeof *r);
   if (!r) return PT_ERR_NOMEM;
   int n = 0;
@@ -266,6 +266,15 @@ static pt_status check_overlap(const pt_st_file *f, const uint64_t *ranges, cons
       break;
     }
   }
+  /* Bytes after the last tensor's data: the reference reader refuses such
+   * a file (its buffer must be covered), and they are at best a leftover of
+   * a longer file written over in place. */
+  uint64_t last = 0;
+  for (int i = 0; i < n; i++)
+    if (r[i].end > last) last = r[i].end;
+  if (st == PT_OK && last < data_len)
+    st = pt_fail(PT_ERR_FORMAT, "%s: %" PRIu64 " bytes after the last tensor's data, expected none (the data "
+                 "ends at byte %" PRIu64 " of %" PRIu64 ")", file, data_len - last, last, data_len);
   free(r);
   return st;
 }
@@ -320,7 +329,7 @@ static pt_status parse_header(const cJSON *root, const char *file, uint64_t data
     if (st == PT_OK && dup)
       st = pt_fail(PT_ERR_FORMAT, "%s: __metadata__ key '%s' appears twice", file, dup);
   }
-  if (st == PT_OK) st = check_overlap(f, ranges, file);
+  if (st == PT_OK) st = check_ranges(f, ranges, data_len, file);
   free(ranges);
   free(names);
   return st;

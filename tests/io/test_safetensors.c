@@ -312,6 +312,9 @@ static void test_overlap_and_duplicates(void **state) {
              "\"w.a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[4,8]}}",
              16, "'w.a'", "twice", NULL);
 
+  /* Bytes after the last tensor's data, which the reference reader refuses. */
+  expect_bad("{\"w.a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}", 16,
+             "12 bytes after the last tensor's data, expected none", NULL);
   /* Empty tensors occupy nothing and adjacent ranges touch without overlapping. */
   const char *ok = "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
                    "\"e\":{\"dtype\":\"F32\",\"shape\":[0,5],\"data_offsets\":[4,4]},"
