@@ -542,10 +542,12 @@ static pt_status setup_worker(worker_t *W) {
     /* Before the directory is created: --resume of a mistyped one says so
      * (with --init-from, none there yet is how a job starts). */
     if (c->resume && !c->init_from) PT_TRY(pt_checkpoint_present(c->checkpoint_dir));
-    if (!c->resume && saves_checkpoints(c)) PT_TRY(pt_checkpoint_fresh_ok(c->checkpoint_dir));
     if (saves_checkpoints(c)) {
       PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
       PT_TRY(lock_checkpoint_dir(W));
+      /* After the lock: a live run there is named as such, not as
+       * generations of another run. */
+      if (!c->resume) PT_TRY(pt_checkpoint_fresh_ok(c->checkpoint_dir));
     }
   }
   if (c->sync_bn && W->world > 1) {
@@ -846,9 +848,9 @@ static pt_status save_checkpoint(worker_t *W, const pt_train_position *pos) {
   if (W->rank != 0) return PT_OK;
   const double tk = pt_now();
   if (!W->lock_tried) { /* a run that saves only when signalled */
-    PT_TRY(pt_checkpoint_fresh_ok(c->checkpoint_dir));
     PT_TRY(pt_checkpoint_prepare_dir(c->checkpoint_dir));
     PT_TRY(lock_checkpoint_dir(W));
+    PT_TRY(pt_checkpoint_fresh_ok(c->checkpoint_dir));
   }
   PT_TRY(pt_comm_nccl_sync(W->dcomm));
   PT_TRY(pt_model_to_host(W->whole));
