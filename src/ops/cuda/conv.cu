@@ -54,6 +54,7 @@
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/context.h"
+#include "ops/cuda/device_buffer.cuh"
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/graph.h"
 #include "ops/cuda/ops.h"
@@ -497,29 +498,14 @@ struct conv_cache {
   int device = -1;
   unsigned long long clock = 0;
   conv_plan plans[kPlans] = {};
-  void *ws = nullptr; /* device memory of device */
-  size_t ws_bytes = 0;
-  bool ws_async = false; /* ws from cudaMallocAsync (else cudaMalloc) */
+  pt_cuda_buffer ws; /* the workspace, of device */
 
   /* Drops everything: on thread exit, or when the thread's handle changes
-   * (a rebind, possibly to another GPU). The device is drained first: the
-   * old stream may still be running kernels that use ws. */
+   * (a rebind, possibly to another GPU). */
   void release() {
     for (int i = 0; i < kPlans; i++)
       if (plans[i].used) destroy_plan(&plans[i]);
-    if (ws) {
-      int cur = -1;
-      (void)cudaGetDevice(&cur);
-      if (cur != device) (void)cudaSetDevice(device);
-      (void)cudaDeviceSynchronize();
-      if (ws_async) (void)cudaFreeAsync(ws, 0); /* the device is idle: no order to keep */
-      else (void)cudaFree(ws);
-      if (cur != device && cur >= 0) (void)cudaSetDevice(cur);
-      (void)cudaGetLastError(); /* at process exit the runtime may already be gone */
-    }
-    ws = nullptr;
-    ws_bytes = 0;
-    ws_async = false;
+    ws.release();
     handle = nullptr;
     device = -1;
   }
@@ -528,51 +514,11 @@ struct conv_cache {
 
 thread_local conv_cache t_cache;
 
-/* Makes t_cache.ws at least bytes long; false (after clearing the error) if
- * the memory is not there, and the caller falls back to the gemm path,
- * whose workspace the caller of the op already holds.
- *
- * In stream order (cudaFreeAsync, cudaMallocAsync on the thread's stream),
- * so the host never waits: the old buffer is freed after the kernels queued
- * before it, and the new one is there for those after. cudaFree would wait
- * for the whole device, NCCL's stream included, which behind a dead peer
- * never drains. Where the device has no stream-ordered allocator, the
- * stream is drained through the thread's bounded wait first. */
+/* Makes t_cache.ws at least bytes long (pt_cuda_buffer_grow, in MiB
+ * steps); false if it cannot, and the caller falls back to the gemm path,
+ * whose workspace the caller of the op already holds. */
 bool grow_workspace(size_t bytes, cudaStream_t st) {
-  conv_cache &c = t_cache;
-  if (bytes <= c.ws_bytes) return true;
-  /* A capture would keep the old buffer's address for good: it fails,
-   * and the step runs (and grows the workspace) as usual. */
-  if (pt_cuda_capture_refuse("the cuDNN workspace had to grow")) return false;
-  const size_t mib = (size_t)1 << 20;
-  bytes = (bytes + mib - 1) / mib * mib;
-  if (c.ws && c.ws_async) {
-    PT_CUDA_CHECK(cudaFreeAsync(c.ws, st), "conv2d: freeing the cuDNN workspace to grow it");
-  } else if (c.ws) {
-    const pt_status w = pt_cuda_wait_stream("conv2d: waiting to grow the cuDNN workspace");
-    if (w != PT_OK) {
-      /* Kernels may still use the old buffer: keep it, and run this call
-       * on the gemm path; the failure is reported at the next sync. */
-      pt_cuda_note_status(w, pt_error_message());
-      return false;
-    }
-    PT_CUDA_CHECK(cudaFree(c.ws), "conv2d: freeing the cuDNN workspace to grow it");
-  }
-  c.ws = nullptr;
-  c.ws_bytes = 0;
-  pt_cuda_memory_moved(); /* graphs captured with the old buffer are stale */
-  c.ws_async = cudaMallocAsync(&c.ws, bytes, st) == cudaSuccess;
-  if (!c.ws_async) {
-    (void)cudaGetLastError();
-    c.ws = nullptr;
-    if (cudaMalloc(&c.ws, bytes) != cudaSuccess) {
-      (void)cudaGetLastError();
-      c.ws = nullptr;
-      return false;
-    }
-  }
-  c.ws_bytes = bytes;
-  return true;
+  return pt_cuda_buffer_grow(&t_cache.ws, bytes, (size_t)1 << 20, st, "the cuDNN workspace");
 }
 
 /* Winograd's nonfused algorithms for 3x3, stride-1 layers with at least
@@ -873,7 +819,7 @@ bool cudnn_forward(cudnnHandle_t h, const pt_conv_geom *g, int n, const float *x
   const float one = 1.0f, zero = 0.0f;
   cudnnStatus_t s = apply_math(p, p->fwd_math);
   if (s == CUDNN_STATUS_SUCCESS)
-    s = cudnnConvolutionForward(h, &one, p->xd, x, p->wd, w, p->cd, p->fwd, t_cache.ws, p->fwd_ws, &zero, p->yd, y);
+    s = cudnnConvolutionForward(h, &one, p->xd, x, p->wd, w, p->cd, p->fwd, t_cache.ws.p, p->fwd_ws, &zero, p->yd, y);
   if (unsupported(s)) {
     disable(&p->fwd_ok, &p->fwd_err, s, "cudnnConvolutionForward", g, n);
     off_why(false, s, "cudnnConvolutionForward", why, why_size);
@@ -913,7 +859,7 @@ void cudnn_backward(cudnnHandle_t h, const pt_conv_geom *g, int n, const float *
   if (!grow_workspace(masked_at + (g->relu ? ny * sizeof(float) : 0), st)) return;
   const float *d = dy;
   if (g->relu) {
-    float *m = (float *)((char *)t_cache.ws + masked_at);
+    float *m = (float *)((char *)t_cache.ws.p + masked_at);
     mask_dy_kernel<<<blocks_for(ny), kThreads, 0, st>>>(ny, y, dy, m);
     PT_CUDA_CHECK_LAUNCH("conv2d_backward: ReLU mask");
     d = m;
@@ -923,7 +869,7 @@ void cudnn_backward(cudnnHandle_t h, const pt_conv_geom *g, int n, const float *
     /* beta = 1: dw accumulates */
     cudnnStatus_t s = apply_math(p, p->filter_math);
     if (s == CUDNN_STATUS_SUCCESS)
-      s = cudnnConvolutionBackwardFilter(h, &one, p->xd, x, p->yd, d, p->cd, p->filter, t_cache.ws, p->filter_ws, &one,
+      s = cudnnConvolutionBackwardFilter(h, &one, p->xd, x, p->yd, d, p->cd, p->filter, t_cache.ws.p, p->filter_ws, &one,
                                          p->wd, *dw);
     if (unsupported(s)) {
       disable(&p->filter_ok, &p->filter_err, s, "cudnnConvolutionBackwardFilter", g, n);
@@ -937,7 +883,7 @@ void cudnn_backward(cudnnHandle_t h, const pt_conv_geom *g, int n, const float *
   if (do_x) {
     cudnnStatus_t s = apply_math(p, p->data_math);
     if (s == CUDNN_STATUS_SUCCESS)
-      s = cudnnConvolutionBackwardData(h, &one, p->wd, w, p->yd, d, p->cd, p->data, t_cache.ws, p->data_ws, &zero,
+      s = cudnnConvolutionBackwardData(h, &one, p->wd, w, p->yd, d, p->cd, p->data, t_cache.ws.p, p->data_ws, &zero,
                                        p->xd, *dx);
     if (unsupported(s)) {
       disable(&p->data_ok, &p->data_err, s, "cudnnConvolutionBackwardData", g, n);

@@ -5,7 +5,7 @@
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/context.h"
-#include "ops/cuda/graph.h"
+#include "ops/cuda/device_buffer.cuh"
 #include "ops/cuda/launch.cuh"
 
 cublasHandle_t pt_cuda_blas_or_note(const char *what) {
@@ -21,80 +21,26 @@ namespace {
  * before the next conversion writes over them. */
 struct bf16_scratch {
   cublasHandle_t handle = nullptr; /* the binding it belongs to */
-  int device = -1;
-  __nv_bfloat16 *p = nullptr;
-  size_t n = 0; /* elements */
-  bool async = false;
-
-  /* On a rebind and at thread exit; the device is drained first, as the
-   * old stream may still be reading p. */
-  void release() {
-    if (p) {
-      int cur = -1;
-      (void)cudaGetDevice(&cur);
-      if (cur != device) (void)cudaSetDevice(device);
-      (void)cudaDeviceSynchronize();
-      if (async) (void)cudaFreeAsync(p, 0);
-      else (void)cudaFree(p);
-      if (cur != device && cur >= 0) (void)cudaSetDevice(cur);
-      (void)cudaGetLastError(); /* at process exit the runtime may already be gone */
-    }
-    p = nullptr;
-    n = 0;
-    async = false;
-    handle = nullptr;
-    device = -1;
-  }
-  ~bf16_scratch() { release(); }
+  pt_cuda_buffer buf;
 };
 
 thread_local bf16_scratch t_bf16;
 
-/* t_bf16 at least n elements long, in stream order like the cuDNN
- * workspace (conv.cu's grow_workspace): the host never waits. False after
- * noting the error for what. */
+/* t_bf16 at least n elements long, for the binding of h
+ * (pt_cuda_buffer_grow, in 128 KiB steps: a few growths, not one per
+ * shape). False after noting the error for what; under a capture the
+ * note refuses it, and after a failed free the first error stays. */
 bool grow_bf16(cublasHandle_t h, size_t n, cudaStream_t st, const char *what) {
   bf16_scratch &s = t_bf16;
-  if (s.handle != h) s.release();
-  if (n <= s.n) return true;
-  /* A capture would keep the old buffer's address for good: it fails, and
-   * the step runs (and grows the buffer) as usual. */
-  if (pt_cuda_capture_refuse("the bf16 copies of a GEMM's inputs had to grow")) return false;
-  n = (n + 65535) / 65536 * 65536; /* 128 KiB steps: a few growths, not one per shape */
-  if (s.p && s.async) {
-    if (cudaFreeAsync(s.p, st) != cudaSuccess) {
-      pt_cuda_note_cuda_(cudaGetLastError(), what);
-      return false;
-    }
-  } else if (s.p) {
-    const pt_status w = pt_cuda_wait_stream("waiting to grow the bf16 copies of a GEMM's inputs");
-    if (w != PT_OK) {
-      pt_cuda_note_status(w, pt_error_message());
-      return false;
-    }
-    (void)cudaFree(s.p);
+  if (s.handle != h) {
+    s.buf.release();
+    s.handle = h;
   }
-  s.p = nullptr;
-  s.n = 0;
-  pt_cuda_memory_moved(); /* graphs captured with the old buffer are stale */
-  s.async = cudaMallocAsync((void **)&s.p, n * sizeof(__nv_bfloat16), st) == cudaSuccess;
-  if (!s.async) {
-    (void)cudaGetLastError();
-    s.p = nullptr;
-    const cudaError_t e = cudaMalloc((void **)&s.p, n * sizeof(__nv_bfloat16));
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      s.p = nullptr;
-      pt_cuda_note_cuda_(e, what);
-      return false;
-    }
-  }
-  s.handle = h;
-  int dev = -1;
-  (void)cudaGetDevice(&dev);
-  s.device = dev;
-  s.n = n;
-  return true;
+  if (pt_cuda_buffer_grow(&s.buf, n * sizeof(__nv_bfloat16), (size_t)128 << 10, st,
+                          "the bf16 copies of a GEMM's inputs"))
+    return true;
+  pt_cuda_note_error(what, "out of GPU memory");
+  return false;
 }
 
 /* Round to nearest, ties to even, as the tensor cores' conversions do. */
@@ -124,7 +70,7 @@ cublasStatus_t pt_cuda_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperat
   const cudaStream_t st = pt_cuda::stream();
   static const char what[] = "bf16 GEMM: the bf16 copies of its inputs";
   if (!grow_bf16(h, nb_at + nb, st, what)) return CUBLAS_STATUS_ALLOC_FAILED;
-  __nv_bfloat16 *a16 = t_bf16.p, *b16 = t_bf16.p + nb_at;
+  __nv_bfloat16 *a16 = (__nv_bfloat16 *)t_bf16.buf.p, *b16 = a16 + nb_at;
   to_bf16_kernel<<<pt_cuda::grid_for(na), pt_cuda::kThreads, 0, st>>>(na, A, a16);
   to_bf16_kernel<<<pt_cuda::grid_for(nb), pt_cuda::kThreads, 0, st>>>(nb, B, b16);
   PT_CUDA_CHECK_LAUNCH(what);
