@@ -101,8 +101,10 @@ static int table(pt_train_args *a, pt_arg *out) {
 static void defaults(pt_train_args *a) {
   memset(a, 0, sizeof *a);
   pt_config_defaults(&a->c);
-  a->bucket_mb = (float)a->c.bucket_mb;
-  a->timeout_s = (float)a->c.timeout_s;
+  /* Below every flag's range: a value still negative after parsing was
+   * not given, and takes pt_config's default. */
+  a->bucket_mb = -1.0f;
+  a->timeout_s = -1.0f;
 }
 
 static const char USAGE[] = "ptrain train [options]";
@@ -136,13 +138,22 @@ int pt_train_args_parse(int argc, char **argv, int from, pt_train_args *a, int *
     fprintf(stderr, "ptrain train: --cuda-graphs and --no-cuda-graphs contradict each other; give one\n");
     return PT_USAGE_ERROR;
   }
+  /* One process training alone waits for no one and sums no gradients:
+   * a slip in a job script (a missing --parallel) should not pass as a
+   * setting that took effect. */
+  const int alone = !a->c.parallel || !strcmp(a->c.parallel, "none");
+  if (alone && (a->bucket_mb >= 0 || a->timeout_s >= 0)) {
+    fprintf(stderr, "ptrain train: %s is for runs with several workers (--parallel dp, ddp, model or pipeline); this "
+                    "run has one\n", a->bucket_mb >= 0 ? "--bucket-mb" : "--timeout");
+    return PT_USAGE_ERROR;
+  }
   a->c.cuda_graphs = a->cuda_graphs ? 1 : a->no_cuda_graphs ? -1 : 0;
   a->c.prefetch = !a->no_prefetch;
   a->c.shuffle = !a->no_shuffle;
   a->c.dropout = !a->no_dropout;
-  a->c.bucket_mb = a->bucket_mb;
+  if (a->bucket_mb >= 0) a->c.bucket_mb = a->bucket_mb;
   a->c.checkpoint_interval = a->ckpt_interval;
   a->c.target_accuracy = a->target_acc;
-  a->c.timeout_s = a->timeout_s;
+  if (a->timeout_s >= 0) a->c.timeout_s = a->timeout_s;
   return 0;
 }

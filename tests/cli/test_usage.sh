@@ -39,6 +39,11 @@ expect_exit 2 "--gamma applies to --scheduler step, not cosine" -- \
   "$PTRAIN" train --model fmnist-mlp --scheduler cosine --gamma 0.5 --data-dir "$TMP/nowhere"
 expect_exit 2 "--sync-bn pools batch-norm statistics over --parallel dp or ddp workers; this run has one" -- \
   "$PTRAIN" train --sync-bn --data-dir "$TMP/nowhere"
+# Settings for several workers, in a run of one: a forgotten --parallel.
+expect_exit 2 "--bucket-mb is for runs with several workers \(--parallel dp, ddp, model or pipeline\); this run has one" -- \
+  "$PTRAIN" train --bucket-mb 4 --data-dir "$TMP/nowhere"
+expect_exit 2 "--timeout is for runs with several workers" -- \
+  "$PTRAIN" train --parallel none --timeout 10 --data-dir "$TMP/nowhere"
 expect_exit 2 "5 stages but fmnist-mlp has only 4 layers" -- \
   "$PTRAIN" train --model fmnist-mlp --parallel model --devices cpu:0,cpu:1,cpu:2,cpu:3,cpu:4 --data-dir "$TMP/nowhere"
 make_cifar "$TMP/cifar" 3
