@@ -1,6 +1,7 @@
 #include "cli/args.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,9 +65,20 @@ static int set_value(const char *cmd, const pt_arg *a, const char *v) {
   char range[96];
   errno = 0;
   switch (a->type) {
-    case ARG_INT:
-    case ARG_I64:
     case ARG_U64: {
+      /* The whole unsigned range (PyTorch's manual_seed takes it too);
+       * strtoull would wrap "-1" to its largest value, so digits only. */
+      unsigned long long x = (v[0] >= '0' && v[0] <= '9') ? strtoull(v, &end, 10) : 0;
+      if (v[0] < '0' || v[0] > '9' || errno || *end || x < a->lo)
+      {
+        snprintf(range, sizeof range, "an integer in [%.0f, %llu]", a->lo, ULLONG_MAX);
+        return usage(cmd, "%s: expected %s, got '%s'", a->name, range, v);
+      }
+      *(uint64_t *)a->dst = (uint64_t)x;
+      return 0;
+    }
+    case ARG_INT:
+    case ARG_I64: {
       long long x = strtoll(v, &end, 10);
       if (errno || end == v || *end || x < a->lo || x > a->hi) {
         if (a->hi >= 9e18) snprintf(range, sizeof range, "an integer >= %.0f", a->lo);
@@ -74,13 +86,13 @@ static int set_value(const char *cmd, const pt_arg *a, const char *v) {
         return usage(cmd, "%s: expected %s, got '%s'", a->name, range, v);
       }
       if (a->type == ARG_INT) *(int *)a->dst = (int)x;
-      else if (a->type == ARG_I64) *(int64_t *)a->dst = x;
-      else *(uint64_t *)a->dst = (uint64_t)x;
+      else *(int64_t *)a->dst = x;
       return 0;
     }
     case ARG_FLOAT: {
+      /* Decimal only: strtod also reads hex ("0x10" is 16) and "inf". */
       double x = strtod(v, &end);
-      if (errno || end == v || *end || !isfinite(x) || x < a->lo || x > a->hi) {
+      if (errno || end == v || *end || v[strspn(v, "0123456789.eE+-")] || !isfinite(x) || x < a->lo || x > a->hi) {
         snprintf(range, sizeof range, "a number in [%g, %g]", a->lo, a->hi);
         return usage(cmd, "%s: expected %s, got '%s'", a->name, range, v);
       }

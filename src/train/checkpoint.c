@@ -154,7 +154,11 @@ static pt_status write_state(const char *path, const pt_model *m, const pt_optim
   if (st == PT_OK) st = meta_i64(w, "next_epoch", pos->next_epoch);
   if (st == PT_OK) st = meta_i64(w, "next_batch", pos->next_batch);
   if (st == PT_OK) st = meta_i64(w, "step", pos->step);
-  if (st == PT_OK) st = meta_i64(w, "seed", (int64_t)pos->seed);
+  if (st == PT_OK) {
+    char seed[32];
+    snprintf(seed, sizeof seed, "%" PRIu64, pos->seed);
+    st = pt_st_writer_meta(w, "seed", seed);
+  }
   if (st == PT_OK) st = meta_i64(w, "batch_size", pos->batch_size);
   if (st == PT_OK) st = meta_i64(w, "world", pos->world);
   if (st == PT_OK) st = meta_num(w, "epoch_loss_sum", pos->epoch_loss_sum);
@@ -564,6 +568,20 @@ static pt_status meta_int(const pt_st_file *f, const char *path, const char *key
   return PT_OK;
 }
 
+/* The seed spans all of uint64; states written before it was stored
+ * unsigned hold seeds past INT64_MAX as negative int64, which cast back. */
+static pt_status meta_seed(const pt_st_file *f, const char *path, uint64_t *out) {
+  const char *v = pt_st_meta(f, "seed");
+  char *end;
+  if (!v) return pt_fail(PT_ERR_FORMAT, "%s: metadata has no 'seed'; not a ptrain training state", path);
+  errno = 0;
+  if (*v == '-') *out = (uint64_t)strtoll(v, &end, 10);
+  else *out = (v[0] >= '0' && v[0] <= '9') ? strtoull(v, &end, 10) : 0;
+  if (!((v[0] >= '0' && v[0] <= '9') || v[0] == '-') || errno || *end)
+    return pt_fail(PT_ERR_FORMAT, "%s: metadata 'seed'='%s' is not an integer from 0 to %" PRIu64, path, v, UINT64_MAX);
+  return PT_OK;
+}
+
 static pt_status meta_double(const pt_st_file *f, const char *path, const char *key, double *out) {
   const char *v = pt_st_meta(f, key);
   char *end;
@@ -626,8 +644,7 @@ static pt_status load_state(const pt_st_file *f, const char *path, pt_model *m, 
   PT_TRY(meta_in(f, path, "next_batch", 0, int_max, &v));
   pos->next_batch = (int)v;
   PT_TRY(meta_in(f, path, "step", 0, big, &pos->step));
-  PT_TRY(meta_int(f, path, "seed", &v));
-  pos->seed = (uint64_t)v;
+  PT_TRY(meta_seed(f, path, &pos->seed));
   PT_TRY(meta_in(f, path, "batch_size", 1, int_max, &v));
   pos->batch_size = (int)v;
   pos->world = 1; /* states written before data parallelism have no "world" */

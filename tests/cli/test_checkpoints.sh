@@ -189,7 +189,19 @@ edit_state "$TMP/edited" epoch_loss_sum nan
 expect_exit 1 "the training state's epoch_loss_sum is nan, expected a finite number >= 0" -- resume_edited "$TMP/edited"
 edit_state "$TMP/edited" ptrain.state_version 2
 expect_exit 1 "training state version 2; this ptrain reads version 1" -- resume_edited "$TMP/edited"
+edit_state "$TMP/edited" seed -1
+expect_exit 1 "the run being resumed used seed 18446744073709551615; resume with --seed 18446744073709551615" -- \
+  resume_edited "$TMP/edited"
+edit_state "$TMP/edited" seed 12x
+expect_exit 1 "metadata 'seed'='12x' is not an integer from 0 to 18446744073709551615" -- resume_edited "$TMP/edited"
 pass "an edited training state: out-of-range positions and a newer version refused, naming them"
+# Seeds span uint64, as PyTorch's manual_seed; the largest survives a resume.
+"$PTRAIN" train --model fmnist-mlp --threads 1 --batch-size 10 --max-steps 10 --seed 18446744073709551615 \
+  --save-model --quiet --checkpoint-dir "$TMP/big-seed" >/dev/null || fail "a run with the largest seed"
+"$PTRAIN" train --model fmnist-mlp --threads 1 --batch-size 10 --max-steps 20 --seed 18446744073709551615 \
+  --resume --quiet --checkpoint-dir "$TMP/big-seed" >"$TMP/big-seed.out" 2>&1 ||
+  fail "resuming the largest seed: $(cat "$TMP/big-seed.out")"
+pass "seeds: an old state's negative seed read as uint64, the largest seed resumed"
 # What else the data position and the steps mean is held on resume too:
 # the order (--no-shuffle) and --accum-steps.
 expect_exit 1 "the run being resumed drew each epoch's order; resume without --no-shuffle" -- \

@@ -8,6 +8,10 @@ expect_exit 2 "--epochs: expected an integer in \[1, 100000\], got '0'" -- "$PTR
 expect_exit 2 "--exit-after-checkpoint needs --checkpoint-every N or --checkpoint-interval SECONDS" -- "$PTRAIN" train --exit-after-checkpoint
 expect_exit 2 "--batch-size: expected an integer .*got 'abc'" -- "$PTRAIN" train --batch-size abc
 expect_exit 2 "--lr: expected a number .*got '-1'" -- "$PTRAIN" train --lr -1
+expect_exit 2 "--lr: expected a number in \[0, 1000\], got '0x1p-3'" -- "$PTRAIN" train --lr 0x1p-3
+expect_exit 2 "--seed: expected an integer in \[0, 18446744073709551615\], got '-1'" -- "$PTRAIN" train --seed -1
+expect_exit 2 "--seed: expected an integer in \[0, 18446744073709551615\], got '18446744073709551616'" -- \
+  "$PTRAIN" train --seed 18446744073709551616
 expect_exit 2 "--optimizer: expected one of sgd\|adam\|adamw\|adadelta, got 'rmsprop'" -- "$PTRAIN" train --optimizer rmsprop
 expect_exit 2 "--dataset: expected one of" -- "$PTRAIN" train --dataset imagenet
 expect_exit 2 "--nesterov takes no value" -- "$PTRAIN" train --nesterov=1
