@@ -429,10 +429,13 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
   /* Older generations go only now that a newer one is complete. */
   int n;
   int64_t *steps = list_generations(dir, &n);
-  for (int i = keep > 0 ? keep : 1; i < n; i++) {
-    /* Never the one just written, even where newer ones are there (a
-     * resume that skipped a damaged newer generation). */
-    if (steps[i] == pos->step) continue;
+  /* Generations newer than this save are ones a resume skipped as
+   * damaged: they are neither counted (the K kept are K this run can
+   * resume from) nor removed (this run replaces each when it gets there).
+   * The one just written is always among the K. */
+  int kept = 0;
+  for (int i = 0; i < n; i++) {
+    if (steps[i] > pos->step || kept++ < (keep > 0 ? keep : 1)) continue;
     snprintf(path, sizeof path, "%s/" GEN_PREFIX "%012lld", dir, (long long)steps[i]);
     remove_tree(path);
     fault_point(); /* 6...: each older generation removed */

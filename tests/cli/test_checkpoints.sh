@@ -37,6 +37,15 @@ grep -q "resuming from $TMP/mid/step-000000000600 .*skipped $TMP/mid/step-000000
 cmp -s "$TMP/straight/model.safetensors" "$TMP/mid/model.safetensors" || fail "resumed from 600: differs from straight"
 pass "a cut state file: skipped with the reason, resumed from step 600, the straight run's weights"
 
+# Saves behind a damaged newer generation: K resumable ones are kept, and
+# the damaged one is left for the run to replace when it gets there.
+cp -r "$TMP/mid-orig" "$TMP/prune"
+truncate -s 1000 "$TMP/prune/step-000000000700/state.safetensors"
+train_small prune --resume --checkpoint-every 20 --max-steps 660
+[[ $(gens prune) == "step-000000000640 step-000000000660 step-000000000700 " ]] ||
+  fail "behind a damaged step 700, --keep-checkpoints 2: generations $(gens prune)"
+pass "behind a damaged newer generation: two resumable generations kept, the damaged one left"
+
 # weights of another save in the newest generation: refused as a pair
 cp "$TMP/mid-copy/step-000000000600/model.safetensors" "$TMP/mid-copy/step-000000000700/model.safetensors"
 train_small mid-copy --resume --save-model
