@@ -30,8 +30,10 @@ static void say(const char *msg, size_t len) {
 static void on_stop_signal(int sig) {
   const int n = pt_train_stop_request(sig);
   if (n > 1 && sig == SIGINT) {
-    static const char quit[] = "\nptrain: Ctrl-C again: quitting now, without a checkpoint of this step\n";
-    say(quit, sizeof quit - 1);
+    static const char quit[] = "\nptrain: Ctrl-C again: quitting now, without a checkpoint of this step\n",
+                      done[] = "\nptrain: Ctrl-C again: quitting now; the checkpoint is written\n";
+    if (pt_train_stop_is_saved()) say(done, sizeof done - 1);
+    else say(quit, sizeof quit - 1);
     _exit(128 + SIGINT);
   }
   if (n == 1) {

@@ -20,6 +20,10 @@
 int pt_train_stop_request(int sig);
 /* The signal of the first request, or 0 if none. */
 int pt_train_stop_signal(void);
+/* The trainer has written the checkpoint a request asked for; what is
+ * left is the run's closing lines. Safe in a signal handler. */
+void pt_train_stop_saved(void);
+int pt_train_stop_is_saved(void);
 /* The signal of the first request (0 if none), and forgets the requests:
  * what a run that is over answered, or came too late for. */
 int pt_train_stop_take(void);

@@ -1190,6 +1190,7 @@ static pt_status train_loop(worker_t *W) {
     res->test_loss = last->count ? last->loss_sum / last->count : NAN;
     res->test_acc = last->count ? (double)last->correct / last->count : NAN;
     if (signalled) {
+      pt_train_stop_saved();
       res->stopped_by = ckpt_exit ? PT_STOP_CHECKPOINT_EXIT : pt_train_stop_signal() ? pt_train_stop_signal() : -1;
       break;
     }
