@@ -198,10 +198,16 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
   }
   const pt_scale_config *b = &c[best];
   if (b->baseline < 0 || !(b->speedup >= 1.1)) {
-    /* one worker of the same threads, batch and optimizer as the fastest */
-    describe(b->baseline < 0 ? b : &c[b->baseline], what, sizeof what);
-    snprintf(rec, rec_len, "stay on %s: %.0f images/s, and no parallel configuration was 1.1x faster", what,
-             b->images_per_s);
+    /* One worker of the same threads, batch and optimizer as the fastest,
+     * with its own rate: the fastest's is a parallel one's. */
+    const pt_scale_config *one = b->baseline < 0 ? b : &c[b->baseline];
+    describe(one, what, sizeof what);
+    if (parallel)
+      snprintf(rec, rec_len, "stay on %s: %.0f images/s, and no parallel configuration was 1.1x faster", what,
+               one->images_per_s);
+    else
+      snprintf(rec, rec_len, "stay on %s: %.0f images/s (the sweep had no parallel configuration to compare)",
+               what, one->images_per_s);
   } else {
     describe(b, what, sizeof what);
     snprintf(rec, rec_len, "use %s: %.0f images/s, %.2fx one worker", what, b->images_per_s, b->speedup);

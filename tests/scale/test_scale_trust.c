@@ -101,6 +101,22 @@ static void test_judge_trusts_steady_figures(void **st) {
   assert_has(rec, "use dp with 2 workers");
 }
 
+/* Two workers at 1.05x: the recommendation stays on one worker, quoting
+ * one worker's rate, not the faster two's. */
+static void test_judge_stay_quotes_one_worker(void **st) {
+  (void)st;
+  pt_scale_config c[2];
+  char rec[400];
+  sweep(c, 1000, 1050);
+  pt_scale_judge(c, 2, 2, 0, rec, sizeof rec);
+  assert_has(rec, "stay on one worker (1 thread, global batch 100): 1000 images/s, and no parallel configuration "
+                  "was 1.1x faster");
+  /* A sweep of one worker alone compares nothing. */
+  pt_scale_judge(c, 1, 2, 0, rec, sizeof rec);
+  assert_has(rec, "stay on one worker (1 thread, global batch 100): 1000 images/s (the sweep had no parallel "
+                  "configuration to compare)");
+}
+
 /* 5.12x from 2 workers: rough, not "pays", and no recommendation. */
 static void test_judge_refuses_a_superlinear_speedup(void **st) {
   (void)st;
@@ -207,6 +223,7 @@ int main(void) {
       cmocka_unit_test(test_no_difference_is_rough),
       cmocka_unit_test(test_impossible_speedups),
       cmocka_unit_test(test_judge_trusts_steady_figures),
+      cmocka_unit_test(test_judge_stay_quotes_one_worker),
       cmocka_unit_test(test_judge_refuses_a_superlinear_speedup),
       cmocka_unit_test(test_judge_rough_runs),
       cmocka_unit_test(test_judge_target_recommendation_stands),
