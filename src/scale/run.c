@@ -1,6 +1,7 @@
 /* Running one configuration for real: `ptrain train` as a child process
  * (under mpirun for ddp), twice, and its steady state from the difference
  * of the two runs' --profile metrics lines. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -99,20 +100,40 @@ static void last_error(const char *log, char *out, size_t len) {
   fclose(f);
 }
 
+/* A child's argv: the sweep's own words (at most FIXED_WORDS, of which
+ * at most 12 numbers) and then every TRAIN_ARGS word, all of them. */
+#define FIXED_WORDS 64
 typedef struct {
-  const char *v[96];
-  int n;
+  const char **v; /* FIXED_WORDS + TRAIN_ARGS + 1 */
+  int n, cap;
   char nums[12][24];
   int nnums;
 } argv_buf;
 
 static void add(argv_buf *a, const char *s) {
-  if (a->n < 95) a->v[a->n++] = s;
+  assert(a->n < a->cap); /* sized for every word run_once adds */
+  a->v[a->n++] = s;
 }
 static void add_int(argv_buf *a, int x) {
-  if (a->nnums == 12) return;
+  assert(a->nnums < 12);
   snprintf(a->nums[a->nnums], sizeof a->nums[0], "%d", x);
   add(a, a->nums[a->nnums++]);
+}
+
+/* Ends a run past --time-limit. mpirun is asked with SIGTERM, which it
+ * passes to its ranks before it exits: killed outright, it would leave
+ * them running (each rank is in a process group of its own), taking the
+ * cores from the next configuration measured. A plain run is killed. */
+static void end_run(pid_t pid, int via_mpirun, int *status) {
+  kill(pid, via_mpirun ? SIGTERM : SIGKILL);
+  const double t0 = pt_now();
+  while (via_mpirun && pt_now() - t0 < 10.0) {
+    if (waitpid(pid, status, WNOHANG) == pid) return;
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, status, 0);
 }
 
 /* One child run of c for steps steps, metrics into metrics, output into
@@ -120,7 +141,12 @@ static void add_int(argv_buf *a, int x) {
 static int run_once(const pt_scale_runner *r, const pt_scale_config *c, int steps, const char *metrics,
                     const char *log, char *why, size_t why_len) {
   char acc[32];
-  argv_buf a = {0};
+  argv_buf a = {.cap = FIXED_WORDS + r->ntrain_args};
+  a.v = calloc((size_t)a.cap + 1, sizeof *a.v);
+  if (!a.v) {
+    snprintf(why, why_len, "out of memory for its command line");
+    return 1;
+  }
   if (c->strategy == PT_SCALE_DDP) {
     add(&a, r->mpirun);
     add(&a, "-np");
@@ -221,10 +247,9 @@ static int run_once(const pt_scale_runner *r, const pt_scale_config *c, int step
   pid_t pid;
   const int rc = posix_spawnp(&pid, a.v[0], &fa, NULL, (char *const *)a.v, environ);
   posix_spawn_file_actions_destroy(&fa);
-  if (rc) {
-    snprintf(why, why_len, "cannot start %s: %s", a.v[0], strerror(rc));
-    return 1;
-  }
+  if (rc) snprintf(why, why_len, "cannot start %s: %s", a.v[0], strerror(rc));
+  free(a.v);
+  if (rc) return 1;
   const double t0 = pt_now();
   int status = 0;
   for (;;) {
@@ -235,8 +260,7 @@ static int run_once(const pt_scale_runner *r, const pt_scale_config *c, int step
       return 1;
     }
     if (pt_now() - t0 > r->time_limit_s) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
+      end_run(pid, c->strategy == PT_SCALE_DDP, &status);
       if (steps > 0)
         snprintf(why, why_len, "a run of %d steps took more than %.0f s (--time-limit)", steps, r->time_limit_s);
       else

@@ -148,6 +148,15 @@ if command -v mpirun >/dev/null && grep -q "MPI: .*ddp available" <<<"$("$PTRAIN
     >"$TMP/ddp.out" 2>&1 || fail "ddp sweep: $(cat "$TMP/ddp.out")"
   grep -Eq "^ddp +2 +1 +100 \(50\) +model's +[0-9]+ +[0-9.]+x" "$TMP/ddp.out" || fail "no ddp x 2 row: $(cat "$TMP/ddp.out")"
   pass "ddp x 2 through mpirun, measured"
+  # Past --time-limit mpirun is ended with its ranks: none left running.
+  "$PTRAIN" scale --model fmnist-mlp --data-dir "$FMNIST" --workers 2 --strategies ddp --steps 100000 --warmup 2 \
+    --time-limit 3 -- --seed 424242 --epochs 1000 >"$TMP/ddp-limit.out" 2>&1 && fail "a sweep past its time limit exited 0"
+  grep -q "^- ddp, 2 workers: failed: a run of 100002 steps took more than 3 s (--time-limit)" "$TMP/ddp-limit.out" ||
+    fail "ddp past --time-limit: $(cat "$TMP/ddp-limit.out")"
+  # At once: ranks outliving a killed mpirun notice it only a second or two later.
+  left=$(pgrep -af "ptrain train .*--seed 424242" || true)
+  [[ -z $left ]] || { pkill -KILL -f "ptrain train .*--seed 424242"; fail "ranks left running after the time limit: $left"; }
+  pass "ddp past --time-limit: mpirun and its ranks ended"
 else
   "$PTRAIN" scale --model fmnist-mlp --data-dir "$FMNIST" --workers 2 --strategies ddp --steps 5 --warmup 2 \
     >"$TMP/ddp.out" 2>&1 || true
@@ -196,3 +205,13 @@ pass "--jobscript htcondor: per-job requests, tasks run, --collect reports them 
 grep -q "^- none, 1 worker: failed: its run exited 1: .*nowhere" "$TMP/bad.out" || fail "the failed run's reason: $(cat "$TMP/bad.out")"
 grep -q "no configuration ran" "$TMP/bad.out" || fail "no final error: $(cat "$TMP/bad.out")"
 pass "a run that fails: its error in the verdict, exit 1 when nothing ran"
+
+# Every TRAIN_ARGS word reaches the runs, however many: the last one here
+# is a mistake the run must see and refuse.
+pad=()
+for _ in $(seq 60); do pad+=(--seed 1); done
+"$PTRAIN" scale --model fmnist-mlp --workers 1 --steps 2 --warmup 1 -- --data-dir "$FMNIST" "${pad[@]}" --epochs 0 \
+  >"$TMP/long.out" 2>&1 && fail "a sweep whose 122nd TRAIN_ARGS word is wrong exited 0: $(cat "$TMP/long.out")"
+grep -q "^- none, 1 worker: failed: its run exited 2: .*--epochs: expected an integer" "$TMP/long.out" ||
+  fail "the last of many TRAIN_ARGS did not reach the run: $(cat "$TMP/long.out")"
+pass "122 TRAIN_ARGS words: all passed on, the last one's error reported"
