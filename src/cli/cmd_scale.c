@@ -165,7 +165,7 @@ static int collect_sweep(const char *dir, const char *report, const char *json) 
 int pt_cmd_scale(int argc, char **argv) {
   const char *model = NULL, *model_file = NULL, *data_dir = NULL, *device = NULL, *json = NULL, *report = NULL;
   const char *jobscript = NULL, *write_dir = NULL, *results = NULL, *collect = NULL;
-  int task = -1, gather = 0;
+  int task = -1, gather = 0, force = 0;
   const char *workers = "1,2,4", *strategies = "none,dp,ddp,pipeline", *threads = "1", *batches = NULL,
              *optimizers = NULL, *batch_kind = "global";
   int steps = 30, warm = 5, target_epochs = 10, eval_every = 100;
@@ -194,6 +194,8 @@ int pt_cmd_scale(int argc, char **argv) {
       {"--jobscript", ARG_CHOICE, &jobscript, 0, 0, "slurm|htcondor", "KIND",
        "write the sweep as one submission (a Slurm job array, an HTCondor cluster) into --write DIR"},
       {"--write", ARG_STR, &write_dir, 0, 0, NULL, "DIR", "with --jobscript: where the submission goes"},
+      {"--force", ARG_FLAG, &force, 0, 0, NULL, NULL,
+       "with --jobscript: replace the sweep --write DIR holds, removing its results"},
       {"--collect", ARG_STR, &collect, 0, 0, NULL, "DIR", "the report of a submitted sweep, from DIR's results"},
       {"--task", ARG_INT, &task, 0, 1 << 20, NULL, "I", "(run by the submission) measure configuration I only"},
       {"--results", ARG_STR, &results, 0, 0, NULL, "DIR", "(with --task) where its result goes"},
@@ -228,6 +230,10 @@ int pt_cmd_scale(int argc, char **argv) {
   if (collect) return collect_sweep(collect, report, json);
   if (jobscript && !write_dir) {
     fprintf(stderr, "ptrain scale: --jobscript needs --write DIR, where the submission goes\n");
+    return PT_USAGE_ERROR;
+  }
+  if (force && !jobscript) {
+    fprintf(stderr, "ptrain scale: --force replaces a submission: it goes with --jobscript and --write DIR\n");
     return PT_USAGE_ERROR;
   }
   if ((task >= 0 || gather) != (results != NULL) || (task >= 0 && gather)) {
@@ -296,7 +302,9 @@ int pt_cmd_scale(int argc, char **argv) {
         i++;
         continue;
       }
-      if (i < split && (!strncmp(argv[i], "--jobscript=", 12) || !strncmp(argv[i], "--write=", 8))) continue;
+      if (i < split && (!strncmp(argv[i], "--jobscript=", 12) || !strncmp(argv[i], "--write=", 8) ||
+                        !strcmp(argv[i], "--force")))
+        continue;
       keep[nk++] = argv[i];
     }
     char abs_dir[PATH_MAX];
@@ -304,7 +312,7 @@ int pt_cmd_scale(int argc, char **argv) {
     if (st == PT_OK && mkdir(write_dir, 0755) && errno != EEXIST)
       st = pt_fail_errno(PT_ERR_IO, "cannot create %s", write_dir);
     if (st == PT_OK && !realpath(write_dir, abs_dir)) st = pt_fail_errno(PT_ERR_IO, "%s", write_dir);
-    if (st == PT_OK) st = pt_scale_write_jobs(abs_dir, jobscript, self, keep, nk, cfg, n, gpus >= 0);
+    if (st == PT_OK) st = pt_scale_write_jobs(abs_dir, jobscript, self, keep, nk, cfg, n, gpus >= 0, force);
     free(keep);
     free(cfg);
     if (st != PT_OK) return pt_cli_fail("scale");

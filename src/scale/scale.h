@@ -157,9 +157,11 @@ pt_status pt_scale_result_read(const char *path, int index, pt_scale_config *c);
  * sweep's arguments, one a line), and for slurm DIR/scale.sbatch (a job
  * array, one task per configuration, each asking for the most any needs),
  * for htcondor DIR/scale.sub, DIR/scale-task.sh and DIR/tasks.txt (one
- * job per configuration with its own request_cpus and request_gpus). */
+ * job per configuration with its own request_cpus and request_gpus).
+ * A DIR that already holds a sweep is refused unless force, which also
+ * removes that sweep's results: --collect would report them as this one's. */
 pt_status pt_scale_write_jobs(const char *dir, const char *kind, const char *self, char **args, int nargs,
-                              const pt_scale_config *c, int n, int gpu);
+                              const pt_scale_config *c, int n, int gpu, int force);
 
 /* DIR/speedup.png and .svg (speed-up against workers, one line per
  * strategy and setting, and the ideal), and DIR/report.md embedding the

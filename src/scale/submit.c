@@ -1,10 +1,12 @@
 /* A sweep as one submission: a Slurm job array or an HTCondor cluster,
  * each task running one configuration (ptrain scale --task I), and
  * ptrain scale --collect gathering their results into the same report. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "scale/scale.h"
 
@@ -22,26 +24,56 @@ static pt_status close_checked(FILE *f, const char *path) {
   return PT_OK;
 }
 
+/* The task-I.jsonl and task-I.out files of a sweep being replaced. */
+static pt_status remove_results(const char *results) {
+  DIR *d = opendir(results);
+  if (!d) return pt_fail_errno(PT_ERR_IO, "cannot read %s", results);
+  char names[256][64];
+  int n = 0;
+  struct dirent *e;
+  /* Listed, then removed: removing while reading may skip entries. */
+  for (;;) {
+    while (n < 256 && (e = readdir(d)))
+      if (!strncmp(e->d_name, "task-", 5) && strlen(e->d_name) < sizeof names[0]) snprintf(names[n++], 64, "%s", e->d_name);
+    if (n == 0) break;
+    for (int i = 0; i < n; i++) {
+      char path[4400];
+      snprintf(path, sizeof path, "%s/%s", results, names[i]);
+      if (unlink(path) && errno != ENOENT) {
+        closedir(d);
+        return pt_fail_errno(PT_ERR_IO, "cannot remove %s", path);
+      }
+    }
+    n = 0;
+    rewinddir(d);
+  }
+  closedir(d);
+  return PT_OK;
+}
+
 pt_status pt_scale_write_jobs(const char *dir, const char *kind, const char *self, char **args, int nargs,
-                              const pt_scale_config *c, int n, int gpu) {
+                              const pt_scale_config *c, int n, int gpu, int force) {
   const int slurm = !strcmp(kind, "slurm");
   if (!slurm && strcmp(kind, "htcondor")) return pt_fail(PT_ERR_ARG, "--jobscript: expected slurm or htcondor, got '%s'", kind);
-  if (mkdir(dir, 0755) && errno != EEXIST) return pt_fail_errno(PT_ERR_IO, "cannot create %s", dir);
+  /* Checked before anything is written: a refusal leaves DIR as it was. */
+  for (int i = 0; i < nargs; i++)
+    if (strchr(args[i], '\n'))
+      return pt_fail(PT_ERR_ARG, "argument %d has a line break, which sweep.args cannot hold", i + 1);
   char path[4200];
+  snprintf(path, sizeof path, "%s/sweep.args", dir);
+  if (!force && access(path, F_OK) == 0)
+    return pt_fail(PT_ERR_IO, "%s already holds a sweep (%s): give another --write DIR, or --force to replace it "
+                              "and remove its results", dir, path);
+  if (mkdir(dir, 0755) && errno != EEXIST) return pt_fail_errno(PT_ERR_IO, "cannot create %s", dir);
   snprintf(path, sizeof path, "%s/results", dir);
   if (mkdir(path, 0755) && errno != EEXIST) return pt_fail_errno(PT_ERR_IO, "cannot create %s", path);
+  PT_TRY(remove_results(path));
   /* The sweep's own arguments, one a line: every task and --collect expand
    * the same configurations from them, in the same order. */
   snprintf(path, sizeof path, "%s/sweep.args", dir);
   FILE *f = fopen(path, "w");
   if (!f) return pt_fail_errno(PT_ERR_IO, "cannot write %s", path);
-  for (int i = 0; i < nargs; i++) {
-    if (strchr(args[i], '\n')) {
-      fclose(f);
-      return pt_fail(PT_ERR_ARG, "argument %d has a line break, which sweep.args cannot hold", i + 1);
-    }
-    fprintf(f, "%s\n", args[i]);
-  }
+  for (int i = 0; i < nargs; i++) fprintf(f, "%s\n", args[i]);
   PT_TRY(close_checked(f, path));
   int most_cpus = 1, most_gpus = 0;
   for (int i = 0; i < n; i++) {

@@ -199,6 +199,25 @@ grep -Eq "^dp +2 +1 +100 \(50\) +model's +[0-9]+ +[0-9.]+x" "$TMP/c1.out" || fai
 [[ $(grep -c '"ran":true' "$TMP/collected.jsonl") == 2 ]] || fail "--collect --json: $(cat "$TMP/collected.jsonl")"
 pass "--jobscript htcondor: per-job requests, tasks run, --collect reports them (and a missing one as such)"
 
+# A second submission into the same directory: refused, the first one's
+# files as they were; with --force it replaces them, and the first one's
+# results are gone, not reported as the new sweep's.
+cp "$TMP/condor/sweep.args" "$TMP/sweep.args.before"
+expect_exit 1 "$TMP/condor already holds a sweep \($TMP/condor/sweep.args\): give another --write DIR, or --force" -- \
+  "$PTRAIN" scale --model fmnist-mlp --workers 1,2 --strategies none,dp --jobscript htcondor --write "$TMP/condor" \
+  -- --data-dir "$FMNIST" --optimizer sgd
+cmp -s "$TMP/condor/sweep.args" "$TMP/sweep.args.before" || fail "the refused submission changed sweep.args"
+expect_exit 1 "argument 10 has a line break" -- "$PTRAIN" scale --model fmnist-mlp --workers 1,2 --strategies none,dp \
+  --jobscript htcondor --write "$TMP/condor-nl" -- --data-dir "$FMNIST" $'--seed\n1'
+[[ ! -e $TMP/condor-nl/sweep.args ]] || fail "a refused submission left $(ls -R "$TMP/condor-nl")"
+"$PTRAIN" scale --model fmnist-mlp --workers 1,2 --strategies none,dp --jobscript htcondor --write "$TMP/condor" --force \
+  -- --data-dir "$FMNIST" --optimizer sgd >"$TMP/force.out" 2>&1 || fail "--force: $(cat "$TMP/force.out")"
+grep -qx -- "--optimizer" "$TMP/condor/sweep.args" || fail "--force did not write the new sweep: $(cat "$TMP/condor/sweep.args")"
+grep -q -- "--force" "$TMP/condor/sweep.args" && fail "--force went into sweep.args"
+"$PTRAIN" scale --collect "$TMP/condor" >"$TMP/c2.out" 2>&1 && fail "--collect after --force reported old results"
+grep -q "failed: no result: .*task-0.jsonl is missing" "$TMP/c2.out" || fail "--collect after --force: $(cat "$TMP/c2.out")"
+pass "--jobscript into a directory with a sweep: refused without --force; with it, the old results are gone"
+
 # A run that fails is reported with the child's error, and the sweep goes on.
 "$PTRAIN" scale --model fmnist-mlp --data-dir "$TMP/nowhere" --workers 1 --steps 2 --warmup 1 >"$TMP/bad.out" 2>&1 &&
   fail "a sweep where nothing can run exited 0"
