@@ -69,6 +69,31 @@ static void print_table(FILE *f, const pt_scale_config *c, int n, double target)
   }
 }
 
+/* Where an output of the sweep (flag: --json, a file; --report, a
+ * directory) will go, checked before the sweep runs: found unwritable
+ * only at the end, minutes of measurements would be lost. */
+static pt_status check_output(const char *flag, const char *path, int want_dir) {
+  struct stat sb;
+  if (stat(path, &sb) == 0) {
+    if (!want_dir && S_ISDIR(sb.st_mode)) return pt_fail(PT_ERR_ARG, "%s %s: a directory; expected a file", flag, path);
+    if (want_dir && !S_ISDIR(sb.st_mode)) return pt_fail(PT_ERR_ARG, "%s %s: not a directory; expected one", flag, path);
+    if (access(path, W_OK)) return pt_fail_errno(PT_ERR_IO, "%s %s: cannot write there", flag, path);
+    return PT_OK;
+  }
+  char parent[PATH_MAX];
+  snprintf(parent, sizeof parent, "%s", path);
+  size_t len = strlen(parent);
+  while (len > 1 && parent[len - 1] == '/') parent[--len] = 0; /* "out/" is "out" */
+  char *slash = strrchr(parent, '/');
+  if (!slash) snprintf(parent, sizeof parent, ".");
+  else if (slash == parent) parent[1] = 0;
+  else *slash = 0;
+  if (stat(parent, &sb) || !S_ISDIR(sb.st_mode))
+    return pt_fail(PT_ERR_ARG, "%s %s: %s is not a directory, so %s cannot be made there", flag, path, parent, path);
+  if (access(parent, W_OK)) return pt_fail_errno(PT_ERR_IO, "%s %s: cannot write in %s", flag, path, parent);
+  return PT_OK;
+}
+
 static pt_status write_json(const char *path, const char *model, int cores, const pt_scale_config *c, int n,
                             const char *rec) {
   pt_metrics *m;
@@ -240,6 +265,9 @@ int pt_cmd_scale(int argc, char **argv) {
     fprintf(stderr, "ptrain scale: --task I (or --gather) and --results DIR go together, and not --task with --gather\n");
     return PT_USAGE_ERROR;
   }
+  if (task < 0 && ((json && check_output("--json", json, 0) != PT_OK) ||
+                    (report && check_output("--report", report, 1) != PT_OK)))
+    return pt_cli_fail("scale");
   pt_scale_sweep sw = {.per_worker = !strcmp(batch_kind, "per-worker")};
   if (pt_scale_parse_strategies(strategies, &sw) != PT_OK ||
       pt_scale_parse_ints("--workers", workers, 1, 1024, sw.workers, &sw.nworkers) != PT_OK ||
@@ -389,7 +417,7 @@ int pt_cmd_scale(int argc, char **argv) {
   printf("\nrecommendation for %s on this machine: %s\n", name, rec);
   int failed = 0;
   if (json && write_json(json, name, (int)cores, cfg, n, rec) != PT_OK) failed = pt_cli_fail("scale");
-  if (report && !failed) {
+  if (report) { /* even where --json failed: the measurements survive somewhere */
     char title[512], jpath[PATH_MAX];
     snprintf(title, sizeof title, "%s on %s (%ld cores, %s kernels)", name, pt_cpu_model(), cores,
              pt_cpu_level_name(pt_cpu_level_current()));

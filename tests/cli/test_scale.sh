@@ -11,6 +11,14 @@ expect_exit 2 "--workers: expected a comma-separated list of integers in \[1, 10
 expect_exit 2 "--strategies: unknown strategy 'horovod'" -- "$PTRAIN" scale --strategies none,horovod
 expect_exit 2 "--optimizers: unknown optimizer 'lamb'" -- "$PTRAIN" scale --optimizers sgd,lamb
 expect_exit 2 "--batch: expected one of global|per-worker" -- "$PTRAIN" scale --batch both
+# Outputs that cannot be written are found before the sweep runs.
+expect_exit 1 "--json $TMP/nodir/x.jsonl: $TMP/nodir is not a directory" -- \
+  "$PTRAIN" scale --model fmnist-mlp --workers 1 --json "$TMP/nodir/x.jsonl"
+expect_exit 1 "--json $TMP: a directory; expected a file" -- "$PTRAIN" scale --model fmnist-mlp --workers 1 --json "$TMP"
+touch "$TMP/afile"
+expect_exit 1 "--report $TMP/afile: not a directory; expected one" -- \
+  "$PTRAIN" scale --model fmnist-mlp --workers 1 --report "$TMP/afile"
+grep -q "^strategy" "$TMP/out" && fail "the sweep ran before its --report was refused"
 pass "usage errors name the flag and what was expected"
 
 # fmnist-mlp, one worker and two with dp and a pipeline, global batch 100
