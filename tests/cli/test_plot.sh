@@ -42,7 +42,7 @@ expect_exit 2 "x.pdf: expected a file name ending in .png or .svg" -- "$PTRAIN" 
 expect_exit 2 "at most 8 runs in one figure, got 9" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP"/run?.jsonl "$TMP/adam.jsonl"
 expect_exit 2 "at most 8 runs in one figure, got 17" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP"/run?.jsonl "$TMP"/run?.jsonl "$TMP/adam.jsonl"
 expect_exit 1 "$TMP: is a directory \(expected a file written by ptrain train --metrics FILE\)" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP"
-printf '{"event":"epoch","epoch":1}\nnot json\n' >"$TMP/bad.jsonl"
+printf '\nnot json\nnor this\n' >"$TMP/bad.jsonl"
 expect_exit 1 "bad.jsonl:2: not a JSON object" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/bad.jsonl"
 printf '{"event":"epoch","epoch":1}garbage\n' >"$TMP/trailing.jsonl"
 expect_exit 1 "trailing.jsonl:1: not a JSON object" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/trailing.jsonl"
@@ -58,6 +58,32 @@ expect_exit 1 "none.jsonl: no \"epoch\" lines" -- "$PTRAIN" plot --output "$TMP/
 expect_exit 1 "cannot open .*missing.jsonl" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/missing.jsonl"
 expect_exit 1 "nowhere/x.png: cannot" -- "$PTRAIN" plot --output "$TMP/nowhere/x.png" "$TMP/adam.jsonl"
 pass "bad input: the flag, the file and line, or the path, named"
+
+# What a metrics file can hold besides one whole run. A fragment that a
+# full disk cut short, which the writer leaves on a line of its own: left
+# out with a note.
+{ head -n 1 "$TMP/adam.jsonl"; printf '{"event":"epoch","epo\n'; tail -n +2 "$TMP/adam.jsonl"; } >"$TMP/mid.jsonl"
+"$PTRAIN" plot --output "$TMP/mid.svg" "$TMP/mid.jsonl" >"$TMP/mid.out" 2>&1 || fail "a cut line inside: $(cat "$TMP/mid.out")"
+grep -q "mid.jsonl:2: not a JSON object, left out: a write cut short" "$TMP/mid.out" ||
+  fail "no note of the cut line: $(cat "$TMP/mid.out")"
+# Two runs appended to one file (--metrics appends): two curves, said so.
+cat "$TMP/adam.jsonl" "$TMP/sgd.jsonl" >"$TMP/twice.jsonl"
+"$PTRAIN" plot --output "$TMP/twice.svg" "$TMP/twice.jsonl" >"$TMP/twice.out" 2>&1 || fail "two runs in a file: $(cat "$TMP/twice.out")"
+grep -q "twice.jsonl holds 2 runs (its steps start again), drawn one by one" "$TMP/twice.out" &&
+  grep -q "wrote $TMP/twice.svg: 2 runs" "$TMP/twice.out" || fail "two runs in a file: $(cat "$TMP/twice.out")"
+# A run that diverged: NaN epochs are gaps, with a note; nothing finite at all is an error.
+python3 - "$TMP" <<'PY'
+import json, sys
+d = sys.argv[1]
+def line(e, v): return json.dumps({"event": "epoch", "epoch": e, "step": 10 * e, "train_loss": v, "test_loss": v, "test_acc": v, "seconds": 1}) + "\n"
+open(d + "/nan.jsonl", "w").write(line(1, 0.5) + line(2, None) + line(3, None))
+open(d + "/allnan.jsonl", "w").write(line(1, None) + line(2, None))
+PY
+"$PTRAIN" plot --output "$TMP/nan.svg" "$TMP/nan.jsonl" >"$TMP/nan.out" 2>&1 || fail "NaN epochs: $(cat "$TMP/nan.out")"
+grep -q "nan.jsonl: 2 epochs with a NaN or infinite loss or accuracy, drawn as gaps" "$TMP/nan.out" ||
+  fail "no note of the NaN epochs: $(cat "$TMP/nan.out")"
+expect_exit 1 "allnan.jsonl: no epoch line has a finite loss or accuracy" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/allnan.jsonl"
+pass "a cut line inside, two runs in one file, NaN epochs"
 
 # A full disk: exit 1 naming the file, and no image, whole or partial, nor
 # a temporary file. A file size limit stands in for it (no root needed),

@@ -1,0 +1,127 @@
+/* The curves of ptrain train --metrics files, read for a chart. */
+#include "plot/metrics_runs.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+void pt_run_curve_free(pt_run_curve *c) {
+  free(c->t), free(c->train_loss), free(c->test_loss), free(c->acc);
+  memset(c, 0, sizeof *c);
+}
+
+static int run_grow(pt_run_curve *c) {
+  const int cap = c->cap ? 2 * c->cap : 64;
+  double **a[4] = {&c->t, &c->train_loss, &c->test_loss, &c->acc};
+  for (int k = 0; k < 4; k++) {
+    double *p = realloc(*a[k], (size_t)cap * sizeof(double));
+    if (!p) return -1;
+    *a[k] = p;
+  }
+  c->cap = cap;
+  return 0;
+}
+
+static double num(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+pt_status pt_plot_read_runs(const char *path, int by_epoch, pt_run_curve *out, int *n, int max, pt_runs_notes *notes) {
+  memset(notes, 0, sizeof *notes);
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+    return pt_fail(PT_ERR_IO, "%s: is a directory (expected a file written by ptrain train --metrics FILE)", path);
+  FILE *f = fopen(path, "r");
+  if (!f) return pt_fail_errno(PT_ERR_IO, "cannot open %s", path);
+  char *line = NULL; /* a line of any length */
+  size_t line_cap = 0;
+  ssize_t len;
+  int lineno = 0, bad = 0, first_bad = 0, objects = 0, nonfinite = 0, points = 0;
+  const int first = *n;
+  double clock = 0.0, last_step = -1.0, partial_secs = 0.0, partial_epoch = NAN;
+  pt_run_curve *c = NULL;
+  pt_status st = PT_OK;
+  while (st == PT_OK && (len = getline(&line, &line_cap, f)) >= 0) {
+    lineno++;
+    if (strspn(line, " \t\r\n") == (size_t)len) continue;
+    /* One object and nothing after it but white space. */
+    cJSON *o = cJSON_ParseWithOpts(line, NULL, 1);
+    if (o && !cJSON_IsObject(o)) {
+      cJSON_Delete(o);
+      o = NULL;
+    }
+    if (!o && line[len - 1] != '\n') {
+      /* The last line cut short: a run still writing, or killed mid-line. */
+      notes->unfinished_line = lineno;
+      break;
+    }
+    if (!o) {
+      if (!bad++) first_bad = lineno;
+      continue;
+    }
+    objects++;
+    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(o, "event");
+    if (cJSON_IsString(ev) && !strcmp(ev->valuestring, "epoch")) {
+      const double step = num(o, "step");
+      if (!c || (isfinite(step) && step <= last_step)) { /* a run begins */
+        if (*n == max) {
+          st = pt_fail(PT_ERR_ARG, "%s: with the files before it, more than %d runs, which is what one figure holds "
+                                   "(a file that --metrics appended to holds a run per start)", path, max);
+          cJSON_Delete(o);
+          break;
+        }
+        c = &out[(*n)++];
+        memset(c, 0, sizeof *c);
+        clock = partial_secs = 0.0;
+      }
+      if (isfinite(step)) last_step = step;
+      if (c->n == c->cap && run_grow(c)) {
+        st = pt_fail(PT_ERR_NOMEM, "%s: out of memory at line %d", path, lineno);
+        cJSON_Delete(o);
+        break;
+      }
+      /* An epoch's seconds count from its start: after a stop mid-epoch
+       * (a "partial" line) the resumed run's line for that epoch holds the
+       * stopped part's seconds too. */
+      const double secs = num(o, "seconds"), epoch = num(o, "epoch");
+      if (partial_secs > 0 && epoch == partial_epoch) clock -= partial_secs;
+      if (isfinite(secs)) clock += secs;
+      const int partial = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "partial"));
+      partial_secs = partial && isfinite(secs) ? secs : 0.0;
+      partial_epoch = epoch;
+      c->t[c->n] = by_epoch ? num(o, "epoch") : clock;
+      c->train_loss[c->n] = num(o, "train_loss");
+      c->test_loss[c->n] = num(o, "test_loss");
+      c->acc[c->n] = num(o, "test_acc");
+      const int drawn = isfinite(c->train_loss[c->n]) + isfinite(c->test_loss[c->n]) + isfinite(c->acc[c->n]);
+      nonfinite += drawn < 3;
+      points += drawn > 0;
+      c->n++;
+    }
+    cJSON_Delete(o);
+  }
+  free(line);
+  fclose(f);
+  if (st == PT_OK && !objects && bad)
+    st = pt_fail(PT_ERR_FORMAT, "%s:%d: not a JSON object (expected the JSON lines of ptrain train --metrics)", path,
+                 first_bad);
+  else if (st == PT_OK && *n == first)
+    st = pt_fail(PT_ERR_FORMAT, "%s: no \"epoch\" lines (expected a file written by ptrain train --metrics)", path);
+  else if (st == PT_OK && !points)
+    st = pt_fail(PT_ERR_FORMAT, "%s: no epoch line has a finite loss or accuracy (NaN or infinite: a run that "
+                                "diverged?): nothing to draw", path);
+  if (st != PT_OK) {
+    while (*n > first) pt_run_curve_free(&out[--*n]);
+    return st;
+  }
+  notes->not_json = bad;
+  notes->first_not_json = first_bad;
+  notes->nonfinite = nonfinite;
+  return PT_OK;
+}
+
