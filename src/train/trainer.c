@@ -957,6 +957,11 @@ static pt_status train_loop(worker_t *W) {
     const double t0 = pt_now();
     int stopped = 0, signalled = 0, save_due = 0, ckpt_exit = 0, target_hit = 0, cb_stopped = 0;
     pt_eval_sums hit_ev = {0}; /* the evaluation inside the epoch that met --target-accuracy */
+    /* The last --eval-every evaluation inside the epoch, and its step: a
+     * run that stops right after it (--max-steps) ends the epoch with it,
+     * the weights being the same, rather than evaluate and report twice. */
+    pt_eval_sums step_ev = {0};
+    int64_t step_ev_at = -1;
     int64_t queued = 0; /* global samples whose loss is still on the device */
     while (b < nb) {
       if (c->max_steps && pos.step >= c->max_steps) {
@@ -1089,6 +1094,8 @@ static pt_status train_loop(worker_t *W) {
         int hit;
         PT_TRY(report_eval(W, epoch + 1, pos.step, samples ? loss_sum / (double)samples : NAN, &ev,
                            pt_now() - t_run, &hit));
+        step_ev = ev;
+        step_ev_at = pos.step;
         if (hit) {
           target_hit = 1;
           hit_ev = ev;
@@ -1136,8 +1143,9 @@ static pt_status train_loop(worker_t *W) {
      * goes to the checkpoint, not to an evaluation (the resumed run
      * evaluates the whole epoch at its end). */
     const int skip_eval = (signalled || target_hit) && b < nb;
-    pt_eval_sums ev = {0};
-    if (!skip_eval) {
+    const int evaluated = step_ev_at == pos.step;
+    pt_eval_sums ev = evaluated ? step_ev : (pt_eval_sums){0};
+    if (!skip_eval && !evaluated) {
       const double te0 = pt_now();
       PT_TRY(evaluate_all(W, &ev));
       pt_trace_span("evaluate", "eval", te0, pt_now());
@@ -1151,7 +1159,7 @@ static pt_status train_loop(worker_t *W) {
      * lines (ptrain plot) see where it ended. */
     else if (W->rank == 0 && target_hit && b < nb)
       PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &hit_ev, ips, prior_seconds + train_s, lr, 1));
-    if (!skip_eval && (c->eval_every || c->target_accuracy > 0)) {
+    if (!skip_eval && !evaluated && (c->eval_every || c->target_accuracy > 0)) {
       int hit;
       PT_TRY(report_eval(W, epoch + 1, pos.step, train_loss, &ev, pt_now() - t_run, &hit));
       if (hit) {

@@ -135,6 +135,18 @@ pass "--trace to a missing directory, a directory or a FIFO: refused before trai
 cmp -s "$TMP/ev0/model.safetensors" "$TMP/ev1/model.safetensors" || fail "--eval-every changed the weights"
 [[ $(grep -c '"event":"eval"' "$TMP/ev1.jsonl") == 3 ]] || fail "expected evaluations at steps 100, 200 and 250: $(cat "$TMP/ev1.jsonl")"
 grep -q '"event":"eval","epoch":1,"step":100,"seconds":' "$TMP/ev1.jsonl" || fail "no eval line at step 100"
+# --max-steps on an evaluation's step: that evaluation ends the epoch, once.
+"$PTRAIN" train --model fmnist-mlp --threads 1 --max-steps 200 --eval-every 100 --metrics "$TMP/ev2.jsonl" --quiet \
+  >/dev/null 2>&1 || fail "--eval-every run stopping on an evaluation"
+[[ $(grep -c '"event":"eval"' "$TMP/ev2.jsonl") == 2 ]] ||
+  fail "expected one evaluation each at steps 100 and 200: $(cat "$TMP/ev2.jsonl")"
+python3 - "$TMP/ev2.jsonl" <<'PY' || fail "the epoch line after an evaluation at its step"
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+last_eval = [e for e in ev if e["event"] == "eval"][-1]
+epoch = [e for e in ev if e["event"] == "epoch"][-1]
+assert last_eval["step"] == epoch["step"] == 200 and last_eval["test_acc"] == epoch["test_acc"], (last_eval, epoch)
+PY
 "$PTRAIN" train --model fmnist-mlp --threads 1 --epochs 3 --eval-every 50 --target-accuracy 0.6 \
   --metrics "$TMP/tg.jsonl" >"$TMP/tg.out" 2>&1 || fail "--target-accuracy: $(cat "$TMP/tg.out")"
 grep -q "^target accuracy 0.6 reached: test accuracy 0\.[6-9][0-9]* at step [0-9]*, [0-9.]* s into training" "$TMP/tg.out" ||
