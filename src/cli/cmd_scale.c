@@ -283,18 +283,10 @@ int pt_cmd_scale(int argc, char **argv) {
     sw.batches[0] = spec.defaults.batch > 0 ? spec.defaults.batch : 64;
     sw.nbatches = 1;
   }
-  static char opt_buf[256];
   sw.noptimizers = 0;
-  if (optimizers) {
-    snprintf(opt_buf, sizeof opt_buf, "%s", optimizers);
-    for (char *save = NULL, *t = strtok_r(opt_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-      if (strcmp(t, "sgd") && strcmp(t, "adam") && strcmp(t, "adamw") && strcmp(t, "adadelta")) {
-        fprintf(stderr, "ptrain scale: --optimizers: unknown optimizer '%s' (expected sgd, adam, adamw or adadelta)\n",
-                t);
-        return PT_USAGE_ERROR;
-      }
-      if (sw.noptimizers < PT_SCALE_MAX_LIST) sw.optimizers[sw.noptimizers++] = t;
-    }
+  if (optimizers && pt_scale_parse_optimizers(optimizers, &sw) != PT_OK) {
+    fprintf(stderr, "ptrain scale: %s\n", pt_error_message());
+    return PT_USAGE_ERROR;
   }
   if (!sw.noptimizers) sw.optimizers[sw.noptimizers++] = NULL;
 

@@ -65,8 +65,11 @@ typedef struct {
 /* Splits "1,2,4" into out (at most PT_SCALE_MAX_LIST positive integers in
  * [lo, hi]); fails naming flag and the bad entry. */
 pt_status pt_scale_parse_ints(const char *flag, const char *text, int lo, int hi, int *out, int *n);
-/* "none,dp,ddp,pipeline" */
+/* "none,dp,ddp,pipeline"; each list refuses empty entries, a trailing
+ * comma and an entry given twice. */
 pt_status pt_scale_parse_strategies(const char *text, pt_scale_sweep *sw);
+/* "sgd,adam": sw->optimizers point to static names. */
+pt_status pt_scale_parse_optimizers(const char *text, pt_scale_sweep *sw);
 
 /* The configurations of sw (malloc'd, *n of them). cores: this machine's;
  * have_mpi: mpirun and an MPI build are there; gpus: -1 for a CPU sweep,

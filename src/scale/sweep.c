@@ -16,45 +16,89 @@ const char *pt_scale_strategy_name(pt_scale_strategy s) {
   return "?";
 }
 
+/* The next item of a comma-separated list at *p, of *len characters; an
+ * empty one (",1", "1,,2", "1,") is refused, as a slip that would
+ * otherwise drop a value unseen. */
+static pt_status next_item(const char *flag, const char *text, const char **p, size_t *len) {
+  *len = strcspn(*p, ",");
+  if (*len == 0) return pt_fail(PT_ERR_ARG, "%s: an empty entry in '%s'", flag, text);
+  if ((*p)[*len] == ',' && !(*p)[*len + 1]) return pt_fail(PT_ERR_ARG, "%s: a trailing comma in '%s'", flag, text);
+  return PT_OK;
+}
+
+/* A value measured twice would be two rows of one configuration. */
+static pt_status add_item(const char *flag, const char *text, int count, int seen) {
+  if (seen) return pt_fail(PT_ERR_ARG, "%s: an entry given twice in '%s'", flag, text);
+  if (count == PT_SCALE_MAX_LIST)
+    return pt_fail(PT_ERR_ARG, "%s: at most %d values, got '%s'", flag, PT_SCALE_MAX_LIST, text);
+  return PT_OK;
+}
+
 pt_status pt_scale_parse_ints(const char *flag, const char *text, int lo, int hi, int *out, int *n) {
   *n = 0;
-  const char *p = text;
-  while (*p) {
+  for (const char *p = text; *p;) {
+    size_t len;
+    PT_TRY(next_item(flag, text, &p, &len));
     char *end;
     errno = 0;
     const long v = strtol(p, &end, 10);
-    if (end == p || errno || v < lo || v > hi || (*end && *end != ','))
+    if (end != p + len || errno || v < lo || v > hi || *p == '+' || *p == ' ')
       return pt_fail(PT_ERR_ARG, "%s: expected a comma-separated list of integers in [%d, %d], got '%s'", flag, lo,
                      hi, text);
-    if (*n == PT_SCALE_MAX_LIST)
-      return pt_fail(PT_ERR_ARG, "%s: at most %d values, got '%s'", flag, PT_SCALE_MAX_LIST, text);
+    int seen = 0;
+    for (int i = 0; i < *n; i++) seen |= out[i] == v;
+    PT_TRY(add_item(flag, text, *n, seen));
     out[(*n)++] = (int)v;
-    p = *end ? end + 1 : end;
+    p += len + (p[len] == ',');
   }
   if (*n == 0) return pt_fail(PT_ERR_ARG, "%s: expected a comma-separated list of integers, got '%s'", flag, text);
   return PT_OK;
 }
 
+/* The index in names[0..count) of the item at p of len characters; -1. */
+static int find_name(const char *const *names, int count, const char *p, size_t len) {
+  for (int i = 0; i < count; i++)
+    if (strlen(names[i]) == len && !strncmp(p, names[i], len)) return i;
+  return -1;
+}
+
 pt_status pt_scale_parse_strategies(const char *text, pt_scale_sweep *sw) {
+  static const char *const names[] = {"none", "dp", "ddp", "pipeline"};
   sw->nstrategies = 0;
-  const char *p = text;
-  while (*p) {
-    const size_t len = strcspn(p, ",");
-    const char *names[] = {"none", "dp", "ddp", "pipeline"};
-    int k = -1;
-    for (int i = 0; i < 4; i++)
-      if (strlen(names[i]) == len && !strncmp(p, names[i], len)) k = i;
+  for (const char *p = text; *p;) {
+    size_t len;
+    PT_TRY(next_item("--strategies", text, &p, &len));
+    const int k = find_name(names, 4, p, len);
     if (k < 0)
       return pt_fail(PT_ERR_ARG, "--strategies: unknown strategy '%.*s' in '%s' (expected none, dp, ddp or pipeline)",
                      (int)len, p, text);
-    for (int i = 0; i < sw->nstrategies; i++)
-      if (sw->strategies[i] == (pt_scale_strategy)k)
-        return pt_fail(PT_ERR_ARG, "--strategies: '%s' given twice in '%s'", names[k], text);
+    int seen = 0;
+    for (int i = 0; i < sw->nstrategies; i++) seen |= sw->strategies[i] == (pt_scale_strategy)k;
+    PT_TRY(add_item("--strategies", text, sw->nstrategies, seen));
     sw->strategies[sw->nstrategies++] = (pt_scale_strategy)k;
-    p += len;
-    if (*p) p++;
+    p += len + (p[len] == ',');
   }
   if (!sw->nstrategies) return pt_fail(PT_ERR_ARG, "--strategies: expected a list such as none,dp,ddp, got '%s'", text);
+  return PT_OK;
+}
+
+pt_status pt_scale_parse_optimizers(const char *text, pt_scale_sweep *sw) {
+  static const char *const names[] = {"sgd", "adam", "adamw", "adadelta"};
+  sw->noptimizers = 0;
+  for (const char *p = text; *p;) {
+    size_t len;
+    PT_TRY(next_item("--optimizers", text, &p, &len));
+    const int k = find_name(names, 4, p, len);
+    if (k < 0)
+      return pt_fail(PT_ERR_ARG, "--optimizers: unknown optimizer '%.*s' (expected sgd, adam, adamw or adadelta)",
+                     (int)len, p);
+    int seen = 0;
+    for (int i = 0; i < sw->noptimizers; i++) seen |= sw->optimizers[i] == names[k];
+    PT_TRY(add_item("--optimizers", text, sw->noptimizers, seen));
+    sw->optimizers[sw->noptimizers++] = names[k];
+    p += len + (p[len] == ',');
+  }
+  if (!sw->noptimizers) return pt_fail(PT_ERR_ARG, "--optimizers: expected a list such as sgd,adam, got '%s'", text);
   return PT_OK;
 }
 

@@ -11,6 +11,11 @@ expect_exit 2 "--workers: expected a comma-separated list of integers in \[1, 10
 expect_exit 2 "--strategies: unknown strategy 'horovod'" -- "$PTRAIN" scale --strategies none,horovod
 expect_exit 2 "--optimizers: unknown optimizer 'lamb'" -- "$PTRAIN" scale --optimizers sgd,lamb
 expect_exit 2 "--batch: expected one of global|per-worker" -- "$PTRAIN" scale --batch both
+expect_exit 2 "--workers: a trailing comma in '1,2,'" -- "$PTRAIN" scale --workers 1,2,
+expect_exit 2 "--workers: an entry given twice in '2,2'" -- "$PTRAIN" scale --workers 2,2
+expect_exit 2 "--strategies: a trailing comma in 'none,'" -- "$PTRAIN" scale --strategies none,
+expect_exit 2 "--optimizers: an empty entry in 'sgd,,adam'" -- "$PTRAIN" scale --optimizers sgd,,adam
+expect_exit 2 "--optimizers: an entry given twice in 'sgd,sgd'" -- "$PTRAIN" scale --optimizers sgd,sgd
 # Outputs that cannot be written are found before the sweep runs.
 expect_exit 1 "--json $TMP/nodir/x.jsonl: $TMP/nodir is not a directory" -- \
   "$PTRAIN" scale --model fmnist-mlp --workers 1 --json "$TMP/nodir/x.jsonl"
