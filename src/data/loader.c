@@ -307,17 +307,20 @@ pt_status pt_loader_create(pt_loader **out, const pt_dataset *ds, const pt_loade
   l->perm = pt_malloc((size_t)n * sizeof *l->perm);
   l->order = pt_malloc((size_t)(l->num_samples ? l->num_samples : 1) * sizeof *l->order);
   if (!l->perm || !l->order) goto nomem;
-  if ((size_t)bs > SIZE_MAX / sizeof(float) / l->sample_elems) {
+  /* A batch never holds more than this worker's samples, whatever
+   * batch_size says: the slots hold what a batch can. */
+  const int room = bs < l->num_samples ? bs : l->num_samples > 0 ? l->num_samples : 1;
+  if ((size_t)room > SIZE_MAX / sizeof(float) / l->sample_elems) {
     pt_loader_destroy(l);
     return pt_fail(PT_ERR_ARG, "loader: batch_size %d x %zu floats per sample is too large", bs,
                    l->sample_elems);
   }
-  const size_t slot_bytes = (size_t)bs * l->sample_elems * sizeof(float);
+  const size_t slot_bytes = (size_t)room * l->sample_elems * sizeof(float);
   l->nslots = !cfg->prefetch ? 1 : slot_bytes <= PT_LOADER_DEEP_BYTES ? PT_LOADER_MAX_SLOTS : 2;
   for (int s = 0; s < l->nslots; s++) {
     l->slots[s].x = pt_alloc_aligned(slot_bytes);
-    l->slots[s].y = pt_malloc((size_t)bs * sizeof(int32_t));
-    l->slots[s].index = pt_malloc((size_t)bs * sizeof(int32_t));
+    l->slots[s].y = pt_malloc((size_t)room * sizeof(int32_t));
+    l->slots[s].index = pt_malloc((size_t)room * sizeof(int32_t));
     if (!l->slots[s].x || !l->slots[s].y || !l->slots[s].index) goto nomem;
   }
   if (cfg->prefetch) {

@@ -492,7 +492,7 @@ static pt_status setup_worker(worker_t *W) {
   if (!W->dcomm) W->dcomm = W->comm;
   /* Stages keep activations in their own models; the whole model then
    * only holds the parameters, with activations for one sample. */
-  const int max_batch = r->staged ? 1 : r->batch > r->eval_batch ? r->batch : r->eval_batch;
+  const int max_batch = r->staged ? 1 : r->batch_room > r->eval_batch ? r->batch_room : r->eval_batch;
   PT_TRY(pt_model_create_on(&W->whole, s, max_batch, be));
   if (be->kind != PT_BACKEND_CPU && W->world > 1) PT_TRY(make_device_comm(W));
   W->model = W->whole;
@@ -510,8 +510,9 @@ static pt_status setup_worker(worker_t *W) {
     const char *force = getenv("PTRAIN_TEST_PIPE_DIRECT");
     const int direct = !strcmp(W->comm->ops->name, "threads") &&
                        (be->kind != PT_BACKEND_CPU || (force && !strcmp(force, "1")));
-    PT_TRY(pt_stages_init(&W->stages, W->whole, W->comm, r->stages, c->split, r->pipe_kind, r->micro, r->batch,
-                          direct, W->device));
+    /* Sized for the batches there will be (the plan held the micro-batches to --batch-size). */
+    PT_TRY(pt_stages_init(&W->stages, W->whole, W->comm, r->stages, c->split, r->pipe_kind, r->micro,
+                          r->batch_room > r->micro ? r->batch_room : r->micro, direct, W->device));
     if (!direct && be->kind != PT_BACKEND_CPU && W->out && !c->quiet)
       fprintf(W->out, "warning: activations and gradients between the stages' GPUs go through host memory (MPI "
                       "ranks; NCCL's send and receive are not built): correct but slower\n");
@@ -528,7 +529,7 @@ static pt_status setup_worker(worker_t *W) {
   lc.shuffle = !c->no_shuffle;
   lc.drop_last = c->drop_last;
   PT_TRY(pt_loader_create(&W->train, W->train_ds, &lc));
-  PT_TRY(pt_device_data_init(&W->train_dd, be, W->train_ds, &lc, r->batch));
+  PT_TRY(pt_device_data_init(&W->train_dd, be, W->train_ds, &lc, r->batch_room));
   pt_graph_step_init(&W->graphs, r->cuda_graphs);
   if (pt_loader_num_batches(W->train) == 0)
     return pt_fail(PT_ERR_ARG, "no training batch: %d samples per worker with --drop-last and batch %d",
@@ -907,7 +908,7 @@ static pt_status train_loop(worker_t *W) {
   const int K = r->accum;
   const double t_run = pt_now();
   /* Single-stage runs only: a stage's pass needs its neighbours. */
-  if (!r->staged) PT_TRY(pt_train_warm_up(m, r->batch));
+  if (!r->staged) PT_TRY(pt_train_warm_up(m, r->batch_room));
   pt_phase_times ph;
   pt_profile_reset(m, &ph);
   m->profile = c->profile;
@@ -1327,7 +1328,11 @@ static pt_status load_shared(const pt_train_config *c, shared_t *S) {
   }
   /* Each worker evaluates 1/world of the test split, so its share of the
    * evaluation batch is enough; results do not depend on the cut. */
-  r->eval_batch = eval_batch_for(s, r->batch, (r->test_batch + r->replicas - 1) / r->replicas);
+  /* A batch larger than the split (allowed, as PyTorch's DataLoader
+   * allows it) holds the split: memory for the batch asked would be
+   * gigabytes spent on nothing, or an out-of-memory kill. */
+  r->batch_room = r->batch < S->train_ds->n ? r->batch : S->train_ds->n;
+  r->eval_batch = eval_batch_for(s, r->batch_room, (r->test_batch + r->replicas - 1) / r->replicas);
   return PT_OK;
 }
 

@@ -122,6 +122,7 @@ typedef struct {
   const char *data_dir;     /* NULL: the caller's data */
   const char *data_name;    /* "fashion-mnist", or the caller's name for its data */
   int batch, test_batch, eval_batch;
+  int batch_room;           /* the most samples a training batch holds: batch, or the split where smaller */
   pt_opt_config opt;
   pt_sched_kind sched;
   float gamma;

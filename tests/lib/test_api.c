@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -126,6 +127,33 @@ static void test_deterministic(void **state) {
     pt_net_free(net);
   }
   assert_memory_equal(p[0], p[1], sizeof p[0]);
+}
+
+/* A batch larger than the data holds the data: the same step as a batch
+ * of exactly the data, in the memory that takes. At the flag's upper
+ * bound (2^20) it was the memory of a million images, a few gigabytes
+ * here, and an out-of-memory kill on the docs' models. */
+static void test_batch_larger_than_the_data(void **state) {
+  (void)state;
+  float p[2][8 * CLASSES], x[8 * SIDE * SIDE];
+  for (int i = 0; i < 8 * SIDE * SIDE; i++) x[i] = test_images[i] / 255.0f;
+  struct rusage before, after;
+  getrusage(RUSAGE_SELF, &before);
+  for (int t = 0; t < 2; t++) {
+    pt_net *net;
+    pt_config c;
+    config(&c);
+    c.max_steps = 1;
+    c.batch_size = t ? 1 << 20 : N;
+    assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+    assert_int_equal(pt_train(net, train_data, test_data, &c, NULL), PT_OK);
+    assert_int_equal(pt_predict(net, x, 8, p[t]), PT_OK);
+    pt_net_free(net);
+  }
+  getrusage(RUSAGE_SELF, &after);
+  assert_memory_equal(p[0], p[1], sizeof p[0]);
+  const long grew_mib = (after.ru_maxrss - before.ru_maxrss) / 1024; /* KiB on Linux */
+  if (grew_mib > 200) fail_msg("a batch of 2^20 over %d samples took %ld MiB more", N, grew_mib);
 }
 
 typedef struct {
@@ -547,6 +575,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_train_learns_and_predict_agrees_with_evaluate),
       cmocka_unit_test(test_deterministic),
+      cmocka_unit_test(test_batch_larger_than_the_data),
       cmocka_unit_test(test_callbacks_see_every_step_and_stop_the_run),
       cmocka_unit_test(test_training_continues_from_the_nets_weights),
       cmocka_unit_test(test_save_and_load),
