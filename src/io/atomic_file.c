@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +65,11 @@ pt_status pt_atomic_file_open(const char *path, pt_atomic_file **out) {
     af_free(h);
     return pt_fail(PT_ERR_NOMEM, "%s: out of memory", path);
   }
-  snprintf(h->tmp, tmplen, "%s.tmp.%ld", target, (long)getpid());
+  /* The pid and a count of this process's files: two threads saving to
+   * one path each write a file of their own, the last rename wins, and
+   * neither renames the other's half-written one. */
+  static atomic_uint opened;
+  snprintf(h->tmp, tmplen, "%s.tmp.%ld.%u", target, (long)getpid(), atomic_fetch_add(&opened, 1));
   /* O_TRUNC rather than O_EXCL: a leftover with our pid can only come from a
    * dead process that had the same pid, so reusing it is safe; O_NOFOLLOW so
    * a planted symlink cannot redirect the write. */

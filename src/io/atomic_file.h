@@ -2,16 +2,16 @@
  * complete new content, never a half-written file, even across a crash or a
  * full disk.
  *
- * The content goes to "PATH.tmp.<pid>" in the same directory (so the final
+ * The content goes to "PATH.tmp.<pid>.<n>" in the same directory (so the final
  * rename cannot cross a filesystem), every write is checked, the file is
  * fsync'ed, renamed over PATH, and the directory is fsync'ed so the rename
  * itself is durable. Any failure up to the rename removes the temporary file
  * and leaves PATH as it was. A failed directory sync after the rename is still
  * reported: the new content is in place but might not survive a power cut.
  *
- * The temporary name is per process, so saves of the same PATH from two
- * threads must be serialized by the caller (saving one file from two threads
- * at once has no sensible outcome anyway).
+ * The temporary name is per file opened (the pid and a count), so two
+ * threads saving the same PATH at once each publish a complete file, the
+ * last rename winning, as pt_net_save's callers on several threads expect.
  *
  * Usage: open, any number of writes, then exactly one of commit or abort; both
  * free the handle whatever happens. After a failed write the caller should

@@ -15,6 +15,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,60 @@ static void assert_only_files(const char *dir, ...) {
     }
   }
   closedir(d);
+}
+
+/* Two threads saving one path at once: every save succeeds, and a reader
+ * finds one thread's whole content, never a mix or a part. */
+#define RACE_BYTES (64 * 1024)
+typedef struct {
+  const char *path;
+  char fill;
+  int failures, bad_reads;
+} racer;
+
+static void *race(void *arg) {
+  racer *r = arg;
+  static char bufs[2][RACE_BYTES];
+  char *buf = bufs[r->fill == 'b'];
+  memset(buf, r->fill, RACE_BYTES);
+  for (int i = 0; i < 200; i++) {
+    pt_atomic_file *h;
+    if (pt_atomic_file_open(r->path, &h) != PT_OK) {
+      r->failures++;
+      continue;
+    }
+    /* two writes, so that the other thread runs in between */
+    if (pt_atomic_file_write(h, buf, RACE_BYTES / 2) != PT_OK ||
+        pt_atomic_file_write(h, buf + RACE_BYTES / 2, RACE_BYTES / 2) != PT_OK || pt_atomic_file_commit(h) != PT_OK) {
+      r->failures++;
+      continue;
+    }
+    FILE *f = fopen(r->path, "rb");
+    char got[RACE_BYTES + 1];
+    const size_t n = f ? fread(got, 1, sizeof got, f) : 0;
+    if (f) fclose(f);
+    int uniform = n == RACE_BYTES;
+    for (size_t k = 1; uniform && k < n; k++) uniform = got[k] == got[0];
+    r->bad_reads += !uniform;
+  }
+  return NULL;
+}
+
+static void test_two_threads_one_path(void **state) {
+  (void)state;
+  char dir[128], path[160];
+  snprintf(dir, sizeof dir, "%s/race", tmpdir);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  snprintf(path, sizeof path, "%s/shared.bin", dir);
+  racer r[2] = {{path, 'a', 0, 0}, {path, 'b', 0, 0}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&t[i], NULL, race, &r[i]), 0);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 2; i++)
+    if (r[i].failures || r[i].bad_reads)
+      fail_msg("thread '%c': %d saves failed, %d reads found a mixed or short file (%s)", r[i].fill, r[i].failures,
+               r[i].bad_reads, pt_error_message());
+  assert_only_files(dir, "shared.bin", NULL);
 }
 
 static void test_commit_creates_and_replaces(void **state) {
@@ -382,6 +437,7 @@ static void test_full_disk_rlimit(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_commit_creates_and_replaces),
+      cmocka_unit_test(test_two_threads_one_path),
       cmocka_unit_test(test_abort_keeps_old),
       cmocka_unit_test(test_large_mixed_writes),
       cmocka_unit_test(test_relative_path),
