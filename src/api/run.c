@@ -37,8 +37,10 @@ void pt_config_defaults(pt_config *c) {
 static void to_trainer(const pt_config *p, pt_train_config *t) {
   pt_train_config_defaults(t);
   t->epochs = p->epochs;
-  t->batch_size = p->batch_size > 0 ? p->batch_size : PT_UNSET_INT;
-  t->test_batch_size = p->test_batch_size > 0 ? p->test_batch_size : PT_UNSET_INT;
+  /* 0 (a zeroed struct) reads as -1, the preset's; other values below 1
+   * are slips that the check names. */
+  t->batch_size = p->batch_size == 0 ? PT_UNSET_INT : p->batch_size;
+  t->test_batch_size = p->test_batch_size == 0 ? PT_UNSET_INT : p->test_batch_size;
   t->lr = p->lr;
   t->optimizer = p->optimizer;
   t->momentum = p->momentum;

@@ -7,6 +7,7 @@
 #include "api/api.h"
 #include "data/loader.h"
 #include "ops/cpu/ops.h"
+#include "train/config_bounds.h"
 #include "train/evaluate.h"
 #include "util/fpmode.h"
 
@@ -31,6 +32,8 @@ pt_status pt_evaluate_with(pt_net *net, const pt_data *data, const char *device,
                            int flush, pt_eval *out) {
   if (!net || !data || !out) return pt_fail(PT_ERR_ARG, "pt_evaluate: net, data or out is NULL");
   memset(out, 0, sizeof *out);
+  if (threads < 0 || threads > PT_THREADS_MAX)
+    return pt_fail(PT_ERR_ARG, "pt_evaluate: threads %d: expected 0 (the cores) to %d", threads, PT_THREADS_MAX);
   if (!net->m)
     return pt_fail(PT_ERR_STATE, "model %s has no weights yet: train it or load a checkpoint", net->spec.name);
   const pt_model_spec *s = &net->spec;

@@ -11,8 +11,9 @@
 #include "data/dataset.h"
 #include "nn/presets.h"
 #include "optim/optimizer.h"
+#include "train/config_bounds.h"
 
-#define BIG 9.2e18
+#define BIG PT_COUNT_MAX
 #define MAX_FLAGS 64
 
 /* The table over a's fields, into out; the number of flags. */
@@ -23,19 +24,19 @@ static int table(pt_train_args *a, pt_arg *out) {
       {"--dataset", ARG_CHOICE, &a->dataset, 0, 0, PT_DATASET_NAMES, "NAME",
        "fashion-mnist, mnist or cifar10 (default: the preset's)"},
       {"--data-dir", ARG_STR, &a->data_dir, 0, 0, NULL, "DIR", "where the dataset files are"},
-      {"--epochs", ARG_INT, &a->c.epochs, 1, 100000, NULL, "N", "total epochs, counting resumed ones (default 1)"},
-      {"--batch-size", ARG_INT, &a->c.batch_size, 1, 1 << 20, NULL, "N", "training batch size (default: the preset's)"},
-      {"--test-batch-size", ARG_INT, &a->c.test_batch_size, 1, 1 << 20, NULL, "N", "evaluation batch size"},
-      {"--lr", ARG_FLOAT, &a->c.lr, 0, 1e3, NULL, "X", "learning rate (default: the preset's)"},
+      {"--epochs", ARG_INT, &a->c.epochs, 1, PT_EPOCHS_MAX, NULL, "N", "total epochs, counting resumed ones (default 1)"},
+      {"--batch-size", ARG_INT, &a->c.batch_size, 1, PT_BATCH_MAX, NULL, "N", "training batch size (default: the preset's)"},
+      {"--test-batch-size", ARG_INT, &a->c.test_batch_size, 1, PT_BATCH_MAX, NULL, "N", "evaluation batch size"},
+      {"--lr", ARG_FLOAT, &a->c.lr, 0, PT_LR_MAX, NULL, "X", "learning rate (default: the preset's)"},
       {"--optimizer", ARG_CHOICE, &a->c.optimizer, 0, 0, PT_OPT_NAMES, "NAME", "sgd, adam, adamw or adadelta"},
-      {"--momentum", ARG_FLOAT, &a->c.momentum, 0, 0.999999, NULL, "X", "SGD momentum"},
+      {"--momentum", ARG_FLOAT, &a->c.momentum, 0, PT_MOMENTUM_MAX, NULL, "X", "SGD momentum"},
       {"--nesterov", ARG_FLAG, &a->c.nesterov, 0, 0, NULL, NULL, "Nesterov momentum (SGD)"},
-      {"--weight-decay", ARG_FLOAT, &a->c.weight_decay, 0, 1, NULL, "X", "L2 penalty (AdamW: decoupled; default 0.01 there)"},
+      {"--weight-decay", ARG_FLOAT, &a->c.weight_decay, 0, PT_WEIGHT_DECAY_MAX, NULL, "X", "L2 penalty (AdamW: decoupled; default 0.01 there)"},
       {"--scheduler", ARG_CHOICE, &a->c.scheduler, 0, 0, PT_SCHED_NAMES, "NAME", "per-epoch schedule: step, cosine, none"},
       {"--gamma", ARG_FLOAT, &a->c.gamma, 0, 1, NULL, "X", "StepLR decay per epoch (default 0.7; --scheduler step)"},
       {"--seed", ARG_U64, &a->c.seed, 0, 0, NULL, "N", "random seed (default 1)"},
-      {"--threads", ARG_INT, &a->c.threads, 1, 1024, NULL, "N", "CPU threads (default: all cores)"},
-      {"--log-interval", ARG_INT, &a->c.log_interval, 1, 1 << 30, NULL, "N", "steps between log lines (default 10)"},
+      {"--threads", ARG_INT, &a->c.threads, 1, PT_THREADS_MAX, NULL, "N", "CPU threads (default: all cores)"},
+      {"--log-interval", ARG_INT, &a->c.log_interval, 1, PT_LOG_INTERVAL_MAX, NULL, "N", "steps between log lines (default 10)"},
       {"--max-steps", ARG_I64, &a->c.max_steps, 1, BIG, NULL, "N", "stop after N optimizer steps in all"},
       {"--no-shuffle", ARG_FLAG, &a->no_shuffle, 0, 0, NULL, NULL, "keep the dataset's order"},
       {"--no-dropout", ARG_FLAG, &a->no_dropout, 0, 0, NULL, NULL, "turn dropout layers off"},
@@ -44,9 +45,9 @@ static int table(pt_train_args *a, pt_arg *out) {
       {"--checkpoint-dir", ARG_STR, &a->c.checkpoint_dir, 0, 0, NULL, "DIR", "checkpoint directory (default checkpoints)"},
       {"--resume", ARG_FLAG, &a->c.resume, 0, 0, NULL, NULL,
        "continue from the newest complete checkpoint in --checkpoint-dir, checkpointing as --save-model does"},
-      {"--keep-checkpoints", ARG_INT, &a->c.keep_checkpoints, 1, 1000000, NULL, "K", "complete checkpoints kept (default 2)"},
+      {"--keep-checkpoints", ARG_INT, &a->c.keep_checkpoints, 1, PT_KEEP_CHECKPOINTS_MAX, NULL, "K", "complete checkpoints kept (default 2)"},
       {"--checkpoint-every", ARG_I64, &a->c.checkpoint_every, 1, BIG, NULL, "N", "also checkpoint every N steps, inside epochs"},
-      {"--checkpoint-interval", ARG_FLOAT, &a->ckpt_interval, 1, 1e9, NULL, "SECONDS",
+      {"--checkpoint-interval", ARG_FLOAT, &a->ckpt_interval, 1, PT_CHECKPOINT_INTERVAL_MAX, NULL, "SECONDS",
        "also checkpoint every SECONDS of training, inside epochs"},
       {"--eval-every", ARG_I64, &a->c.eval_every, 1, BIG, NULL, "N",
        "also evaluate on the test split every N steps, inside epochs (with --metrics: an \"eval\" line each)"},
@@ -66,7 +67,7 @@ static int table(pt_train_args *a, pt_arg *out) {
       {"--parallel", ARG_CHOICE, &a->c.parallel, 0, 0, "none|dp|ddp|model|pipeline", "HOW",
        "none; dp: workers are threads of this process; ddp: one process per rank (mpirun, srun); model: "
        "layers split over --devices (or ranks); pipeline: the same with micro-batches"},
-      {"--workers", ARG_INT, &a->c.workers, 1, 1024, NULL, "N", "dp: replicas, one thread each (default 2)"},
+      {"--workers", ARG_INT, &a->c.workers, 1, PT_WORKERS_MAX, NULL, "N", "dp: replicas, one thread each (default 2)"},
       {"--device", ARG_STR, &a->c.device, 0, 0, NULL, "DEV",
        "cpu (default), cuda or cuda:N: where the run trains; under ddp each rank takes the GPU of its local rank"},
       {"--devices", ARG_STR, &a->c.devices, 0, 0, NULL, "LIST",
@@ -82,15 +83,15 @@ static int table(pt_train_args *a, pt_arg *out) {
        "one GPU: launch the step's kernels one at a time"},
       {"--split", ARG_STR, &a->c.split, 0, 0, NULL, "LAYERS",
        "model, pipeline: first layers of stages 2.. by name or index (default: balance FLOPs)"},
-      {"--micro-batches", ARG_INT, &a->c.micro_batches, 1, 16000, NULL, "M", "pipeline: micro-batches per batch (default 4)"},
+      {"--micro-batches", ARG_INT, &a->c.micro_batches, 1, PT_MICRO_BATCHES_MAX, NULL, "M", "pipeline: micro-batches per batch (default 4)"},
       {"--schedule", ARG_CHOICE, &a->c.schedule, 0, 0, "gpipe|1f1b", "NAME", "pipeline: gpipe or 1f1b (default 1f1b)"},
-      {"--stages", ARG_INT, &a->c.stages, 1, 1024, NULL, "S",
+      {"--stages", ARG_INT, &a->c.stages, 1, PT_STAGES_MAX, NULL, "S",
        "model, pipeline under mpirun: ranks per replica (default: all ranks)"},
-      {"--bucket-mb", ARG_FLOAT, &a->bucket_mb, 0.001, 1e6, NULL, "MB", "gradient bucket size (default 25)"},
-      {"--accum-steps", ARG_INT, &a->c.accum_steps, 1, 1 << 20, NULL, "K", "micro-batches per optimizer step (default 1)"},
+      {"--bucket-mb", ARG_FLOAT, &a->bucket_mb, PT_BUCKET_MB_MIN, PT_BUCKET_MB_MAX, NULL, "MB", "gradient bucket size (default 25)"},
+      {"--accum-steps", ARG_INT, &a->c.accum_steps, 1, PT_ACCUM_STEPS_MAX, NULL, "K", "micro-batches per optimizer step (default 1)"},
       {"--drop-last", ARG_FLAG, &a->c.drop_last, 0, 0, NULL, NULL, "drop the shard tail and the last incomplete batch"},
       {"--sync-bn", ARG_FLAG, &a->c.sync_bn, 0, 0, NULL, NULL, "batch-norm statistics over all workers' batches"},
-      {"--timeout", ARG_FLOAT, &a->timeout_s, 0.1, 1e7, NULL, "S", "seconds to wait for the other workers (default 300)"},
+      {"--timeout", ARG_FLOAT, &a->timeout_s, PT_TIMEOUT_MIN, PT_TIMEOUT_MAX, NULL, "S", "seconds to wait for the other workers (default 300)"},
   };
   const int n = (int)(sizeof t / sizeof t[0]);
   _Static_assert(sizeof t / sizeof t[0] <= MAX_FLAGS, "MAX_FLAGS is too small for train's flags");

@@ -385,7 +385,21 @@ static void test_config_numbers_out_of_range(void **state) {
                {"checkpoint_every", "--checkpoint-every -1"},
                {"checkpoint_interval", "--checkpoint-interval -1"},
                {"eval_every", "--eval-every -1"},
-               {"workers", "--workers -1"}};
+               {"workers", "--workers -1"},
+               /* upper bounds, the flags' own (a million threads, a
+                * billion epochs: a machine's resources, not a run) */
+               {"epochs", "--epochs 100001: expected a number in [1, 100000]"},
+               {"threads", "--threads 1025: expected 0 (the cores) or a number in [1, 1024]"},
+               {"batch_size", "--batch-size 2000000: expected 1 to 1048576 (or -1 for the preset's)"},
+               {"batch_size_negative", "--batch-size -5"},
+               {"test_batch_size", "--test-batch-size 2000000"},
+               {"keep_checkpoints_max", "--keep-checkpoints 1000001"},
+               {"log_interval_max", "--log-interval 2147483647"},
+               {"checkpoint_interval_max", "--checkpoint-interval 1000000000000: expected 0 (none) or a number in [1, 1000000000]"},
+               {"bucket_mb", "--bucket-mb nan"},
+               {"timeout_s", "--timeout inf"},
+               {"accum_steps", "--accum-steps 2000000"},
+               {"micro_batches", "--micro-batches 20000"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     pt_config c;
     config(&c);
@@ -399,11 +413,33 @@ static void test_config_numbers_out_of_range(void **state) {
     else if (!strcmp(f, "checkpoint_every")) c.checkpoint_every = -1;
     else if (!strcmp(f, "checkpoint_interval")) c.checkpoint_interval = -1;
     else if (!strcmp(f, "eval_every")) c.eval_every = -1;
+    else if (!strcmp(f, "epochs")) c.epochs = 100001;
+    else if (!strcmp(f, "threads")) c.threads = 1025;
+    else if (!strcmp(f, "batch_size")) c.batch_size = 2000000;
+    else if (!strcmp(f, "batch_size_negative")) c.batch_size = -5;
+    else if (!strcmp(f, "test_batch_size")) c.test_batch_size = 2000000;
+    else if (!strcmp(f, "keep_checkpoints_max")) c.keep_checkpoints = 1000001;
+    else if (!strcmp(f, "log_interval_max")) c.log_interval = 2147483647;
+    else if (!strcmp(f, "checkpoint_interval_max")) c.checkpoint_interval = 1e12;
+    else if (!strcmp(f, "bucket_mb")) c.bucket_mb = NAN;
+    else if (!strcmp(f, "timeout_s")) c.timeout_s = INFINITY;
+    else if (!strcmp(f, "accum_steps")) c.accum_steps = 2000000;
+    else if (!strcmp(f, "micro_batches")) c.micro_batches = 20000;
     else c.workers = -1, c.parallel = "dp";
-    assert_int_equal(pt_train(net, train_data, test_data, &c, NULL), PT_ERR_ARG);
+    if (pt_train(net, train_data, test_data, &c, NULL) != PT_ERR_ARG) fail_msg("%s: accepted", f);
     if (!strstr(pt_error_message(), cases[i].says)) fail_msg("%s: %s", f, pt_error_message());
     assert_false(pt_net_has_weights(net));
   }
+  pt_net_free(net);
+  /* pt_evaluate's threads are held to the same bound. */
+  assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+  pt_config c;
+  config(&c);
+  c.max_steps = 1;
+  assert_int_equal(pt_train(net, train_data, test_data, &c, NULL), PT_OK);
+  pt_eval ev;
+  assert_int_equal(pt_evaluate(net, test_data, NULL, 3000, &ev), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "threads 3000: expected 0 (the cores) to 1024"));
   pt_net_free(net);
 }
 
