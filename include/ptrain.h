@@ -276,6 +276,15 @@ PT_API void pt_run_free(pt_run *run);
 /* pt_run_create, pt_run_train and pt_run_free in one call; result may be NULL. */
 PT_API pt_status pt_train(pt_net *net, const pt_data *train, const pt_data *test, const pt_config *cfg,
                           pt_result *result);
+/* Asks this process's training run to stop after its current step, as
+ * ptrain train does on SIGTERM (a batch system's time limit or
+ * preemption): it writes a checkpoint into cfg.checkpoint_dir, whether or
+ * not cfg.save_model asks for saves, and returns PT_OK with stopped =
+ * PT_RUN_STOPPED_SIGNAL; a run with cfg.resume then goes on bit for bit.
+ * sig: the signal's number (SIGTERM where it is not above 0). Safe to call
+ * from a signal handler. A request made before a run starts stops that
+ * run after its first step. */
+PT_API void pt_request_stop(int sig);
 
 /* ---- Using a model ----------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /* pt_run: a training run through the trainer (src/train), which the
  * command line's `ptrain train` drives the same way. */
 #include <math.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +219,8 @@ void pt_run_free(pt_run *run) {
   pt_comm_destroy(run->comm);
   free(run);
 }
+
+void pt_request_stop(int sig) { pt_train_stop_request(sig > 0 ? sig : SIGTERM); }
 
 pt_status pt_train(pt_net *net, const pt_data *train, const pt_data *test, const pt_config *cfg, pt_result *result) {
   pt_run *run;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -220,6 +221,41 @@ static void test_callbacks_see_every_step_and_stop_the_run(void **state) {
 }
 
 /* A second run starts from the weights the first ended with. */
+/* What a library user's signal handler asks: the run stops after the
+ * step, writes a checkpoint, says it was signalled, and resumes. */
+static int request_stop_at_3(const pt_step *s, void *user) {
+  (void)user;
+  if (s->step == 3) pt_request_stop(SIGUSR1);
+  return 0;
+}
+
+static void test_request_stop(void **state) {
+  (void)state;
+  char dir[128], state_file[200];
+  snprintf(dir, sizeof dir, "%s/stop", tmpdir);
+  pt_net *net;
+  pt_config c;
+  config(&c);
+  c.checkpoint_dir = dir;
+  c.on_step = request_stop_at_3;
+  pt_result r;
+  assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
+  assert_int_equal(r.stopped, PT_RUN_STOPPED_SIGNAL);
+  /* Asked from step 3's callback, after that step looked for a request. */
+  assert_int_equal(r.steps, 4);
+  snprintf(state_file, sizeof state_file, "%s/step-000000000004/state.safetensors", dir);
+  struct stat sb;
+  assert_int_equal(stat(state_file, &sb), 0);
+  /* The request was this run's: the resumed run goes to the end. */
+  c.on_step = NULL;
+  c.resume = 1;
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
+  assert_int_equal(r.stopped, PT_RUN_COMPLETE);
+  assert_int_equal(r.steps, 3 * N / 20);
+  pt_net_free(net);
+}
+
 static void test_training_continues_from_the_nets_weights(void **state) {
   (void)state;
   pt_net *net;
@@ -612,6 +648,7 @@ int main(void) {
       cmocka_unit_test(test_train_learns_and_predict_agrees_with_evaluate),
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_batch_larger_than_the_data),
+      cmocka_unit_test(test_request_stop),
       cmocka_unit_test(test_callbacks_see_every_step_and_stop_the_run),
       cmocka_unit_test(test_training_continues_from_the_nets_weights),
       cmocka_unit_test(test_save_and_load),
