@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "cli/args.h"
@@ -137,15 +138,30 @@ bad:
 }
 
 /* The labels beside an IDX image file (t10k-images-idx3-ubyte.gz ->
- * t10k-labels-idx1-ubyte.gz), or NULL where there are none. */
-static uint8_t *idx_labels_beside(const char *path, int n) {
-  const char *at = strstr(path, "images-idx3");
+ * t10k-labels-idx1-ubyte.gz, or the other of plain and gzipped, as the
+ * training reader takes them), or NULL where there are none. Labels that
+ * are there but do not fit (another count, a label the model has no
+ * class for) are said, not dropped unseen. */
+static uint8_t *idx_labels_beside(const char *path, int n, int classes) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  const char *at = strstr(base, "images-idx3");
   if (!at) return NULL;
-  char lpath[4096];
-  snprintf(lpath, sizeof lpath, "%.*slabels-idx1%s", (int)(at - path), path, at + strlen("images-idx3"));
-  uint8_t *labels = NULL;
-  if (pt_idx_read_labels(lpath, n, 256, &labels) != PT_OK) return NULL;
-  return labels;
+  const char *rest = at + strlen("images-idx3");
+  const size_t rl = strlen(rest);
+  const int gz = rl >= 3 && !strcmp(rest + rl - 3, ".gz");
+  char lpath[2][4200];
+  snprintf(lpath[0], sizeof lpath[0], "%.*slabels-idx1%s", (int)(at - path), path, rest);
+  snprintf(lpath[1], sizeof lpath[1], "%.*slabels-idx1%.*s%s", (int)(at - path), path, (int)(gz ? rl - 3 : rl), rest,
+           gz ? "" : ".gz");
+  for (int k = 0; k < 2; k++) {
+    if (access(lpath[k], F_OK)) continue;
+    uint8_t *labels = NULL;
+    if (pt_idx_read_labels(lpath[k], n, classes, &labels) == PT_OK) return labels;
+    fprintf(stderr, "ptrain predict: warning: labels not shown: %s\n", pt_error_message());
+    return NULL;
+  }
+  return NULL;
 }
 
 /* An IDX or CIFAR-10 file: the images --index names. */
@@ -157,7 +173,8 @@ static pt_status predict_dataset_file(predictor *P, const char *path, const char
   pt_status st;
   int cifar = 0;
   if (len >= 4 && buf[0] == 0 && buf[1] == 0 && buf[2] == 8 && buf[3] == 3) {
-    st = pt_idx_parse_images(buf, len, path, &ds);
+    st = pt_idx_adopt_images(buf, len, path, &ds);
+    if (st == PT_OK) buf = NULL; /* now ds.images */
   } else if (len > 0 && len % 3073 == 0) {
     st = pt_cifar_parse_batch(buf, len, path, &ds);
     cifar = 1;
@@ -174,8 +191,8 @@ static pt_status predict_dataset_file(predictor *P, const char *path, const char
   }
   free(buf);
   if (st != PT_OK) return st;
-  int c, h, w;
-  pt_net_shape(P->net, &c, &h, &w, NULL);
+  int c, h, w, classes;
+  pt_net_shape(P->net, &c, &h, &w, &classes);
   int *idx = NULL, count = 0;
   if (ds.c != c || ds.h != h || ds.w != w)
     st = pt_fail(PT_ERR_ARG, "%s holds %dx%dx%d images but model %s takes %dx%dx%d", path, ds.c, ds.h, ds.w,
@@ -184,7 +201,7 @@ static pt_status predict_dataset_file(predictor *P, const char *path, const char
     st = pt_fail(PT_ERR_ARG, "%s holds %d images: choose with --index (3, 0,5,17 or 0-9)", path, ds.n);
   else
     st = parse_indices(index, ds.n, &idx, &count);
-  if (st == PT_OK && !cifar) ds.labels = idx_labels_beside(path, ds.n);
+  if (st == PT_OK && !cifar) ds.labels = idx_labels_beside(path, ds.n, classes);
   const size_t per = (size_t)c * h * w;
   float *x = st == PT_OK ? pt_malloc(sizeof(float) * per) : NULL; /* (c, h, w) */
   if (st == PT_OK && !x) st = PT_ERR_NOMEM;

@@ -56,6 +56,9 @@ pt_status pt_idx_read_images(const char *path, pt_dataset *ds); /* fills n, c=1,
 pt_status pt_idx_read_labels(const char *path, int expect_n, int num_classes, uint8_t **labels);
 /* Parse from memory (already decompressed); name is used in messages. */
 pt_status pt_idx_parse_images(const uint8_t *buf, size_t len, const char *name, pt_dataset *ds);
+/* pt_idx_parse_images without the copy: on success buf (malloc'd) becomes
+ * ds->images; on failure it stays the caller's. */
+pt_status pt_idx_adopt_images(uint8_t *buf, size_t len, const char *name, pt_dataset *ds);
 pt_status pt_idx_parse_labels(const uint8_t *buf, size_t len, const char *name, int expect_n,
                               int num_classes, uint8_t **labels);
 /* One CIFAR-10 binary batch: records of 1 label byte + 3072 pixel bytes. Appends. */

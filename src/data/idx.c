@@ -50,7 +50,10 @@ static pt_status check_length(const char *name, size_t len, uint64_t expect, uin
   return PT_OK;
 }
 
-pt_status pt_idx_parse_images(const uint8_t *buf, size_t len, const char *name, pt_dataset *ds) {
+/* The header of an IDX image file: its count and sides, checked against
+ * the bytes there are. */
+static pt_status image_header(const uint8_t *buf, size_t len, const char *name, uint32_t *n, uint32_t *h,
+                              uint32_t *w) {
   /* Magic before length, so a label file passed as images says so. */
   if (len >= 4 && be32(buf) != IDX_IMAGES_MAGIC)
     return pt_fail(PT_ERR_FORMAT, "%s: bad magic 0x%08x, expected 0x%08x (IDX images)%s", name,
@@ -58,23 +61,31 @@ pt_status pt_idx_parse_images(const uint8_t *buf, size_t len, const char *name, 
   if (len < 16)
     return pt_fail(PT_ERR_FORMAT,
                    "%s: %zu bytes is too short for an IDX image header (expected 16)", name, len);
-  uint32_t n = be32(buf + 4), h = be32(buf + 8), w = be32(buf + 12);
-  if (n == 0 || n > IDX_MAX_N)
-    return pt_fail(PT_ERR_FORMAT, "%s: image count %u, expected 1..%u", name, n, IDX_MAX_N);
-  if (h == 0 || h > IDX_MAX_SIDE || w == 0 || w > IDX_MAX_SIDE)
-    return pt_fail(PT_ERR_FORMAT, "%s: image size %ux%u, expected sides in 1..%u", name, h, w,
+  *n = be32(buf + 4), *h = be32(buf + 8), *w = be32(buf + 12);
+  if (*n == 0 || *n > IDX_MAX_N)
+    return pt_fail(PT_ERR_FORMAT, "%s: image count %u, expected 1..%u", name, *n, IDX_MAX_N);
+  if (*h == 0 || *h > IDX_MAX_SIDE || *w == 0 || *w > IDX_MAX_SIDE)
+    return pt_fail(PT_ERR_FORMAT, "%s: image size %ux%u, expected sides in 1..%u", name, *h, *w,
                    IDX_MAX_SIDE);
-  uint64_t pixels = (uint64_t)n * h * w;
-  PT_TRY(check_length(name, len, 16 + pixels, n, "images"));
+  return check_length(name, len, 16 + (uint64_t)*n * *h * *w, *n, "images");
+}
 
-  uint8_t *images = pt_malloc((size_t)pixels); /* (n, 1, h, w) */
-  if (!images) return pt_wrap(PT_ERR_NOMEM, "%s", name);
-  memcpy(images, buf + 16, (size_t)pixels);
+static void set_images(pt_dataset *ds, uint8_t *images, uint32_t n, uint32_t h, uint32_t w) {
   ds->n = (int)n;
   ds->c = 1;
   ds->h = (int)h;
   ds->w = (int)w;
   ds->images = images;
+}
+
+pt_status pt_idx_parse_images(const uint8_t *buf, size_t len, const char *name, pt_dataset *ds) {
+  uint32_t n = 0, h = 0, w = 0;
+  PT_TRY(image_header(buf, len, name, &n, &h, &w));
+  const size_t pixels = (size_t)n * h * w;
+  uint8_t *images = pt_malloc(pixels); /* (n, 1, h, w) */
+  if (!images) return pt_wrap(PT_ERR_NOMEM, "%s", name);
+  memcpy(images, buf + 16, pixels);
+  set_images(ds, images, n, h, w);
   return PT_OK;
 }
 
@@ -113,12 +124,25 @@ pt_status pt_idx_parse_labels(const uint8_t *buf, size_t len, const char *name, 
   return PT_OK;
 }
 
+/* The file's own buffer becomes the images, moved past the header: a
+ * copy would hold the split twice at the peak (8 GB for a gzipped file of
+ * 4 GB of pixels, the size limit). */
+pt_status pt_idx_adopt_images(uint8_t *buf, size_t len, const char *name, pt_dataset *ds) {
+  uint32_t n = 0, h = 0, w = 0;
+  PT_TRY(image_header(buf, len, name, &n, &h, &w));
+  const size_t pixels = (size_t)n * h * w;
+  memmove(buf, buf + 16, pixels);
+  uint8_t *images = realloc(buf, pixels); /* smaller: NULL only where buf stays as it is */
+  set_images(ds, images ? images : buf, n, h, w);
+  return PT_OK;
+}
+
 pt_status pt_idx_read_images(const char *path, pt_dataset *ds) {
   uint8_t *buf;
   size_t len;
   PT_TRY(pt_blob_read(path, PT_BLOB_MAX_BYTES, &buf, &len));
-  pt_status st = pt_idx_parse_images(buf, len, path, ds);
-  free(buf);
+  const pt_status st = pt_idx_adopt_images(buf, len, path, ds);
+  if (st != PT_OK) free(buf);
   return st;
 }
 

@@ -22,6 +22,28 @@ PY
 pass "IDX --index 0-9: 10 lines, $right right"
 grep -q "^$T10K\[0\]: Ankle boot" "$TMP/idx.out" || fail "image 0 (an ankle boot) not called one: $(head -1 "$TMP/idx.out")"
 
+# The labels beside, as the training reader finds them: the other of plain
+# and gzipped, under a directory whose name has images-idx3 in it; labels
+# that are there but do not fit are said, not dropped.
+mkdir -p "$TMP/my-images-idx3"
+cp "$T10K" "$TMP/my-images-idx3/"
+gunzip -c "$FMNIST/t10k-labels-idx1-ubyte.gz" >"$TMP/my-images-idx3/t10k-labels-idx1-ubyte"
+"$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/my-images-idx3/t10k-images-idx3-ubyte.gz" --index 0 >"$TMP/mix.out" 2>&1 ||
+  fail "labels beside, plain: $(cat "$TMP/mix.out")"
+grep -q "(label: Ankle boot)$" "$TMP/mix.out" || fail "a plain labels file beside gzipped images not read: $(cat "$TMP/mix.out")"
+python3 - "$TMP/my-images-idx3/t10k-labels-idx1-ubyte" <<'PY'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[8 + 3] = 10  # image 3's label: a class the model has not
+open(p, "wb").write(bytes(b))
+PY
+"$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/my-images-idx3/t10k-images-idx3-ubyte.gz" --index 0 >"$TMP/bad-label.out" 2>&1 ||
+  fail "a bad labels file beside: $(cat "$TMP/bad-label.out")"
+grep -q "warning: labels not shown: .*t10k-labels-idx1-ubyte: label at index 3 is 10, expected < 10" "$TMP/bad-label.out" &&
+  ! grep -q "(label:" "$TMP/bad-label.out" || fail "a label out of range: $(cat "$TMP/bad-label.out")"
+pass "labels beside: plain beside gzipped, under a directory named images-idx3, and a bad label said"
+
 # PNG files: image 0 as it is (no conversion), and doubled in size in RGB,
 # which averages back to the same pixels exactly.
 python3 - "$T10K" "$TMP" <<'PY'

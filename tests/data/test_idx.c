@@ -30,6 +30,22 @@ static void test_parse_images(void **state) {
   fx_buf_free(&b);
 }
 
+/* Adopting the file's buffer: the same images, the buffer now the
+ * dataset's (freed with it); refused, it stays the caller's to free. */
+static void test_adopt_images(void **state) {
+  (void)state;
+  fx_buf b = fx_idx_images(5, 3, 4);
+  pt_dataset ds = {0};
+  assert_int_equal(pt_idx_adopt_images(b.p, b.n, "img", &ds), PT_OK);
+  check_images(&ds, 5, 3, 4);
+  pt_dataset_free(&ds); /* frees what was b.p */
+  fx_buf bad = fx_idx_images(5, 3, 4);
+  bad.p[3] = 1; /* a labels file's magic */
+  assert_int_equal(pt_idx_adopt_images(bad.p, bad.n, "lbl", &ds), PT_ERR_FORMAT);
+  assert_null(ds.images);
+  fx_buf_free(&bad);
+}
+
 static void test_parse_labels(void **state) {
   (void)state;
   fx_buf b = fx_idx_labels(25, 10);
@@ -268,6 +284,7 @@ static void test_read_corrupt_gz(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_images),
+      cmocka_unit_test(test_adopt_images),
       cmocka_unit_test(test_parse_labels),
       cmocka_unit_test(test_read_raw_and_gz),
       cmocka_unit_test(test_bad_magic),
