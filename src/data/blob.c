@@ -53,7 +53,7 @@ pt_status pt_blob_gunzip(const uint8_t *in, size_t len, const char *name, size_t
    * the end of the stream. */
   cap = cap >= max_out ? max_out : cap + 1;
   uint8_t *buf = pt_malloc(cap);
-  if (!buf) return PT_ERR_NOMEM;
+  if (!buf) return pt_wrap(PT_ERR_NOMEM, "%s: decompressing", name);
 
   z_stream zs;
   memset(&zs, 0, sizeof zs);

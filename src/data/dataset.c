@@ -12,6 +12,7 @@
  */
 #include "data/dataset.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,25 @@ void pt_dataset_fetch_hint(char *out, size_t cap, pt_dataset_kind kind, const ch
     snprintf(out + r, cap - (size_t)r, " or `apt-get install dataset-fashion-mnist`");
 }
 
+static const char *kind_of(mode_t m) {
+  return S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+/* Why path, where is_file found no file, has none: PT_OK where nothing is
+ * there, so that the caller says so (with where to get the data); else
+ * what is there, or why it cannot be looked at (a directory that may not
+ * be searched, a loop of links), which no download would mend. what: the
+ * file's role, for the message. */
+static pt_status why_no_file(const char *path, const char *what) {
+  struct stat sb;
+  if (lstat(path, &sb) != 0)
+    return errno == ENOENT ? PT_OK : pt_fail_errno(PT_ERR_IO, "%s (%s): cannot look at it", path, what);
+  if (!S_ISLNK(sb.st_mode)) return pt_fail(PT_ERR_IO, "%s: %s, expected a file (%s)", path, kind_of(sb.st_mode), what);
+  if (stat(path, &sb) != 0) return pt_fail_errno(PT_ERR_IO, "%s (%s): a link whose target cannot be read", path, what);
+  return pt_fail(PT_ERR_IO, "%s: a link to %s, expected a file (%s)", path, kind_of(sb.st_mode), what);
+}
+
 /* Finds dir/base or dir/base.gz. */
 static pt_status find_idx(char *path, size_t cap, pt_dataset_kind kind, const char *dir,
                           const char *base) {
@@ -127,16 +147,13 @@ static pt_status find_idx(char *path, size_t cap, pt_dataset_kind kind, const ch
   if (is_file(path)) return PT_OK;
   PT_TRY(join(path, cap, dir, NULL, base, ".gz"));
   if (is_file(path)) return PT_OK;
-  /* Something there that is no file (a directory, a dangling link) is not
-   * a missing download. */
-  struct stat sb;
+  /* Something there that is no file (a directory, a dangling link, a
+   * directory that may not be searched) is not a missing download. */
+  char what[160];
+  snprintf(what, sizeof what, "%s's %s", pt_dataset_kind_name(kind), base);
   for (int gz = 0; gz < 2; gz++) {
     PT_TRY(join(path, cap, dir, NULL, base, gz ? ".gz" : ""));
-    if (lstat(path, &sb) == 0)
-      return pt_fail(PT_ERR_IO, "%s: %s, expected a file (%s's %s)", path,
-                     S_ISDIR(sb.st_mode) ? "a directory" : S_ISLNK(sb.st_mode) ? "a link to nothing readable"
-                                                                                : "not a regular file",
-                     pt_dataset_kind_name(kind), base);
+    PT_TRY(why_no_file(path, what));
   }
   char hint[512];
   pt_dataset_fetch_hint(hint, sizeof hint, kind, dir);
@@ -168,9 +185,11 @@ static pt_status load_cifar(pt_dataset *ds, const char *dir, int train) {
   char path[4096];
   PT_TRY(join(path, sizeof path, dir, NULL, files[0], ""));
   if (!is_file(path)) {
+    PT_TRY(why_no_file(path, "a CIFAR-10 batch"));
     sub = "cifar-10-batches-bin";
     PT_TRY(join(path, sizeof path, dir, sub, files[0], ""));
     if (!is_file(path)) {
+      PT_TRY(why_no_file(path, "a CIFAR-10 batch"));
       char hint[512];
       pt_dataset_fetch_hint(hint, sizeof hint, PT_DS_CIFAR10, dir);
       return pt_fail(PT_ERR_IO, "cifar10: %s not found (tried %s/%s and %s/%s/%s); %s", files[0],
@@ -180,6 +199,7 @@ static pt_status load_cifar(pt_dataset *ds, const char *dir, int train) {
   for (int i = 0; i < nfiles; i++) {
     PT_TRY(join(path, sizeof path, dir, sub, files[i], ""));
     if (!is_file(path)) {
+      PT_TRY(why_no_file(path, "a CIFAR-10 batch"));
       char hint[512];
       pt_dataset_fetch_hint(hint, sizeof hint, PT_DS_CIFAR10, dir);
       return pt_fail(PT_ERR_IO, "cifar10: %s not found (%s is there: incomplete download?); %s",

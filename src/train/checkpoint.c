@@ -531,6 +531,8 @@ static pt_status weights_path(const char *path, char *buf, size_t size, const ch
     snprintf(buf, size, "%s/model.safetensors", path);
     *file = buf;
     if (!access(buf, F_OK)) return PT_OK;
+    /* A directory that may not be searched is not an empty one. */
+    if (errno != ENOENT) return pt_fail_errno(PT_ERR_IO, "%s: cannot look into it for model.safetensors", path);
     /* DIR/model.safetensors gone (removed, or a copy of the directory
      * without it): the newest generation's weights are the same ones. */
     int n;

@@ -78,7 +78,8 @@ pass "NaN in weights refused by eval, predict and --init-from, naming the file a
 # The real reason a checkpoint cannot be read comes first.
 cp "$TMP/base/$g600/model.safetensors" "$TMP/cut.safetensors"
 truncate -s 5000 "$TMP/cut.safetensors"
-mkdir -p "$TMP/emptydir"
+mkdir -p "$TMP/emptydir" "$TMP/loopdir"
+ln -s model.safetensors "$TMP/loopdir/model.safetensors"
 for cmd in eval predict; do
   args=()
   [[ $cmd == predict ]] && args=("$T10K" --index 0)
@@ -88,6 +89,8 @@ for cmd in eval predict; do
   expect_exit 1 "$TMP/emptydir: a directory without model.safetensors" -- \
     "$PTRAIN" $cmd --checkpoint "$TMP/emptydir" "${args[@]}"
   ! grep -q "records no model" "$TMP/err" || fail "$cmd: the model asked for before the real cause: $(cat "$TMP/err")"
+  expect_exit 1 "$TMP/loopdir: cannot look into it for model.safetensors: Too many levels of symbolic links" -- \
+    "$PTRAIN" $cmd --checkpoint "$TMP/loopdir" "${args[@]}"
   expect_exit 1 "$TMP/plain.safetensors records no model .*weights saved by another program.*--model or --model-file" -- \
     "$PTRAIN" $cmd --checkpoint "$TMP/plain.safetensors" "${args[@]}"
 done

@@ -165,6 +165,19 @@ static void test_missing_files(void **state) {
   snprintf(msg, sizeof msg, "%s: a directory, expected a file (mnist's train-labels-idx1-ubyte)", path);
   assert_error_contains(msg);
   assert_error_lacks("not found");
+  /* A link to a device, and a loop of links: what is there, not "not found". */
+  assert_int_equal(rmdir(path), 0);
+  assert_int_equal(symlink("/dev/null", path), 0);
+  assert_int_equal(pt_dataset_load(&ds, PT_DS_MNIST, d, 1), PT_ERR_IO);
+  snprintf(msg, sizeof msg, "%s: a link to a character device, expected a file", path);
+  assert_error_contains(msg);
+  assert_int_equal(unlink(path), 0);
+  char loop[200];
+  snprintf(loop, sizeof loop, "%s/loop", d);
+  assert_int_equal(symlink(loop, loop), 0);
+  assert_int_equal(pt_dataset_load(&ds, PT_DS_MNIST, loop, 1), PT_ERR_IO);
+  assert_error_contains("Too many levels of symbolic links");
+  assert_error_lacks("not found");
 }
 
 static void test_count_mismatch(void **state) {
