@@ -363,6 +363,22 @@ static pt_status parse_owned(uint8_t *buf, size_t len, const char *file, pt_st_f
   }
   uint64_t n = 0;
   for (int i = 0; i < 8; i++) n |= (uint64_t)buf[i] << (8 * i);
+  /* A length past the file, and no '{' where the JSON would open: some
+   * other file, said as what it looks like rather than as an absurd
+   * length. */
+  if (!json_next && (n > PT_ST_MAX_HEADER || n > len - 8)) {
+    const char *kind = buf[0] == 0x1f && buf[1] == 0x8b                 ? "gzip data"
+                       : !memcmp(buf, "\x89PNG", 4)                     ? "a PNG image"
+                       : buf[0] == 0xff && buf[1] == 0xd8 && buf[2] == 0xff ? "a JPEG image"
+                       : !memcmp(buf, "\0\0\x08\x03", 4)                 ? "an IDX image file"
+                       : !memcmp(buf, "\0\0\x08\x01", 4)                 ? "an IDX label file"
+                                                                          : NULL;
+    int text = 1;
+    for (size_t i = 0; i < 8; i++) text &= buf[i] == '\n' || buf[i] == '\t' || (buf[i] >= 0x20 && buf[i] < 0x7f);
+    pt_st_free(f);
+    return pt_fail(PT_ERR_FORMAT, "%s: not a safetensors file: %s (a safetensors file begins with its header's length "
+                   "and then its JSON, '{')", file, kind ? kind : text ? "text" : "its 9th byte is not '{'");
+  }
   if (n > PT_ST_MAX_HEADER) {
     pt_st_free(f);
     return pt_fail(PT_ERR_FORMAT, "%s: header length %" PRIu64 " exceeds the limit of %llu bytes",

@@ -380,6 +380,18 @@ static void test_torch_save_files_named(void **state) {
   memcpy(st + 8, "{\"__metadata__\":{\"k\":\"v\"}}", 26);
   assert_int_equal(pt_st_parse(st, sizeof st, "ok.safetensors", &f), PT_OK);
   pt_st_free(&f);
+  /* Other files given as weights are named as what they are, not as a
+   * header length of 8e18. */
+  static const struct {
+    const char *bytes, *says;
+  } other[] = {{"hello world\n", "x: not a safetensors file: text"},
+               {"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", "x: not a safetensors file: gzip data"},
+               {"\x89PNG\r\n\x1a\n\0\0", "x: not a safetensors file: a PNG image"},
+               {"\0\0\x08\x03\0\0\x27\x10\0\0", "x: not a safetensors file: an IDX image file"}};
+  for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+    assert_int_equal(pt_st_parse((const uint8_t *)other[i].bytes, 10, "x", &f), PT_ERR_FORMAT);
+    if (!strstr(pt_error_message(), other[i].says)) fail_msg("%s", pt_error_message());
+  }
 }
 
 static void test_read_missing_file(void **state) {
