@@ -39,9 +39,9 @@ pt_status pt_evaluate_with(pt_net *net, const pt_data *data, const char *device,
   const pt_model_spec *s = &net->spec;
   const pt_dataset *ds = &data->ds;
   if (ds->c != s->in_c || ds->h != s->in_h || ds->w != s->in_w)
-    return pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images are %dx%dx%d", s->name, s->in_c,
+    return pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images%s%s are %dx%dx%d", s->name, s->in_c,
                    s->in_h, s->in_w, data->kind >= 0 ? pt_dataset_kind_name((pt_dataset_kind)data->kind) : "given",
-                   ds->c, ds->h, ds->w);
+                   data->dir ? " in " : "", data->dir ? data->dir : "", ds->c, ds->h, ds->w);
   char what[64];
   snprintf(what, sizeof what, "the %s data",
            data->kind >= 0 ? pt_dataset_kind_name((pt_dataset_kind)data->kind) : "given");

@@ -125,22 +125,25 @@ int pt_cmd_train(int argc, char **argv) {
      * it shows only once the images are there. */
     int mc, mh, mw;
     pt_net_shape(net, &mc, &mh, &mw, NULL);
-    const pt_dataset *ds = &train->ds;
-    const pt_dataset_kind kind = (pt_dataset_kind)train->kind;
-    const char *name = pt_dataset_kind_name(kind);
-    /* Images not of the dataset's own size are files that are not what
-     * their names say (damaged, or another dataset's), not a flag. */
-    const int usual_c = kind == PT_DS_CIFAR10 ? 3 : 1, usual_hw = kind == PT_DS_CIFAR10 ? 32 : 28;
-    const int fits = ds->c == mc && ds->h == mh && ds->w == mw;
-    if (!fits && (ds->c != usual_c || ds->h != usual_hw || ds->w != usual_hw)) {
-      st = pt_fail(PT_ERR_FORMAT, "the %s training images in %s are %dx%dx%d, where %s's are %dx%dx%d: those files "
-                   "are not %s's", name, train->dir ? train->dir : "the data directory", ds->c, ds->h, ds->w, name,
-                   usual_c, usual_hw, usual_hw, name);
-    } else if (!fits) {
-      st = pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images are %dx%dx%d (%s)", pt_net_name(net),
-                   mc, mh, mw, name, ds->c, ds->h, ds->w,
-                   dataset ? "--dataset names a dataset the model cannot take" : "use --dataset");
-      usage = 1;
+    for (int split = 0; split < 2 && st == PT_OK; split++) {
+      const pt_data *d = split ? test : train;
+      const pt_dataset *ds = &d->ds;
+      const pt_dataset_kind kind = (pt_dataset_kind)d->kind;
+      const char *name = pt_dataset_kind_name(kind), *which = split ? "test" : "training";
+      /* Images not of the dataset's own size are files that are not what
+       * their names say (damaged, or another dataset's), not a flag. */
+      const int usual_c = kind == PT_DS_CIFAR10 ? 3 : 1, usual_hw = kind == PT_DS_CIFAR10 ? 32 : 28;
+      const int fits = ds->c == mc && ds->h == mh && ds->w == mw;
+      if (!fits && (ds->c != usual_c || ds->h != usual_hw || ds->w != usual_hw)) {
+        st = pt_fail(PT_ERR_FORMAT, "the %s %s images in %s are %dx%dx%d, where %s's are %dx%dx%d: those files "
+                     "are not %s's", name, which, d->dir ? d->dir : "the data directory", ds->c, ds->h, ds->w, name,
+                     usual_c, usual_hw, usual_hw, name);
+      } else if (!fits) {
+        st = pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images are %dx%dx%d (%s)",
+                     pt_net_name(net), mc, mh, mw, name, ds->c, ds->h, ds->w,
+                     dataset ? "--dataset names a dataset the model cannot take" : "use --dataset");
+        usage = 1;
+      }
     }
   }
   if (starting(st, comm)) st = pt_run_create(net, train, test, &c, &run);

@@ -64,6 +64,17 @@ for split, n in (("train", 20), ("t10k", 10)):
 PY
 expect_exit 1 "the fashion-mnist training images in $TMP/idx14 are 1x14x14, where fashion-mnist's are 1x28x28: those files are not fashion-mnist's" -- \
   "$PTRAIN" train --model mnist-cnn --data-dir "$TMP/idx14" --max-steps 1
+# The test split alone of another size: the same, naming it.
+mkdir -p "$TMP/idx-test14"
+python3 - "$TMP/idx-test14" <<'PY'
+import struct, sys
+d, n = sys.argv[1], 20
+open(d + "/train-images-idx3-ubyte", "wb").write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(n * 784))
+open(d + "/train-labels-idx1-ubyte", "wb").write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
+PY
+cp "$TMP/idx14/t10k-"* "$TMP/idx-test14/"
+expect_exit 1 "the fashion-mnist test images in $TMP/idx-test14 are 1x14x14, where fashion-mnist's are 1x28x28" -- \
+  "$PTRAIN" train --model mnist-cnn --data-dir "$TMP/idx-test14" --max-steps 1
 expect_exit 2 "unknown model 'resnet'" -- "$PTRAIN" eval --checkpoint "$TMP/none" --model resnet
 # a missing --model-file is said as such, whatever its name
 expect_exit 1 "cannot open model file $TMP/none.txt: No such file" -- "$PTRAIN" eval --checkpoint "$TMP/none" --model-file "$TMP/none.txt"
