@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <cublas_api.h>
+#include "cuda/cublas.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <cublas_api.h>
+#include "cuda/cublas.h"
 #include <cuda_runtime_api.h>
 #ifdef PT_HAVE_CUDNN
 #include <cudnn.h>

@@ -11,7 +11,7 @@
 
 #include <stdio.h>
 
-#include <cublas_v2.h>
+#include "cuda/cublas.h"
 #include <cuda_runtime.h>
 
 #include "util/error.h"

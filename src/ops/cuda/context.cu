@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <cublas_v2.h>
+#include "cuda/cublas.h"
 #include <cuda_runtime.h>
 #ifdef PT_HAVE_CUDNN
 #include <cudnn.h>

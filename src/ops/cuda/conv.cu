@@ -46,7 +46,7 @@
 
 #include <atomic>
 
-#include <cublas_v2.h>
+#include "cuda/cublas.h"
 #include <cuda_runtime.h>
 #ifdef PT_HAVE_CUDNN
 #include <cudnn.h>

@@ -10,7 +10,7 @@
 #ifndef PT_OPS_CUDA_GEMM_H
 #define PT_OPS_CUDA_GEMM_H
 
-#include <cublas_v2.h>
+#include "cuda/cublas.h"
 
 /* The thread's cuBLAS handle, or NULL after noting an error for what (an
  * op run on a thread with no GPU bound). */

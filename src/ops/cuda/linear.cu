@@ -13,7 +13,7 @@
  */
 #include <stdint.h>
 
-#include <cublas_v2.h>
+#include "cuda/cublas.h"
 #include <cuda_runtime.h>
 
 #include "ops/cuda/check.h"
