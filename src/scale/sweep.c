@@ -55,50 +55,44 @@ pt_status pt_scale_parse_ints(const char *flag, const char *text, int lo, int hi
   return PT_OK;
 }
 
-/* The index in names[0..count) of the item at p of len characters; -1. */
-static int find_name(const char *const *names, int count, const char *p, size_t len) {
-  for (int i = 0; i < count; i++)
-    if (strlen(names[i]) == len && !strncmp(p, names[i], len)) return i;
-  return -1;
+/* "a,b" over names[0..count): each entry's index into out, *n of them;
+ * what: "strategy", expected: the choices as the message says them. */
+static pt_status parse_names(const char *flag, const char *text, const char *const *names, int count,
+                             const char *what, const char *expected, int *out, int *n) {
+  *n = 0;
+  for (const char *p = text; *p;) {
+    size_t len;
+    PT_TRY(next_item(flag, text, &p, &len));
+    int k = -1;
+    for (int i = 0; i < count; i++)
+      if (strlen(names[i]) == len && !strncmp(p, names[i], len)) k = i;
+    if (k < 0)
+      return pt_fail(PT_ERR_ARG, "%s: unknown %s '%.*s' in '%s' (expected %s)", flag, what, (int)len, p, text,
+                     expected);
+    int seen = 0;
+    for (int i = 0; i < *n; i++) seen |= out[i] == k;
+    PT_TRY(add_item(flag, text, *n, seen));
+    out[(*n)++] = k;
+    p += len + (p[len] == ',');
+  }
+  if (!*n) return pt_fail(PT_ERR_ARG, "%s: expected a list such as %s,%s, got '%s'", flag, names[0], names[1], text);
+  return PT_OK;
 }
 
 pt_status pt_scale_parse_strategies(const char *text, pt_scale_sweep *sw) {
   static const char *const names[] = {"none", "dp", "ddp", "pipeline"};
-  sw->nstrategies = 0;
-  for (const char *p = text; *p;) {
-    size_t len;
-    PT_TRY(next_item("--strategies", text, &p, &len));
-    const int k = find_name(names, 4, p, len);
-    if (k < 0)
-      return pt_fail(PT_ERR_ARG, "--strategies: unknown strategy '%.*s' in '%s' (expected none, dp, ddp or pipeline)",
-                     (int)len, p, text);
-    int seen = 0;
-    for (int i = 0; i < sw->nstrategies; i++) seen |= sw->strategies[i] == (pt_scale_strategy)k;
-    PT_TRY(add_item("--strategies", text, sw->nstrategies, seen));
-    sw->strategies[sw->nstrategies++] = (pt_scale_strategy)k;
-    p += len + (p[len] == ',');
-  }
-  if (!sw->nstrategies) return pt_fail(PT_ERR_ARG, "--strategies: expected a list such as none,dp,ddp, got '%s'", text);
+  int k[PT_SCALE_MAX_LIST];
+  PT_TRY(parse_names("--strategies", text, names, 4, "strategy", "none, dp, ddp or pipeline", k, &sw->nstrategies));
+  for (int i = 0; i < sw->nstrategies; i++) sw->strategies[i] = (pt_scale_strategy)k[i];
   return PT_OK;
 }
 
 pt_status pt_scale_parse_optimizers(const char *text, pt_scale_sweep *sw) {
   static const char *const names[] = {"sgd", "adam", "adamw", "adadelta"};
-  sw->noptimizers = 0;
-  for (const char *p = text; *p;) {
-    size_t len;
-    PT_TRY(next_item("--optimizers", text, &p, &len));
-    const int k = find_name(names, 4, p, len);
-    if (k < 0)
-      return pt_fail(PT_ERR_ARG, "--optimizers: unknown optimizer '%.*s' (expected sgd, adam, adamw or adadelta)",
-                     (int)len, p);
-    int seen = 0;
-    for (int i = 0; i < sw->noptimizers; i++) seen |= sw->optimizers[i] == names[k];
-    PT_TRY(add_item("--optimizers", text, sw->noptimizers, seen));
-    sw->optimizers[sw->noptimizers++] = names[k];
-    p += len + (p[len] == ',');
-  }
-  if (!sw->noptimizers) return pt_fail(PT_ERR_ARG, "--optimizers: expected a list such as sgd,adam, got '%s'", text);
+  int k[PT_SCALE_MAX_LIST];
+  PT_TRY(parse_names("--optimizers", text, names, 4, "optimizer", "sgd, adam, adamw or adadelta", k,
+                     &sw->noptimizers));
+  for (int i = 0; i < sw->noptimizers; i++) sw->optimizers[i] = names[k[i]];
   return PT_OK;
 }
 
