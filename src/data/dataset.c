@@ -200,6 +200,13 @@ static pt_status load_cifar(pt_dataset *ds, const char *dir, int train) {
     PT_TRY(join(path, sizeof path, dir, sub, files[i], ""));
     if (!is_file(path)) {
       PT_TRY(why_no_file(path, "a CIFAR-10 batch"));
+      /* In the other of the two places: the batches are split between them. */
+      char other[4096];
+      PT_TRY(join(other, sizeof other, dir, sub ? NULL : "cifar-10-batches-bin", files[i], ""));
+      if (is_file(other))
+        return pt_fail(PT_ERR_IO, "cifar10: %s not found, but %s is there: the batches are split between %s and "
+                       "%s/cifar-10-batches-bin (%s decides); put all six in one of them",
+                       path, other, dir, dir, files[0]);
       char hint[512];
       pt_dataset_fetch_hint(hint, sizeof hint, PT_DS_CIFAR10, dir);
       return pt_fail(PT_ERR_IO, "cifar10: %s not found (%s is there: incomplete download?); %s",

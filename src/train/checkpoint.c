@@ -361,8 +361,15 @@ static pt_status no_room(pt_status st, const char *path, const char *ckpt_dir, c
                  path, need, (double)v.f_bavail * (double)v.f_frsize / 1048576.0, kept);
 }
 
+static int among(const pt_checkpoint_skipped *s, int64_t step) {
+  for (int i = 0; s && i < s->n; i++)
+    if (s->step[i] == step) return 1;
+  return 0;
+}
+
 pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimizer *opt,
-                             const pt_train_position *pos, const char *spec_text, int keep) {
+                             const pt_train_position *pos, const char *spec_text, int keep,
+                             const pt_checkpoint_skipped *damaged) {
   PT_TRY(mkdir_p(dir));
   /* Both files go into a directory of their own, published by one rename:
    * a reader sees the whole pair or nothing. Each file names the save, so
@@ -429,13 +436,13 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
   /* Older generations go only now that a newer one is complete. */
   int n;
   int64_t *steps = list_generations(dir, &n);
-  /* Generations newer than this save are ones a resume skipped as
-   * damaged: they are neither counted (the K kept are K this run can
-   * resume from) nor removed (this run replaces each when it gets there).
-   * The one just written is always among the K. */
+  /* The generations a resume skipped as damaged are neither counted (the
+   * K kept are K a run can resume from) nor removed (the user was told of
+   * them; a save of that step replaces one). The one just written is
+   * always among the K. */
   int kept = 0;
   for (int i = 0; i < n; i++) {
-    if (steps[i] > pos->step || kept++ < (keep > 0 ? keep : 1)) continue;
+    if ((steps[i] != pos->step && among(damaged, steps[i])) || kept++ < (keep > 0 ? keep : 1)) continue;
     snprintf(path, sizeof path, "%s/" GEN_PREFIX "%012lld", dir, (long long)steps[i]);
     remove_tree(path);
     fault_point(); /* 6...: each older generation removed */
@@ -786,11 +793,12 @@ int pt_checkpoint_none_yet(const char *dir) {
 }
 
 pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, pt_train_position *pos,
-                               char *note, size_t note_size) {
+                               char *note, size_t note_size, pt_checkpoint_skipped *skipped) {
+  if (skipped) skipped->n = 0;
   PT_TRY(pt_checkpoint_present(dir));
   int n;
   int64_t *steps = list_generations(dir, &n);
-  char gen[4400], skipped[2048] = "";
+  char gen[4400], why[2048] = "";
   size_t at = 0;
   pt_status st = PT_ERR_IO;
   for (int i = 0; i < n; i++) {
@@ -802,8 +810,10 @@ pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, 
       return st;
     }
     /* a newer checkpoint that does not load: say why, and take the one before */
-    if (at < sizeof skipped)
-      at += (size_t)snprintf(skipped + at, sizeof skipped - at, "%sskipped %s: %s", at ? "; " : "", gen,
+    if (skipped && skipped->n < (int)(sizeof skipped->step / sizeof skipped->step[0]))
+      skipped->step[skipped->n++] = steps[i];
+    if (at < sizeof why)
+      at += (size_t)snprintf(why + at, sizeof why - at, "%sskipped %s: %s", at ? "; " : "", gen,
                              pt_error_message());
   }
   free(steps);
@@ -812,10 +822,10 @@ pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, 
     st = resume_pair(dir, m, opt, pos);
   }
   if (st != PT_OK) {
-    if (n > 0) return pt_fail(PT_ERR_FORMAT, "%s: no complete checkpoint to resume from (%s)", dir, skipped);
+    if (n > 0) return pt_fail(PT_ERR_FORMAT, "%s: no complete checkpoint to resume from (%s)", dir, why);
     return st;
   }
-  if (note && note_size) snprintf(note, note_size, "%s%s%s", gen, at ? " (" : "", at ? skipped : "");
+  if (note && note_size) snprintf(note, note_size, "%s%s%s", gen, at ? " (" : "", at ? why : "");
   if (note && note_size && at) strncat(note, ")", note_size - strlen(note) - 1);
   return PT_OK;
 }

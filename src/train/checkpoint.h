@@ -53,8 +53,18 @@ pt_status pt_checkpoint_prepare_dir(const char *dir);
 /* Writes the host copies (hparam, hbuffer, hstate): on a GPU, call
  * pt_model_to_host and pt_optimizer_to_host first. Loading fills them and
  * uploads. */
+/* The generations a resume skipped as damaged. */
+typedef struct {
+  int64_t step[16];
+  int n;
+} pt_checkpoint_skipped;
+
+/* keep: the generations kept, this one among them; those in damaged (may
+ * be NULL), which nothing can resume from, do not count and are left in
+ * place (a save of the same step replaces one). */
 pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimizer *opt,
-                             const pt_train_position *pos, const char *spec_text, int keep);
+                             const pt_train_position *pos, const char *spec_text, int keep,
+                             const pt_checkpoint_skipped *damaged);
 /* Loads weights (and batch-norm buffers) by name from any safetensors file
  * (ours or PyTorch's), or a checkpoint directory's newest, checking every
  * shape; names missing from the file or extra in it are errors that list
@@ -80,9 +90,9 @@ int pt_checkpoint_none_yet(const char *dir);
  * path and, where newer ones were skipped, which and why: damaged files
  * (a cut file, a CRC-32 that does not match, a mixed pair) are skipped;
  * a state of another configuration (--optimizer, model) is an error at
- * once (PT_ERR_ARG). */
+ * once (PT_ERR_ARG). skipped (may be NULL) gets their steps. */
 pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, pt_train_position *pos,
-                               char *note, size_t note_size);
+                               char *note, size_t note_size, pt_checkpoint_skipped *skipped);
 /* The weights alone (hparam, hbuffer) as one safetensors file, replaced
  * atomically, with the spec in its metadata: what pt_net_save writes. */
 pt_status pt_checkpoint_save_weights(const char *path, const pt_model *m, const char *spec_text);

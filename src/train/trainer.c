@@ -369,6 +369,7 @@ typedef struct {
   int graphs_noted;        /* the note saying why the steps went back to eager was printed */
   int cb_stop;             /* a callback asked to stop */
   pt_checkpoint_lock lock; /* rank 0, the writer: the checkpoint directory's */
+  pt_checkpoint_skipped damaged; /* generations the resume skipped: not counted when pruning */
   int lock_tried;          /* taken, or found unsupported and said so */
   /* --quiet: the latest epoch line not printed, for a run that stops
    * before its last epoch (--max-steps, a target, a signal) to end with it */
@@ -687,7 +688,7 @@ static pt_status report_epoch(worker_t *W, int epoch, int64_t step, double train
 static pt_status resume_position(worker_t *W, pt_train_position *pos) {
   const pt_train_config *c = W->cfg;
   char which[2600];
-  PT_TRY(pt_checkpoint_resume(c->checkpoint_dir, W->whole, &W->opt, pos, which, sizeof which));
+  PT_TRY(pt_checkpoint_resume(c->checkpoint_dir, W->whole, &W->opt, pos, which, sizeof which, &W->damaged));
   if (pos->seed != c->seed)
     return pt_fail(PT_ERR_ARG, "%s: the run being resumed used seed %llu; resume with --seed %llu",
                    c->checkpoint_dir, (unsigned long long)pos->seed, (unsigned long long)pos->seed);
@@ -856,7 +857,8 @@ static pt_status save_checkpoint(worker_t *W, const pt_train_position *pos) {
   PT_TRY(pt_comm_nccl_sync(W->dcomm));
   PT_TRY(pt_model_to_host(W->whole));
   PT_TRY(pt_optimizer_to_host(&W->opt));
-  PT_TRY(pt_checkpoint_save(c->checkpoint_dir, W->whole, &W->opt, pos, W->r->spec_text, c->keep_checkpoints));
+  PT_TRY(pt_checkpoint_save(c->checkpoint_dir, W->whole, &W->opt, pos, W->r->spec_text, c->keep_checkpoints,
+                            &W->damaged));
   pt_trace_span("checkpoint", "io", tk, pt_now());
   return PT_OK;
 }

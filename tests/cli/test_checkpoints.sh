@@ -44,7 +44,13 @@ truncate -s 1000 "$TMP/prune/step-000000000700/state.safetensors"
 train_small prune --resume --checkpoint-every 20 --max-steps 660
 [[ $(gens prune) == "step-000000000640 step-000000000660 step-000000000700 " ]] ||
   fail "behind a damaged step 700, --keep-checkpoints 2: generations $(gens prune)"
-pass "behind a damaged newer generation: two resumable generations kept, the damaged one left"
+# Past it, without a save of its step: still not counted.
+cp -r "$TMP/mid-orig" "$TMP/prune2"
+truncate -s 1000 "$TMP/prune2/step-000000000700/state.safetensors"
+train_small prune2 --resume --max-steps 750
+[[ $(gens prune2) == "step-000000000600 step-000000000700 step-000000000750 " ]] ||
+  fail "past a damaged step 700, --keep-checkpoints 2: generations $(gens prune2)"
+pass "behind and past a damaged generation: two resumable generations kept, the damaged one left"
 
 # weights of another save in the newest generation: refused as a pair
 cp "$TMP/mid-copy/step-000000000600/model.safetensors" "$TMP/mid-copy/step-000000000700/model.safetensors"
@@ -76,7 +82,7 @@ pass "the old single-pair layout resumes"
 grep -q "^fmnist-mlp on fashion-mnist test" "$TMP/eval2.out" || fail "eval DIR: $(cat "$TMP/eval2.out")"
 # --dataset naming images the model cannot take: a usage error, as in train
 make_cifar "$TMP/cifar" 3
-expect_exit 2 "model fmnist-mlp takes 1x28x28 input but the cifar10 images are 3x32x32" -- \
+expect_exit 2 "model fmnist-mlp takes 1x28x28 input but the cifar10 images in $TMP/cifar are 3x32x32" -- \
   "$PTRAIN" eval --checkpoint "$TMP/preset" --dataset cifar10 --data-dir "$TMP/cifar"
 state=$(ls -d "$TMP"/preset/step-*/state.safetensors | head -1)
 expect_exit 1 "state.safetensors is a checkpoint's optimizer state, not its weights: give the model.safetensors beside it" -- \

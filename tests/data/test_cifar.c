@@ -162,6 +162,19 @@ static void test_load_missing(void **state) {
   assert_error_contains(hint);
   assert_int_equal(ds.n, 0);
   assert_null(ds.images);
+
+  /* That batch in the other place the archive may unpack to: the batches
+   * are split, said as such rather than as an incomplete download. */
+  char sub[192], moved[640];
+  snprintf(sub, sizeof sub, "%s/cifar-10-batches-bin", d);
+  assert_int_equal(mkdir(sub, 0755), 0);
+  fx_buf b = fx_cifar(2, 0);
+  fx_write(sub, "data_batch_3.bin", b.p, b.n, NULL);
+  fx_buf_free(&b);
+  assert_int_equal(pt_dataset_load(&ds, PT_DS_CIFAR10, d, 1), PT_ERR_IO);
+  snprintf(moved, sizeof moved, "%s not found, but %s/data_batch_3.bin is there: the batches are split", p, sub);
+  assert_error_contains(moved);
+  assert_error_lacks("incomplete download");
 }
 
 static void test_load_corrupt_batch(void **state) {
