@@ -64,6 +64,16 @@ static void catch_stop_signals(int progress) {
   sigaction(SIGUSR1, &sa, NULL);
 }
 
+/* Once the run is over there is no step to finish nor checkpoint to
+ * write: a signal then takes its default action, so that a batch
+ * system's SIGTERM ends a process that hangs while tearing down (in a
+ * library's exit handlers) rather than only printing a promise. */
+static void release_stop_signals(void) {
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGUSR1, SIG_DFL);
+}
+
 int pt_cmd_train(int argc, char **argv) {
   pt_train_args ta;
   int help;
@@ -153,6 +163,7 @@ int pt_cmd_train(int argc, char **argv) {
     comm = NULL;
   }
   if (st == PT_OK && !stopped_early) st = pt_run_train(run);
+  release_stop_signals();
   rc = 0;
   if (st != PT_OK && usage) {
     rc = pt_cli_usage_fail("train"); /* every rank has the same flags, and stops alike */

@@ -1,6 +1,7 @@
 /* ptrain: the command-line entry point, a dispatcher over subcommands. */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -74,7 +75,24 @@ static void usage(FILE *f) {
           "Quick start: ptrain train --model mnist-cnn --epochs 1\n");
 }
 
+/* OpenBLAS starts a thread per core when it is loaded, before main, and
+ * each allocates its buffers there; ptrain multiplies on threads of its
+ * own and keeps the BLAS at one (gemm.c), so they only idle. Under a
+ * memory limit (ulimit -v, as some batch systems set) their allocation
+ * fails, and OpenBLAS 0.3.21 retries it for ever: the process then hangs
+ * at exit, joining them. OPENBLAS_NUM_THREADS=1 keeps them from starting,
+ * but is read only as the library loads; so, unless the user set it, it
+ * is set and the program started again in place (the same pid, argv and
+ * descriptors), once. */
+static void blas_single_threaded(char **argv) {
+  if (getenv("OPENBLAS_NUM_THREADS")) return;
+  if (setenv("OPENBLAS_NUM_THREADS", "1", 1)) return;
+  execv("/proc/self/exe", argv);
+  /* Not restarted (no /proc): go on as before. */
+}
+
 int main(int argc, char **argv) {
+  blas_single_threaded(argv);
   /* A file-size limit (ulimit -f, a batch system's) would otherwise kill
    * the program mid-write, silently, leaving a temporary file; ignored, the
    * write fails with EFBIG and goes the way of a full disk: a message

@@ -125,6 +125,18 @@ ln -s trace-real.json "$TMP/trace-link.json"
 [[ -L $TMP/trace-link.json && -s $TMP/trace-real.json ]] || fail "--trace through a link: $(ls -l "$TMP"/trace-*)"
 pass "--trace to a missing directory, a directory or a FIFO: refused before training; through a link: written"
 
+# Under an address-space limit (ulimit -v, as some batch systems set) the
+# run ends: OpenBLAS's idle threads, whose buffers the limit refused, hung
+# the exit for ever. Not under sanitizers, whose shadow memory the limit
+# would refuse first.
+if ! ldd "$PTRAIN" | grep -q 'libasan\|libubsan'; then
+  rc=0
+  (ulimit -v 400000; timeout -k 5 60 "$PTRAIN" train --model fmnist-mlp --threads 1 --max-steps 5 --quiet \
+    >"$TMP/vlimit.out" 2>&1) || rc=$?
+  [[ $rc == 0 ]] || fail "under ulimit -v 400000: exit $rc (124 or 137: it hung): $(cat "$TMP/vlimit.out")"
+  pass "under ulimit -v: the run ends, exit 0"
+fi
+
 # --eval-every N evaluates inside epochs (an "eval" metrics line each) without
 # changing the training; --target-accuracy stops at the first evaluation
 # that reaches it, with a "target" line.
