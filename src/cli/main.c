@@ -86,9 +86,16 @@ static void usage(FILE *f) {
  * descriptors), once. */
 static void blas_single_threaded(char **argv) {
   if (getenv("OPENBLAS_NUM_THREADS")) return;
+  /* The file itself, not /proc/self/exe, whose name the process would
+   * take (ps, pgrep and top would show "exe"). */
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0 || (size_t)len >= sizeof self - 1) return;
+  self[len] = 0;
   if (setenv("OPENBLAS_NUM_THREADS", "1", 1)) return;
-  execv("/proc/self/exe", argv);
-  /* Not restarted (no /proc): go on as before. */
+  execv(self, argv);
+  /* Not restarted: go on as before. */
+  unsetenv("OPENBLAS_NUM_THREADS");
 }
 
 int main(int argc, char **argv) {
