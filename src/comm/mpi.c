@@ -1,6 +1,7 @@
 /* The communicator of --parallel ddp: MPI (Open MPI), one process per rank,
  * on one machine or many. Reductions are MPI's non-blocking collectives so
- * that gradient buckets travel while the backward pass goes on; every wait
+ * that gradient buckets travel while the backward pass goes on, their sums
+ * added in rank order (mpi_sum); every wait
  * polls with a deadline, so a rank that died or hangs ends the job with a
  * message instead of hanging it.
  */
@@ -54,11 +55,33 @@ typedef struct {
   char host[56];
 } hb_id;
 
+/* A sum in flight. MPI_Iallreduce would leave the order of the sum to
+ * the MPI library's algorithm (pairwise at 4 ranks), so ddp would differ
+ * from dp, whose threads add in rank order, in the last bits. Instead
+ * each rank is sent its share of every rank's buffer (an all-to-all), adds
+ * the pieces in rank order, as dp does, and the sums are gathered back:
+ * the same bytes on the wire as a ring, and dp's bits at any rank count. */
+typedef struct {
+  int phase; /* 1: the pieces are travelling, a sum and a gather to follow; 0: a plain request */
+  char *buf;
+  MPI_Datatype type;
+  int *cnt, *dsp, *rcnt, *rdsp; /* (size) each, one allocation, kept for the slot */
+  char *scratch;                /* (size, my piece) as received */
+  size_t scratch_cap;
+} mpi_sum;
+
 typedef struct {
   pt_comm base;
   MPI_Comm comm;
   int npending;
   MPI_Request req[PT_COMM_MAX_PENDING];
+  mpi_sum sum[PT_COMM_MAX_PENDING]; /* the reductions among them */
+  /* The gathers of the sums: on a communicator of their own, started in
+   * the order of their sums. MPI matches collectives by the order each
+   * rank starts them on a communicator, and the sums' pieces arrive in
+   * any order: a gather started at once could meet another's all-to-all. */
+  MPI_Comm gcomm;
+  int next_gather; /* the pending index whose gather starts next */
   int err;  /* an MPI error code from the last poll, or MPI_SUCCESS */
   /* isends not yet completed, with where they went for messages */
   int nsends;
@@ -94,15 +117,62 @@ static pt_status mpi_error(mpi_comm *mc, int code) {
                  mc->base.what ? mc->base.what : "a collective", (long long)mc->base.step, msg);
 }
 
+/* My piece of every rank's buffer, received, added in rank order into my
+ * piece of mine. */
+static void add_pieces(mpi_comm *mc, mpi_sum *r) {
+  const int me = mc->base.rank, N = mc->base.size, len = r->rcnt[0];
+  if (r->type == MPI_FLOAT) {
+    const float *in = (const float *)r->scratch;
+    float *out = (float *)r->buf + r->dsp[me];
+    for (int i = 0; i < len; i++) {
+      float s = in[i];
+      for (int j = 1; j < N; j++) s += in[(size_t)j * len + i];
+      out[i] = s;
+    }
+  } else {
+    const double *in = (const double *)r->scratch;
+    double *out = (double *)r->buf + r->dsp[me];
+    for (int i = 0; i < len; i++) {
+      double s = in[i];
+      for (int j = 1; j < N; j++) s += in[(size_t)j * len + i];
+      out[i] = s;
+    }
+  }
+}
+
+/* Advances every request; a sum whose pieces arrived is added and its
+ * gather started. 1 when all are done, or on an error (in mc->err). */
 static int poll_all(void *ctx) {
   mpi_comm *mc = ctx;
-  int done = 0;
-  int rc = MPI_Testall(mc->npending, mc->req, &done, MPI_STATUSES_IGNORE);
-  if (rc != MPI_SUCCESS) {
-    mc->err = rc;
-    return 1;
+  int all = 1;
+  for (int i = 0; i < mc->npending; i++) {
+    while (mc->next_gather < mc->npending && mc->sum[mc->next_gather].phase != 1) mc->next_gather++;
+    int done = 0;
+    const int rc = MPI_Test(&mc->req[i], &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      mc->err = rc;
+      return 1;
+    }
+    if (!done) {
+      all = 0;
+      continue;
+    }
+    mpi_sum *r = &mc->sum[i];
+    if (r->phase != 1) continue;
+    all = 0;
+    if (i != mc->next_gather) continue; /* an earlier sum's gather goes first */
+    add_pieces(mc, r);
+    r->phase = 0;
+    mc->next_gather = i + 1;
+    const int g = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->buf, r->cnt, r->dsp, r->type, mc->gcomm,
+                                  &mc->req[i]);
+    if (g != MPI_SUCCESS) {
+      mc->err = g;
+      return 1;
+    }
+    i = -1; /* a later sum whose pieces came first may go now */
   }
-  return done;
+  return all;
 }
 
 static pt_status mpi_wait_all(pt_comm *c) {
@@ -112,6 +182,7 @@ static pt_status mpi_wait_all(pt_comm *c) {
   pt_status st = pt_comm_poll_wait(c, poll_all, mc);
   const int err = mc->err;
   mc->npending = 0;
+  mc->next_gather = 0;
   if (st != PT_OK) return st;
   return err == MPI_SUCCESS ? PT_OK : mpi_error(mc, err);
 }
@@ -120,7 +191,29 @@ static pt_status start(mpi_comm *mc, void *buf, size_t n, MPI_Datatype type) {
   if (mc->npending == PT_COMM_MAX_PENDING)
     return pt_fail(PT_ERR_STATE, "more than %d reductions in flight", PT_COMM_MAX_PENDING);
   if (n > (size_t)0x7fffffff) return pt_fail(PT_ERR_ARG, "a reduction of %zu elements exceeds MPI's count", n);
-  int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, type, MPI_SUM, mc->comm, &mc->req[mc->npending]);
+  const int N = mc->base.size, me = mc->base.rank;
+  if (N == 1) return PT_OK;
+  mpi_sum *r = &mc->sum[mc->npending];
+  if (!r->cnt && !(r->cnt = malloc(sizeof(int) * 4 * (size_t)N)))
+    return pt_fail(PT_ERR_NOMEM, "out of memory for a reduction's counts");
+  r->dsp = r->cnt + N, r->rcnt = r->cnt + 2 * N, r->rdsp = r->cnt + 3 * N;
+  for (int j = 0; j < N; j++) { /* rank j's piece: [n j / N, n (j + 1) / N) */
+    r->dsp[j] = (int)(n * (size_t)j / (size_t)N);
+    r->cnt[j] = (int)(n * (size_t)(j + 1) / (size_t)N) - r->dsp[j];
+  }
+  const size_t esz = type == MPI_FLOAT ? sizeof(float) : sizeof(double);
+  const size_t need = (size_t)N * (size_t)r->cnt[me] * esz;
+  if (need > r->scratch_cap) {
+    char *p = realloc(r->scratch, need);
+    if (!p) return pt_fail(PT_ERR_NOMEM, "out of memory for a reduction of %zu elements", n);
+    r->scratch = p, r->scratch_cap = need;
+  }
+  for (int j = 0; j < N; j++) r->rcnt[j] = r->cnt[me], r->rdsp[j] = j * r->cnt[me];
+  r->buf = buf;
+  r->type = type;
+  r->phase = 1;
+  int rc = MPI_Ialltoallv(buf, r->cnt, r->dsp, type, r->scratch, r->rcnt, r->rdsp, type, mc->comm,
+                          &mc->req[mc->npending]);
   if (rc != MPI_SUCCESS) return mpi_error(mc, rc);
   mc->npending++;
   return PT_OK;
@@ -145,6 +238,7 @@ static pt_status mpi_bcast(pt_comm *c, void *buf, size_t bytes, int root) {
   const size_t chunk = (size_t)1 << 30;
   for (size_t off = 0; off < bytes; off += chunk) {
     const size_t len = bytes - off < chunk ? bytes - off : chunk;
+    mc->sum[mc->npending].phase = 0;
     int rc = MPI_Ibcast((char *)buf + off, (int)len, MPI_BYTE, root, mc->comm, &mc->req[mc->npending]);
     if (rc != MPI_SUCCESS) return mpi_error(mc, rc);
     mc->npending++;
@@ -155,8 +249,7 @@ static pt_status mpi_bcast(pt_comm *c, void *buf, size_t bytes, int root) {
 
 static void mpi_progress(pt_comm *c) {
   mpi_comm *mc = (mpi_comm *)c;
-  int done;
-  if (mc->npending) MPI_Testall(mc->npending, mc->req, &done, MPI_STATUSES_IGNORE);
+  if (mc->npending) poll_all(mc); /* an error stays in mc->err for the wait */
 }
 
 /* Replies to every ping waiting: each peer has one pong buffer, and a peer
@@ -277,8 +370,10 @@ static void mpi_destroy(pt_comm *c) {
     for (int r = 0; r < mc->base.size; r++)
       if (mc->pong_req[r] != MPI_REQUEST_NULL) MPI_Request_free(&mc->pong_req[r]);
   if (mc->hb != MPI_COMM_NULL) MPI_Comm_free(&mc->hb);
+  MPI_Comm_free(&mc->gcomm);
   MPI_Comm_free(&mc->comm);
   free(mc->ids), free(mc->pong), free(mc->pong_req);
+  for (int i = 0; i < PT_COMM_MAX_PENDING; i++) free(mc->sum[i].cnt), free(mc->sum[i].scratch);
   free(mc);
 }
 
@@ -472,6 +567,12 @@ static pt_status wrap(MPI_Comm comm, double timeout_s, pt_comm **out) {
   MPI_Comm_set_errhandler(mc->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(mc->comm, &mc->base.rank);
   MPI_Comm_size(mc->comm, &mc->base.size);
+  if (MPI_Comm_dup(mc->comm, &mc->gcomm) != MPI_SUCCESS) {
+    MPI_Comm_free(&mc->comm);
+    free(mc);
+    return pt_fail(PT_ERR_COMM, "cannot make the communicator of the gradient sums' gathers (MPI_Comm_dup)");
+  }
+  MPI_Comm_set_errhandler(mc->gcomm, MPI_ERRORS_RETURN);
   MPI_Comm node;
   MPI_Comm_split_type(mc->comm, MPI_COMM_TYPE_SHARED, mc->base.rank, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &mc->base.local_rank);
