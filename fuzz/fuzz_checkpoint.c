@@ -59,7 +59,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   snprintf(dir, sizeof dir, "/tmp/fuzz_checkpoint.XXXXXX");
   if (!mkdtemp(dir)) abort();
   pt_train_position pos = {.next_epoch = 0, .next_batch = 1, .step = 1, .seed = 1, .batch_size = 4, .world = 1};
-  if (pt_checkpoint_save(dir, model, &opt, &pos, NULL, 1) != PT_OK) abort();
+  if (pt_checkpoint_save(dir, model, &opt, &pos, NULL, 1, NULL) != PT_OK) abort();
   atexit(cleanup);
   snprintf(gen, sizeof gen, "%s/step-000000000001", dir);
   char path[256];
@@ -77,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   put(files[!which], good[!which], good_size[!which]);
   pt_train_position pos;
   char note[512];
-  if (pt_checkpoint_resume(dir, model, &opt, &pos, note, sizeof note) == PT_OK) {
+  if (pt_checkpoint_resume(dir, model, &opt, &pos, note, sizeof note, NULL) == PT_OK) {
     /* accepted: the numbers a resume goes on from are in range */
     if (pos.batch_size < 1 || pos.world < 1 || pos.next_epoch < 0 || pos.next_batch < 0 || pos.step < 0) abort();
   }

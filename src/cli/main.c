@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli/args.h"
@@ -77,15 +78,23 @@ static void usage(FILE *f) {
 
 /* OpenBLAS starts a thread per core when it is loaded, before main, and
  * each allocates its buffers there; ptrain multiplies on threads of its
- * own and keeps the BLAS at one (gemm.c), so they only idle. Under a
- * memory limit (ulimit -v, as some batch systems set) their allocation
- * fails, and OpenBLAS 0.3.21 retries it for ever: the process then hangs
- * at exit, joining them. OPENBLAS_NUM_THREADS=1 keeps them from starting,
- * but is read only as the library loads; so, unless the user set it, it
- * is set and the program started again in place (the same pid, argv and
- * descriptors), once. */
+ * own and keeps the BLAS at one (gemm.c), so they only idle. Under an
+ * address-space or data limit (ulimit -v or -d, as some batch systems
+ * set) their allocation fails, and OpenBLAS 0.3.21 retries it for ever:
+ * the process then hangs at exit, joining them. OPENBLAS_NUM_THREADS=1
+ * keeps them from starting, but is read only as the library loads; so,
+ * under such a limit and unless the user set it, it is set and the
+ * program started again in place (the same pid, argv and descriptors),
+ * once. Only then: the restart costs some 20 ms, and under qemu-user
+ * (the tests' other CPUs) it would leave the emulator. */
+static int memory_limited(void) {
+  struct rlimit as, data;
+  return (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
+         (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
+}
+
 static void blas_single_threaded(char **argv) {
-  if (getenv("OPENBLAS_NUM_THREADS")) return;
+  if (getenv("OPENBLAS_NUM_THREADS") || !memory_limited()) return;
   /* The file itself, not /proc/self/exe, whose name the process would
    * take (ps, pgrep and top would show "exe"). */
   char self[4096];
