@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "data/blob.h"
+#include "util/file.h"
 
 #define PT_NUM_CLASSES 10
 
@@ -121,11 +122,6 @@ void pt_dataset_fetch_hint(char *out, size_t cap, pt_dataset_kind kind, const ch
     snprintf(out + r, cap - (size_t)r, " or `apt-get install dataset-fashion-mnist`");
 }
 
-static const char *kind_of(mode_t m) {
-  return S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
-         : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "not a regular file";
-}
-
 /* Why path, where is_file found no file, has none: PT_OK where nothing is
  * there, so that the caller says so (with where to get the data); else
  * what is there, or why it cannot be looked at (a directory that may not
@@ -135,9 +131,10 @@ static pt_status why_no_file(const char *path, const char *what) {
   struct stat sb;
   if (lstat(path, &sb) != 0)
     return errno == ENOENT ? PT_OK : pt_fail_errno(PT_ERR_IO, "%s (%s): cannot look at it", path, what);
-  if (!S_ISLNK(sb.st_mode)) return pt_fail(PT_ERR_IO, "%s: %s, expected a file (%s)", path, kind_of(sb.st_mode), what);
+  if (!S_ISLNK(sb.st_mode))
+    return pt_fail(PT_ERR_IO, "%s: %s, expected a file (%s)", path, pt_file_kind(sb.st_mode), what);
   if (stat(path, &sb) != 0) return pt_fail_errno(PT_ERR_IO, "%s (%s): a link whose target cannot be read", path, what);
-  return pt_fail(PT_ERR_IO, "%s: a link to %s, expected a file (%s)", path, kind_of(sb.st_mode), what);
+  return pt_fail(PT_ERR_IO, "%s: a link to %s, expected a file (%s)", path, pt_file_kind(sb.st_mode), what);
 }
 
 /* Finds dir/base or dir/base.gz. */

@@ -50,7 +50,7 @@ pt_status pt_read_file(const char *path, uint8_t **out, size_t *len) {
   return PT_OK;
 }
 
-static const char *kind_of(mode_t m) {
+const char *pt_file_kind(mode_t m) {
   return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
        : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
 }
@@ -95,7 +95,7 @@ pt_status pt_file_replace_target(const char *path, char **out) {
                            path);
     if (stat(real, &sb) != 0 || !S_ISREG(sb.st_mode)) {
       const pt_status st = pt_fail(PT_ERR_IO, "%s: a symbolic link to %s, which is %s; expected a regular file to "
-                                   "replace", path, real, kind_of(sb.st_mode));
+                                   "replace", path, real, pt_file_kind(sb.st_mode));
       free(real);
       return st;
     }
@@ -103,7 +103,7 @@ pt_status pt_file_replace_target(const char *path, char **out) {
     return PT_OK;
   } else if (!S_ISREG(sb.st_mode)) {
     return pt_fail(PT_ERR_IO, "%s: %s, not a regular file; expected a path for the file to write", path,
-                   kind_of(sb.st_mode));
+                   pt_file_kind(sb.st_mode));
   }
   *out = strdup(path);
   return *out ? PT_OK : pt_fail(PT_ERR_NOMEM, "%s: out of memory", path);

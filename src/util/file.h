@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util/error.h"
 
@@ -23,5 +24,9 @@ pt_status pt_read_file(const char *path, uint8_t **out, size_t *len);
  * failure. Writers check their path with it before the work whose result
  * they write, and again when they write. */
 pt_status pt_file_replace_target(const char *path, char **out);
+
+/* What a file of mode m is, for messages: "a directory", "a FIFO", "a
+ * character device", ..., or "not a regular file". */
+const char *pt_file_kind(mode_t m);
 
 #endif
