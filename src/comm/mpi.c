@@ -81,7 +81,6 @@ typedef struct {
    * rank starts them on a communicator, and the sums' pieces arrive in
    * any order: a gather started at once could meet another's all-to-all. */
   MPI_Comm gcomm;
-  int next_gather; /* the pending index whose gather starts next */
   int err;  /* an MPI error code from the last poll, or MPI_SUCCESS */
   /* isends not yet completed, with where they went for messages */
   int nsends;
@@ -141,36 +140,34 @@ static void add_pieces(mpi_comm *mc, mpi_sum *r) {
 }
 
 /* Advances every request; a sum whose pieces arrived is added and its
- * gather started. 1 when all are done, or on an error (in mc->err). */
+ * gather started, unless an earlier sum's gather has yet to start (held):
+ * the gathers start in the order of their sums on every rank. 1 when all
+ * are done, or on an error (in mc->err). */
 static int poll_all(void *ctx) {
   mpi_comm *mc = ctx;
-  int all = 1;
+  int all = 1, held = 0;
   for (int i = 0; i < mc->npending; i++) {
-    while (mc->next_gather < mc->npending && mc->sum[mc->next_gather].phase != 1) mc->next_gather++;
+    mpi_sum *r = &mc->sum[i];
     int done = 0;
     const int rc = MPI_Test(&mc->req[i], &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
       mc->err = rc;
       return 1;
     }
-    if (!done) {
-      all = 0;
+    if (!done || r->phase == 1) all = 0;
+    if (r->phase != 1) continue;
+    if (!done || held) {
+      held = 1;
       continue;
     }
-    mpi_sum *r = &mc->sum[i];
-    if (r->phase != 1) continue;
-    all = 0;
-    if (i != mc->next_gather) continue; /* an earlier sum's gather goes first */
     add_pieces(mc, r);
     r->phase = 0;
-    mc->next_gather = i + 1;
     const int g = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->buf, r->cnt, r->dsp, r->type, mc->gcomm,
                                   &mc->req[i]);
     if (g != MPI_SUCCESS) {
       mc->err = g;
       return 1;
     }
-    i = -1; /* a later sum whose pieces came first may go now */
   }
   return all;
 }
@@ -182,7 +179,6 @@ static pt_status mpi_wait_all(pt_comm *c) {
   pt_status st = pt_comm_poll_wait(c, poll_all, mc);
   const int err = mc->err;
   mc->npending = 0;
-  mc->next_gather = 0;
   if (st != PT_OK) return st;
   return err == MPI_SUCCESS ? PT_OK : mpi_error(mc, err);
 }

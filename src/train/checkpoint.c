@@ -584,12 +584,12 @@ static pt_status meta_int(const pt_st_file *f, const char *path, const char *key
  * unsigned hold seeds past INT64_MAX as negative int64, which cast back. */
 static pt_status meta_seed(const pt_st_file *f, const char *path, uint64_t *out) {
   const char *v = pt_st_meta(f, "seed");
-  char *end;
   if (!v) return pt_fail(PT_ERR_FORMAT, "%s: metadata has no 'seed'; not a ptrain training state", path);
+  char *end = (char *)v;
   errno = 0;
   if (*v == '-') *out = (uint64_t)strtoll(v, &end, 10);
-  else *out = (v[0] >= '0' && v[0] <= '9') ? strtoull(v, &end, 10) : 0;
-  if (!((v[0] >= '0' && v[0] <= '9') || v[0] == '-') || errno || *end)
+  else if (*v >= '0' && *v <= '9') *out = strtoull(v, &end, 10);
+  if (end == v || errno || *end)
     return pt_fail(PT_ERR_FORMAT, "%s: metadata 'seed'='%s' is not an integer from 0 to %" PRIu64, path, v, UINT64_MAX);
   return PT_OK;
 }
