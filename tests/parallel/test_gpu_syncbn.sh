@@ -43,12 +43,13 @@ close() {
 
 "$PTRAIN" train "${bn[@]}" --device cuda:0 --batch-size 64 --checkpoint-dir "$TMP/gpu1" >"$TMP/log" 2>&1 ||
   fail "one GPU at batch 64: $(cat "$TMP/log")"
-# A world of one: --sync-bn changes nothing, bit for bit.
-"$PTRAIN" train "${bn[@]}" --device cuda:0 --batch-size 64 --sync-bn --checkpoint-dir "$TMP/gpu1-sync" \
-  >"$TMP/log" 2>&1 || fail "one GPU at batch 64 with --sync-bn: $(cat "$TMP/log")"
-cmp -s "$TMP/gpu1/model.safetensors" "$TMP/gpu1-sync/model.safetensors" ||
-  fail "one GPU: --sync-bn with one worker changed the result"
-pass "one GPU: --sync-bn with one worker changes nothing"
+# A world of one: --sync-bn has nothing to pool, and the CLI says so.
+if "$PTRAIN" train "${bn[@]}" --device cuda:0 --batch-size 64 --sync-bn --checkpoint-dir "$TMP/gpu1-sync" \
+  >"$TMP/log" 2>&1; then
+  fail "one GPU with --sync-bn and no --parallel ran instead of being refused"
+fi
+grep -q "this run has one" "$TMP/log" || fail "one GPU with --sync-bn: refused, but not saying why: $(cat "$TMP/log")"
+pass "one GPU: --sync-bn with one worker is refused, saying why"
 
 if [[ $ngpu -ge 2 ]]; then
   "$PTRAIN" train "${bn[@]}" --threads 1 --batch-size 32 --parallel dp --workers 2 --sync-bn \
