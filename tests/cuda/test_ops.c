@@ -860,6 +860,12 @@ static void check_conv_path(const ocase *tc) {
   if (want && !strcmp(want, "gemm") && p.cudnn)
     fail_msg("%s: PT_CUDA_CONV=gemm, but %llu direction(s) ran on cuDNN", tc->label, p.cudnn);
   if (!want && p.gemm) print_message("    %s: %llu direction(s) on the gemm path: %s\n", tc->label, p.gemm, p.why);
+  /* The default's fixed rule (conv.cu): 5x5 kernels, and 3x3 kernels on a
+   * grey or RGB first layer's 1 to 3 channels, never run on cuDNN. */
+  const int gemm_rule = tc->k == 5 || (tc->k == 3 && tc->c <= 3);
+  if (!want && gemm_rule && p.cudnn)
+    fail_msg("%s: %llu direction(s) ran on cuDNN, where the default puts %s on the gemm path", tc->label, p.cudnn,
+             tc->k == 5 ? "5x5 kernels" : "3x3 kernels on 1 to 3 channels in");
 }
 
 /* ---- convolutions and linear layers: the magnitudes each entry is a sum of ---- */

@@ -391,15 +391,16 @@ void note_gemm(const pt_conv_geom *g, int n, const char *direction, const char *
  *    images/s on the gemm path against 108k on cuDNN's heuristic choices
  *    (conv2.0's backward 0.22 against 0.64 ms a step); mnist-cnn's 3x3
  *    layers were the other way round (113k on cuDNN, 81k on gemm).
- *  - 3x3 kernels on 3 channels in, an RGB image's first layer. On an H100
- *    (FP32, 200 profiled steps of cifar-convnet, batch 64, the cuDNN of
- *    PyTorch 2.11's wheels) its conv1, 3 -> 48 channels on 32x32, took
- *    0.35 ms a step on the gemm path against 0.72 on cuDNN's choice, where
- *    conv2 (48 channels in) took 1.46 against 1.01. A 3x3 layer on 1
- *    channel (mnist-cnn's conv1) has not been timed on its own and stays
- *    with cuDNN. */
+ *  - 3x3 kernels on 1 to 3 channels in, a grey or RGB image's first
+ *    layer. On an H100 (FP32, 200 profiled steps of cifar-convnet, batch
+ *    64, the cuDNN of PyTorch 2.11's wheels) its conv1, 3 -> 48 channels on
+ *    32x32, took 0.35 ms a step on the gemm path against 0.72 on cuDNN's
+ *    choice, where conv2 (48 channels in) took 1.46 against 1.01. mnist-cnn's
+ *    conv1, 1 -> 32 on 28x28 (300 profiled steps, batch 64, no data
+ *    gradient), took 0.17 ms on the gemm path against 0.25 on cuDNN, where
+ *    its conv2 (32 channels in) took 0.52 against 0.45. */
 bool gemm_by_default(const pt_conv_geom *g) {
-  return (g->kh == 5 && g->kw == 5) || (g->kh == 3 && g->kw == 3 && g->c == 3);
+  return (g->kh == 5 && g->kw == 5) || (g->kh == 3 && g->kw == 3 && g->c <= 3);
 }
 
 /* The cuDNN handle to use, or NULL for the gemm path. A misspelt or
@@ -423,7 +424,7 @@ void *cudnn_choice(const pt_conv_geom *g, const char *what, char *why, size_t wh
   }
   if (mode == MODE_DEFAULT && gemm_by_default(g)) {
     snprintf(why, why_size, "%s run faster on the gemm path (PT_CUDA_CONV=cudnn overrides)",
-             g->kh == 5 ? "5x5 kernels" : "3x3 kernels on 3 channels in");
+             g->kh == 5 ? "5x5 kernels" : "3x3 kernels on 1 to 3 channels in");
     return nullptr;
   }
 #ifdef PT_HAVE_CUDNN
