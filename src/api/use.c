@@ -15,7 +15,7 @@
 static pt_status bind_device(const char *device, const pt_backend **be) {
   pt_backend_kind kind;
   int gpu = 0;
-  PT_TRY(pt_device_parse(device ? device : "cpu", "device", &kind, &gpu));
+  PT_TRY(pt_device_parse_one(device ? device : "cpu", "device", &kind, &gpu));
   if (kind == PT_BACKEND_CPU) {
     *be = pt_backend_cpu();
     return PT_OK;

@@ -45,7 +45,7 @@ int pt_cmd_eval(int argc, char **argv) {
   /* A mistyped --device is said before the checkpoint is read. */
   pt_backend_kind kind;
   int index;
-  if (pt_device_parse(device, "--device", &kind, &index) != PT_OK) return pt_cli_usage_fail("eval");
+  if (pt_device_parse_one(device, "--device", &kind, &index) != PT_OK) return pt_cli_usage_fail("eval");
   pt_net *net = NULL;
   pt_data *data = NULL;
   pt_eval ev;

@@ -220,6 +220,10 @@ pt_status pt_backend_unbind(const pt_backend *be);
  * kind and index; an error names flag (the option it came from) and what
  * is expected. */
 pt_status pt_device_parse(const char *dev, const char *flag, pt_backend_kind *kind, int *index);
+/* The same for the one device of a run, an evaluation or a rank, where the
+ * CPU is one device: cpu:N other than cpu:0 (a virtual device, which only
+ * a list of stages or dp workers distinguishes) is refused. */
+pt_status pt_device_parse_one(const char *dev, const char *flag, pt_backend_kind *kind, int *index);
 
 #ifdef __cplusplus
 }

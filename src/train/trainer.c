@@ -253,7 +253,7 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
       return pt_fail(PT_ERR_ARG, "--device names the one device of a run or rank; --devices lists a dp run's "
                                  "devices: give one of them");
     int k;
-    PT_TRY(pt_device_parse(c->device, "--device", &r->backend, &k));
+    PT_TRY(pt_device_parse_one(c->device, "--device", &r->backend, &k));
     /* Under mpirun each rank is a stage on its GPU; in one process the
      * stages' GPUs are listed. */
     if (r->staged && r->backend != PT_BACKEND_CPU && !c->comm)

@@ -9,6 +9,9 @@ T=("$PTRAIN" train --model fmnist-mlp --max-steps 2 --quiet)
 expect_exit 2 "'gpu' is not a device; expected cpu, cpu:N, cuda or cuda:N" -- "${T[@]}" --device gpu
 expect_exit 2 "'cuda:x': expected cuda:N" -- "${T[@]}" --device cuda:x
 expect_exit 2 "'cuda:' : expected|'cuda:': expected cuda:N" -- "${T[@]}" --device cuda:
+# The CPU is one device: cpu:N names only a stage or a dp worker of --devices.
+expect_exit 2 "--device: 'cpu:1': the CPU is one device, cpu [(]or cpu:0[)]" -- "${T[@]}" --device cpu:1
+expect_exit 2 "--device: 'cpu:3': the CPU is one device" -- "$PTRAIN" eval --checkpoint x --model fmnist-mlp --device cpu:3
 expect_exit 2 "mixes CPU and CUDA devices" -- "${T[@]}" --parallel dp --devices cuda:0,cpu:1
 expect_exit 2 "cuda:0 is named twice" -- "${T[@]}" --parallel dp --devices cuda:0,cuda:0
 expect_exit 2 "list the GPUs with --devices cuda:0,cuda:1" -- "${T[@]}" --parallel dp --device cuda

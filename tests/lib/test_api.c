@@ -476,6 +476,12 @@ static void test_config_numbers_out_of_range(void **state) {
   pt_eval ev;
   assert_int_equal(pt_evaluate(net, test_data, NULL, 3000, &ev), PT_ERR_ARG);
   assert_non_null(strstr(pt_error_message(), "threads 3000: expected 0 (the cores) to 1024"));
+  /* The CPU is one device; a misspelt one is named. */
+  assert_int_equal(pt_evaluate(net, test_data, "cpu:2", 1, &ev), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "'cpu:2': the CPU is one device"));
+  assert_int_equal(pt_evaluate(net, test_data, "gpu", 1, &ev), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "'gpu' is not a device"));
+  assert_int_equal(pt_evaluate(net, test_data, "cpu:0", 1, &ev), PT_OK);
   pt_net_free(net);
 }
 

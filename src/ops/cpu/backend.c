@@ -178,3 +178,11 @@ pt_status pt_device_parse(const char *dev, const char *flag, pt_backend_kind *ki
   *index = (int)k;
   return PT_OK;
 }
+
+pt_status pt_device_parse_one(const char *dev, const char *flag, pt_backend_kind *kind, int *index) {
+  PT_TRY(pt_device_parse(dev, flag, kind, index));
+  if (*kind == PT_BACKEND_CPU && *index != 0)
+    return pt_fail(PT_ERR_ARG, "%s: '%s': the CPU is one device, cpu (or cpu:0), whose cores --threads sets; "
+                               "cpu:N names a stage or a dp worker in --devices", flag, dev);
+  return PT_OK;
+}
