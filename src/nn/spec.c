@@ -270,6 +270,7 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
   ctx_t c = {origin, 0};
   int have_input = 0;
   int norm_line = 0, norm_values = 0; /* the first normalize value list of more than one */
+  int loss_line = 0;                  /* the loss line, for the check that NLL follows logsoftmax */
   const char *p = text;
   /* A UTF-8 byte-order mark, which some Windows editors write: taken as
    * CRLF line ends are, not as part of the first directive. */
@@ -319,6 +320,7 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
       have_input = 1;
     } else if (!strcmp(tok[0], "loss")) {
       if (ntok != 2) return err(&c, "expected 'loss nll' or 'loss cross-entropy'", NULL, NULL);
+      loss_line = c.line;
       if (!strcmp(tok[1], "nll")) spec->loss = PT_LOSS_NLL;
       else if (!strcmp(tok[1], "cross-entropy")) spec->loss = PT_LOSS_CROSS_ENTROPY;
       else return err(&c, "unknown loss '%s' (expected nll or cross-entropy)", tok[1], NULL);
@@ -368,6 +370,13 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
     return pt_fail(PT_ERR_FORMAT, "%s:%d: normalize: %d values for an input of %d channel%s: give one value, or "
                    "one per channel", origin, norm_line, norm_values, spec->in_c, spec->in_c == 1 ? "" : "s");
   if (!spec->nlayers) return pt_fail(PT_ERR_FORMAT, "%s: no layers", origin);
+  /* NLL takes log-probabilities, and of these layers only logsoftmax makes
+   * them: on raw scores the loss has no floor and training diverges
+   * without a word. */
+  if (spec->loss == PT_LOSS_NLL && spec->layers[spec->nlayers - 1].kind != PT_L_LOGSOFTMAX)
+    return pt_fail(PT_ERR_FORMAT, "%s:%d: loss nll expects log-probabilities, but the model ends with %s: end it "
+                   "with logsoftmax, or use 'loss cross-entropy' (which takes raw scores)", origin, loss_line,
+                   pt_layer_kind_name(spec->layers[spec->nlayers - 1].kind));
   if (!spec->name[0]) snprintf(spec->name, sizeof spec->name, "custom");
   return PT_OK;
 }

@@ -146,6 +146,12 @@ static void test_spec_errors(void **s) {
   expect_error("input 1 28 28\nflatten\nlinear l out=2\nloss mse\n", "unknown loss 'mse'");
   expect_error("input 1 28 28\nflatten\nlinear l out=2\ndropout p=1.5\n", "p=1.5");
   expect_error("input 1 28 28\nflatten\nlinear l out=1\n", "at least 2");
+  /* NLL on raw scores has no floor: only logsoftmax makes log-probabilities. */
+  expect_error("input 1 28 28\nloss nll\nflatten\nlinear l out=10\n",
+               "model.txt:2: loss nll expects log-probabilities, but the model ends with linear: end it with "
+               "logsoftmax, or use 'loss cross-entropy'");
+  expect_error("input 1 28 28\nflatten\nlinear l out=10\nlogsoftmax\ndropout p=0.5\nloss nll\n",
+               "model.txt:6: loss nll expects log-probabilities, but the model ends with dropout");
   /* Given twice, one value would be dropped without a word. */
   expect_error("input 1 28 28\nflatten\nlinear fc out=10 out=20\n", "model.txt:3: option 'out' given twice");
   expect_error("input 1 28 28\ninput 1 28 28\nflatten\nlinear fc out=10\n",
