@@ -8,6 +8,7 @@
 #include "api/api.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "util/notice.h"
 
 int pt_cmd_eval(int argc, char **argv) {
   const char *ckpt = NULL, *model = NULL, *model_file = NULL, *dataset = NULL, *data_dir = NULL, *device = "cpu";
@@ -63,6 +64,7 @@ int pt_cmd_eval(int argc, char **argv) {
     usage = data->ds.c != mc || data->ds.h != mh || data->ds.w != mw;
   }
   if (st == PT_OK) st = pt_evaluate_with(net, data, device, threads, batch, !keep_denormals, &ev);
+  pt_notice_flush(stderr); /* a backend's fallback to a slower path */
   if (st == PT_OK)
     printf("%s on %s test: loss %.4f, accuracy %.4f (%lld/%lld)\n", pt_net_name(net),
            pt_dataset_kind_name((pt_dataset_kind)data->kind), ev.loss, ev.accuracy, (long long)ev.correct,

@@ -40,6 +40,7 @@
 #include "train/step.h"
 #include "util/fpmode.h"
 #include "util/philox.h"
+#include "util/notice.h"
 #include "util/timer.h"
 #include "util/trace.h"
 
@@ -1112,6 +1113,13 @@ static pt_status train_loop(worker_t *W) {
         pt_gpu_watch_line(&W->watch, gpu_line, sizeof gpu_line);
         pt_progress_set_extra(&prog, gpu_line);
       }
+      /* A backend's warning (a fallback to a slower path) as soon as it is
+       * raised, on a line of its own: a progress bar's line is cleared
+       * first, and drawn again by the update. */
+      if (W->out && pt_notice_pending()) {
+        pt_progress_finish(&prog);
+        pt_notice_flush(W->out);
+      }
       pt_progress_update(&prog, b, pos.step, loss_sum / (double)samples, dt > 0 ? fresh / dt : 0.0);
       if (W->caller && c->on_step && !W->cb_stop) {
         const pt_step info = {.epoch = epoch + 1, .step = pos.step, .batch = b, .batches = nb,
@@ -1456,6 +1464,8 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   else if (W && W[0].result.failed_alike) result->failed_alike = 1;
   if (st == PT_OK && cfg->final_model) st = take_final_model(&W[0], cfg->final_model);
   const int rank0 = !ddp || cfg->comm->rank == 0;
+  /* Raised after the last step (an evaluation's): before the summary. */
+  if (rank0 && out) pt_notice_flush(out);
   if (st == PT_OK && !cfg->quiet && rank0 && out && result->steps_run == 0) {
     /* A resume with nothing left to do: no time, no rate to report. */
     fprintf(out, "done: nothing left to train at step %lld%s%s\n", (long long)result->steps,

@@ -18,6 +18,7 @@
 #include "ops/cuda/context.h"
 #include "ops/cuda/graph.h"
 #include "ops/cuda/ops.h"
+#include "util/notice.h"
 
 namespace {
 
@@ -214,8 +215,8 @@ void enable_peer(int dev, int peer) {
   if (cudaDeviceCanAccessPeer(&can, dev, peer) == cudaSuccess && can) {
     const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
     if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
-      fprintf(stderr, "warning: cuda:%d cannot reach cuda:%d directly (%s); copies between them go through the "
-              "driver's staging\n", dev, peer, cudaGetErrorString(e));
+      pt_notice("cuda:%d cannot reach cuda:%d directly (%s); copies between them go through the driver's staging",
+                dev, peer, cudaGetErrorString(e));
   }
   (void)cudaGetLastError();
 }

@@ -58,6 +58,7 @@
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/graph.h"
 #include "ops/cuda/ops.h"
+#include "util/notice.h"
 
 namespace {
 
@@ -790,9 +791,8 @@ void disable(bool *ok, cudnnStatus_t *err, cudnnStatus_t s, const char *fn, cons
   *ok = false;
   *err = s;
   if (warned_fallback.exchange(true)) return;
-  fprintf(stderr,
-          "warning: %s returned %s for conv %dx%dx%d -> %d (kernel %dx%d, stride %d, pad %d, batch %d); that "
-          "direction of that convolution runs on the gemm path from now on\n",
+  pt_notice("%s returned %s for conv %dx%dx%d -> %d (kernel %dx%d, stride %d, pad %d, batch %d); that direction "
+            "of that convolution runs on the gemm path from now on",
           fn, cudnnGetErrorString(s), g->c, g->h, g->w, g->oc, g->kh, g->kw, g->stride, g->pad, n);
 }
 
