@@ -39,8 +39,8 @@
 #include "train/warm_up.h"
 #include "train/step.h"
 #include "util/fpmode.h"
-#include "util/philox.h"
 #include "util/notice.h"
+#include "util/philox.h"
 #include "util/timer.h"
 #include "util/trace.h"
 

@@ -793,7 +793,7 @@ void disable(bool *ok, cudnnStatus_t *err, cudnnStatus_t s, const char *fn, cons
   if (warned_fallback.exchange(true)) return;
   pt_notice("%s returned %s for conv %dx%dx%d -> %d (kernel %dx%d, stride %d, pad %d, batch %d); that direction "
             "of that convolution runs on the gemm path from now on",
-          fn, cudnnGetErrorString(s), g->c, g->h, g->w, g->oc, g->kh, g->kw, g->stride, g->pad, n);
+            fn, cudnnGetErrorString(s), g->c, g->h, g->w, g->oc, g->kh, g->kw, g->stride, g->pad, n);
 }
 
 /* Why a direction of plan p is not cuDNN's, into buf. */
