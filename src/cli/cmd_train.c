@@ -3,6 +3,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -74,6 +75,39 @@ static void release_stop_signals(void) {
   signal(SIGUSR1, SIG_DFL);
 }
 
+/* After the model and the flags are checked, before the data is read:
+ * whether every rank passed. A rank that failed alone (its flags, its
+ * model file) would otherwise leave the others waiting for it in the first
+ * collective until --timeout. Where some failed, the lowest of them says
+ * why, for all; every rank then stops with its status (the usage error's
+ * 2, else 1). *said: 1 where another rank says it, 2 where this one
+ * does (and no rank needs taking down). Fails
+ * only where the ranks cannot agree (one is dead, or hangs). */
+static pt_status checks_agreed(pt_comm *comm, pt_status *st, int *usage, int *said) {
+  double *at = calloc((size_t)comm->size, sizeof *at); /* per rank: 0 passed, 1 a usage error, 2 another error */
+  if (!at) return pt_fail(PT_ERR_NOMEM, "out of memory for %d ranks' start-up checks", comm->size);
+  at[comm->rank] = *st == PT_OK ? 0 : *usage ? 1 : 2;
+  comm->what = "the ranks' start-up checks";
+  const pt_status agreed = pt_comm_allreduce_f64(comm, at, (size_t)comm->size);
+  int first = -1;
+  for (int k = 0; agreed == PT_OK && k < comm->size && first < 0; k++)
+    if (at[k] > 0) first = k;
+  if (first >= 0 && first != comm->rank) {
+    *said = 1;
+    *usage = at[first] == 1;
+    if (*st == PT_OK) *st = *usage ? PT_ERR_ARG : PT_ERR_COMM;
+  } else if (first >= 0) {
+    *said = 2; /* by this rank, for all: no abort needed, every rank stops */
+    if (comm->rank) {
+      char why[2048];
+      snprintf(why, sizeof why, "%s", pt_error_message());
+      pt_fail(*st, "rank %d: %s", comm->rank, why);
+    }
+  }
+  free(at);
+  return agreed;
+}
+
 int pt_cmd_train(int argc, char **argv) {
   pt_train_args ta;
   int help;
@@ -128,6 +162,13 @@ int pt_cmd_train(int argc, char **argv) {
    * said before the data is read; what goes wrong from here on is not. */
   int usage = 0;
   if (st == PT_OK) usage = (st = pt_run_check(net, dataset, &c, comm)) == PT_ERR_ARG;
+  int said = 0; /* all ranks stop at the checks: 1 another rank says why, 2 this one */
+  if (comm && comm->size > 1 && checks_agreed(comm, &st, &usage, &said) != PT_OK) {
+    pt_comm_destroy(comm);
+    pt_net_free(net);
+    pt_comm_mpi_finalize();
+    return pt_cli_fail("train");
+  }
   if (starting(st, comm)) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TRAIN, &train);
   if (starting(st, comm)) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TEST, &test);
   if (starting(st, comm)) {
@@ -166,7 +207,9 @@ int pt_cmd_train(int argc, char **argv) {
   release_stop_signals();
   rc = 0;
   if (st != PT_OK && usage) {
-    rc = pt_cli_usage_fail("train"); /* every rank has the same flags, and stops alike */
+    rc = said == 1 ? PT_USAGE_ERROR : pt_cli_usage_fail("train"); /* every rank knows, and stops alike */
+  } else if (st != PT_OK && said) {
+    rc = said == 1 ? 1 : pt_cli_fail("train");
   } else if (st != PT_OK && run && run->failed_alike) {
     /* Ranks started with different flags: every rank has the same message,
      * and rank 0 says it for all. */

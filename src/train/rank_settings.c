@@ -33,13 +33,17 @@ static void add(settings *s, const char *name, const char *fmt, ...) {
   s->n++;
 }
 
-/* As a person wrote it (0.01, not 0.00999999978), unless that loses bits:
- * values that differ must not print alike. */
-static void add_float(settings *s, const char *name, double v, int exact_digits) {
+/* As a person wrote it (0.01, not 0.00999999978): the shortest decimal
+ * that reads back as v, read as a float where v is one (the flags are
+ * read as floats, and --target-accuracy 0.6 is not the double 0.6), so
+ * values that differ never print alike. */
+static void add_float(settings *s, const char *name, double v) {
+  const int is_float = (double)(float)v == v;
   char b[40];
-  snprintf(b, sizeof b, "%.*g", exact_digits - 2, v);
-  const double back = exact_digits > 9 ? strtod(b, NULL) : (double)strtof(b, NULL);
-  if (back != v) snprintf(b, sizeof b, "%.*g", exact_digits, v);
+  for (int digits = 1; digits <= 17; digits++) {
+    snprintf(b, sizeof b, "%.*g", digits, v);
+    if (is_float ? (double)strtof(b, NULL) == v : strtod(b, NULL) == v) break;
+  }
   add(s, name, "%s", b);
 }
 
@@ -118,12 +122,12 @@ static void fill(settings *s, const pt_train_config *c, const pt_train_plan *r, 
   add(s, "--test-batch-size", "%d", r->test_batch);
   add(s, "--accum-steps", "%d", r->accum);
   add(s, "--optimizer", "%s", pt_opt_kind_name(r->opt.kind));
-  add_float(s, "--lr", r->opt.lr, 9);
-  add_float(s, "--momentum", r->opt.momentum, 9);
+  add_float(s, "--lr", r->opt.lr);
+  add_float(s, "--momentum", r->opt.momentum);
   add(s, "--nesterov", "%s", on(r->opt.nesterov));
-  add_float(s, "--weight-decay", r->opt.weight_decay, 9);
+  add_float(s, "--weight-decay", r->opt.weight_decay);
   add(s, "--scheduler", "%s", pt_sched_kind_name(r->sched));
-  add_float(s, "--gamma", r->gamma, 9);
+  add_float(s, "--gamma", r->gamma);
   add(s, "--seed", "%llu", (unsigned long long)c->seed);
   add(s, "--no-shuffle", "%s", on(c->no_shuffle));
   add(s, "--no-dropout", "%s", on(c->no_dropout));
@@ -132,16 +136,16 @@ static void fill(settings *s, const pt_train_config *c, const pt_train_plan *r, 
   add(s, "--keep-denormals", "%s", on(c->keep_denormals));
   add(s, "--sync-bn", "%s", on(c->sync_bn));
   /* The buckets are the gradient reductions: their sizes must match. */
-  add_float(s, "--bucket-mb", c->bucket_mb, 17);
+  add_float(s, "--bucket-mb", c->bucket_mb);
   /* On GPUs the loss is read, with a reduction, every log interval. */
   if (r->backend == PT_BACKEND_CUDA) add(s, "--log-interval", "%d", c->log_interval);
   else add(s, "--log-interval", "any (CPU)");
   add(s, "--eval-every", "%lld", (long long)c->eval_every);
-  add_float(s, "--target-accuracy", c->target_accuracy, 17);
+  add_float(s, "--target-accuracy", c->target_accuracy);
   /* Saves are collective (stages gather their parts first). */
   add(s, "--save-model", "%s", on(c->save_model));
   add(s, "--checkpoint-every", "%lld", (long long)c->checkpoint_every);
-  add_float(s, "--checkpoint-interval", c->checkpoint_interval, 17);
+  add_float(s, "--checkpoint-interval", c->checkpoint_interval);
   add(s, "--exit-after-checkpoint", "%s", on(c->exit_after_checkpoint));
   add(s, "--resume", "%s", on(c->resume));
   add(s, "--init-from", "%s", c->init_from ? "given" : "none");

@@ -24,6 +24,7 @@ differ() {
   local name=$1 extra=$2 pattern=$3 rc=0; shift 3
   EXTRA1=$extra timeout -k 10 120 mpirun -np 2 -x EXTRA1 -x PTRAIN_BIN "$TMP/per-rank.sh" "${common[@]}" "$@" \
     >"$TMP/$name.out" 2>"$TMP/$name.err" || rc=$?
+  last_rc=$rc
   [[ $rc != 0 ]] || fail "$name: rank 1 with $extra: the job exited 0: $(cat "$TMP/$name.out")"
   [[ $rc != 124 && $rc != 137 ]] || fail "$name: rank 1 with $extra: the job hung: $(cat "$TMP/$name.err")"
   grep -Eq -- "$pattern" "$TMP/$name.err" || fail "$name: rank 1 with $extra: stderr lacks /$pattern/: $(cat "$TMP/$name.err")"
@@ -39,9 +40,26 @@ differ batch "--batch-size 50" "rank 1's --batch-size is 50, rank 0's is 100: $s
 differ model "--model mnist-cnn" "rank 1's --model is mnist-cnn, rank 0's is fmnist-mlp: $same" --parallel ddp
 differ steps "--max-steps 7" "rank 1's --max-steps is 7, rank 0's is 4: $same" --parallel ddp
 differ lr "--lr 0.5" "rank 1's --lr is 0.5, rank 0's is 0.01: $same" --parallel ddp
+differ target "--target-accuracy 0.6" "rank 1's --target-accuracy is 0.6, rank 0's is 0: $same" --parallel ddp
 differ micro "--micro-batches 2" "rank 1's --micro-batches is 2, rank 0's is 4: $same" --parallel pipeline
 differ dataset "--dataset mnist --data-dir $FMNIST" "rank 1's --dataset is mnist, rank 0's is fashion-mnist: $same" \
   --parallel ddp
+
+# A flag refused on rank 1 alone (--gamma without a step schedule) stops
+# every rank at the start-up checks: exit 2 and rank 1's reason, once.
+# Rank 0 used to wait for rank 1 in the comparison of settings until
+# --timeout, then exit 1 blaming a hung rank.
+differ alone "--gamma 0.5" "^ptrain train: rank 1: --gamma applies to --scheduler step, not none" --parallel ddp
+[[ $last_rc == 2 ]] || fail "a usage error on rank 1 alone: exit $last_rc, expected 2: $(cat "$TMP/alone.err")"
+grep -q "no answer" "$TMP/alone.err" && fail "a usage error on rank 1 alone: rank 0 waited: $(cat "$TMP/alone.err")"
+[[ $(grep -c "gamma applies" "$TMP/alone.err") == 1 ]] || fail "rank 1's reason not said once: $(cat "$TMP/alone.err")"
+pass "a usage error on rank 1 alone: exit 2, said once, no waiting"
+# The same refused flag on every rank: said once, by rank 0.
+EXTRA1= timeout -k 10 120 mpirun -np 2 -x EXTRA1 -x PTRAIN_BIN "$TMP/per-rank.sh" "${common[@]}" --parallel ddp \
+  --gamma 0.5 >"$TMP/all.out" 2>"$TMP/all.err" && fail "--gamma without a step schedule on every rank: exit 0"
+[[ $(grep -c "^ptrain train: --gamma applies" "$TMP/all.err") == 1 ]] ||
+  fail "a usage error on every rank: not said once, by rank 0: $(cat "$TMP/all.err")"
+pass "a usage error on every rank: said once, by rank 0"
 
 # What may differ: threads (machines differ in cores) and where output goes.
 EXTRA1="--threads 2 --metrics $TMP/rank1.jsonl --quiet" timeout -k 10 120 mpirun -np 2 -x EXTRA1 -x PTRAIN_BIN \
