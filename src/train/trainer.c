@@ -1194,6 +1194,15 @@ static pt_status train_loop(worker_t *W) {
       if (want > 0.0) cb_stopped = stopped = 1;
     }
     if (cb_stopped) res->stopped_by = PT_STOP_CALLBACK;
+    /* A signal that came after the epoch's last step (during its
+     * evaluation): agreed on here, since after the run's last step no step
+     * follows to carry it, and its message promised a checkpoint. */
+    if (!signalled) {
+      double asked = pt_train_stop_signal() ? 1.0 : 0.0;
+      W->comm->what = "the agreement to stop after the evaluation";
+      PT_TRY(pt_comm_allreduce_f64(W->comm, &asked, 1));
+      signalled = asked > 0.0;
+    }
     if ((saving || signalled) && saved_step != pos.step) {
       PT_TRY(save_checkpoint(W, &pos));
       /* With exit_after_checkpoint the interval runs from the process's

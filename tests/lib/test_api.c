@@ -256,6 +256,42 @@ static void test_request_stop(void **state) {
   pt_net_free(net);
 }
 
+/* A request that comes after the run's last step, during its last
+ * evaluation (the epoch callback runs after it): the run ends checkpointed
+ * and says it was signalled, as the request's message promised, rather
+ * than completing with nothing saved. */
+static int request_stop_after_last(const pt_epoch *e, void *user) {
+  (void)user;
+  if (e->epoch == 3) pt_request_stop(SIGTERM);
+  return 0;
+}
+
+static void test_request_stop_after_the_last_step(void **state) {
+  (void)state;
+  char dir[128], state_file[200];
+  snprintf(dir, sizeof dir, "%s/stop-last", tmpdir);
+  pt_net *net;
+  pt_config c;
+  config(&c);
+  c.checkpoint_dir = dir;
+  c.on_epoch = request_stop_after_last;
+  pt_result r;
+  assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
+  assert_int_equal(r.stopped, PT_RUN_STOPPED_SIGNAL);
+  assert_int_equal(r.steps, 3 * N / 20);
+  snprintf(state_file, sizeof state_file, "%s/step-%012d/state.safetensors", dir, 3 * N / 20);
+  struct stat sb;
+  assert_int_equal(stat(state_file, &sb), 0);
+  /* Resumed, there is nothing left to do. */
+  c.on_epoch = NULL;
+  c.resume = 1;
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
+  assert_int_equal(r.stopped, PT_RUN_COMPLETE);
+  assert_int_equal(r.steps, 3 * N / 20);
+  pt_net_free(net);
+}
+
 static void test_training_continues_from_the_nets_weights(void **state) {
   (void)state;
   pt_net *net;
@@ -655,6 +691,7 @@ int main(void) {
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_batch_larger_than_the_data),
       cmocka_unit_test(test_request_stop),
+      cmocka_unit_test(test_request_stop_after_the_last_step),
       cmocka_unit_test(test_callbacks_see_every_step_and_stop_the_run),
       cmocka_unit_test(test_training_continues_from_the_nets_weights),
       cmocka_unit_test(test_save_and_load),
