@@ -133,14 +133,6 @@ static int valid_memory(const char *v) {
   return *u == 0;
 }
 
-/* Whether a training argument names this flag, as "--flag" or "--flag=V". */
-static int has_train_flag(char **v, int n, const char *flag) {
-  size_t len = strlen(flag);
-  for (int i = 0; i < n; i++)
-    if (!strncmp(v[i], flag, len) && (v[i][len] == 0 || v[i][len] == '=')) return 1;
-  return 0;
-}
-
 /* The ptrain the script runs: this very binary unless told otherwise, by
  * absolute path, because a batch job's PATH is not the user's shell's. */
 static int ptrain_path(const char *given, char *buf, size_t size) {
@@ -248,7 +240,7 @@ static void print_help(const pt_arg *slurm, int ns, const pt_arg *condor, int nc
  * time-limit checkpoint: the trained weights are lost, and a resubmission
  * trains again from there. */
 static int adds_save_model(const slurm_opts *o, char **train, int ntrain) {
-  return !o->no_save_model && !has_train_flag(train, ntrain, "--save-model");
+  return !o->no_save_model && !pt_train_args_has(train, ntrain, "--save-model");
 }
 
 static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int argc, char **argv, char **train,
@@ -301,7 +293,7 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
   fputs(" train", f);
   if (tasks > 1) fputs(" --parallel ddp", f);
   if (o->add_device) fputs(" --device cuda", f);
-  if (!has_train_flag(train, ntrain, "--threads")) fputs(" --threads \"$threads\"", f);
+  if (!pt_train_args_has(train, ntrain, "--threads")) fputs(" --threads \"$threads\"", f);
   if (adds_save_model(o, train, ntrain)) fputs(" --save-model", f);
   put_words(f, train, ntrain);
   fputs(" \"$@\" || rc=$?\n", f);
@@ -382,9 +374,9 @@ static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrai
   fputs(" train", f);
   if (o->gpus > 1) fputs(" --parallel ddp", f);
   if (o->add_device) fputs(" --device cuda", f);
-  if (!has_train_flag(train, ntrain, "--threads")) fprintf(f, " --threads %d", threads);
+  if (!pt_train_args_has(train, ntrain, "--threads")) fprintf(f, " --threads %d", threads);
   fputs(" --save-model --checkpoint-dir " PT_JOB_CKPT_DIR " --exit-after-checkpoint", f);
-  if (!has_train_flag(train, ntrain, "--checkpoint-interval") && !has_train_flag(train, ntrain, "--checkpoint-every"))
+  if (!pt_train_args_has(train, ntrain, "--checkpoint-interval") && !pt_train_args_has(train, ntrain, "--checkpoint-every"))
     fprintf(f, " --checkpoint-interval %d", o->checkpoint_interval);
   fputs(" \"$@\"", f);
   put_words(f, train, ntrain);
@@ -457,7 +449,7 @@ static pt_status write_stdout(const char *text, size_t len) {
  * job holds (and is billed for) its GPUs. Each rank then takes the GPU of
  * its local rank among those the scheduler made visible. */
 static int adds_device(int gpus, char **train, int ntrain) {
-  return gpus > 0 && !has_train_flag(train, ntrain, "--device") && !has_train_flag(train, ntrain, "--devices");
+  return gpus > 0 && !pt_train_args_has(train, ntrain, "--device") && !pt_train_args_has(train, ntrain, "--devices");
 }
 
 /* A CPU device chosen while GPUs are asked for is refused rather than
@@ -468,34 +460,6 @@ static int check_gpu_device(const char *cmd, const char *gpu_flag, int gpus, con
   return usage_error(cmd, "%s %s after '--' but %s %d asks for GPUs: the job would hold them and train on the CPU; "
                           "leave out %s, or %s %s",
                      flag, dev, gpu_flag, gpus, gpu_flag, flag, dev);
-}
-
-/* The training command line the script runs (pre: what the script adds
- * before TRAIN_ARGS), checked by train's own parser, which reads no files:
- * a script that train would refuse fails only after its wait in the queue,
- * or, requeued, without end. */
-static int check_train(const char *cmd, const char *const *pre, int npre, char **train, int ntrain,
-                       pt_train_args *ta) {
-  const int n = 2 + npre + ntrain;
-  char **v = malloc(sizeof *v * (size_t)(n + 1));
-  if (!v) {
-    pt_fail(PT_ERR_NOMEM, "out of memory");
-    return pt_cli_fail("jobscript");
-  }
-  v[0] = "ptrain";
-  v[1] = "train";
-  for (int i = 0; i < npre; i++) v[2 + i] = (char *)pre[i];
-  for (int i = 0; i < ntrain; i++) v[2 + npre + i] = train[i];
-  v[n] = NULL;
-  int help;
-  const int rc = pt_train_args_parse(n, v, 2, ta, &help);
-  free(v);
-  if (rc) {
-    fprintf(stderr, "ptrain %s: the arguments after '--' are ptrain train's, and it refuses them (above)\n", cmd);
-    return PT_USAGE_ERROR;
-  }
-  if (help) return usage_error(cmd, "--help after '--': the job would print train's help and train nothing");
-  return 0;
 }
 
 static int run_slurm(const slurm_opts *o, const char *ptrain, int argc, char **argv, char **train, int ntrain) {
@@ -692,11 +656,11 @@ int pt_cmd_jobscript(int argc, char **argv) {
     if ((rc = check_token(cmd, "--partition", so.partition)) || (rc = check_token(cmd, "--output", so.output)) ||
         (rc = check_token(cmd, "--job-name", so.job_name)) || (rc = check_token(cmd, "--mpi", so.mpi)))
       return rc;
-    if (has_train_flag(train, ntrain, "--resume"))
+    if (pt_train_args_has(train, ntrain, "--resume"))
       return usage_error(cmd, "--resume after '--': the script adds it when a checkpoint is there");
     if (!so.ntasks) so.ntasks = so.gpus > 0 ? so.gpus : 1;
     const int tasks = so.nodes * so.ntasks;
-    if (tasks > 1 && has_train_flag(train, ntrain, "--parallel"))
+    if (tasks > 1 && pt_train_args_has(train, ntrain, "--parallel"))
       return usage_error(cmd, "--parallel after '--': with %d tasks the script passes --parallel ddp itself", tasks);
     so.add_device = adds_device(so.gpus, train, ntrain);
     const char *pre[6];
@@ -704,7 +668,7 @@ int pt_cmd_jobscript(int argc, char **argv) {
     if (tasks > 1) pre[npre++] = "--parallel", pre[npre++] = "ddp";
     if (so.add_device) pre[npre++] = "--device", pre[npre++] = "cuda";
     if (adds_save_model(&so, train, ntrain)) pre[npre++] = "--save-model";
-    if ((rc = check_train(cmd, pre, npre, train, ntrain, &ta))) return rc;
+    if ((rc = pt_train_args_check(cmd, pre, npre, train, ntrain, &ta))) return rc;
     if ((rc = check_gpu_device(cmd, "--gpus-per-node", so.gpus, &ta))) return rc;
     if (tasks == 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
       return usage_error(cmd, "--parallel ddp after '--': one task has no other ranks; ask for more with --nodes or "
@@ -716,12 +680,12 @@ int pt_cmd_jobscript(int argc, char **argv) {
     if ((rc = check_token(cmd, "--name", co.name)) || (rc = check_token(cmd, "--transfer-input", co.transfer_input)))
       return rc;
     if (co.force && !co.write_dir) return usage_error(cmd, "--force: expected together with --write DIR");
-    if (has_train_flag(train, ntrain, "--checkpoint-dir"))
+    if (pt_train_args_has(train, ntrain, "--checkpoint-dir"))
       return usage_error(cmd, "--checkpoint-dir after '--': the job keeps checkpoints in '%s', which HTCondor transfers",
                          PT_JOB_CKPT_DIR);
-    if (has_train_flag(train, ntrain, "--resume"))
+    if (pt_train_args_has(train, ntrain, "--resume"))
       return usage_error(cmd, "--resume after '--': the wrapper adds it when a checkpoint is there");
-    if (co.gpus > 1 && has_train_flag(train, ntrain, "--parallel"))
+    if (co.gpus > 1 && pt_train_args_has(train, ntrain, "--parallel"))
       return usage_error(cmd, "--parallel after '--': with --gpus %d the wrapper passes --parallel ddp itself", co.gpus);
     /* As the wrapper runs it, its own flags included. */
     char interval[16];
@@ -735,9 +699,9 @@ int pt_cmd_jobscript(int argc, char **argv) {
     pre[npre++] = "--checkpoint-dir";
     pre[npre++] = PT_JOB_CKPT_DIR;
     pre[npre++] = "--exit-after-checkpoint";
-    if (!has_train_flag(train, ntrain, "--checkpoint-interval") && !has_train_flag(train, ntrain, "--checkpoint-every"))
+    if (!pt_train_args_has(train, ntrain, "--checkpoint-interval") && !pt_train_args_has(train, ntrain, "--checkpoint-every"))
       pre[npre++] = "--checkpoint-interval", pre[npre++] = interval;
-    if ((rc = check_train(cmd, pre, npre, train, ntrain, &ta))) return rc;
+    if ((rc = pt_train_args_check(cmd, pre, npre, train, ntrain, &ta))) return rc;
     if ((rc = check_gpu_device(cmd, "--gpus", co.gpus, &ta))) return rc;
     if (co.gpus <= 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
       return usage_error(cmd, "--parallel ddp after '--': one process has no other ranks; ask for --gpus 2 or more, "

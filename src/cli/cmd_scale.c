@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/train_args.h"
 #include "comm/comm.h"
 #include "cuda/device.h"
 #include "io/metrics.h"
@@ -187,6 +188,46 @@ static int collect_sweep(const char *dir, const char *report, const char *json) 
   return rc;
 }
 
+/* The training arguments after "--", before anything runs: refused where
+ * train would refuse them (else every configuration fails, after the
+ * sweep), and where they would override what the sweep sets for each run
+ * (a row would then be labelled with a configuration it did not run). */
+static int check_train_args(char **train, int ntrain, const char *model, const char *model_file,
+                            int optimizers_given) {
+  static const struct {
+    const char *flag, *instead; /* instead: scale's own flag for it, if any */
+  } swept[] = {
+      {"--model", "--model"},
+      {"--model-file", "--model-file"},
+      {"--device", "--device"},
+      {"--devices", "--device"},
+      {"--threads", "--threads"},
+      {"--batch-size", "--batch-sizes"},
+      {"--optimizer", "--optimizers"},
+      {"--parallel", "--strategies"},
+      {"--workers", "--workers"},
+      {"--max-steps", "--steps and --warmup"},
+      {"--epochs", "--target-epochs"},
+      {"--target-accuracy", "--target-accuracy"},
+      {"--eval-every", "--eval-every"},
+      {"--profile", NULL},
+      {"--metrics", NULL},
+      {"--quiet", NULL},
+      {"--checkpoint-dir", NULL},
+      {"--resume", NULL},
+  };
+  for (size_t i = 0; i < sizeof swept / sizeof swept[0]; i++)
+    if (pt_train_args_has(train, ntrain, swept[i].flag) &&
+        (optimizers_given || strcmp(swept[i].flag, "--optimizer"))) { /* without --optimizers, the runs' own */
+      fprintf(stderr, "ptrain scale: %s after '--': the sweep sets it for every run%s%s (see 'ptrain scale --help')\n",
+              swept[i].flag, swept[i].instead ? "; give scale's own " : "", swept[i].instead ? swept[i].instead : "");
+      return PT_USAGE_ERROR;
+    }
+  const char *pre[2] = {model_file ? "--model-file" : "--model", model_file ? model_file : model ? model : "mnist-cnn"};
+  pt_train_args ta;
+  return pt_train_args_check("scale", pre, 2, train, ntrain, &ta);
+}
+
 int pt_cmd_scale(int argc, char **argv) {
   const char *model = NULL, *model_file = NULL, *data_dir = NULL, *device = NULL, *json = NULL, *report = NULL;
   const char *jobscript = NULL, *write_dir = NULL, *results = NULL, *collect = NULL;
@@ -253,6 +294,9 @@ int pt_cmd_scale(int argc, char **argv) {
     return PT_USAGE_ERROR;
   }
   if (collect) return collect_sweep(collect, report, json);
+  char **train = argv + split + (split < argc);
+  if ((rc = check_train_args(train, split < argc ? argc - split - 1 : 0, model, model_file, optimizers != NULL)))
+    return rc;
   if (jobscript && !write_dir) {
     fprintf(stderr, "ptrain scale: --jobscript needs --write DIR, where the submission goes\n");
     return PT_USAGE_ERROR;

@@ -4,6 +4,7 @@
 #include "cli/train_args.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/args.h"
@@ -158,3 +159,39 @@ int pt_train_args_parse(int argc, char **argv, int from, pt_train_args *a, int *
   if (a->timeout_s >= 0) a->c.timeout_s = a->timeout_s;
   return 0;
 }
+
+int pt_train_args_has(char **v, int n, const char *flag) {
+  const size_t len = strlen(flag);
+  for (int i = 0; i < n; i++)
+    if (!strncmp(v[i], flag, len) && (v[i][len] == 0 || v[i][len] == '=')) return 1;
+  return 0;
+}
+
+int pt_train_args_check(const char *cmd, const char *const *pre, int npre, char **train, int ntrain,
+                        pt_train_args *ta) {
+  const int n = 2 + npre + ntrain;
+  char **v = malloc(sizeof *v * (size_t)(n + 1));
+  if (!v) {
+    pt_fail(PT_ERR_NOMEM, "out of memory");
+    return pt_cli_fail(cmd);
+  }
+  v[0] = "ptrain";
+  v[1] = "train";
+  for (int i = 0; i < npre; i++) v[2 + i] = (char *)pre[i];
+  for (int i = 0; i < ntrain; i++) v[2 + npre + i] = train[i];
+  v[n] = NULL;
+  int help;
+  const int rc = pt_train_args_parse(n, v, 2, ta, &help);
+  free(v);
+  if (rc) {
+    fprintf(stderr, "ptrain %s: the arguments after '--' are ptrain train's, and it refuses them (above)\n", cmd);
+    return PT_USAGE_ERROR;
+  }
+  if (help) {
+    fprintf(stderr, "ptrain %s: --help after '--': the runs would print train's help and train nothing (see "
+                    "'ptrain %s --help')\n", cmd, cmd);
+    return PT_USAGE_ERROR;
+  }
+  return 0;
+}
+

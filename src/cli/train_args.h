@@ -22,4 +22,14 @@ typedef struct {
 int pt_train_args_parse(int argc, char **argv, int from, pt_train_args *a, int *help);
 void pt_train_args_print_help(void);
 
+/* Whether training arguments name this flag, as "--flag" or "--flag=V". */
+int pt_train_args_has(char **v, int n, const char *flag);
+/* Another command's training arguments (those after its "--"), with pre
+ * before them (what the command adds), checked by train's parser, which
+ * reads no files: so that what train would refuse is refused before a job
+ * waits in a queue or a sweep runs. 0, or PT_USAGE_ERROR after train's
+ * message and one from cmd ("ptrain cmd: ...") saying whose it is. */
+int pt_train_args_check(const char *cmd, const char *const *pre, int npre, char **train, int ntrain,
+                        pt_train_args *ta);
+
 #endif

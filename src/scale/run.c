@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "scale/scale.h"
+#include "train/config_bounds.h"
 #include "util/timer.h"
 
 extern char **environ;
@@ -220,6 +221,10 @@ static int run_once(const pt_scale_runner *r, const pt_scale_config *c, int step
   if (steps > 0) {
     add(&a, "--max-steps");
     add_int(&a, steps);
+    /* Epochs enough for the steps on any model and data set: the model's
+     * default would end a long measurement at its last epoch. */
+    add(&a, "--epochs");
+    add_int(&a, PT_EPOCHS_MAX);
     add(&a, "--profile");
   } else { /* the run to the target accuracy */
     snprintf(acc, sizeof acc, "%g", r->target_accuracy);

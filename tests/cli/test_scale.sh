@@ -163,7 +163,7 @@ if command -v mpirun >/dev/null && grep -q "MPI: .*ddp available" <<<"$("$PTRAIN
   pass "ddp x 2 through mpirun, measured"
   # Past --time-limit mpirun is ended with its ranks: none left running.
   "$PTRAIN" scale --model fmnist-mlp --data-dir "$FMNIST" --workers 2 --strategies ddp --steps 100000 --warmup 2 \
-    --time-limit 3 -- --seed 424242 --epochs 1000 >"$TMP/ddp-limit.out" 2>&1 && fail "a sweep past its time limit exited 0"
+    --time-limit 3 -- --seed 424242 >"$TMP/ddp-limit.out" 2>&1 && fail "a sweep past its time limit exited 0"
   grep -q "^- ddp, 2 workers: failed: a run of 100002 steps took more than 3 s (--time-limit)" "$TMP/ddp-limit.out" ||
     fail "ddp past --time-limit: $(cat "$TMP/ddp-limit.out")"
   # At once: ranks outliving a killed mpirun notice it only a second or two later.
@@ -220,8 +220,8 @@ expect_exit 1 "$TMP/condor already holds a sweep \($TMP/condor/sweep.args\): giv
   "$PTRAIN" scale --model fmnist-mlp --workers 1,2 --strategies none,dp --jobscript htcondor --write "$TMP/condor" \
   -- --data-dir "$FMNIST" --optimizer sgd
 cmp -s "$TMP/condor/sweep.args" "$TMP/sweep.args.before" || fail "the refused submission changed sweep.args"
-expect_exit 1 "argument 10 has a line break" -- "$PTRAIN" scale --model fmnist-mlp --workers 1,2 --strategies none,dp \
-  --jobscript htcondor --write "$TMP/condor-nl" -- --data-dir "$FMNIST" $'--seed\n1'
+expect_exit 1 "argument 11 has a line break" -- "$PTRAIN" scale --model fmnist-mlp --workers 1,2 --strategies none,dp \
+  --jobscript htcondor --write "$TMP/condor-nl" -- --seed 1 --data-dir $'/data/a\nb'
 [[ ! -e $TMP/condor-nl/sweep.args ]] || fail "a refused submission left $(ls -R "$TMP/condor-nl")"
 "$PTRAIN" scale --model fmnist-mlp --workers 1,2 --strategies none,dp --jobscript htcondor --write "$TMP/condor" --force \
   -- --data-dir "$FMNIST" --optimizer sgd >"$TMP/force.out" 2>&1 || fail "--force: $(cat "$TMP/force.out")"
@@ -239,11 +239,25 @@ grep -q "no configuration ran" "$TMP/bad.out" || fail "no final error: $(cat "$T
 pass "a run that fails: its error in the verdict, exit 1 when nothing ran"
 
 # Every TRAIN_ARGS word reaches the runs, however many: the last one here
-# is a mistake the run must see and refuse.
+# names a file the run must fail to read (train's parser reads no files,
+# so the sweep starts).
 pad=()
 for _ in $(seq 60); do pad+=(--seed 1); done
-"$PTRAIN" scale --model fmnist-mlp --workers 1 --steps 2 --warmup 1 -- --data-dir "$FMNIST" "${pad[@]}" --epochs 0 \
-  >"$TMP/long.out" 2>&1 && fail "a sweep whose 122nd TRAIN_ARGS word is wrong exited 0: $(cat "$TMP/long.out")"
-grep -q "^- none, 1 worker: failed: its run exited 2: .*--epochs: expected an integer" "$TMP/long.out" ||
+"$PTRAIN" scale --model fmnist-mlp --workers 1 --steps 2 --warmup 1 -- --data-dir "$FMNIST" "${pad[@]}" \
+  --init-from "$TMP/none.safetensors" >"$TMP/long.out" 2>&1 &&
+  fail "a sweep whose 123rd TRAIN_ARGS word is wrong exited 0: $(cat "$TMP/long.out")"
+grep -q "^- none, 1 worker: failed: its run exited 1: .*none.safetensors" "$TMP/long.out" ||
   fail "the last of many TRAIN_ARGS did not reach the run: $(cat "$TMP/long.out")"
-pass "122 TRAIN_ARGS words: all passed on, the last one's error reported"
+pass "123 TRAIN_ARGS words: all passed on, the last one's error reported"
+
+# TRAIN_ARGS that train refuses, or that would override what the sweep sets
+# for each run (a row labelled with a configuration it did not run), are
+# refused before anything runs.
+expect_exit 2 "the arguments after .--. are ptrain train.s, and it refuses them" -- \
+  "$PTRAIN" scale --model fmnist-mlp --workers 1 --steps 2 --warmup 1 -- --lr x
+expect_exit 2 "--parallel after '--': the sweep sets it for every run; give scale's own --strategies" -- \
+  "$PTRAIN" scale --model fmnist-mlp --strategies none,dp --workers 1,2 --steps 2 -- --parallel dp --workers 2
+expect_exit 2 "--max-steps after '--': the sweep sets it for every run; give scale's own --steps and --warmup" -- \
+  "$PTRAIN" scale --model fmnist-mlp --workers 1 --steps 2 -- --max-steps=5
+expect_exit 2 "--metrics after '--': the sweep sets it for every run [(]" -- \
+  "$PTRAIN" scale --model fmnist-mlp --workers 1 --steps 2 -- --metrics "$TMP/m.jsonl"
