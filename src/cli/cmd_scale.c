@@ -1,6 +1,7 @@
 /* ptrain scale: runs a model in every configuration of a sweep and says,
  * with the measurements, whether parallelism pays (src/scale/). */
 #include <errno.h>
+#include <ftw.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -186,6 +187,12 @@ static int collect_sweep(const char *dir, const char *report, const char *json) 
   if (!rc) rc = pt_cmd_scale(n, args);
   for (int i = first; i < n; i++) free(args[i]);
   return rc;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb;
+  (void)ftw;
+  return flag == FTW_DP ? rmdir(path) : unlink(path);
 }
 
 /* The training arguments after "--", before anything runs: refused where
@@ -396,10 +403,14 @@ int pt_cmd_scale(int argc, char **argv) {
       if (!cfg[i].runnable) cfg[i].bubble = cfg[i].target_s = NAN;
     }
   }
-  char tmp[] = "/tmp/ptrain-scale-XXXXXX";
+  pt_scale_adopt_orphans();
+  /* The runs' files, where TMPDIR says (a job's own scratch), else /tmp. */
+  const char *tmp_root = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  char tmp[PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%.4000s/ptrain-scale-XXXXXX", tmp_root);
   if (!mkdtemp(tmp)) {
     free(cfg);
-    fprintf(stderr, "ptrain scale: error: cannot make a temporary directory in /tmp\n");
+    fprintf(stderr, "ptrain scale: error: cannot make a temporary directory in %s: %s\n", tmp_root, strerror(errno));
     return 1;
   }
   const char *name = model_file ? model_file : model ? model : "mnist-cnn";
@@ -429,13 +440,10 @@ int pt_cmd_scale(int argc, char **argv) {
     fprintf(stderr, "  %-9s %d x %d threads: %s\n", pt_scale_strategy_name(cfg[i].strategy), cfg[i].workers,
             cfg[i].threads, cfg[i].ran ? "measured" : cfg[i].why);
   }
-  char f[PATH_MAX];
-  const char *left[] = {"run0.jsonl", "run1.jsonl", "run2.jsonl", "run0.log", "run1.log", "run2.log"};
-  for (size_t i = 0; i < sizeof left / sizeof left[0]; i++) {
-    snprintf(f, sizeof f, "%s/%s", tmp, left[i]);
-    unlink(f);
-  }
-  if (rmdir(tmp) != 0) fprintf(stderr, "ptrain scale: warning: could not remove %s\n", tmp);
+  /* The runs' logs and metrics, and the checkpoint of a ddp run a time
+   * limit stopped (its ranks were waited for). */
+  if (nftw(tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    fprintf(stderr, "ptrain scale: warning: could not remove %s\n", tmp);
   if (task >= 0) { /* one configuration of a submitted sweep: its result for --collect */
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%.4000s/task-%d.jsonl", results, task);

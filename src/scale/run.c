@@ -2,6 +2,7 @@
  * (under mpirun for ddp), twice, and its steady state from the difference
  * of the two runs' --profile metrics lines. */
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,6 +123,43 @@ static void add_int(argv_buf *a, int x) {
   add(a, a->nums[a->nnums++]);
 }
 
+/* Ranks that outlive their mpirun: this process is their subreaper
+ * (pt_scale_adopt_orphans), so they become its children. Waits for them
+ * (a SIGTERM'd rank is writing the checkpoint its signal asked for, into
+ * the sweep's temporary directory) until deadline, then kills the rest:
+ * none may write there after the sweep has removed it, nor take the cores
+ * from the next configuration. */
+static void reap_orphans(double deadline) {
+  for (;;) {
+    const pid_t p = waitpid(-1, NULL, WNOHANG);
+    if (p < 0) return; /* ECHILD: none left */
+    if (p > 0) continue;
+    if (pt_now() >= deadline) break;
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
+  /* Past the deadline: this process's children, from /proc. */
+  DIR *d = opendir("/proc");
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    char path[300], line[512];
+    const long pid = strtol(e->d_name, NULL, 10);
+    if (pid <= 0) continue;
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    const char *close_paren = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+    fclose(f);
+    long ppid = 0;
+    if (close_paren && sscanf(close_paren + 1, " %*c %ld", &ppid) == 1 && ppid == (long)getpid()) kill((pid_t)pid, SIGKILL);
+  }
+  if (d) closedir(d);
+  while (waitpid(-1, NULL, 0) > 0) {
+  }
+}
+
+void pt_scale_adopt_orphans(void) { prctl(PR_SET_CHILD_SUBREAPER, 1); }
+
 /* Ends a run past --time-limit. mpirun is asked with SIGTERM, which it
  * passes to its ranks before it exits: killed outright, it would leave
  * them running (each rank is in a process group of its own), taking the
@@ -128,13 +167,17 @@ static void add_int(argv_buf *a, int x) {
 static void end_run(pid_t pid, int via_mpirun, int *status) {
   kill(pid, via_mpirun ? SIGTERM : SIGKILL);
   const double t0 = pt_now();
-  while (via_mpirun && pt_now() - t0 < 10.0) {
-    if (waitpid(pid, status, WNOHANG) == pid) return;
+  int reaped = 0;
+  while (via_mpirun && pt_now() - t0 < 10.0 && !reaped) {
+    reaped = waitpid(pid, status, WNOHANG) == pid;
     struct timespec ts = {0, 20000000};
-    nanosleep(&ts, NULL);
+    if (!reaped) nanosleep(&ts, NULL);
   }
-  kill(pid, SIGKILL);
-  waitpid(pid, status, 0);
+  if (!reaped) {
+    kill(pid, SIGKILL);
+    waitpid(pid, status, 0);
+  }
+  if (via_mpirun) reap_orphans(t0 + 10.0);
 }
 
 /* One child run of c for steps steps, metrics into metrics, output into
@@ -276,6 +319,7 @@ static int run_once(const pt_scale_runner *r, const pt_scale_config *c, int step
     struct timespec ts = {0, 20000000};
     nanosleep(&ts, NULL);
   }
+  if (c->strategy == PT_SCALE_DDP) reap_orphans(pt_now() + 10.0); /* ranks that outlived mpirun */
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     char msg[200];
     last_error(log, msg, sizeof msg);

@@ -96,6 +96,10 @@ typedef struct {
 /* Runs c twice and fills its measurements; a failed run marks c with the
  * child's last error line rather than failing the sweep. */
 void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c);
+/* Makes this process the subreaper of the runs' processes: ranks that
+ * outlive their mpirun (ended past --time-limit) become its children, for
+ * pt_scale_run to wait for or kill before the next configuration. */
+void pt_scale_adopt_orphans(void);
 
 /* The phases of a step, in this order: waiting for data, forward,
  * backward, optimizer, communication, other. */

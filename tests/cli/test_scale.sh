@@ -161,15 +161,21 @@ if command -v mpirun >/dev/null && grep -q "MPI: .*ddp available" <<<"$("$PTRAIN
     >"$TMP/ddp.out" 2>&1 || fail "ddp sweep: $(cat "$TMP/ddp.out")"
   grep -Eq "^ddp +2 +1 +100 \(50\) +model's +[0-9]+ +[0-9.]+x" "$TMP/ddp.out" || fail "no ddp x 2 row: $(cat "$TMP/ddp.out")"
   pass "ddp x 2 through mpirun, measured"
-  # Past --time-limit mpirun is ended with its ranks: none left running.
-  "$PTRAIN" scale --model fmnist-mlp --data-dir "$FMNIST" --workers 2 --strategies ddp --steps 100000 --warmup 2 \
-    --time-limit 3 -- --seed 424242 >"$TMP/ddp-limit.out" 2>&1 && fail "a sweep past its time limit exited 0"
+  # Past --time-limit mpirun is ended with its ranks: none left running,
+  # and nothing left in TMPDIR (the ranks' SIGTERM checkpoint, written into
+  # the sweep's temporary directory, was once left there).
+  mkdir -p "$TMP/scale-tmp"
+  TMPDIR=$TMP/scale-tmp "$PTRAIN" scale --model fmnist-mlp --data-dir "$FMNIST" --workers 2 --strategies ddp \
+    --steps 100000 --warmup 2 --time-limit 3 -- --seed 424242 >"$TMP/ddp-limit.out" 2>&1 &&
+    fail "a sweep past its time limit exited 0"
   grep -q "^- ddp, 2 workers: failed: a run of 100002 steps took more than 3 s (--time-limit)" "$TMP/ddp-limit.out" ||
     fail "ddp past --time-limit: $(cat "$TMP/ddp-limit.out")"
   # At once: ranks outliving a killed mpirun notice it only a second or two later.
   left=$(pgrep -af "ptrain train .*--seed 424242" || true)
   [[ -z $left ]] || { pkill -KILL -f "ptrain train .*--seed 424242"; fail "ranks left running after the time limit: $left"; }
-  pass "ddp past --time-limit: mpirun and its ranks ended"
+  leftover=$(find "$TMP/scale-tmp" -mindepth 1 | head -5)
+  [[ -z $leftover ]] || fail "ddp past --time-limit left files in TMPDIR: $leftover"
+  pass "ddp past --time-limit: mpirun and its ranks ended, their files removed"
 else
   "$PTRAIN" scale --model fmnist-mlp --data-dir "$FMNIST" --workers 2 --strategies ddp --steps 5 --warmup 2 \
     >"$TMP/ddp.out" 2>&1 || true
