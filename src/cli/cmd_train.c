@@ -238,29 +238,30 @@ int pt_cmd_train(int argc, char **argv) {
   pt_data_free(train);
   pt_data_free(test);
   pt_net_free(net);
-  pt_comm_mpi_finalize();
-  if (rc) return rc;
-  if (stopped_early) {
+  /* The closing line before MPI_Finalize, which the ranks pass together:
+   * once past it, a rank exiting 85 first has mpirun kill the others,
+   * rank 0 before it said where the checkpoint is. */
+  if (!rc && stopped_early) {
     fprintf(stderr,
             "ptrain: stopped by %s before training began; nothing to checkpoint (exit status %d: run it again; "
             "the checkpoints in %s/, if any, are as they were)\n",
             strsignal(sig), PT_EXIT_CHECKPOINTED, c.checkpoint_dir);
-    return PT_EXIT_CHECKPOINTED;
-  }
-  if (r.stopped == PT_RUN_STOPPED_CHECKPOINT) {
+    rc = PT_EXIT_CHECKPOINTED;
+  } else if (!rc && r.stopped == PT_RUN_STOPPED_CHECKPOINT) {
     if (rank0)
       fprintf(stderr, "ptrain: checkpointed after step %lld in %s/ (--exit-after-checkpoint; exit status %d: continue with --resume)\n",
               (long long)r.steps, c.checkpoint_dir, PT_EXIT_CHECKPOINTED);
-    return PT_EXIT_CHECKPOINTED;
-  }
-  if (r.stopped == PT_RUN_STOPPED_SIGNAL) {
+    rc = PT_EXIT_CHECKPOINTED;
+  } else if (!rc && r.stopped == PT_RUN_STOPPED_SIGNAL) {
     /* sig 0: the signal reached another worker */
     if (rank0)
       fprintf(stderr,
               "ptrain: stopped by %s after step %lld; checkpoint in %s/ (exit status %d: resume with --resume)\n",
               sig > 0 ? strsignal(sig) : "a signal to another worker", (long long)r.steps,
               c.checkpoint_dir, PT_EXIT_CHECKPOINTED);
-    return PT_EXIT_CHECKPOINTED;
+    rc = PT_EXIT_CHECKPOINTED;
   }
-  return 0;
+  fflush(stderr);
+  pt_comm_mpi_finalize();
+  return rc;
 }
