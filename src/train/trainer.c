@@ -860,6 +860,12 @@ static pt_status save_checkpoint(worker_t *W, const pt_train_position *pos) {
   PT_TRY(pt_optimizer_to_host(&W->opt));
   PT_TRY(pt_checkpoint_save(c->checkpoint_dir, W->whole, &W->opt, pos, W->r->spec_text, c->keep_checkpoints,
                             &W->damaged));
+  /* A damaged generation of this step was just replaced by a sound one,
+   * which counts toward --keep-checkpoints from now on. */
+  int k = 0;
+  for (int i = 0; i < W->damaged.n; i++)
+    if (W->damaged.step[i] != pos->step) W->damaged.step[k++] = W->damaged.step[i];
+  W->damaged.n = k;
   pt_trace_span("checkpoint", "io", tk, pt_now());
   return PT_OK;
 }
@@ -1205,8 +1211,8 @@ static pt_status train_loop(worker_t *W) {
     }
     if ((saving || signalled) && saved_step != pos.step) {
       PT_TRY(save_checkpoint(W, &pos));
-      /* With exit_after_checkpoint the interval runs from the process's
-       * start, not from the last epoch's end: short epochs would otherwise
+      /* With exit_after_checkpoint the interval runs from the start of
+       * training, not from the last epoch's end: short epochs would otherwise
        * keep the interval save, and the exit, from ever coming. */
       if (!c->exit_after_checkpoint) last_save = pt_now();
       saved_step = pos.step;

@@ -50,7 +50,13 @@ truncate -s 1000 "$TMP/prune2/step-000000000700/state.safetensors"
 train_small prune2 --resume --max-steps 750
 [[ $(gens prune2) == "step-000000000600 step-000000000700 step-000000000750 " ]] ||
   fail "past a damaged step 700, --keep-checkpoints 2: generations $(gens prune2)"
-pass "behind and past a damaged generation: two resumable generations kept, the damaged one left"
+# A save of the damaged step replaces it with a sound one, which counts.
+cp -r "$TMP/mid-orig" "$TMP/prune3"
+truncate -s 1000 "$TMP/prune3/step-000000000700/state.safetensors"
+train_small prune3 --resume --checkpoint-every 50 --max-steps 800
+[[ $(gens prune3) == "step-000000000750 step-000000000800 " ]] ||
+  fail "past a damaged step 700 saved again, --keep-checkpoints 2: generations $(gens prune3)"
+pass "behind and past a damaged generation: two resumable generations kept, the damaged one left until saved again"
 
 # weights of another save in the newest generation: refused as a pair
 cp "$TMP/mid-copy/step-000000000600/model.safetensors" "$TMP/mid-copy/step-000000000700/model.safetensors"
