@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct pt_metrics {
@@ -51,12 +52,32 @@ pt_status pt_metrics_open(const char *path, int append, pt_metrics **out) {
     free(m);
     return pt_fail(PT_ERR_NOMEM, "%s: out of memory", path);
   }
-  m->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (append ? 0 : O_TRUNC), 0666);
-  if (m->fd < 0) {
-    pt_status st = pt_fail_errno(PT_ERR_IO, "%s: cannot open metrics log", path);
+  /* Non-blocking to open: a FIFO that no process reads would otherwise
+   * block here for good, deaf to the stop signals (open() is restarted). */
+  m->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK | (append ? 0 : O_TRUNC), 0666);
+  pt_status st = PT_OK;
+  if (m->fd < 0 && errno == ENXIO)
+    st = pt_fail(PT_ERR_IO, "%s: a FIFO that no process reads: start its reader first, or give a file (--metrics)",
+                 path);
+  else if (m->fd < 0)
+    st = pt_fail_errno(PT_ERR_IO, "%s: cannot open metrics log", path);
+  else if (fcntl(m->fd, F_SETFL, O_APPEND) != 0) /* lines are written whole: blocking from here on */
+    st = pt_fail_errno(PT_ERR_IO, "%s: cannot open metrics log", path);
+  if (st != PT_OK) {
+    if (m->fd >= 0) close(m->fd);
     free(m->path);
     free(m);
     return st;
+  }
+  /* Appending after an earlier run whose last line was cut (a full disk, a
+   * kill): the first line starts on a line of its own, as after a write of
+   * this run's cut short. */
+  struct stat sb;
+  if (append && fstat(m->fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
+    const int rfd = open(path, O_RDONLY | O_CLOEXEC); /* the log's descriptor writes only */
+    char last = '\n';
+    if (rfd >= 0 && pread(rfd, &last, 1, sb.st_size - 1) == 1 && last != '\n') m->torn = 1;
+    if (rfd >= 0) close(rfd);
   }
   *out = m;
   return PT_OK;

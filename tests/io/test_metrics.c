@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "io/metrics.h"
@@ -166,6 +167,45 @@ static void test_append_and_truncate(void **state) {
   assert_int_equal(n, 0);
 }
 
+/* An earlier run's last line cut short (a full disk, a kill): the next
+ * run's first line starts on a line of its own, so it parses back. */
+static void test_append_after_a_cut_line(void **state) {
+  (void)state;
+  char path[128];
+  snprintf(path, sizeof path, "%s/cut.jsonl", tmpdir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("{\"run\":0}\n{\"event\":\"epoch\",\"epo", f);
+  fclose(f);
+  pt_metrics *m;
+  assert_int_equal(pt_metrics_open(path, 1, &m), PT_OK);
+  pt_metrics_begin(m, "run");
+  pt_metrics_int(m, "run", 1);
+  assert_int_equal(pt_metrics_end(m), PT_OK);
+  assert_int_equal(pt_metrics_close(m), PT_OK);
+  char text[256] = "";
+  f = fopen(path, "r");
+  assert_non_null(f);
+  const size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  assert_string_equal(text, "{\"run\":0}\n{\"event\":\"epoch\",\"epo\n{\"event\":\"run\",\"run\":1}\n");
+}
+
+/* A FIFO that no process reads: refused at once, not a wait for ever. */
+static void test_fifo_without_reader(void **state) {
+  (void)state;
+  char path[128];
+  snprintf(path, sizeof path, "%s/fifo", tmpdir);
+  unlink(path);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  pt_metrics *m = (pt_metrics *)1;
+  assert_int_equal(pt_metrics_open(path, 1, &m), PT_ERR_IO);
+  assert_null(m);
+  assert_non_null(strstr(pt_error_message(), "a FIFO that no process reads"));
+  unlink(path);
+}
+
 static void test_usage_errors(void **state) {
   (void)state;
   char path[128];
@@ -245,6 +285,8 @@ int main(void) {
       cmocka_unit_test(test_lines_parse_back),
       cmocka_unit_test(test_random_doubles_round_trip),
       cmocka_unit_test(test_append_and_truncate),
+      cmocka_unit_test(test_append_after_a_cut_line),
+      cmocka_unit_test(test_fifo_without_reader),
       cmocka_unit_test(test_usage_errors),
       cmocka_unit_test(test_io_errors),
   };
