@@ -127,7 +127,7 @@ pt_status pt_trace_finish(const char *path) {
     for (int i = 0; i < nnames; i++) {
       fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":", pid, names[i].tid);
       put_str(f, names[i].name);
-      fprintf(f, "}},\n");
+      fprintf(f, "}}%s\n", i + 1 < nnames || count ? "," : ""); /* none after the last: JSON has no trailing commas */
     }
     for (size_t i = 0; i < count; i++) {
       const event *e = &events[i];

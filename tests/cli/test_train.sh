@@ -123,6 +123,13 @@ ln -s trace-real.json "$TMP/trace-link.json"
 "$PTRAIN" train --model fmnist-mlp --max-steps 2 --quiet --trace "$TMP/trace-link.json" >/dev/null ||
   fail "--trace through a symbolic link"
 [[ -L $TMP/trace-link.json && -s $TMP/trace-real.json ]] || fail "--trace through a link: $(ls -l "$TMP"/trace-*)"
+# A run with no span to record (a resume with nothing left to train):
+# still valid JSON, its thread names and no trailing comma.
+"$PTRAIN" train --model fmnist-mlp --max-steps 2 --quiet --save-model --checkpoint-dir "$TMP/trace-done" >/dev/null
+"$PTRAIN" train --model fmnist-mlp --max-steps 2 --quiet --resume --checkpoint-dir "$TMP/trace-done" \
+  --trace "$TMP/trace-empty.json" >/dev/null || fail "--trace on a resume with nothing to do"
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["traceEvents"], d' "$TMP/trace-empty.json" ||
+  fail "--trace with no spans: not valid JSON: $(cat "$TMP/trace-empty.json")"
 pass "--trace to a missing directory, a directory or a FIFO: refused before training; through a link: written"
 
 # Under an address-space limit (ulimit -v, as some batch systems set) the
