@@ -82,7 +82,7 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, doub
     st = pt_model_take_status(m);
     if (st == PT_OK && profile) {
       ph.total_s = dt;
-      pt_profile_print(stderr, m, &ph);
+      pt_profile_print(stderr, m, &ph, 1);
     }
     out->batch = plan.batch;
     out->threads = plan.threads;

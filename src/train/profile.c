@@ -16,12 +16,17 @@ double pt_profile_layer_gflops(const pt_layer *L, double images, double fwd_ms, 
   return fwd_ms + bwd_ms > 0.0 && flops > 0.0 ? flops / ((fwd_ms + bwd_ms) * 1e-3) / 1e9 : 0.0;
 }
 
-void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t) {
+void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t, int replicas) {
   if (t->steps == 0) return;
   const double steps = (double)t->steps, step_ms = 1e3 * t->total_s / steps;
-  const double per_step_images = (double)t->images / steps;
-  fprintf(out, "\nprofile: %lld steps, %.2f ms/step, %.0f images/s\n", (long long)t->steps, step_ms,
-          t->images / t->total_s);
+  const double per_step_images = (double)t->images / steps; /* this worker's: its layers' work */
+  if (replicas < 1) replicas = 1;
+  /* The run's rate, as the epoch line and the metrics' profile record give
+   * it: every replica's images. */
+  fprintf(out, "\nprofile: %lld steps, %.2f ms/step, %.0f images/s", (long long)t->steps, step_ms,
+          (double)t->images * replicas / t->total_s);
+  if (replicas > 1) fprintf(out, " (%d replicas; the layers and phases below are the first's)", replicas);
+  fputc('\n', out);
   fprintf(out, "%-22s %10s %10s %7s %9s\n", "layer", "fwd ms", "bwd ms", "share", "GFLOP/s");
   for (int i = 0; i < m->nlayers; i++) {
     const pt_layer *L = &m->layers[i];

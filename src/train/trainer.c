@@ -1236,7 +1236,8 @@ static pt_status train_loop(worker_t *W) {
     W->quiet_line[0] = 0;
   }
   if (W->r->staged) PT_TRY(pt_stages_report(c->quiet ? NULL : W->out, &W->stages, W->whole, c->profile));
-  if (c->profile && W->out) pt_profile_print(W->out, W->r->staged ? W->whole : m, &ph);
+  if (c->profile && W->out)
+    pt_profile_print(W->out, W->r->staged ? W->whole : m, &ph, W->r->staged ? W->r->replicas : W->r->world);
   if (c->profile && W->metrics) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru); /* ru_maxrss in KiB on Linux */

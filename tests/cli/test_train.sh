@@ -90,6 +90,17 @@ assert sum(1 for e in spans if e["name"] == "optimizer") == 30
 PY
 pass "--profile and --trace"
 
+# Under dp the profile's rate is the run's, every replica's images, as the
+# metrics' profile record gives it (it once counted one worker's).
+"$PTRAIN" train --model fmnist-mlp --threads 1 --max-steps 40 --parallel dp --workers 2 --profile --quiet \
+  --metrics "$TMP/dp-prof.jsonl" >"$TMP/dp-prof.out" 2>&1 || fail "dp --profile: $(cat "$TMP/dp-prof.out")"
+printed=$(sed -n 's/^profile: .* ms\/step, \([0-9]*\) images\/s (2 replicas; .*/\1/p' "$TMP/dp-prof.out")
+recorded=$(python3 -c 'import json, sys
+print(round([json.loads(l) for l in open(sys.argv[1]) if "profile" in l][-1]["images_per_s"]))' "$TMP/dp-prof.jsonl")
+[[ -n $printed && $(( printed - recorded )) -ge -1 && $(( printed - recorded )) -le 1 ]] ||
+  fail "dp --profile printed ${printed:-nothing} images/s, the metrics say $recorded: $(cat "$TMP/dp-prof.out")"
+pass "dp --profile: the printed rate is the run's, as in the metrics"
+
 # A diverging run stops with the loss named as printf would not: "nan", not "-nan".
 expect_exit 1 "loss became (nan|inf) at epoch 1, step [0-9]+: lower the learning rate \(now 1000\)" -- \
   "$PTRAIN" train --model fmnist-mlp --optimizer sgd --lr 1000 --max-steps 200 --checkpoint-dir "$TMP/diverge"
