@@ -1489,8 +1489,14 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   } else if (st == PT_OK && !cfg->quiet && rank0 && out) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    fprintf(out, "done: %lld steps in %.1f s, %.0f img/s, peak memory %.0f MiB%s%s\n", (long long)result->steps,
-            result->seconds, result->images_per_s, ru.ru_maxrss / 1024.0,
+    /* The seconds are the run's, evaluations included; the rate is the
+     * training's alone, as the epoch lines give it. A resumed run's steps
+     * are counted from the start, and the ones it ran said apart. */
+    char ran[64] = "";
+    if (result->steps_run != result->steps)
+      snprintf(ran, sizeof ran, " (%lld in this run)", (long long)result->steps_run);
+    fprintf(out, "done: %lld steps%s in %.1f s, %.0f img/s while training, peak memory %.0f MiB%s%s\n",
+            (long long)result->steps, ran, result->seconds, result->images_per_s, ru.ru_maxrss / 1024.0,
             saves_checkpoints(cfg) ? ", checkpoint in " : "", saves_checkpoints(cfg) ? cfg->checkpoint_dir : "");
   }
   /* Before the workers are freed: trace events point at the models' layer labels. */

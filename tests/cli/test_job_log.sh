@@ -19,7 +19,8 @@ grep -q "^epoch 1/1 step 40 batch 70/600 " "$TMP/log" || fail "training did not 
 resume_at=$(grep -n "^resuming from" "$TMP/log" | cut -d: -f1)
 step_at=$(grep -n "^epoch 1/1 step " "$TMP/log" | head -n 1 | cut -d: -f1)
 ((resume_at < step_at)) || fail "the resume line (line $resume_at) after the progress (line $step_at): $(cat "$TMP/log")"
-[[ $(tail -n 1 "$TMP/log") == "done: 50 steps in "* ]] || fail "the log does not end with the done line: $(cat "$TMP/log")"
+[[ $(tail -n 1 "$TMP/log") == "done: 50 steps (20 in this run) in "* ]] ||
+  fail "the log does not end with the done line, steps in all and in this run: $(cat "$TMP/log")"
 pass "one log for both streams: in order, the resume at the batch it continues from, done last"
 
 # Nothing left: said once, without a throughput of nothing.
