@@ -8,6 +8,7 @@
 #include "api/api.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "train/config_bounds.h"
 #include "util/notice.h"
 
 int pt_cmd_eval(int argc, char **argv) {
@@ -19,7 +20,7 @@ int pt_cmd_eval(int argc, char **argv) {
       {"--model-file", ARG_STR, &model_file, 0, 0, NULL, "SPEC", "model spec file"},
       {"--dataset", ARG_CHOICE, &dataset, 0, 0, "fashion-mnist|mnist|cifar10", "NAME", "dataset (default: the model's)"},
       {"--data-dir", ARG_STR, &data_dir, 0, 0, NULL, "DIR", "where the dataset files are"},
-      {"--test-batch-size", ARG_INT, &batch, 1, 1 << 16, NULL, "N", "evaluation batch size (default 1000)"},
+      {"--test-batch-size", ARG_INT, &batch, 1, PT_BATCH_MAX, NULL, "N", "evaluation batch size (default 1000)"},
       {"--threads", ARG_INT, &threads, 1, 1024, NULL, "N", "CPU threads (default: all cores)"},
       {"--device", ARG_STR, &device, 0, 0, NULL, "DEV", "cpu (default), cuda or cuda:N"},
       {"--keep-denormals", ARG_FLAG, &keep_denormals, 0, 0, NULL, NULL,

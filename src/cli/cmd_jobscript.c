@@ -658,6 +658,8 @@ int pt_cmd_jobscript(int argc, char **argv) {
       return rc;
     if (pt_train_args_has(train, ntrain, "--resume"))
       return usage_error(cmd, "--resume after '--': the script adds it when a checkpoint is there");
+    if (so.no_save_model && pt_train_args_has(train, ntrain, "--save-model"))
+      return usage_error(cmd, "--no-save-model and --save-model after '--' contradict each other: give one");
     if (!so.ntasks) so.ntasks = so.gpus > 0 ? so.gpus : 1;
     const int tasks = so.nodes * so.ntasks;
     if (tasks > 1 && pt_train_args_has(train, ntrain, "--parallel"))

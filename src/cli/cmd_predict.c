@@ -3,6 +3,8 @@
  * conversion is said; IDX and CIFAR-10 files give images by --index, with
  * their labels where they are known. */
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +102,7 @@ static pt_status parse_indices(const char *spec, int n, int **out, int *count) {
   const char *p = spec;
   while (*p) {
     char *end;
+    errno = 0;
     long a = strtol(p, &end, 10), b = a;
     if (end == p || a < 0) goto bad;
     if (*end == '-') {
@@ -107,6 +110,9 @@ static pt_status parse_indices(const char *spec, int n, int **out, int *count) {
       b = strtol(q, &end, 10);
       if (end == q || b < a) goto bad;
     }
+    /* Past a long, strtol says LONG_MAX: not the number typed. */
+    if (errno == ERANGE || b > INT_MAX)
+      return pt_fail(PT_ERR_ARG, "--index %s: an index past %d, the most a file can hold", spec, INT_MAX);
     if (*end && *end != ',') goto bad;
     if (out != &none && b >= n)
       return pt_fail(PT_ERR_ARG, "--index %s: %ld is past the file's last image, %d", spec, b, n - 1);

@@ -109,7 +109,9 @@ pass "GPUs asked for: --device cuda, or the user's GPU; a CPU device refused"
 has "$TMP/sm.sh" "srun $SELF train --threads \"\$threads\" --save-model --epochs 2 \"\$@\" || rc=\$?"
 "$PTRAIN" jobscript slurm --no-save-model -- --epochs 2 >"$TMP/nsm.sh" || fail "--no-save-model"
 has "$TMP/nsm.sh" "srun $SELF train --threads \"\$threads\" --epochs 2 \"\$@\" || rc=\$?"
-pass "slurm: --save-model added once, and left out with --no-save-model"
+expect_exit 2 "--no-save-model and --save-model after '--' contradict each other" -- \
+  "$PTRAIN" jobscript slurm --no-save-model -- --save-model
+pass "slurm: --save-model added once, left out with --no-save-model, and the two together refused"
 
 # ---- Quoting: awkward arguments reach ptrain train unchanged ----
 # (as values of train's own flags: train refuses stray words, and so does jobscript)

@@ -20,6 +20,9 @@ PY
 )
 [[ $right -ge 6 ]] || fail "only $right of 10 test images classified as labelled: $(cat "$TMP/idx.out")"
 pass "IDX --index 0-9: 10 lines, $right right"
+# An index past what a long holds is said as typed, not as strtol's LONG_MAX.
+expect_exit 2 "--index 99999999999999999999: an index past 2147483647" -- \
+  "$PTRAIN" predict --checkpoint "$TMP/ck" "$T10K" --index 99999999999999999999
 grep -q "^$T10K\[0\]: Ankle boot" "$TMP/idx.out" || fail "image 0 (an ankle boot) not called one: $(head -1 "$TMP/idx.out")"
 
 # The labels beside, as the training reader finds them: the other of plain
