@@ -476,7 +476,12 @@ static pt_status load_into(const pt_st_file *f, const char *path, const char *pr
   char name[256];
   snprintf(name, sizeof name, "%s%s", prefix, t->name);
   const pt_st_tensor *s = pt_st_find(f, name);
-  if (!s) return pt_fail(PT_ERR_FORMAT, "%s: has no tensor '%s'", path, name);
+  if (!s) {
+    /* A ptrain file names the model it holds: a wrong --model is then said. */
+    const char *held = pt_st_meta(f, "ptrain.model");
+    if (held) return pt_fail(PT_ERR_FORMAT, "%s: has no tensor '%s': it holds model %s (wrong --model?)", path, name, held);
+    return pt_fail(PT_ERR_FORMAT, "%s: has no tensor '%s'", path, name);
+  }
   int same = s->ndim == t->ndim;
   for (int d = 0; same && d < t->ndim; d++) same = s->shape[d] == t->shape[d];
   if (!same) {

@@ -59,7 +59,7 @@ pass "eval reproduces accuracy $acc"
   --max-steps 1 --quiet >"$TMP/init.out" 2>&1 || fail "init-from: $(cat "$TMP/init.out")"
 init_acc=$(accuracy_of "$TMP/init.out")
 [[ "$init_acc" == "$acc" ]] || fail "from the trained weights at lr 0: accuracy $init_acc, expected $acc"
-expect_exit 1 "not a parameter of model|has no tensor 'conv1.weight'" -- "$PTRAIN" train --model mnist-cnn \
+expect_exit 1 "has no tensor 'conv1.weight': it holds model fmnist-mlp [(]wrong --model[?][)]" -- "$PTRAIN" train --model mnist-cnn \
   --init-from "$TMP/a/model.safetensors" --max-steps 1
 pass "--init-from"
 
