@@ -64,7 +64,7 @@ pass "bad input: the flag, the file and line, or the path, named"
 # out with a note.
 { head -n 1 "$TMP/adam.jsonl"; printf '{"event":"epoch","epo\n'; tail -n +2 "$TMP/adam.jsonl"; } >"$TMP/mid.jsonl"
 "$PTRAIN" plot --output "$TMP/mid.svg" "$TMP/mid.jsonl" >"$TMP/mid.out" 2>&1 || fail "a cut line inside: $(cat "$TMP/mid.out")"
-grep -q "mid.jsonl:2: not a JSON object, left out: a write cut short" "$TMP/mid.out" ||
+grep -q "mid.jsonl:2: not a JSON object, left out (a write cut short" "$TMP/mid.out" ||
   fail "no note of the cut line: $(cat "$TMP/mid.out")"
 # Two runs appended to one file (--metrics appends): two curves, said so.
 cat "$TMP/adam.jsonl" "$TMP/sgd.jsonl" >"$TMP/twice.jsonl"
