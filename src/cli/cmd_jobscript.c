@@ -124,10 +124,18 @@ static long time_seconds(const char *t) {
 /* 4GB, 512MB, 2048 (HTCondor reads a bare number as MB). */
 static int valid_memory(const char *v) {
   size_t d = strspn(v, "0123456789");
-  if (!d || strtoull(v, NULL, 10) == 0) return 0;
+  errno = 0;
+  const unsigned long long x = strtoull(v, NULL, 10);
+  if (!d || x == 0 || errno == ERANGE) return 0;
   const char *u = v + d;
+  /* At most 1 PiB, a machine's memory many times over: more is a slip
+   * (a unit typed twice over), which no machine would ever match. */
+  const char *units = "KkMmGgTt";
+  const double mib = !*u ? 1.0 : *u == 'K' || *u == 'k' ? 1.0 / 1024 : *u == 'M' || *u == 'm' ? 1.0
+                     : *u == 'G' || *u == 'g' ? 1024.0 : 1048576.0;
+  if ((double)x * mib > 1073741824.0) return 0;
   if (!*u) return 1;
-  if (!strchr("KkMmGgTt", *u)) return 0;
+  if (!strchr(units, *u)) return 0;
   u++;
   if (*u == 'B' || *u == 'b') u++;
   return *u == 0;
@@ -678,9 +686,14 @@ int pt_cmd_jobscript(int argc, char **argv) {
     ptrain_given = so.ptrain;
   } else {
     if (!valid_memory(co.memory))
-      return usage_error(cmd, "--memory: expected a size such as 4GB, 512MB or 2048 (MB), got '%s'", co.memory);
+      return usage_error(cmd, "--memory: expected a size such as 4GB, 512MB or 2048 (MB), up to 1 PiB, got '%s'",
+                         co.memory);
     if ((rc = check_token(cmd, "--name", co.name)) || (rc = check_token(cmd, "--transfer-input", co.transfer_input)))
       return rc;
+    /* An empty entry is a slip (HTCondor would be asked to transfer nothing by name). */
+    const char *ti = co.transfer_input;
+    if (ti && (!*ti || *ti == ',' || ti[strlen(ti) - 1] == ',' || strstr(ti, ",,")))
+      return usage_error(cmd, "--transfer-input '%s': an empty entry; expected FILE[,FILE...]", ti);
     if (co.force && !co.write_dir) return usage_error(cmd, "--force: expected together with --write DIR");
     if (pt_train_args_has(train, ntrain, "--checkpoint-dir"))
       return usage_error(cmd, "--checkpoint-dir after '--': the job keeps checkpoints in '%s', which HTCondor transfers",

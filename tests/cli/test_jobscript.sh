@@ -345,8 +345,12 @@ expect_exit 2 "--job-name: expected letters" -- "${J[@]}" slurm --job-name $'a\n
 expect_exit 2 "--mpi: expected letters" -- "${J[@]}" slurm --mpi 'pmix x' --
 expect_exit 2 "--name: expected letters" -- "${J[@]}" htcondor --name 'a"b' --
 expect_exit 2 "--transfer-input: expected letters" -- "${J[@]}" htcondor --transfer-input 'a, b' --
-expect_exit 2 "--memory: expected a size such as 4GB, 512MB or 2048 \(MB\), got '4XB'" -- "${J[@]}" htcondor --memory 4XB --
+for list in a,,b ,a a,; do
+  expect_exit 2 "--transfer-input '$list': an empty entry" -- "${J[@]}" htcondor --transfer-input "$list" --
+done
+expect_exit 2 "--memory: expected a size such as 4GB, 512MB or 2048 \(MB\), up to 1 PiB, got '4XB'" -- "${J[@]}" htcondor --memory 4XB --
 expect_exit 2 "--memory: expected a size .*got '0'" -- "${J[@]}" htcondor --memory 0 --
+expect_exit 2 "--memory: expected a size .*got '99999999999GB'" -- "${J[@]}" htcondor --memory 99999999999GB --
 expect_exit 2 "--memory: expected a size .*got '-1GB'" -- "${J[@]}" htcondor --memory -1GB --
 expect_exit 2 "--force: expected together with --write DIR" -- "${J[@]}" htcondor --force --
 expect_exit 2 "--force: expected together with --write FILE" -- "${J[@]}" slurm --force --
