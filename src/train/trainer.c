@@ -719,7 +719,12 @@ static pt_status resume_position(worker_t *W, pt_train_position *pos) {
   if (W->out && !c->quiet) {
     fprintf(W->out, "resuming from %s at epoch %d, batch %d of %d (step %lld)", which, pos->next_epoch + 1,
             pos->next_batch, pt_loader_num_batches(W->train), (long long)pos->step);
-    if (pos->world != W->world) fprintf(W->out, "; the run had %d worker%s, this one has %d", pos->world, pos->world == 1 ? "" : "s", W->world);
+    /* Another worker count may take another batch (to keep the global
+     * batch, say): both global batches are said, so a change is seen. */
+    if (pos->world != W->world)
+      fprintf(W->out, "; the run had %d worker%s at batch %d (a global batch of %lld), this one has %d at %d (%lld)",
+              pos->world, pos->world == 1 ? "" : "s", pos->batch_size, (long long)old_global, W->world, W->r->batch,
+              (long long)new_global);
     fprintf(W->out, "\n");
   }
   if (old_global != new_global && done % new_global && W->out)

@@ -13,7 +13,7 @@ run=(--model fmnist-mlp --threads 1 --checkpoint-dir "$ck" --log-interval 10)
   fail "the 2-worker run"
 # One worker: 600 batches an epoch, so those 6000 samples are its batch 60.
 "$PTRAIN" train "${run[@]}" --resume --max-steps 50 >"$TMP/log" 2>&1 || fail "the resume: $(cat "$TMP/log")"
-grep -q "^resuming from $ck/step-000000000030 at epoch 1, batch 60 of 600 (step 30); the run had 2 workers, this one has 1" \
+grep -q "^resuming from $ck/step-000000000030 at epoch 1, batch 60 of 600 (step 30); the run had 2 workers at batch 100 (a global batch of 200), this one has 1 at 100 (100)$" \
   "$TMP/log" || fail "the resume line: $(cat "$TMP/log")"
 grep -q "^epoch 1/1 step 40 batch 70/600 " "$TMP/log" || fail "training did not go on from batch 60: $(cat "$TMP/log")"
 resume_at=$(grep -n "^resuming from" "$TMP/log" | cut -d: -f1)
