@@ -135,6 +135,11 @@ int pt_cmd_train(int argc, char **argv) {
     pt_cli_fail("train");
     return PT_USAGE_ERROR;
   }
+  if (ddp && pt_comm_mpi_launcher_ranks() == 1) {
+    fprintf(stderr, "ptrain train: error: --parallel ddp with 1 rank: there is no other to sum gradients with; start "
+                    "at least 2 (mpirun -np 2 ...), or train without --parallel\n");
+    return PT_USAGE_ERROR;
+  }
   if (ddp && !pt_comm_mpi_launched()) {
     fprintf(stderr, "ptrain train: error: --parallel ddp runs one process per rank; start them with a launcher:\n"
                     "  mpirun -np 2 ptrain train --parallel ddp ...   (one machine or a hostfile)\n"

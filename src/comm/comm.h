@@ -167,6 +167,8 @@ int pt_comm_mpi_available(void);
 int pt_comm_mpi_version(char *buf, size_t len);
 /* True when a launcher started this process as one of several ranks. */
 int pt_comm_mpi_launched(void);
+/* The ranks a launcher says it started (1 for mpirun -np 1), 0 for none. */
+int pt_comm_mpi_launcher_ranks(void);
 pt_status pt_comm_mpi_create(pt_comm **out, double timeout_s);
 /* MPI_Finalize, once, at the end of the program (after every communicator is gone). */
 void pt_comm_mpi_finalize(void);

@@ -29,6 +29,7 @@ static long launcher_world(void) {
 }
 
 int pt_comm_mpi_launched(void) { return launcher_world() > 1; }
+int pt_comm_mpi_launcher_ranks(void) { return (int)launcher_world(); }
 
 #ifdef PT_HAVE_MPI
 #include <mpi.h>

@@ -41,6 +41,8 @@ pass "dp 4 = ddp 4, bit for bit"
 # Launch mistakes get a message, not N processes writing one checkpoint.
 expect_exit 2 "runs one process per rank; start them with a launcher" -- "$PTRAIN" train --parallel ddp --max-steps 1
 expect_exit 2 "add --parallel ddp" -- mpirun -np 2 "$PTRAIN" train --model fmnist-mlp --max-steps 1
+expect_exit 2 "--parallel ddp with 1 rank: there is no other to sum gradients with" -- \
+  mpirun -np 1 "$PTRAIN" train --model fmnist-mlp --parallel ddp --max-steps 1
 
 # Synchronised batch norm across processes: 2 ranks x 32 = 1 x 64.
 # One step: bn1.bias's gradient is a sum that cancels to about 1/1000 of
