@@ -66,8 +66,17 @@ static pt_status parse_split(const pt_model *m, int stages, const char *split, i
   return PT_OK;
 }
 
+/* Whether layers [lo, hi) are only flatten: a stage that does nothing,
+ * which the checks below refuse. */
+static int only_flatten(const pt_model *m, int lo, int hi) {
+  for (int i = lo; i < hi; i++)
+    if (m->layers[i].spec.kind != PT_L_FLATTEN) return 0;
+  return 1;
+}
+
 /* best[s * (L+1) + i]: the lowest possible cost of the most expensive stage
- * when layers [i, L) go on s stages, each non-empty. */
+ * when layers [i, L) go on s stages, each holding a layer besides flatten.
+ * The caller checks that there are layers enough. */
 static void balance(const pt_model *m, int stages, int *bounds) {
   const int L = m->nlayers;
   static _Thread_local double best[(PT_MAX_LAYERS + 1) * (PT_MAX_LAYERS + 1)];
@@ -79,7 +88,7 @@ static void balance(const pt_model *m, int stages, int *bounds) {
     for (int i = L - 1; i >= 0; i--)
       for (int j = i + 1; j <= L; j++) {
         const double rest = best[(s - 1) * (L + 1) + j];
-        if (rest >= inf) continue;
+        if (rest >= inf || only_flatten(m, i, j)) continue;
         double c = pt_pipe_range_flops(m, i, j);
         if (rest > c) c = rest;
         if (c < best[s * (L + 1) + i]) best[s * (L + 1) + i] = c;
@@ -92,6 +101,7 @@ static void balance(const pt_model *m, int stages, int *bounds) {
     const int i = bounds[s], left = stages - s - 1;
     int pick = i + 1;
     for (int j = i + 1; j <= L - left; j++) {
+      if (only_flatten(m, i, j)) continue;
       double c = pt_pipe_range_flops(m, i, j), rest = best[left * (L + 1) + j];
       if (rest > c) c = rest;
       if (c <= opt * (1 + 1e-12)) pick = j;
@@ -103,8 +113,11 @@ static void balance(const pt_model *m, int stages, int *bounds) {
 
 pt_status pt_pipe_partition(const pt_model *whole, int stages, const char *split, int *bounds) {
   if (stages < 1) return pt_fail(PT_ERR_ARG, "%d stages: expected at least 1", stages);
-  if (stages > whole->nlayers)
-    return pt_fail(PT_ERR_ARG, "%d stages but %s has only %d layers", stages, whole->spec.name, whole->nlayers);
+  int working = 0; /* layers a stage can hold alone: all but flatten */
+  for (int i = 0; i < whole->nlayers; i++) working += whole->layers[i].spec.kind != PT_L_FLATTEN;
+  if (stages > working)
+    return pt_fail(PT_ERR_ARG, "%d stages but %s has only %d layers%s, and each stage needs one", stages,
+                   whole->spec.name, working, working < whole->nlayers ? " besides flatten" : "");
   bounds[0] = 0;
   bounds[stages] = whole->nlayers;
   if (split) PT_TRY(parse_split(whole, stages, split, bounds));

@@ -48,7 +48,7 @@ expect_exit 2 "--bucket-mb is for runs with several workers \(--parallel dp, ddp
   "$PTRAIN" train --bucket-mb 4 --data-dir "$TMP/nowhere"
 expect_exit 2 "--timeout is for runs with several workers" -- \
   "$PTRAIN" train --parallel none --timeout 10 --data-dir "$TMP/nowhere"
-expect_exit 2 "5 stages but fmnist-mlp has only 4 layers" -- \
+expect_exit 2 "5 stages but fmnist-mlp has only 3 layers besides flatten" -- \
   "$PTRAIN" train --model fmnist-mlp --parallel model --devices cpu:0,cpu:1,cpu:2,cpu:3,cpu:4 --data-dir "$TMP/nowhere"
 make_cifar "$TMP/cifar" 3
 expect_exit 2 "model mnist-cnn takes 1x28x28 input but the cifar10 images are 3x32x32 \(--dataset names a dataset the model cannot take\)" -- \
