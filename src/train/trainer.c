@@ -1039,12 +1039,21 @@ static pt_status train_loop(worker_t *W) {
       /* Read once, after the step's work: every worker then acts on the
        * sum, so all stop after the same step. */
       agreement(W, last_save, stats + 2);
+      const double t_sums = W->r->staged ? pt_now() : 0.0;
       if (!on_device) PT_TRY(pt_comm_iallreduce_f64(comm, stats, 5));
       PT_TRY(pt_grad_sync_finish(&W->sync));
       /* The loss sums travel on the world communicator. Finishing the
        * gradients finished them too when the gradients share it; a stage's
        * gradients travel among its replicas only. Nothing pending: no-op. */
       PT_TRY(pt_comm_wait_all(comm));
+      if (W->r->staged) {
+        /* A stage done with its schedule waits here for the others to end
+         * theirs (the last stage for the first's backward passes): idle
+         * time of the step, which the stage table and the bubble count. */
+        const double waited = pt_now() - t_sums;
+        W->stages.st.wait_s += waited;
+        if (timing) ph.comm_s += waited;
+      }
       /* Every worker sees the same sums, so all stop together here. */
       if (!isfinite(stats[0]))
         return pt_fail(PT_ERR_STATE, "loss became %s at epoch %d, step %lld: lower the learning rate (now %g)",
