@@ -60,6 +60,11 @@ static pt_status parse_float(const ctx_t *c, const char *key, const char *v, dou
 static pt_status parse_triple(const ctx_t *c, const char *key, const char *v, double lo, float out[3], int *count) {
   char buf[128];
   snprintf(buf, sizeof buf, "%s", v);
+  /* strtok_r would pass over an empty value (a stray comma) without a word. */
+  const size_t vl = strlen(v);
+  if (!vl || v[0] == ',' || v[vl - 1] == ',' || strstr(v, ",,"))
+    return pt_fail(PT_ERR_FORMAT, "%s:%d: %s=%s: an empty value; expected 1 or 3 numbers separated by commas",
+                   c->origin, c->line, key, v);
   int n = 0;
   for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     if (n == 3) return pt_fail(PT_ERR_FORMAT, "%s:%d: %s: at most 3 values", c->origin, c->line, key);
@@ -328,10 +333,12 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
       else if (!strcmp(tok[1], "cross-entropy")) spec->loss = PT_LOSS_CROSS_ENTROPY;
       else return err(&c, "unknown loss '%s' (expected nll or cross-entropy)", tok[1], NULL);
     } else if (!strcmp(tok[0], "normalize")) {
+      if (ntok == 1) return err(&c, "normalize: expected mean=M[,M,M] std=S[,S,S]", NULL, NULL);
       for (int i = 1; i < ntok; i++) {
         char *k, *v;
         if (!split_kv(tok[i], &k, &v) || (strcmp(k, "mean") && strcmp(k, "std")))
           return err(&c, "normalize: expected mean=M[,M,M] std=S[,S,S], got '%s'", tok[i], NULL);
+        if (given_before(tok, 1, i, k)) return err(&c, "normalize: '%s' given twice%s", k, "");
         int n;
         if (!strcmp(k, "mean")) PT_TRY(parse_triple(&c, k, v, -1e6, spec->mean, &n));
         else PT_TRY(parse_triple(&c, k, v, 1e-6, spec->std, &n));
@@ -343,9 +350,11 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
         }
       }
     } else if (!strcmp(tok[0], "augment")) {
+      if (ntok == 1) return err(&c, "augment: expected crop=PAD flip=0|1", NULL, NULL);
       for (int i = 1; i < ntok; i++) {
         char *k, *v;
         if (!split_kv(tok[i], &k, &v)) return err(&c, "augment: expected crop=PAD flip=0|1", NULL, NULL);
+        if (given_before(tok, 1, i, k)) return err(&c, "augment: '%s' given twice%s", k, "");
         if (!strcmp(k, "crop")) PT_TRY(parse_int(&c, k, v, 0, 64, &spec->crop_pad));
         else if (!strcmp(k, "flip")) PT_TRY(parse_int(&c, k, v, 0, 1, &spec->hflip));
         else return err(&c, "augment: unknown key '%s' (expected crop, flip)", k, NULL);

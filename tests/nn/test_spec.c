@@ -156,6 +156,14 @@ static void test_spec_errors(void **s) {
   expect_error("input 1 28 28\nflatten\nlinear fc out=10 out=20\n", "model.txt:3: option 'out' given twice");
   expect_error("input 1 28 28\ninput 1 28 28\nflatten\nlinear fc out=10\n",
                "model.txt:2: 'input' given twice (first on line 1)");
+  expect_error("input 1 28 28\nflatten\nlinear fc out=10\naugment crop=4 crop=0\n",
+               "model.txt:4: augment: 'crop' given twice");
+  expect_error("input 1 28 28\nflatten\nlinear fc out=10\nnormalize mean=0.1 mean=0.5 std=0.3\n",
+               "model.txt:4: normalize: 'mean' given twice");
+  expect_error("input 1 28 28\nflatten\nlinear fc out=10\naugment\n", "model.txt:4: augment: expected crop=PAD");
+  expect_error("input 1 28 28\nflatten\nlinear fc out=10\nnormalize\n", "model.txt:4: normalize: expected mean=");
+  expect_error("input 3 32 32\nflatten\nlinear fc out=10\nnormalize mean=0.1,0.2,0.3, std=0.3\n",
+               "model.txt:4: mean=0.1,0.2,0.3,: an empty value");
   expect_error("input 1 28 28\nflatten\nlinear fc out=10\ndefaults lr=0.1 lr=0.2\n",
                "model.txt:4: defaults: 'lr' given twice");
   /* batchnorm2d on flat input, after a linear as after a flatten, as
