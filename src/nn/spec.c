@@ -5,17 +5,14 @@
 #include "nn/spec.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "data/dataset.h"
 #include "optim/optimizer.h"
-#include "util/file.h"
 
 #define MAX_TOKENS 16
 
@@ -395,27 +392,14 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
 
 pt_status pt_spec_read_file(const char *path, char **text) {
   *text = NULL;
-  /* O_NONBLOCK: a FIFO with no writer would otherwise hold open() for
-   * good, deaf to the stop signals, before fstat could refuse it. */
-  const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return pt_fail_errno(PT_ERR_IO, "cannot open model file %s", path);
-  /* A directory opens on Linux, and reading it then fails with EISDIR,
-   * which said only "read error". */
+  FILE *f = fopen(path, "rb");
+  if (!f) return pt_fail_errno(PT_ERR_IO, "cannot open model file %s", path);
+  /* fopen takes a directory on Linux, and reading it then fails with
+   * EISDIR, which said only "read error". */
   struct stat sb;
-  if (fstat(fd, &sb) != 0) {
-    const pt_status st = pt_fail_errno(PT_ERR_IO, "cannot look at model file %s", path);
-    close(fd);
-    return st;
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    close(fd);
-    return pt_fail(PT_ERR_IO, "model file %s is %s; expected a spec file (docs/models.md)", path,
-                   pt_file_kind(sb.st_mode));
-  }
-  FILE *f = fdopen(fd, "rb");
-  if (!f) {
-    close(fd);
-    return pt_fail_errno(PT_ERR_IO, "cannot open model file %s", path);
+  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    fclose(f);
+    return pt_fail(PT_ERR_IO, "model file %s is a directory; expected a spec file (docs/models.md)", path);
   }
   /* 64 KiB and a NUL; one byte more is read to see whether there is more. */
   const size_t max = (size_t)1 << 16;
