@@ -220,7 +220,6 @@ static void test_callbacks_see_every_step_and_stop_the_run(void **state) {
   pt_net_free(net);
 }
 
-/* A second run starts from the weights the first ended with. */
 /* What a library user's signal handler asks: the run stops after the
  * step, writes a checkpoint, says it was signalled, and resumes. */
 static int request_stop_at_3(const pt_step *s, void *user) {
@@ -229,37 +228,45 @@ static int request_stop_at_3(const pt_step *s, void *user) {
   return 0;
 }
 
-static void test_request_stop(void **state) {
-  (void)state;
+/* Trains with c (its callbacks asking to stop) into tmpdir/sub: stopped
+ * by the request after step `at`, with that step's checkpoint; resumed
+ * without the callbacks, to the end (all 3 epochs). */
+static void stop_and_resume(pt_config *c, const char *sub, int at) {
   char dir[128], state_file[200];
-  snprintf(dir, sizeof dir, "%s/stop", tmpdir);
+  snprintf(dir, sizeof dir, "%s/%s", tmpdir, sub);
+  c->checkpoint_dir = dir;
   pt_net *net;
-  pt_config c;
-  config(&c);
-  c.checkpoint_dir = dir;
-  c.on_step = request_stop_at_3;
   pt_result r;
   assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
-  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
+  assert_int_equal(pt_train(net, train_data, test_data, c, &r), PT_OK);
   assert_int_equal(r.stopped, PT_RUN_STOPPED_SIGNAL);
-  /* Asked from step 3's callback, after that step looked for a request. */
-  assert_int_equal(r.steps, 4);
-  snprintf(state_file, sizeof state_file, "%s/step-000000000004/state.safetensors", dir);
+  assert_int_equal(r.steps, at);
+  snprintf(state_file, sizeof state_file, "%s/step-%012d/state.safetensors", dir, at);
   struct stat sb;
   assert_int_equal(stat(state_file, &sb), 0);
   /* The request was this run's: the resumed run goes to the end. */
-  c.on_step = NULL;
-  c.resume = 1;
-  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
+  c->on_step = NULL;
+  c->on_epoch = NULL;
+  c->resume = 1;
+  assert_int_equal(pt_train(net, train_data, test_data, c, &r), PT_OK);
   assert_int_equal(r.stopped, PT_RUN_COMPLETE);
   assert_int_equal(r.steps, 3 * N / 20);
   pt_net_free(net);
 }
 
+static void test_request_stop(void **state) {
+  (void)state;
+  pt_config c;
+  config(&c);
+  c.on_step = request_stop_at_3;
+  /* Asked from step 3's callback, after that step looked for a request. */
+  stop_and_resume(&c, "stop", 4);
+}
+
 /* A request that comes after the run's last step, during its last
  * evaluation (the epoch callback runs after it): the run ends checkpointed
  * and says it was signalled, as the request's message promised, rather
- * than completing with nothing saved. */
+ * than completing with nothing saved; resumed, nothing is left to do. */
 static int request_stop_after_last(const pt_epoch *e, void *user) {
   (void)user;
   if (e->epoch == 3) pt_request_stop(SIGTERM);
@@ -268,30 +275,13 @@ static int request_stop_after_last(const pt_epoch *e, void *user) {
 
 static void test_request_stop_after_the_last_step(void **state) {
   (void)state;
-  char dir[128], state_file[200];
-  snprintf(dir, sizeof dir, "%s/stop-last", tmpdir);
-  pt_net *net;
   pt_config c;
   config(&c);
-  c.checkpoint_dir = dir;
   c.on_epoch = request_stop_after_last;
-  pt_result r;
-  assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
-  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
-  assert_int_equal(r.stopped, PT_RUN_STOPPED_SIGNAL);
-  assert_int_equal(r.steps, 3 * N / 20);
-  snprintf(state_file, sizeof state_file, "%s/step-%012d/state.safetensors", dir, 3 * N / 20);
-  struct stat sb;
-  assert_int_equal(stat(state_file, &sb), 0);
-  /* Resumed, there is nothing left to do. */
-  c.on_epoch = NULL;
-  c.resume = 1;
-  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
-  assert_int_equal(r.stopped, PT_RUN_COMPLETE);
-  assert_int_equal(r.steps, 3 * N / 20);
-  pt_net_free(net);
+  stop_and_resume(&c, "stop-last", 3 * N / 20);
 }
 
+/* A second run starts from the weights the first ended with. */
 static void test_training_continues_from_the_nets_weights(void **state) {
   (void)state;
   pt_net *net;
