@@ -1199,30 +1199,28 @@ static pt_status train_loop(worker_t *W) {
         res->target_step = pos.step;
       }
     }
-    if (c->on_epoch && !skip_eval) {
-      /* Every worker calls this, together, so all stop after the same epoch. */
-      double want = 0.0;
-      if (W->caller) {
-        const pt_epoch info = {.epoch = epoch + 1, .step = pos.step, .train_loss = train_loss,
-                               .test_loss = ev.count ? ev.loss_sum / ev.count : NAN,
-                               .test_acc = ev.count ? (double)ev.correct / ev.count : NAN, .images_per_s = ips,
-                               .seconds = prior_seconds + train_s, .lr = lr};
-        want = c->on_epoch(&info, c->user) != 0;
-      }
+    /* One agreement after the epoch, every worker together: whether the
+     * epoch callback asked to stop (v[0]), and whether a signal came after
+     * the epoch's last step, during its evaluation (v[1]): after the run's
+     * last step no step follows to carry it, and its message promised a
+     * checkpoint. Read after the callback, which may ask for a stop. */
+    double v[2] = {0.0, 0.0};
+    const int callback = c->on_epoch && !skip_eval;
+    if (callback && W->caller) {
+      const pt_epoch info = {.epoch = epoch + 1, .step = pos.step, .train_loss = train_loss,
+                             .test_loss = ev.count ? ev.loss_sum / ev.count : NAN,
+                             .test_acc = ev.count ? (double)ev.correct / ev.count : NAN, .images_per_s = ips,
+                             .seconds = prior_seconds + train_s, .lr = lr};
+      v[0] = c->on_epoch(&info, c->user) != 0;
+    }
+    if (callback || !signalled) {
+      v[1] = !signalled && pt_train_stop_signal() ? 1.0 : 0.0;
       W->comm->what = "the agreement to stop after the epoch";
-      PT_TRY(pt_comm_allreduce_f64(W->comm, &want, 1));
-      if (want > 0.0) cb_stopped = stopped = 1;
+      PT_TRY(pt_comm_allreduce_f64(W->comm, v, 2));
     }
+    if (v[0] > 0.0) cb_stopped = stopped = 1;
+    if (v[1] > 0.0) signalled = 1;
     if (cb_stopped) res->stopped_by = PT_STOP_CALLBACK;
-    /* A signal that came after the epoch's last step (during its
-     * evaluation): agreed on here, since after the run's last step no step
-     * follows to carry it, and its message promised a checkpoint. */
-    if (!signalled) {
-      double asked = pt_train_stop_signal() ? 1.0 : 0.0;
-      W->comm->what = "the agreement to stop after the evaluation";
-      PT_TRY(pt_comm_allreduce_f64(W->comm, &asked, 1));
-      signalled = asked > 0.0;
-    }
     if ((saving || signalled) && saved_step != pos.step) {
       PT_TRY(save_checkpoint(W, &pos));
       /* With exit_after_checkpoint the interval runs from the start of
