@@ -17,6 +17,7 @@
 #include "cli/train_args.h"
 #include "io/atomic_file.h"
 #include "util/error.h"
+#include "util/list.h"
 
 #define PT_JOB_CKPT_DIR "checkpoints"
 
@@ -691,9 +692,8 @@ int pt_cmd_jobscript(int argc, char **argv) {
     if ((rc = check_token(cmd, "--name", co.name)) || (rc = check_token(cmd, "--transfer-input", co.transfer_input)))
       return rc;
     /* An empty entry is a slip (HTCondor would be asked to transfer nothing by name). */
-    const char *ti = co.transfer_input;
-    if (ti && (!*ti || *ti == ',' || ti[strlen(ti) - 1] == ',' || strstr(ti, ",,")))
-      return usage_error(cmd, "--transfer-input '%s': an empty entry; expected FILE[,FILE...]", ti);
+    if (co.transfer_input && pt_list_has_empty(co.transfer_input))
+      return usage_error(cmd, "--transfer-input '%s': an empty entry; expected FILE[,FILE...]", co.transfer_input);
     if (co.force && !co.write_dir) return usage_error(cmd, "--force: expected together with --write DIR");
     if (pt_train_args_has(train, ntrain, "--checkpoint-dir"))
       return usage_error(cmd, "--checkpoint-dir after '--': the job keeps checkpoints in '%s', which HTCondor transfers",

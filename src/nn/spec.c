@@ -13,6 +13,7 @@
 
 #include "data/dataset.h"
 #include "optim/optimizer.h"
+#include "util/list.h"
 
 #define MAX_TOKENS 16
 
@@ -57,9 +58,7 @@ static pt_status parse_float(const ctx_t *c, const char *key, const char *v, dou
 static pt_status parse_triple(const ctx_t *c, const char *key, const char *v, double lo, float out[3], int *count) {
   char buf[128];
   snprintf(buf, sizeof buf, "%s", v);
-  /* strtok_r would pass over an empty value (a stray comma) without a word. */
-  const size_t vl = strlen(v);
-  if (!vl || v[0] == ',' || v[vl - 1] == ',' || strstr(v, ",,"))
+  if (pt_list_has_empty(v))
     return pt_fail(PT_ERR_FORMAT, "%s:%d: %s=%s: an empty value; expected 1 or 3 numbers separated by commas",
                    c->origin, c->line, key, v);
   int n = 0;
