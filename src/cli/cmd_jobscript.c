@@ -124,22 +124,25 @@ static long time_seconds(const char *t) {
 
 /* 4GB, 512MB, 2048 (HTCondor reads a bare number as MB). */
 static int valid_memory(const char *v) {
-  size_t d = strspn(v, "0123456789");
+  const size_t d = strspn(v, "0123456789");
   errno = 0;
   const unsigned long long x = strtoull(v, NULL, 10);
   if (!d || x == 0 || errno == ERANGE) return 0;
   const char *u = v + d;
+  double mib = 1.0; /* a bare number */
+  if (*u) {
+    static const char units[] = "KkMmGgTt";
+    static const double unit_mib[] = {1.0 / 1024, 1.0, 1024.0, 1048576.0};
+    const char *at = strchr(units, *u);
+    if (!at) return 0;
+    mib = unit_mib[(at - units) / 2];
+    u++;
+    if (*u == 'B' || *u == 'b') u++;
+    if (*u) return 0;
+  }
   /* At most 1 PiB, a machine's memory many times over: more is a slip
    * (a unit typed twice over), which no machine would ever match. */
-  const char *units = "KkMmGgTt";
-  const double mib = !*u ? 1.0 : *u == 'K' || *u == 'k' ? 1.0 / 1024 : *u == 'M' || *u == 'm' ? 1.0
-                     : *u == 'G' || *u == 'g' ? 1024.0 : 1048576.0;
-  if ((double)x * mib > 1073741824.0) return 0;
-  if (!*u) return 1;
-  if (!strchr(units, *u)) return 0;
-  u++;
-  if (*u == 'B' || *u == 'b') u++;
-  return *u == 0;
+  return (double)x * mib <= 1073741824.0;
 }
 
 /* The ptrain the script runs: this very binary unless told otherwise, by
@@ -385,7 +388,8 @@ static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrai
   if (o->add_device) fputs(" --device cuda", f);
   if (!pt_train_args_has(train, ntrain, "--threads")) fprintf(f, " --threads %d", threads);
   fputs(" --save-model --checkpoint-dir " PT_JOB_CKPT_DIR " --exit-after-checkpoint", f);
-  if (!pt_train_args_has(train, ntrain, "--checkpoint-interval") && !pt_train_args_has(train, ntrain, "--checkpoint-every"))
+  if (!pt_train_args_has(train, ntrain, "--checkpoint-interval") &&
+      !pt_train_args_has(train, ntrain, "--checkpoint-every"))
     fprintf(f, " --checkpoint-interval %d", o->checkpoint_interval);
   fputs(" \"$@\"", f);
   put_words(f, train, ntrain);
@@ -714,7 +718,8 @@ int pt_cmd_jobscript(int argc, char **argv) {
     pre[npre++] = "--checkpoint-dir";
     pre[npre++] = PT_JOB_CKPT_DIR;
     pre[npre++] = "--exit-after-checkpoint";
-    if (!pt_train_args_has(train, ntrain, "--checkpoint-interval") && !pt_train_args_has(train, ntrain, "--checkpoint-every"))
+    if (!pt_train_args_has(train, ntrain, "--checkpoint-interval") &&
+        !pt_train_args_has(train, ntrain, "--checkpoint-every"))
       pre[npre++] = "--checkpoint-interval", pre[npre++] = interval;
     if ((rc = pt_train_args_check(cmd, pre, npre, train, ntrain, &ta))) return rc;
     if ((rc = check_gpu_device(cmd, "--gpus", co.gpus, &ta))) return rc;

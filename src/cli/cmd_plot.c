@@ -73,11 +73,12 @@ int pt_cmd_plot(int argc, char **argv) {
       fprintf(stderr, "ptrain plot: %s:%d: an unfinished last line, left out\n", path, note.unfinished_line);
     if (note.not_json == 1)
       fprintf(stderr, "ptrain plot: %s:%d: not a JSON object, left out (a write cut short, as by a full disk, or "
-                      "a line that --metrics did not write)\n", path,
-              note.first_not_json);
+                      "a line that --metrics did not write)\n",
+              path, note.first_not_json);
     else if (note.not_json)
       fprintf(stderr, "ptrain plot: %s: %d lines that are not JSON objects (the first, line %d) left out (writes "
-              "cut short, as by a full disk, or lines that --metrics did not write)\n", path, note.not_json, note.first_not_json);
+              "cut short, as by a full disk, or lines that --metrics did not write)\n",
+              path, note.not_json, note.first_not_json);
     if (note.nonfinite)
       fprintf(stderr, "ptrain plot: %s: %d epoch%s with a NaN or infinite loss or accuracy, drawn as gaps\n", path,
               note.nonfinite, note.nonfinite == 1 ? "" : "s");

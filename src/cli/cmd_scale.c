@@ -405,7 +405,8 @@ int pt_cmd_scale(int argc, char **argv) {
   }
   pt_scale_adopt_orphans();
   /* The runs' files, where TMPDIR says (a job's own scratch), else /tmp. */
-  const char *tmp_root = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  const char *tmp_root = getenv("TMPDIR");
+  if (!tmp_root || !*tmp_root) tmp_root = "/tmp";
   char tmp[PATH_MAX];
   snprintf(tmp, sizeof tmp, "%.4000s/ptrain-scale-XXXXXX", tmp_root);
   if (!mkdtemp(tmp)) {

@@ -151,7 +151,8 @@ static void reap_orphans(double deadline) {
     const char *close_paren = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
     fclose(f);
     long ppid = 0;
-    if (close_paren && sscanf(close_paren + 1, " %*c %ld", &ppid) == 1 && ppid == (long)getpid()) kill((pid_t)pid, SIGKILL);
+    if (close_paren && sscanf(close_paren + 1, " %*c %ld", &ppid) == 1 && ppid == (long)getpid())
+      kill((pid_t)pid, SIGKILL);
   }
   if (d) closedir(d);
   while (waitpid(-1, NULL, 0) > 0) {

@@ -479,7 +479,8 @@ static pt_status load_into(const pt_st_file *f, const char *path, const char *pr
   if (!s) {
     /* A ptrain file names the model it holds: a wrong --model is then said. */
     const char *held = pt_st_meta(f, "ptrain.model");
-    if (held) return pt_fail(PT_ERR_FORMAT, "%s: has no tensor '%s': it holds model %s (wrong --model?)", path, name, held);
+    if (held)
+      return pt_fail(PT_ERR_FORMAT, "%s: has no tensor '%s': it holds model %s (wrong --model?)", path, name, held);
     return pt_fail(PT_ERR_FORMAT, "%s: has no tensor '%s'", path, name);
   }
   int same = s->ndim == t->ndim;
