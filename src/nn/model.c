@@ -39,10 +39,13 @@ static int add_buffer(pt_model *m, const char *layer, const char *what, int ndim
 
 /* Whether layer index takes flat (N, C) input, as PyTorch sees it: the
  * nearest layer before it that sets the shape is a linear or a flatten.
- * A convolution's or a pooling's 1x1 output is still (N, C, 1, 1). */
+ * A convolution's or a pooling's 1x1 output is still (N, C, 1, 1), and so
+ * is the model's input. A stage looks back through the whole model, so
+ * that a split never changes what a spec means. */
 static int takes_flat(const pt_model *m, int index) {
-  for (int i = index - 1; i >= 0; i--) {
-    const pt_layer_kind k = m->layers[i].spec.kind;
+  const pt_model_spec *whole = m->whole ? &m->whole->spec : &m->spec;
+  for (int i = m->layer_base + index - 1; i >= 0; i--) {
+    const pt_layer_kind k = whole->layers[i].kind;
     if (k == PT_L_LINEAR || k == PT_L_FLATTEN) return 1;
     if (k == PT_L_CONV2D || k == PT_L_MAXPOOL2D) return 0;
   }
@@ -115,7 +118,9 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
       break;
     }
     case PT_L_LINEAR: {
-      if (L->in_h != 1 || L->in_w != 1)
+      /* PyTorch's Linear acts on the last dimension, so a 1x1 map, which
+       * is (N, C, 1, 1), needs its flatten too. */
+      if (!takes_flat(m, L->index))
         return shape_error(L, origin, "linear takes flat input: add 'flatten' before it");
       L->out_c = s->out;
       int64_t ws[2] = {s->out, L->in_c}, bs[1] = {s->out};

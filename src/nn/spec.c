@@ -293,6 +293,15 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
     p += len + (p[len] == '\n');
     char *hash = strchr(line, '#');
     if (hash) *hash = 0;
+    /* Directives are ASCII: any other byte would be echoed raw into the
+     * errors below (a terminal's escape sequence, half a UTF-8 letter).
+     * Comments may hold any text. */
+    for (const unsigned char *b = (const unsigned char *)line; *b; b++)
+      if ((*b < 0x20 && *b != '\t' && *b != '\r') || *b >= 0x7f) {
+        char at[48];
+        snprintf(at, sizeof at, "column %d, byte 0x%02x", (int)(b - (const unsigned char *)line) + 1, *b);
+        return err(&c, "%s: expected printable ASCII outside comments ('#' starts one)%s", at, NULL);
+      }
     char *tok[MAX_TOKENS];
     int ntok = 0;
     for (char *save = NULL, *t = strtok_r(line, " \t\r", &save); t; t = strtok_r(NULL, " \t\r", &save)) {

@@ -114,6 +114,10 @@ static void test_spec_bom_and_bn_after_1x1(void **s) {
   pt_model *m;
   assert_int_equal(pt_model_create(&m, &spec, 2), PT_OK);
   pt_model_destroy(m);
+  /* Comments may hold any text; the directives are ASCII. */
+  assert_int_equal(pt_spec_parse("# caf\xc3\xa9\ninput 1 28 28\nflatten # na\xc3\xafve\nlinear fc out=10\n", "utf8.txt", &spec),
+                   PT_OK);
+  assert_int_equal(spec.nlayers, 2);
 }
 
 static void expect_error(const char *text, const char *needle) {
@@ -139,6 +143,17 @@ static void test_spec_errors(void **s) {
   expect_error("input 1 28 28\nconv2d c out=3\n", "needs out= and kernel=");
   expect_error("input 1 28 28\nconv2d c out=-3 kernel=3\n", "out=-3: expected an integer");
   expect_error("input 1 28 28\nlinear l out=10\n", "add 'flatten' before it");
+  /* A 1x1 map is still (N, C, 1, 1), which PyTorch's Linear does not take
+   * as C features; nor the model's input. */
+  expect_error("input 1 28 28\nconv2d c out=8 kernel=28\nlinear l out=10\n",
+               "model.txt:3: linear l: input 8x1x1: linear takes flat input: add 'flatten' before it");
+  expect_error("input 1 28 28\nconv2d c out=8 kernel=27\nrelu\nmaxpool2d kernel=2\nlinear l out=10\n",
+               "model.txt:5: linear l: input 8x1x1: linear takes flat input");
+  expect_error("input 3 1 1\nlinear l out=10\n", "model.txt:2: linear l: input 3x1x1: linear takes flat input");
+  /* Bytes that are not printable ASCII are named, not echoed. */
+  expect_error("input 1 28 28\nflatten\nlinear l out=10\x1b[2J\n",
+               "model.txt:3: column 16, byte 0x1b: expected printable ASCII outside comments");
+  expect_error("input 1 28 28\nflatten\nlinear l\xc3\xa9 out=10\n", "model.txt:3: column 9, byte 0xc3");
   expect_error("input 1 4 4\nconv2d c out=2 kernel=7\n", "kernel larger than the padded input");
   expect_error("input 1 28 28\nconv2d c out=2 kernel=3\n", "a classifier must end flat");
   expect_error("input 1 28 28\nflatten\nlinear a out=5\nlinear a out=3\n", "'a' is already used");
