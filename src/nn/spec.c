@@ -230,28 +230,56 @@ static pt_status parse_word(const ctx_t *c, const char *key, const char *v, cons
 /* The names are those the dataset, optimizer and scheduler parsers take:
  * checked here so that a typo is reported with its file and line rather
  * than by the trainer, which no longer knows where the name came from. */
-static pt_status parse_defaults(const ctx_t *c, char **tok, int ntok, pt_train_defaults *d) {
+/* The keys of 'defaults', which may come on several lines. */
+enum { DK_DATASET, DK_OPTIMIZER, DK_SCHEDULER, DK_LR, DK_GAMMA, DK_MOMENTUM, DK_WEIGHT_DECAY, DK_BATCH,
+       DK_TEST_BATCH, NDEFAULT_KEYS };
+static const char *const default_keys[NDEFAULT_KEYS] = {
+    [DK_DATASET] = "dataset", [DK_OPTIMIZER] = "optimizer", [DK_SCHEDULER] = "scheduler",
+    [DK_LR] = "lr",           [DK_GAMMA] = "gamma",         [DK_MOMENTUM] = "momentum",
+    [DK_WEIGHT_DECAY] = "weight-decay", [DK_BATCH] = "batch", [DK_TEST_BATCH] = "test-batch"};
+
+/* key_line[k]: the line that gave default_keys[k], so that a key given
+ * again, on this line or a later one, is named rather than one value
+ * dropped without a word. */
+static pt_status parse_defaults(const ctx_t *c, char **tok, int ntok, pt_train_defaults *d,
+                                int key_line[NDEFAULT_KEYS]) {
   for (int i = 1; i < ntok; i++) {
     char *k, *v;
     if (!split_kv(tok[i], &k, &v)) return err(c, "defaults: expected key=value, got '%s'", tok[i], NULL);
-    if (given_before(tok, 1, i, k)) return err(c, "defaults: '%s' given twice%s", k, "");
-    if (!strcmp(k, "dataset"))
-      PT_TRY(parse_word(c, k, v, PT_DATASET_NAMES, d->dataset, sizeof d->dataset));
-    else if (!strcmp(k, "optimizer"))
-      PT_TRY(parse_word(c, k, v, PT_OPT_NAMES, d->optimizer, sizeof d->optimizer));
-    else if (!strcmp(k, "scheduler"))
-      PT_TRY(parse_word(c, k, v, PT_SCHED_NAMES, d->scheduler, sizeof d->scheduler));
-    else if (!strcmp(k, "lr")) PT_TRY(parse_float(c, k, v, 0.0, 1e3, &d->lr));
-    else if (!strcmp(k, "gamma")) PT_TRY(parse_float(c, k, v, 0.0, 1.0, &d->gamma));
-    else if (!strcmp(k, "momentum")) PT_TRY(parse_float(c, k, v, 0.0, 1.0, &d->momentum));
-    else if (!strcmp(k, "weight-decay")) PT_TRY(parse_float(c, k, v, 0.0, 1.0, &d->weight_decay));
-    else if (!strcmp(k, "batch")) PT_TRY(parse_int(c, k, v, 1, 1 << 20, &d->batch));
-    else if (!strcmp(k, "test-batch")) PT_TRY(parse_int(c, k, v, 1, 1 << 20, &d->test_batch));
-    else
+    int key = 0;
+    while (key < NDEFAULT_KEYS && strcmp(k, default_keys[key])) key++;
+    if (key == NDEFAULT_KEYS)
       return err(c, "defaults: unknown key '%s' (expected dataset, optimizer, lr, batch, test-batch, "
                  "scheduler, gamma, momentum, weight-decay)%s", k, NULL);
+    if (key_line[key] == c->line) return err(c, "defaults: '%s' given twice%s", k, "");
+    if (key_line[key])
+      return pt_fail(PT_ERR_FORMAT, "%s:%d: defaults: '%s' given twice (first on line %d)", c->origin, c->line, k,
+                     key_line[key]);
+    key_line[key] = c->line;
+    switch (key) {
+      case DK_DATASET: PT_TRY(parse_word(c, k, v, PT_DATASET_NAMES, d->dataset, sizeof d->dataset)); break;
+      case DK_OPTIMIZER: PT_TRY(parse_word(c, k, v, PT_OPT_NAMES, d->optimizer, sizeof d->optimizer)); break;
+      case DK_SCHEDULER: PT_TRY(parse_word(c, k, v, PT_SCHED_NAMES, d->scheduler, sizeof d->scheduler)); break;
+      case DK_LR: PT_TRY(parse_float(c, k, v, 0.0, 1e3, &d->lr)); break;
+      case DK_GAMMA: PT_TRY(parse_float(c, k, v, 0.0, 1.0, &d->gamma)); break;
+      case DK_MOMENTUM: PT_TRY(parse_float(c, k, v, 0.0, 1.0, &d->momentum)); break;
+      case DK_WEIGHT_DECAY: PT_TRY(parse_float(c, k, v, 0.0, 1.0, &d->weight_decay)); break;
+      case DK_BATCH: PT_TRY(parse_int(c, k, v, 1, 1 << 20, &d->batch)); break;
+      default: PT_TRY(parse_int(c, k, v, 1, 1 << 20, &d->test_batch)); break;
+    }
   }
   return PT_OK;
+}
+
+/* Momentum is SGD's: with another default optimizer, a run without
+ * --optimizer sgd would be refused, far from the line that caused it. */
+static pt_status check_defaults(const char *origin, const pt_train_defaults *d, const int key_line[NDEFAULT_KEYS]) {
+  if (d->momentum <= 0 || !strcmp(d->optimizer, "sgd")) return PT_OK;
+  char where[48] = "";
+  if (key_line[DK_OPTIMIZER] != key_line[DK_MOMENTUM])
+    snprintf(where, sizeof where, " (line %d)", key_line[DK_OPTIMIZER]);
+  return pt_fail(PT_ERR_FORMAT, "%s:%d: defaults: momentum=%g applies to optimizer sgd, not %s%s: drop momentum, or "
+                 "make sgd the default", origin, key_line[DK_MOMENTUM], d->momentum, d->optimizer, where);
 }
 
 static void spec_reset(pt_model_spec *s) {
@@ -283,6 +311,7 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
    * normalize, augment. A second would silently replace the first. */
   static const char *const once[] = {"name", "input", "loss", "normalize", "augment"};
   int once_line[sizeof once / sizeof once[0]] = {0};
+  int default_line[NDEFAULT_KEYS] = {0};
   char line[1024];
   while (*p) {
     c.line++;
@@ -365,7 +394,7 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
         else return err(&c, "augment: unknown key '%s' (expected crop, flip)", k, NULL);
       }
     } else if (!strcmp(tok[0], "defaults")) {
-      PT_TRY(parse_defaults(&c, tok, ntok, &spec->defaults));
+      PT_TRY(parse_defaults(&c, tok, ntok, &spec->defaults, default_line));
     } else {
       size_t w = 0, nw = sizeof layer_words / sizeof layer_words[0];
       while (w < nw && strcmp(tok[0], layer_words[w].word)) w++;
@@ -394,6 +423,7 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
     return pt_fail(PT_ERR_FORMAT, "%s:%d: loss nll expects log-probabilities, but the model ends with %s: end it "
                    "with logsoftmax, or use 'loss cross-entropy' (which takes raw scores)", origin, loss_line,
                    pt_layer_kind_name(spec->layers[spec->nlayers - 1].kind));
+  PT_TRY(check_defaults(origin, &spec->defaults, default_line));
   if (!spec->name[0]) snprintf(spec->name, sizeof spec->name, "custom");
   return PT_OK;
 }

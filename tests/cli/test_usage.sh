@@ -37,7 +37,7 @@ expect_exit 2 "momentum and --nesterov apply to --optimizer sgd" -- "$PTRAIN" tr
 # A spec's defaults follow the same rule; --gamma needs the step scheduler,
 # --sync-bn workers to pool over.
 printf 'input 1 28 28\nflatten\nlinear fc out=10\ndefaults optimizer=adam momentum=0.9\n' >"$TMP/adam-momentum.txt"
-expect_exit 2 "its defaults give momentum 0.9, which applies to optimizer sgd, not adam" -- \
+expect_exit 1 "adam-momentum.txt:4: defaults: momentum=0.9 applies to optimizer sgd, not adam: drop momentum" -- \
   "$PTRAIN" train --model-file "$TMP/adam-momentum.txt" --data-dir "$TMP/nowhere"
 expect_exit 2 "--gamma applies to --scheduler step, not cosine" -- \
   "$PTRAIN" train --model fmnist-mlp --scheduler cosine --gamma 0.5 --data-dir "$TMP/nowhere"

@@ -181,6 +181,12 @@ static void test_spec_errors(void **s) {
                "model.txt:4: mean=0.1,0.2,0.3,: an empty value");
   expect_error("input 1 28 28\nflatten\nlinear fc out=10\ndefaults lr=0.1 lr=0.2\n",
                "model.txt:4: defaults: 'lr' given twice");
+  expect_error("input 1 28 28\nflatten\nlinear fc out=10\ndefaults lr=0.1\ndefaults batch=32 lr=0.2\n",
+               "model.txt:5: defaults: 'lr' given twice (first on line 4)");
+  /* Momentum is SGD's: a default optimizer that is not would make every
+   * run without --optimizer sgd fail, far from this line. */
+  expect_error("input 1 28 28\nflatten\nlinear fc out=10\ndefaults optimizer=adam\ndefaults momentum=0.9\n",
+               "model.txt:5: defaults: momentum=0.9 applies to optimizer sgd, not adam (line 4): drop momentum");
   /* batchnorm2d on flat input, after a linear as after a flatten, as
    * PyTorch's BatchNorm2d refuses 2-D input; after a convolution's 1x1
    * output it is 4-D and taken (below). */
