@@ -25,8 +25,12 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
+# cmake's chatter goes to a log; its own lines, such as whether CUDA is
+# built, are shown (its errors go to stderr, shown as they come).
 configure: deps
-	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@mkdir -p $(BUILD)
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >$(BUILD)/configure.log || { cat $(BUILD)/configure.log; exit 1; }
+	@sed -n 's/^-- ptrain: /ptrain: /p' $(BUILD)/configure.log
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
