@@ -231,6 +231,14 @@ static void add_loss(pt_model *m, const int32_t *y, int rows, float scale, pt_pi
   }
 }
 
+/* Handing a piece on, from t0: the stage's own time, though not its
+ * layers'. */
+static void count_send(pt_pipe_stage *P, double t0) {
+  const double t1 = pt_now();
+  P->send_s += t1 - t0;
+  pt_trace_span("send", "send", t0, t1);
+}
+
 static pt_status run_forward(pt_pipe_stage *P, const float *x, int k, int chunk, int rows, uint64_t dropout_step) {
   const int slot = k % P->nslots;
   pt_model *m = P->m;
@@ -241,12 +249,14 @@ static pt_status run_forward(pt_pipe_stage *P, const float *x, int k, int chunk,
   pt_model_use_slot(m, slot);
   m->step = dropout_step * (uint64_t)P->M + (uint64_t)k;
   const float *out = pt_model_forward(m, slot_input(P, x, k, slot, chunk), rows);
-  if (P->stage < P->nstages - 1)
-    PT_TRY(send_piece(P, ACT, (size_t)k * P->mb * P->out_floats, out, (size_t)rows * P->out_floats, k, k,
-                      "sending activations to the stage after"));
   const double t1 = pt_now();
   P->forward_s += t1 - t0;
   pt_trace_span(P->labels[2 * k], "forward", t0, t1);
+  if (P->stage < P->nstages - 1) {
+    PT_TRY(send_piece(P, ACT, (size_t)k * P->mb * P->out_floats, out, (size_t)rows * P->out_floats, k, k,
+                      "sending activations to the stage after"));
+    count_send(P, t1);
+  }
   if (++P->live > P->live_max) P->live_max = P->live;
   return PT_OK;
 }
@@ -266,12 +276,14 @@ static pt_status run_backward(pt_pipe_stage *P, const float *x, const int32_t *y
   /* This micro-batch's share of the batch's mean loss. */
   if (P->stage == P->nstages - 1) add_loss(m, y + (size_t)k * chunk, rows, loss_scale * (float)rows / (float)n, out);
   const float *dx = pt_model_backward_from(m, slot_input(P, x, k, slot, chunk), dy, rows, P->stage > 0);
-  if (P->stage > 0)
-    PT_TRY(send_piece(P, GRAD, (size_t)k * P->mb * P->in_floats, dx, (size_t)rows * P->in_floats, k, k,
-                      "sending gradients to the stage before"));
   const double t1 = pt_now();
   P->backward_s += t1 - t0;
   pt_trace_span(P->labels[2 * k + 1], "backward", t0, t1);
+  if (P->stage > 0) {
+    PT_TRY(send_piece(P, GRAD, (size_t)k * P->mb * P->in_floats, dx, (size_t)rows * P->in_floats, k, k,
+                      "sending gradients to the stage before"));
+    count_send(P, t1);
+  }
   P->live--;
   return PT_OK;
 }

@@ -71,9 +71,11 @@ typedef struct {
   } *unacked;                       /* (2M) pieces sent, not yet acknowledged */
   int nunacked;
   char (*labels)[16];     /* (2M) "F3", "B3": trace span names, alive as long as the stage */
-  /* Measured over training batches: compute, waiting for the other stages
-   * (the bubble and the transfers), and the most micro-batches alive. */
-  double busy_s, wait_s, forward_s, backward_s;
+  /* Measured over training batches: compute, handing pieces on (copies
+   * into the send buffers, posting the sends), waiting for the other
+   * stages (the bubble and the transfers), and the most micro-batches
+   * alive. busy_s = forward_s + backward_s + send_s, near enough. */
+  double busy_s, wait_s, forward_s, backward_s, send_s;
   int64_t batches;
   int live, live_max;
 } pt_pipe_stage;

@@ -117,7 +117,7 @@ void pt_stages_print_plan(FILE *out, const pt_stages *S, const pt_model *whole) 
   }
 }
 
-enum { R_BUSY, R_WAIT, R_FWD, R_BWD, R_PEAK, R_LIVE, R_BATCHES, R_N };
+enum { R_BUSY, R_WAIT, R_FWD, R_BWD, R_SEND, R_PEAK, R_LIVE, R_BATCHES, R_N };
 
 pt_status pt_stages_report(FILE *out, pt_stages *S, pt_model *whole, int layer_times) {
   const pt_pipe_stage *P = &S->st;
@@ -131,6 +131,7 @@ pt_status pt_stages_report(FILE *out, pt_stages *S, pt_model *whole, int layer_t
   row[R_WAIT] = P->wait_s;
   row[R_FWD] = P->forward_s;
   row[R_BWD] = P->backward_s;
+  row[R_SEND] = P->send_s;
   row[R_PEAK] = (double)pt_pipe_peak_activation_bytes(P);
   row[R_LIVE] = P->live_max;
   row[R_BATCHES] = (double)P->batches;
@@ -156,14 +157,14 @@ pt_status pt_stages_report(FILE *out, pt_stages *S, pt_model *whole, int layer_t
   if (!out) return PT_OK;
   fprintf(out, "\nstages: %d, micro-batches %d, schedule %s (replica 0 of %d)\n", S->stages, P->M,
           pt_pipe_schedule_name(P->kind), S->replicas);
-  fprintf(out, "%-6s %-8s %12s %12s %12s %8s %16s\n", "stage", "layers", "fwd ms/step", "bwd ms/step",
-          "idle ms/step", "idle", "peak activations");
+  fprintf(out, "%-6s %-8s %12s %12s %13s %12s %8s %16s\n", "stage", "layers", "fwd ms/step", "bwd ms/step",
+          "send ms/step", "idle ms/step", "idle", "peak activations");
   for (int s = 0; s < S->stages; s++) {
     const double *r = buf + (size_t)s * R_N, t = (r[R_BUSY] + r[R_WAIT]) / batches;
     char layers[24];
     snprintf(layers, sizeof layers, "%d-%d", S->bounds[s], S->bounds[s + 1] - 1);
-    fprintf(out, "%-6d %-8s %12.3f %12.3f %12.3f %7.1f%% %9.2f MiB (%d micro-batch%s)\n", s, layers,
-            1e3 * r[R_FWD] / batches, 1e3 * r[R_BWD] / batches, 1e3 * r[R_WAIT] / batches,
+    fprintf(out, "%-6d %-8s %12.3f %12.3f %13.3f %12.3f %7.1f%% %9.2f MiB (%d micro-batch%s)\n", s, layers,
+            1e3 * r[R_FWD] / batches, 1e3 * r[R_BWD] / batches, 1e3 * r[R_SEND] / batches, 1e3 * r[R_WAIT] / batches,
             t > 0 ? 100.0 * r[R_WAIT] / batches / t : 0.0, r[R_PEAK] / (1 << 20), (int)r[R_LIVE],
             (int)r[R_LIVE] == 1 ? "" : "es");
   }

@@ -779,7 +779,7 @@ static pt_status evaluate_all(worker_t *W, pt_eval_sums *ev) {
 static pt_status staged_micro_step(worker_t *W, const pt_batch *batch, int epoch, uint64_t dropout_step,
                                    float scale, double *stats, pt_phase_times *ph, int64_t step) {
   pt_pipe_stage *P = &W->stages.st;
-  const double f0 = P->forward_s, b0 = P->backward_s, w0 = P->wait_s;
+  const double f0 = P->forward_s, b0 = P->backward_s, w0 = P->wait_s, s0 = P->send_s;
   P->comm->step = step;
   pt_model_zero_grad(W->model);
   const float *x;
@@ -796,7 +796,8 @@ static pt_status staged_micro_step(worker_t *W, const pt_batch *batch, int epoch
   if (ph) {
     ph->forward_s += P->forward_s - f0;
     ph->backward_s += P->backward_s - b0;
-    ph->comm_s += P->wait_s - w0; /* waiting for the other stages, the bubble included */
+    /* handing pieces on, and waiting for the other stages, the bubble included */
+    ph->comm_s += (P->send_s - s0) + (P->wait_s - w0);
     ph->images += batch->n;
   }
   return PT_OK;

@@ -39,23 +39,32 @@ grep -q "stage 1: layers 2-6 (conv2d conv2 .. flatten)" "$TMP/cnn3.log" || fail 
 grep -Eq "^bubble: .* ideal 40.0% for equal stages" "$TMP/cnn3.log" || fail "no bubble line: $(cat "$TMP/cnn3.log")"
 pass "the log shows the stages and the bubble against (p-1)/(m+p-1)"
 
-# Each stage's row covers its step: forward, backward and idle add up to
-# most of the profiled step (the optimizer and the data are the rest). The
-# last stage's wait for the first one's backward passes, after its own
-# schedule, was once left out of its idle: 19.6 of a 34.9 ms step.
+# Each stage's row covers its step: forward, backward, send and idle add
+# up to most of the profiled step (the optimizer and the data are the
+# rest). The last stage's wait for the first one's backward passes, after
+# its own schedule, was once left out of its idle: 19.6 of a 34.9 ms step.
+# The forward column is the layers' own time: handing the activations on
+# was once in it (12.3 ms against 8.2 in the layers).
 "$PTRAIN" train --model mnist-cnn --max-steps 20 --threads 1 --batch-size 64 --parallel model --profile \
   --log-interval 1000 --checkpoint-dir "$TMP/rows" >"$TMP/rows.log" 2>&1 || fail "model --profile: $(cat "$TMP/rows.log")"
 python3 - "$TMP/rows.log" <<'PY' || fail "stage rows: $(cat "$TMP/rows.log")"
 import re, sys
 text = open(sys.argv[1]).read()
 step = float(re.search(r"^profile: \d+ steps, ([0-9.]+) ms/step", text, re.M).group(1))
-rows = re.findall(r"^([01]) +\d+-\d+ +([0-9.]+) +([0-9.]+) +([0-9.]+) ", text, re.M)
+rows = re.findall(r"^([01]) +\d+-\d+ +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) ", text, re.M)
 assert len(rows) == 2, rows
-for stage, f, b, idle in rows:
-    total = float(f) + float(b) + float(idle)
+for stage, f, b, send, idle in rows:
+    total = float(f) + float(b) + float(send) + float(idle)
     assert 0.8 * step <= total <= 1.05 * step, (stage, total, step)
+    assert float(send) > 0, (stage, send)
+# Stage 0's layers are the whole of its forward column, to within the
+# model's own bookkeeping.
+layers = {m.group(1): float(m.group(2)) for m in re.finditer(r"^(\S+ \S+|\S+ \(fused\)|\S+) +([0-9.]+) +[0-9.]+ +[0-9.]+%", text, re.M)}
+fwd0 = float(rows[0][1])
+own = sum(v for k, v in layers.items() if k in ("conv2d conv1", "conv2d conv2", "dropout"))
+assert fwd0 <= 1.2 * own + 0.5, (fwd0, own, layers)
 PY
-pass "model parallel: each stage's forward, backward and idle add up to its step"
+pass "model parallel: each stage's forward, backward, send and idle add up to its step; forward is the layers'"
 
 # Batch norm.
 bn=(--model-file docs/examples/small-cnn.txt --no-shuffle --no-dropout --max-steps 3 --threads 1 --save-model --quiet)
