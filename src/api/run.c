@@ -8,7 +8,7 @@
 
 #include "api/api.h"
 #include "comm/comm.h"
-#include "train/stop.h"
+#include "util/stop.h"
 
 void pt_config_defaults(pt_config *c) {
   if (!c) return;

@@ -12,7 +12,7 @@
 #include "cli/commands.h"
 #include "cli/train_args.h"
 #include "comm/comm.h"
-#include "train/stop.h"
+#include "util/stop.h"
 
 /* SIGTERM (Slurm's time limit and preemption, HTCondor's eviction),
  * SIGINT (Ctrl-C) and SIGUSR1 (sbatch --signal): finish the step, write a

@@ -5,15 +5,19 @@
 #include "nn/spec.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "data/dataset.h"
 #include "optim/optimizer.h"
 #include "util/list.h"
+#include "util/stop.h"
 
 #define MAX_TOKENS 16
 
@@ -428,16 +432,43 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
   return PT_OK;
 }
 
+/* A FIFO's open waits for a writer, and the stop signals' handlers restart
+ * it: a FIFO that nobody writes would hold the run deaf to SIGTERM. So it
+ * is opened without waiting, and the wait is a poll, which a handled
+ * signal interrupts whatever SA_RESTART says; the timeout covers a signal
+ * that came just before the poll began. Text already written is read
+ * whatever the signal: the run's start-up answers the stop after that. */
+static pt_status wait_for_writer(int fd, const char *path) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  for (;;) {
+    const int ready = poll(&p, 1, 200);
+    if (ready > 0) return PT_OK;
+    if (ready < 0 && errno != EINTR) return pt_fail_errno(PT_ERR_IO, "model file %s: waiting for a writer", path);
+    const int sig = pt_train_stop_signal();
+    if (sig && poll(&p, 1, 0) <= 0)
+      return pt_fail(PT_ERR_IO, "model file %s is a FIFO that nobody wrote to before %s: expected a spec", path,
+                     strsignal(sig));
+  }
+}
+
 pt_status pt_spec_read_file(const char *path, char **text) {
   *text = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return pt_fail_errno(PT_ERR_IO, "cannot open model file %s", path);
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return pt_fail_errno(PT_ERR_IO, "cannot open model file %s", path);
   /* fopen takes a directory on Linux, and reading it then fails with
    * EISDIR, which said only "read error". */
   struct stat sb;
-  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    fclose(f);
-    return pt_fail(PT_ERR_IO, "model file %s is a directory; expected a spec file (docs/models.md)", path);
+  pt_status st = PT_OK;
+  if (fstat(fd, &sb) != 0) st = pt_fail_errno(PT_ERR_IO, "cannot open model file %s", path);
+  else if (S_ISDIR(sb.st_mode))
+    st = pt_fail(PT_ERR_IO, "model file %s is a directory; expected a spec file (docs/models.md)", path);
+  else if (S_ISFIFO(sb.st_mode)) st = wait_for_writer(fd, path);
+  const int flags = fcntl(fd, F_GETFL);
+  FILE *f = st == PT_OK && flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
+  if (!f) {
+    if (st == PT_OK) st = pt_fail_errno(PT_ERR_IO, "cannot open model file %s", path);
+    close(fd);
+    return st;
   }
   /* 64 KiB and a NUL; one byte more is read to see whether there is more. */
   const size_t max = (size_t)1 << 16;

@@ -28,7 +28,7 @@
 #include "cuda/device.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_lock.h"
-#include "train/stop.h"
+#include "util/stop.h"
 #include "train/evaluate.h"
 #include "train/gpu_watch.h"
 #include "train/graph_step.h"

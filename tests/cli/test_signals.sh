@@ -86,12 +86,14 @@ pass "two SIGINTs: exit 130 at once"
 # ends the run with 85 as well, not the default action's 143, so that the
 # job is requeued. Deterministic: the model file is a FIFO, and the writer's
 # open returns only once ptrain has opened it, its handlers then in place;
-# the spec is written only after the signal was received.
+# its first line is written before the signal (so ptrain is reading), the
+# rest only after the signal was received.
 mkfifo "$TMP/spec.fifo"
 "$PTRAIN" train --model-file "$TMP/spec.fifo" --checkpoint-dir "$TMP/early" --metrics "$TMP/early.jsonl" \
   >"$TMP/early.out" 2>&1 &
 pid=$!
 exec 3>"$TMP/spec.fifo"
+echo "# a spec written in two parts" >&3
 kill -TERM $pid
 for _ in $(seq 600); do grep -q "signal received" "$TMP/early.out" && break; sleep 0.05; done
 cat "$TMP/small.txt" >&3
@@ -103,6 +105,22 @@ grep -q "stopped by Terminated before training began; nothing to checkpoint (exi
   fail "SIGTERM while starting: $(cat "$TMP/early.out")"
 [[ ! -e $TMP/early && ! -s $TMP/early.jsonl ]] || fail "SIGTERM while starting: it trained or saved: $(ls -R "$TMP/early")"
 pass "SIGTERM while starting: exit 85 before training, nothing written"
+
+# A model file that is a FIFO nobody writes to: SIGTERM ends the wait, with
+# exit 1 and the file named, instead of leaving the run deaf to it (the
+# handlers restart a blocking open).
+mkfifo "$TMP/unwritten.fifo"
+"$PTRAIN" train --model-file "$TMP/unwritten.fifo" --checkpoint-dir "$TMP/unwritten" >"$TMP/unwritten.out" 2>&1 &
+pid=$!
+for _ in $(seq 600); do ls -l /proc/$pid/fd 2>/dev/null | grep -q unwritten.fifo && break; sleep 0.05; done
+kill -TERM $pid
+rc=0
+timeout 10 tail --pid=$pid -f /dev/null || fail "SIGTERM did not end the wait on a FIFO nobody writes to"
+wait $pid || rc=$?
+[[ $rc == 1 ]] || fail "SIGTERM on an unwritten FIFO gave exit $rc, expected 1: $(cat "$TMP/unwritten.out")"
+grep -q "model file .*unwritten.fifo is a FIFO that nobody wrote to before Terminated" "$TMP/unwritten.out" ||
+  fail "SIGTERM on an unwritten FIFO: $(cat "$TMP/unwritten.out")"
+pass "SIGTERM while waiting on a FIFO nobody writes to: exit 1, the file named"
 
 # A signal whose checkpoint cannot be written (the disk full, injected by the
 # test hook PTRAIN_TEST_ENOSPC_AFTER; or, under mpirun, a collective that

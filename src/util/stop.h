@@ -5,9 +5,11 @@
  * trainer reads the request after each step, agrees on it with every other
  * worker (the flag travels with the loss's allreduce, so workers signalled
  * at different steps, or not at all, stop at the same one), writes a
- * checkpoint and returns with pt_train_result.stopped_by set. */
-#ifndef PT_TRAIN_STOP_H
-#define PT_TRAIN_STOP_H
+ * checkpoint and returns with pt_train_result.stopped_by set. It lives in
+ * util so that waits before training (a model file that is a FIFO) can
+ * give up on it too. */
+#ifndef PT_UTIL_STOP_H
+#define PT_UTIL_STOP_H
 
 /* The exit status of a run that stopped on a signal with a complete
  * checkpoint, to be resumed: HTCondor's checkpoint_exit_code and a

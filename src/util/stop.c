@@ -1,6 +1,6 @@
 /* The stop request: lock-free atomics, which a signal handler may
  * touch (C11 7.14.1.1 allows lock-free atomic objects there). */
-#include "train/stop.h"
+#include "util/stop.h"
 
 #include <stdatomic.h>
 
