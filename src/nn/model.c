@@ -298,9 +298,12 @@ static pt_status infer_model(pt_model *m, const pt_model_spec *spec, int max_bat
   }
   if (m->whole && m->layer_base + m->nlayers < m->whole->nlayers) {
     m->num_classes = 0; /* a stage before the last: no loss here */
-  } else if (h != 1 || w != 1) {
+  } else if (!takes_flat(m, m->nlayers)) {
+    /* A 1x1 map too: PyTorch's loss would take (N, C, 1, 1) as a map of
+     * one-pixel predictions, with targets of that shape. */
     return pt_fail(PT_ERR_FORMAT, "%s: the last layer's output is %dx%dx%d; a classifier must end flat "
-                   "(add 'flatten' and a 'linear' layer)", spec->origin[0] ? spec->origin : spec->name, c, h, w);
+                   "(add 'flatten'%s)", spec->origin[0] ? spec->origin : spec->name, c, h, w,
+                   h == 1 && w == 1 ? "" : " and a 'linear' layer");
   } else if (c < 2) {
     return pt_fail(PT_ERR_FORMAT, "%s: the model has %d output%s; a classifier needs at least 2",
                    spec->origin[0] ? spec->origin : spec->name, c, c == 1 ? "" : "s");

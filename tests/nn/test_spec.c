@@ -150,6 +150,9 @@ static void test_spec_errors(void **s) {
   expect_error("input 1 28 28\nconv2d c out=8 kernel=27\nrelu\nmaxpool2d kernel=2\nlinear l out=10\n",
                "model.txt:5: linear l: input 8x1x1: linear takes flat input");
   expect_error("input 3 1 1\nlinear l out=10\n", "model.txt:2: linear l: input 3x1x1: linear takes flat input");
+  expect_error("input 1 28 28\nconv2d c out=10 kernel=28\n",
+               "model.txt: the last layer's output is 10x1x1; a classifier must end flat (add 'flatten')");
+  expect_error("input 1 28 28\nconv2d c out=10 kernel=28\nlogsoftmax\n", "a classifier must end flat");
   /* Bytes that are not printable ASCII are named, not echoed. */
   expect_error("input 1 28 28\nflatten\nlinear l out=10\x1b[2J\n",
                "model.txt:3: column 16, byte 0x1b: expected printable ASCII outside comments");
