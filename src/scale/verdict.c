@@ -197,6 +197,16 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
     return;
   }
   const pt_scale_config *b = &c[best];
+  if (b->baseline >= 0 && !c[b->baseline].ran) {
+    /* Its baseline failed or was stopped: neither "stay on" that one
+     * worker, which has no rate, nor "use" a speed-up never measured. */
+    const pt_scale_config *one = &c[b->baseline];
+    describe(b, what, sizeof what);
+    snprintf(rec, rec_len, "no recommendation: the one-worker baseline (%d thread%s) %s: %.200s; %s ran at %.0f "
+             "images/s, with nothing to compare it with", one->threads, one->threads == 1 ? "" : "s",
+             one->runnable ? "failed" : "was not run", one->why, what, b->images_per_s);
+    return;
+  }
   if (b->baseline < 0 || !(b->speedup >= 1.1)) {
     /* One worker of the same threads, batch and optimizer as the fastest,
      * with its own rate: the fastest's is a parallel one's. */

@@ -215,6 +215,27 @@ static void test_judge_no_parallel_measured(void **st) {
   }
 }
 
+/* The baseline failed (a sweep stopped by Ctrl-C once took its exit 85 for
+ * a failure and went on): no "stay on" the one worker, which has no rate,
+ * nor a speed-up that was never measured. */
+static void test_judge_baseline_failed(void **st) {
+  (void)st;
+  pt_scale_config c[2];
+  char rec[600];
+  sweep(c, 1000, 1900);
+  c[0].ran = 0;
+  c[0].images_per_s = 0;
+  strcpy(c[0].why, "its run exited 1: out of memory");
+  pt_scale_judge(c, 2, 2, 0, rec, sizeof rec);
+  assert_has(c[0].verdict, "none, 1 worker: failed: its run exited 1: out of memory");
+  assert_has(c[1].verdict, "no baseline to compare with");
+  assert_has(rec, "no recommendation: the one-worker baseline (1 thread) failed: its run exited 1: out of memory; "
+                  "dp with 2 workers x 1 thread");
+  assert_has(rec, "ran at 1900 images/s, with nothing to compare it with");
+  assert_null(strstr(rec, "stay on"));
+  assert_null(strstr(rec, " 0 images/s"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_steady_runs),
@@ -229,6 +250,7 @@ int main(void) {
       cmocka_unit_test(test_judge_target_recommendation_stands),
       cmocka_unit_test(test_judge_target_tie_keeps_fewer_workers),
       cmocka_unit_test(test_judge_no_parallel_measured),
+      cmocka_unit_test(test_judge_baseline_failed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
