@@ -1,7 +1,6 @@
 /* ptrain scale: runs a model in every configuration of a sweep and says,
  * with the measurements, whether parallelism pays (src/scale/). */
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -187,12 +186,6 @@ static int collect_sweep(const char *dir, const char *report, const char *json) 
   if (!rc) rc = pt_cmd_scale(n, args);
   for (int i = first; i < n; i++) free(args[i]);
   return rc;
-}
-
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb;
-  (void)ftw;
-  return flag == FTW_DP ? rmdir(path) : unlink(path);
 }
 
 /* The training arguments after "--", before anything runs: refused where
@@ -404,6 +397,7 @@ int pt_cmd_scale(int argc, char **argv) {
     }
   }
   pt_scale_adopt_orphans();
+  if (!gather) pt_scale_catch_signals();
   /* The runs' files, where TMPDIR says (a job's own scratch), else /tmp. */
   const char *tmp_root = getenv("TMPDIR");
   if (!tmp_root || !*tmp_root) tmp_root = "/tmp";
@@ -435,7 +429,7 @@ int pt_cmd_scale(int argc, char **argv) {
     free(cfg);
     return PT_USAGE_ERROR;
   }
-  for (int i = 0; i < n && !gather; i++) {
+  for (int i = 0; i < n && !gather && !pt_scale_stop_signal(); i++) {
     if (task >= 0 && i != task) continue;
     pt_scale_run(&r, &cfg[i]);
     fprintf(stderr, "  %-9s %d x %d threads: %s\n", pt_scale_strategy_name(cfg[i].strategy), cfg[i].workers,
@@ -443,8 +437,16 @@ int pt_cmd_scale(int argc, char **argv) {
   }
   /* The runs' logs and metrics, and the checkpoint of a ddp run a time
    * limit stopped (its ranks were waited for). */
-  if (nftw(tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
-    fprintf(stderr, "ptrain scale: warning: could not remove %s\n", tmp);
+  if (pt_scale_remove_tree(tmp) != 0) fprintf(stderr, "ptrain scale: warning: could not remove %s\n", tmp);
+  const int sig = pt_scale_stop_signal();
+  if (sig) { /* nothing to judge nor write: a task's missing result says it did not finish */
+    int measured = 0;
+    for (int i = 0; i < n; i++) measured += cfg[i].ran;
+    fprintf(stderr, "ptrain scale: stopped by %s with %d of %d configurations measured; no recommendation\n",
+            strsignal(sig), measured, n);
+    free(cfg);
+    return 128 + sig;
+  }
   if (task >= 0) { /* one configuration of a submitted sweep: its result for --collect */
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%.4000s/task-%d.jsonl", results, task);

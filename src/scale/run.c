@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <math.h>
 #include <signal.h>
 #include <spawn.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -161,6 +163,35 @@ static void reap_orphans(double deadline) {
 
 void pt_scale_adopt_orphans(void) { prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig) {
+  if (!stop_signal) stop_signal = sig;
+}
+
+void pt_scale_catch_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+}
+
+int pt_scale_stop_signal(void) { return stop_signal; }
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb;
+  (void)ftw;
+  return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+int pt_scale_remove_tree(const char *path) {
+  if (access(path, F_OK) != 0 && errno == ENOENT) return 0;
+  return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 /* Ends a run past --time-limit. mpirun is asked with SIGTERM, which it
  * passes to its ranks before it exits: killed outright, it would leave
  * them running (each rank is in a process group of its own), taking the
@@ -282,12 +313,22 @@ static int run_once(const pt_scale_runner *r, const pt_scale_config *c, int step
   add(&a, "--quiet");
   add(&a, "--metrics");
   add(&a, metrics);
+  /* A directory of its own, empty: a run's checkpoints (TRAIN_ARGS may
+   * ask for --save-model or --checkpoint-every) would make the next run
+   * in it refuse to start over another run's. */
+  char ckdir[4200];
+  snprintf(ckdir, sizeof ckdir, "%s/checkpoints", r->tmp_dir);
   add(&a, "--checkpoint-dir");
-  add(&a, r->tmp_dir);
+  add(&a, ckdir);
   for (int i = 0; i < r->ntrain_args; i++) add(&a, r->train_args[i]);
   a.v[a.n] = NULL;
 
   unlink(metrics);
+  if (pt_scale_remove_tree(ckdir) != 0) {
+    snprintf(why, why_len, "cannot empty %.150s for its checkpoints: %s", ckdir, strerror(errno));
+    free(a.v);
+    return 1;
+  }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -308,6 +349,11 @@ static int run_once(const pt_scale_runner *r, const pt_scale_config *c, int step
       snprintf(why, why_len, "lost its run: %s", strerror(errno));
       return 1;
     }
+    if (stop_signal) {
+      end_run(pid, c->strategy == PT_SCALE_DDP, &status);
+      snprintf(why, why_len, "stopped by %s", strsignal(stop_signal));
+      return 1;
+    }
     if (pt_now() - t0 > r->time_limit_s) {
       end_run(pid, c->strategy == PT_SCALE_DDP, &status);
       if (steps > 0)
@@ -321,6 +367,12 @@ static int run_once(const pt_scale_runner *r, const pt_scale_config *c, int step
     nanosleep(&ts, NULL);
   }
   if (c->strategy == PT_SCALE_DDP) reap_orphans(pt_now() + 10.0); /* ranks that outlived mpirun */
+  /* Ctrl-C reaches the run too, which may have ended first (85, with a
+   * checkpoint): the sweep's stop, not the run's failure. */
+  if (stop_signal) {
+    snprintf(why, why_len, "stopped by %s", strsignal(stop_signal));
+    return 1;
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     char msg[200];
     last_error(log, msg, sizeof msg);

@@ -100,6 +100,14 @@ void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c);
  * outlive their mpirun (ended past --time-limit) become its children, for
  * pt_scale_run to wait for or kill before the next configuration. */
 void pt_scale_adopt_orphans(void);
+/* SIGINT, SIGTERM and SIGHUP end the sweep: the run under way is ended
+ * (its ranks waited for, as past --time-limit), and pt_scale_run returns
+ * with the configuration not measured. pt_scale_stop_signal says which
+ * came (0: none). */
+void pt_scale_catch_signals(void);
+int pt_scale_stop_signal(void);
+/* Removes path and everything under it; 0 when all is gone. */
+int pt_scale_remove_tree(const char *path);
 
 /* The phases of a step, in this order: waiting for data, forward,
  * backward, optimizer, communication, other. */

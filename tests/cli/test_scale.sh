@@ -244,6 +244,39 @@ grep -q "^- none, 1 worker: failed: its run exited 1: .*nowhere" "$TMP/bad.out" 
 grep -q "no configuration ran" "$TMP/bad.out" || fail "no final error: $(cat "$TMP/bad.out")"
 pass "a run that fails: its error in the verdict, exit 1 when nothing ran"
 
+# TRAIN_ARGS that make a run write checkpoints: each run starts in a fresh
+# directory (the second once refused to start over the first's).
+"$PTRAIN" scale --model fmnist-mlp --data-dir "$FMNIST" --workers 1 --steps 5 --warmup 2 -- --save-model \
+  --checkpoint-every 3 >"$TMP/ckpt.out" 2>&1 || fail "a sweep with --save-model: $(cat "$TMP/ckpt.out")"
+grep -q "^- the baseline: one worker" "$TMP/ckpt.out" || fail "a sweep with --save-model: $(cat "$TMP/ckpt.out")"
+pass "TRAIN_ARGS --save-model and --checkpoint-every: every run measured"
+
+# Ctrl-C (SIGINT to the whole process group, the run included) and SIGTERM
+# end the sweep: no configuration reported as failed, no recommendation,
+# 128 + the signal, the run ended and TMPDIR emptied. A run stopped by
+# Ctrl-C once exited 85, was reported as a failure, and the sweep went on
+# to recommend the one worker that had no rate.
+for sig in INT TERM; do
+  mkdir -p "$TMP/stop-$sig"
+  TMPDIR=$TMP/stop-$sig setsid "$PTRAIN" scale --model mnist-cnn --data-dir "$FMNIST" --workers 1,2 \
+    --strategies none,dp --steps 100000 --warmup 2 -- --seed 434343 >"$TMP/stop-$sig.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do pgrep -f "ptrain train .*--seed 434343" >/dev/null && break; sleep 0.05; done
+  if [[ $sig == INT ]]; then kill -INT -- -"$pid"; else kill -TERM "$pid"; fi
+  rc=0
+  wait "$pid" || rc=$?
+  want=$((128 + $(kill -l $sig)))
+  [[ $rc == "$want" ]] || fail "SIG$sig to a sweep: exit $rc, expected $want: $(cat "$TMP/stop-$sig.out")"
+  grep -q "stopped by .* with 0 of 2 configurations measured; no recommendation" "$TMP/stop-$sig.out" ||
+    fail "SIG$sig to a sweep: $(cat "$TMP/stop-$sig.out")"
+  ! grep -q "recommendation for\|dp  *2 x" "$TMP/stop-$sig.out" || fail "SIG$sig: the sweep went on: $(cat "$TMP/stop-$sig.out")"
+  left=$(pgrep -af "ptrain train .*--seed 434343" || true)
+  [[ -z $left ]] || { pkill -KILL -f "ptrain train .*--seed 434343"; fail "SIG$sig: a run left running: $left"; }
+  leftover=$(find "$TMP/stop-$sig" -mindepth 1 | head -5)
+  [[ -z $leftover ]] || fail "SIG$sig: files left in TMPDIR: $leftover"
+done
+pass "SIGINT to the group and SIGTERM: the sweep stops, 130 and 143, nothing left running or behind"
+
 # Every TRAIN_ARGS word reaches the runs, however many: the last one here
 # names a file the run must fail to read (train's parser reads no files,
 # so the sweep starts).
