@@ -1,7 +1,5 @@
 #include "util/fpmode.h"
 
-#include <stdatomic.h>
-
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
 #define FTZ_DAZ 0x8040u /* MXCSR: flush to zero (bit 15), denormals are zero (bit 6) */
@@ -30,24 +28,22 @@ static void apply(int flush) { (void)flush; }
 int pt_fp_flushing(void) { return 0; }
 #endif
 
-static atomic_int process_mode;           /* 0: keep, as a new process does */
 /* What this thread last applied; -1: nothing yet, and a new thread starts
- * with its creator's MXCSR, whatever the process's mode is now. */
+ * with its creator's mode, whatever it is. */
 static _Thread_local int thread_mode = -1;
 
 int pt_fp_set_flush(int flush) {
   const int was = pt_fp_flushing();
   flush = flush != 0;
-  atomic_store_explicit(&process_mode, flush, memory_order_relaxed);
   apply(flush);
   thread_mode = flush;
   return was;
 }
 
-void pt_fp_follow(void) {
-  const int want = atomic_load_explicit(&process_mode, memory_order_relaxed);
-  if (want != thread_mode) {
-    apply(want);
-    thread_mode = want;
+void pt_fp_follow(int flush) {
+  flush = flush != 0;
+  if (flush != thread_mode) {
+    apply(flush);
+    thread_mode = flush;
   }
 }

@@ -12,11 +12,13 @@
  * default is to flush, as TensorFlow does and as PyTorch offers with
  * torch.set_flush_denormal(True).
  *
- * The mode is per thread in hardware and per process here: pt_fp_set_flush
- * sets the process's mode and this thread's; every other thread that runs
- * ops takes it up with pt_fp_follow, which the thread pool calls before
- * each job. Elsewhere than x86-64 and aarch64 both are no-ops and
- * denormals are kept.
+ * The mode is per thread, in hardware and here: pt_fp_set_flush sets the
+ * calling thread's. A thread started later inherits its creator's (POSIX
+ * has pthread_create pass the floating-point environment on), and a thread
+ * pool's workers take their caller's with each job (pt_fp_follow), so a
+ * run's mode reaches every thread that computes for it and no other: a
+ * pt_evaluate in one thread leaves a training run's mode in another alone.
+ * Elsewhere than x86-64 and aarch64 both are no-ops and denormals are kept.
  */
 #ifndef PT_UTIL_FPMODE_H
 #define PT_UTIL_FPMODE_H
@@ -24,8 +26,7 @@
 /* Returns this thread's mode before, for a caller that puts it back. */
 int pt_fp_set_flush(int flush);
 int pt_fp_flushing(void); /* this thread's mode as the CPU has it */
-/* Brings this thread to the process's mode; a load and a compare when it
- * is there already. */
-void pt_fp_follow(void);
+/* Brings this thread to mode flush; a compare when it is there already. */
+void pt_fp_follow(int flush);
 
 #endif

@@ -39,6 +39,7 @@ struct pt_pool {
   atomic_int stop;
   pt_pool_fn fn;
   void *arg;
+  int flush; /* the caller's denormal mode, which the job's workers take */
 };
 
 typedef struct {
@@ -80,7 +81,7 @@ static void *worker(void *a) {
     }
     if (atomic_load(&p->stop)) return NULL;
     seen = g;
-    pt_fp_follow();
+    pt_fp_follow(p->flush);
     p->fn(p->arg, tid, p->n);
     /* seq_cst against the caller's store of caller_asleep then load of
      * pending: one of the two sees the other's write. */
@@ -138,13 +139,13 @@ void pt_pool_destroy(pt_pool *p) {
 int pt_pool_threads(const pt_pool *p) { return p ? p->n : 1; }
 
 void pt_pool_run(pt_pool *p, pt_pool_fn fn, void *arg) {
-  pt_fp_follow();
   if (!p || p->n == 1) {
     fn(arg, 0, 1);
     return;
   }
   p->fn = fn;
   p->arg = arg;
+  p->flush = pt_fp_flushing();
   atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
   pthread_mutex_lock(&p->mu);
   atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);

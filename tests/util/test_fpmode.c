@@ -1,7 +1,9 @@
-/* Denormal flushing: the mode the process sets is the one every pool
- * thread computes with, before and after the pool starts, and setting it
- * back to keeping denormals brings them back everywhere. */
+/* Denormal flushing: the mode a thread sets is the one its pool's threads
+ * compute with, before and after the pool starts; setting it back to
+ * keeping denormals brings them back everywhere; and another thread's mode
+ * reaches neither this thread nor its pool. */
 #include <float.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -66,6 +68,34 @@ static void test_pool_threads_follow(void **s) {
 #endif
 }
 
+#if HAS_FLUSH
+static void *set_flush_1(void *unused) {
+  (void)unused;
+  pt_fp_set_flush(1);
+  return NULL;
+}
+#endif
+
+/* A pt_evaluate in another thread (which flushes) once switched a training
+ * run that kept denormals to flushing, pool and all. */
+static void test_other_threads_mode_stays_there(void **s) {
+  (void)s;
+#if HAS_FLUSH
+  pt_fp_set_flush(0);
+  pt_pool *pool;
+  assert_int_equal(pt_pool_create(&pool, THREADS), PT_OK);
+  expect_mode(pool, 0);
+  pthread_t other;
+  assert_int_equal(pthread_create(&other, NULL, set_flush_1, NULL), 0);
+  assert_int_equal(pthread_join(other, NULL), 0);
+  assert_false(pt_fp_flushing());
+  expect_mode(pool, 0);
+  pt_pool_destroy(pool);
+#else
+  skip();
+#endif
+}
+
 static void test_caller_thread(void **s) {
   (void)s;
 #if HAS_FLUSH
@@ -85,6 +115,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_caller_thread),
       cmocka_unit_test(test_pool_threads_follow),
+      cmocka_unit_test(test_other_threads_mode_stays_there),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

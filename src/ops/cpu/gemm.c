@@ -10,7 +10,6 @@
 #include <stdlib.h>
 
 #include "ops/cpu/ops.h"
-#include "util/fpmode.h"
 #include "util/threadpool.h"
 
 /* OpenBLAS's thread control; declared here because not every cblas.h has it. */
@@ -22,7 +21,6 @@ static _Thread_local pt_pool *pool;
 static _Thread_local int pool_threads = 1;
 
 int pt_ops_set_threads(int n) {
-  pt_fp_follow();
   if (n < 1) n = 1;
   openblas_set_num_threads(1);
   if (n == pool_threads && (pool || n == 1)) return 0;
