@@ -8,6 +8,7 @@
 
 #include "api/api.h"
 #include "comm/comm.h"
+#include "train/config_bounds.h"
 #include "util/stop.h"
 
 void pt_config_defaults(pt_config *c) {
@@ -92,27 +93,70 @@ static void to_trainer(const pt_config *p, pt_train_config *t) {
   t->user = p->user;
 }
 
+static int is(const char *a, const char *b) { return a && !strcmp(a, b); }
+
+/* ddp, and stages when a launcher started several processes: MPI's world,
+ * started before anything a rank could fail alone, so that such a failure
+ * reaches the other ranks instead of leaving them in MPI_Init for ever. */
+static pt_status start_mpi(pt_run *run, const pt_config *cfg) {
+  const int ddp = is(cfg->parallel, "ddp");
+  const int staged = is(cfg->parallel, "model") || is(cfg->parallel, "pipeline");
+  if (!ddp && !(staged && pt_comm_mpi_launched())) return PT_OK;
+  if (!pt_comm_mpi_launched())
+    return pt_fail(PT_ERR_ARG, "parallel \"ddp\" runs one process per rank: start them with mpirun -np N or "
+                               "srun, or use \"dp\" for workers that are threads of one process");
+  /* A timeout out of bounds is the checks' to name, after this. */
+  const double timeout = run->cfg.timeout_s >= PT_TIMEOUT_MIN && run->cfg.timeout_s <= PT_TIMEOUT_MAX
+                             ? run->cfg.timeout_s : PT_TIMEOUT_MAX;
+  PT_TRY(pt_comm_mpi_create(&run->comm, timeout));
+  /* mpirun counts a rank that exits without MPI_Finalize as failed; the
+   * caller may not know MPI is there at all. Finalizing twice is harmless
+   * (pt_comm_mpi_finalize checks). */
+  static int finalize_registered;
+  if (!finalize_registered && atexit(pt_comm_mpi_finalize) == 0) finalize_registered = 1;
+  return PT_OK;
+}
+
+static pt_status check_run(pt_run *run, pt_net *net, const pt_data *train, const pt_data *test,
+                           const pt_config *cfg) {
+  if (!net || !train || !test)
+    return pt_fail(PT_ERR_ARG, "pt_run_create: %s is NULL", !net ? "net" : !train ? "train" : "test");
+  if (cfg->exit_after_checkpoint && !cfg->checkpoint_every && !(cfg->checkpoint_interval > 0))
+    return pt_fail(PT_ERR_ARG, "exit_after_checkpoint needs checkpoint_every or checkpoint_interval, which say when "
+                               "to save and stop");
+  return pt_train_config_check_numbers(&run->cfg) != PT_OK ? PT_ERR_ARG : PT_OK;
+}
+
 pt_status pt_run_create(pt_net *net, const pt_data *train, const pt_data *test, const pt_config *cfg,
                         pt_run **out) {
   if (!out) return pt_fail(PT_ERR_ARG, "pt_run_create: out is NULL");
   *out = NULL;
-  if (!net || !train || !test || !cfg)
-    return pt_fail(PT_ERR_ARG, "pt_run_create: %s is NULL", !net ? "net" : !train ? "train" : !test ? "test" : "cfg");
-  if (cfg->exit_after_checkpoint && !cfg->checkpoint_every && !(cfg->checkpoint_interval > 0))
-    return pt_fail(PT_ERR_ARG, "exit_after_checkpoint needs checkpoint_every or checkpoint_interval, which say when "
-                               "to save and stop");
+  if (!cfg) return pt_fail(PT_ERR_ARG, "pt_run_create: cfg is NULL");
   pt_run *run = calloc(1, sizeof *run);
   if (!run) return pt_fail(PT_ERR_NOMEM, "out of memory for a run");
+  run->pub = *cfg;
+  to_trainer(&run->pub, &run->cfg);
+  pt_status st = start_mpi(run, cfg);
+  if (st == PT_OK) {
+    st = check_run(run, net, train, test, cfg);
+    int first, kind;
+    char why[1024];
+    if (run->comm && run->comm->size > 1) {
+      const pt_status agreed = pt_comm_agree_checks(run->comm, st != PT_OK, &first, &kind, why, sizeof why);
+      if (agreed != PT_OK) st = agreed;
+      else if (first >= 0 && first != run->comm->rank) st = pt_fail(PT_ERR_ARG, "rank %d of %d: %s", first,
+                                                                     run->comm->size, why);
+    }
+  }
+  if (st != PT_OK) {
+    pt_comm_destroy(run->comm);
+    free(run);
+    return st;
+  }
   run->net = net;
   run->train = train;
   run->test = test;
-  run->pub = *cfg;
-  to_trainer(&run->pub, &run->cfg);
   pt_train_config *t = &run->cfg;
-  if (pt_train_config_check_numbers(t) != PT_OK) {
-    free(run);
-    return PT_ERR_ARG;
-  }
   t->spec = &net->spec;
   t->spec_text = net->spec_text;
   t->train_data = &train->ds;
@@ -139,8 +183,6 @@ pt_status pt_run_check(const pt_net *net, const char *dataset, const pt_config *
   return pt_train_plan_make(&t, &plan);
 }
 
-static int is(const char *a, const char *b) { return a && !strcmp(a, b); }
-
 /* A stop signal, the trace and MPI belong to the process: one run at a time. */
 static atomic_flag training = ATOMIC_FLAG_INIT;
 
@@ -159,23 +201,7 @@ pt_status pt_run_train(pt_run *run) {
 
 static pt_status train_alone(pt_run *run) {
   pt_train_config *t = &run->cfg;
-  const int ddp = is(t->parallel, "ddp");
-  const int staged = is(t->parallel, "model") || is(t->parallel, "pipeline");
-  /* Stages become MPI ranks when a launcher started several processes. */
-  if (ddp || (staged && pt_comm_mpi_launched())) {
-    if (ddp && !pt_comm_mpi_launched())
-      return pt_fail(PT_ERR_ARG, "parallel \"ddp\" runs one process per rank: start them with mpirun -np N or "
-                                 "srun, or use \"dp\" for workers that are threads of one process");
-    if (!run->comm) {
-      PT_TRY(pt_comm_mpi_create(&run->comm, t->timeout_s));
-      /* mpirun counts a rank that exits without MPI_Finalize as failed;
-       * the caller may not know MPI is there at all. Finalizing twice is
-       * harmless (pt_comm_mpi_finalize checks). */
-      static int finalize_registered;
-      if (!finalize_registered && atexit(pt_comm_mpi_finalize) == 0) finalize_registered = 1;
-    }
-    t->comm = run->comm;
-  }
+  t->comm = run->comm; /* MPI's world, where pt_run_create started it */
   pt_model *final = NULL;
   t->final_model = &final;
   /* A stop requested before the run started is this run's to answer (a

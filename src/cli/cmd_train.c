@@ -84,17 +84,11 @@ static void release_stop_signals(void) {
  * does (and no rank needs taking down). Fails
  * only where the ranks cannot agree (one is dead, or hangs). */
 static pt_status checks_agreed(pt_comm *comm, pt_status *st, int *usage, int *said) {
-  double *at = calloc((size_t)comm->size, sizeof *at); /* per rank: 0 passed, 1 a usage error, 2 another error */
-  if (!at) return pt_fail(PT_ERR_NOMEM, "out of memory for %d ranks' start-up checks", comm->size);
-  at[comm->rank] = *st == PT_OK ? 0 : *usage ? 1 : 2;
-  comm->what = "the ranks' start-up checks";
-  const pt_status agreed = pt_comm_allreduce_f64(comm, at, (size_t)comm->size);
-  int first = -1;
-  for (int k = 0; agreed == PT_OK && k < comm->size && first < 0; k++)
-    if (at[k] > 0) first = k;
+  int first, kind;
+  const pt_status agreed = pt_comm_agree_checks(comm, *st == PT_OK ? 0 : *usage ? 1 : 2, &first, &kind, NULL, 0);
   if (first >= 0 && first != comm->rank) {
     *said = 1;
-    *usage = at[first] == 1;
+    *usage = kind == 1;
     if (*st == PT_OK) *st = *usage ? PT_ERR_ARG : PT_ERR_COMM;
   } else if (first >= 0) {
     *said = 2; /* by this rank, for all: no abort needed, every rank stops */
@@ -104,7 +98,6 @@ static pt_status checks_agreed(pt_comm *comm, pt_status *st, int *usage, int *sa
       pt_fail(*st, "rank %d: %s", comm->rank, why);
     }
   }
-  free(at);
   return agreed;
 }
 

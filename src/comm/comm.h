@@ -173,6 +173,15 @@ pt_status pt_comm_mpi_create(pt_comm **out, double timeout_s);
 /* MPI_Finalize, once, at the end of the program (after every communicator is gone). */
 void pt_comm_mpi_finalize(void);
 
+/* After each rank's start-up checks, before anything waits on another
+ * rank: every rank's outcome (0 passed; a positive kind, the caller's,
+ * where it failed). *first is the lowest rank that failed (-1: none) and
+ * *first_outcome its kind; with why, every rank gets that rank's message
+ * (pt_error_message) in why. Fails only where the ranks cannot agree (one
+ * is dead, or hangs). */
+pt_status pt_comm_agree_checks(pt_comm *comm, int outcome, int *first, int *first_outcome, char *why,
+                               size_t why_len);
+
 /* Collectives on device memory (a GPU backend's) over host, whose ranks
  * it shares: each copies the buffer to a host buffer of max_bytes, runs on
  * host and copies back. The fallback where NCCL cannot run (several ranks
