@@ -243,9 +243,9 @@ PT_API void pt_config_defaults(pt_config *cfg);
 
 /* How the run went. */
 typedef struct {
-  int epochs_done;
+  int epochs_done;                        /* a resumed run's include the checkpoint's, as steps do */
   int64_t steps;
-  double train_loss, test_loss, test_acc; /* of the last epoch evaluated */
+  double train_loss, test_loss, test_acc; /* of the last epoch evaluated; NaN where this run ran none */
   double images_per_s, seconds;
   double target_seconds;  /* time to target_accuracy; NaN: not reached or not asked */
   int64_t target_step;

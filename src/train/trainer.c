@@ -913,6 +913,11 @@ static pt_status train_loop(worker_t *W) {
   } else if (c->init_from) PT_TRY(pt_checkpoint_load_weights(c->init_from, W->whole));
   PT_TRY(sync_initial_state(W));
   const int64_t first_step = pos.step;
+  /* What a run that trains nothing (a resume past its end) reports: the
+   * checkpoint's epochs and steps, and no loss nor accuracy of its own. */
+  res->epochs_done = pos.next_epoch;
+  res->steps = pos.step;
+  res->train_loss = res->test_loss = res->test_acc = NAN;
   if (pos.next_epoch >= c->epochs && W->out && !c->quiet)
     fprintf(W->out, "nothing to train: the checkpoint has %d epoch%s; ask for more with --epochs\n", pos.next_epoch,
             pos.next_epoch == 1 ? "" : "s");

@@ -251,6 +251,14 @@ static void stop_and_resume(pt_config *c, const char *sub, int at) {
   assert_int_equal(pt_train(net, train_data, test_data, c, &r), PT_OK);
   assert_int_equal(r.stopped, PT_RUN_COMPLETE);
   assert_int_equal(r.steps, 3 * N / 20);
+  /* The checkpoint's epochs count, as its steps do; a resume with nothing
+   * left evaluated nothing, and says so rather than an accuracy of 0. */
+  assert_int_equal(r.epochs_done, 3);
+  if (at == 3 * N / 20) {
+    assert_true(isnan(r.train_loss) && isnan(r.test_loss) && isnan(r.test_acc));
+  } else {
+    assert_true(isfinite(r.train_loss) && isfinite(r.test_acc) && r.test_acc > 0);
+  }
   pt_net_free(net);
 }
 
