@@ -53,8 +53,9 @@ pt_status pt_net_spec_file(const char *path, pt_net **out) {
 }
 
 pt_status pt_net_load(const char *checkpoint, const char *model, pt_net **out) {
-  if (!out || !checkpoint) return pt_fail(PT_ERR_ARG, "pt_net_load: checkpoint or out is NULL");
+  if (!out) return pt_fail(PT_ERR_ARG, "pt_net_load: out is NULL");
   *out = NULL;
+  if (!checkpoint) return pt_fail(PT_ERR_ARG, "pt_net_load: checkpoint is NULL");
   pt_status st;
   if (model) {
     /* A preset's name, or else a spec file's path. A name with a dot or a

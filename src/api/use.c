@@ -86,10 +86,16 @@ pt_status pt_predict(pt_net *net, const float *images, int n, float *probs) {
   if (!net || !images || !probs) return pt_fail(PT_ERR_ARG, "pt_predict: net, images or probs is NULL");
   if (n < 0) return pt_fail(PT_ERR_ARG, "pt_predict: %d images: expected a count of 0 or more", n);
   if (n == 0) return PT_OK;
-  pt_model *m;
-  PT_TRY(pt_net_model_for(net, n, &m));
   const pt_model_spec *s = &net->spec;
   const size_t px = (size_t)s->in_h * s->in_w, per = (size_t)s->in_c * px;
+  /* Pixels scaled to [0, 1], as the header says: a NaN would come back as
+   * NaN probabilities, and bytes not divided by 255 as a confident guess. */
+  for (size_t i = 0; i < per * (size_t)n; i++)
+    if (!(images[i] >= 0.0f && images[i] <= 1.0f))
+      return pt_fail(PT_ERR_ARG, "pt_predict: image %zu, value %zu is %g: expected pixels scaled to [0, 1]", i / per,
+                     i % per, (double)images[i]);
+  pt_model *m;
+  PT_TRY(pt_net_model_for(net, n, &m));
   const int classes = m->num_classes;
   float *x = pt_malloc(sizeof(float) * per * (size_t)m->max_batch); /* (chunk, c, h, w) normalised */
   if (!x) return PT_ERR_NOMEM;

@@ -392,6 +392,10 @@ static void test_errors_name_the_thing(void **state) {
   assert_non_null(strstr(pt_error_message(), "wobble"));
   assert_int_not_equal(pt_net_load("/nonexistent/model.safetensors", "fmnist-mlp", &net), PT_OK);
   assert_non_null(strstr(pt_error_message(), "/nonexistent/model.safetensors"));
+  /* *out is NULL after any failure, a NULL checkpoint's too */
+  net = (pt_net *)1;
+  assert_int_equal(pt_net_load(NULL, NULL, &net), PT_ERR_ARG);
+  assert_null(net);
   /* a model that names a file (a dot or a slash) that is missing: said as a file, not an unknown preset */
   assert_int_equal(pt_net_load("/nonexistent/model.safetensors", "my-model.txt", &net), PT_ERR_IO);
   assert_non_null(strstr(pt_error_message(), "cannot open model file my-model.txt"));
@@ -410,6 +414,14 @@ static void test_errors_name_the_thing(void **state) {
   assert_int_equal(pt_predict(net, x, 1, p), PT_ERR_STATE);
   assert_int_equal(pt_predict(net, x, -1, p), PT_ERR_ARG);
   assert_non_null(strstr(pt_error_message(), "pt_predict: -1 images: expected a count of 0 or more"));
+  /* Pixels out of [0, 1]: refused, not NaN probabilities or a confident guess. */
+  x[5] = NAN;
+  assert_int_equal(pt_predict(net, x, 1, p), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "pt_predict: image 0, value 5 is nan: expected pixels scaled to [0, 1]"));
+  x[5] = 255.0f;
+  assert_int_equal(pt_predict(net, x, 1, p), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "value 5 is 255"));
+  x[5] = 0.0f;
   pt_config c;
   config(&c);
   c.parallel = "ddp"; /* not started by mpirun */
