@@ -177,20 +177,29 @@ static pt_status load_cifar(pt_dataset *ds, const char *dir, int train) {
   const char *const *files = train ? train_files : test_files;
   int nfiles = train ? 5 : 1;
   /* The official tarball unpacks into cifar-10-batches-bin/; accept both that
-   * and the files placed directly in dir. The first file decides which. */
-  const char *sub = NULL;
+   * and the files placed directly in dir. Where data_batch_1.bin is decides
+   * for all six, so that the test batch never comes from another copy than
+   * the training batches; a directory with the test batch alone (for eval)
+   * is decided by it. */
+  const char *sub = NULL, *decider = train_files[0];
   char path[4096];
-  PT_TRY(join(path, sizeof path, dir, NULL, files[0], ""));
+  if (!train) {
+    char probe[4096];
+    PT_TRY(join(path, sizeof path, dir, NULL, decider, ""));
+    PT_TRY(join(probe, sizeof probe, dir, "cifar-10-batches-bin", decider, ""));
+    if (!is_file(path) && !is_file(probe)) decider = test_files[0];
+  }
+  PT_TRY(join(path, sizeof path, dir, NULL, decider, ""));
   if (!is_file(path)) {
     PT_TRY(why_no_file(path, "a CIFAR-10 batch"));
     sub = "cifar-10-batches-bin";
-    PT_TRY(join(path, sizeof path, dir, sub, files[0], ""));
+    PT_TRY(join(path, sizeof path, dir, sub, decider, ""));
     if (!is_file(path)) {
       PT_TRY(why_no_file(path, "a CIFAR-10 batch"));
       char hint[512];
       pt_dataset_fetch_hint(hint, sizeof hint, PT_DS_CIFAR10, dir);
-      return pt_fail(PT_ERR_IO, "cifar10: %s not found (tried %s/%s and %s/%s/%s); %s", files[0],
-                     dir, files[0], dir, sub, files[0], hint);
+      return pt_fail(PT_ERR_IO, "cifar10: %s not found (tried %s/%s and %s/%s/%s); %s", decider,
+                     dir, decider, dir, sub, decider, hint);
     }
   }
   for (int i = 0; i < nfiles; i++) {
@@ -203,11 +212,11 @@ static pt_status load_cifar(pt_dataset *ds, const char *dir, int train) {
       if (is_file(other))
         return pt_fail(PT_ERR_IO, "cifar10: %s not found, but %s is there: the batches are split between %s and "
                        "%s/cifar-10-batches-bin (%s decides); put all six in one of them",
-                       path, other, dir, dir, files[0]);
+                       path, other, dir, dir, decider);
       char hint[512];
       pt_dataset_fetch_hint(hint, sizeof hint, PT_DS_CIFAR10, dir);
       return pt_fail(PT_ERR_IO, "cifar10: %s not found (%s is there: incomplete download?); %s",
-                     path, files[0], hint);
+                     path, decider, hint);
     }
     uint8_t *buf;
     size_t len;

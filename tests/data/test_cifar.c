@@ -177,6 +177,42 @@ static void test_load_missing(void **state) {
   assert_error_lacks("incomplete download");
 }
 
+/* The test batch comes from where data_batch_1.bin is, never from another
+ * copy (a stray test_batch.bin of 3 records beside a subdirectory holding
+ * the set was once read as the test set); a directory with the test batch
+ * alone serves evaluation. */
+static void test_test_batch_follows_the_first(void **state) {
+  (void)state;
+  char d[128], sub[192], p[256];
+  snprintf(d, sizeof d, "%s/stray", tmpdir);
+  snprintf(sub, sizeof sub, "%s/cifar-10-batches-bin", d);
+  assert_int_equal(mkdir(d, 0755), 0);
+  assert_int_equal(mkdir(sub, 0755), 0);
+  write_cifar_dir(sub);
+  fx_buf stray = fx_cifar(3, 900);
+  fx_write_buf(d, "test_batch.bin", stray, NULL);
+  fx_buf_free(&stray);
+  pt_dataset ds;
+  assert_int_equal(pt_dataset_load(&ds, PT_DS_CIFAR10, d, 0), PT_OK);
+  assert_int_equal(ds.n, 4); /* the subdirectory's, not the stray 3 */
+  pt_dataset_free(&ds);
+  /* The test batch missing beside data_batch_1.bin, there elsewhere: said. */
+  snprintf(p, sizeof p, "%s/test_batch.bin", sub);
+  assert_int_equal(unlink(p), 0);
+  assert_int_equal(pt_dataset_load(&ds, PT_DS_CIFAR10, d, 0), PT_ERR_IO);
+  assert_error_contains("the batches are split");
+  /* The test batch alone. */
+  char only[128];
+  snprintf(only, sizeof only, "%s/test-only", tmpdir);
+  assert_int_equal(mkdir(only, 0755), 0);
+  fx_buf t = fx_cifar(4, 500);
+  fx_write_buf(only, "test_batch.bin", t, NULL);
+  fx_buf_free(&t);
+  assert_int_equal(pt_dataset_load(&ds, PT_DS_CIFAR10, only, 0), PT_OK);
+  assert_int_equal(ds.n, 4);
+  pt_dataset_free(&ds);
+}
+
 static void test_load_corrupt_batch(void **state) {
   (void)state;
   char d[128];
@@ -204,6 +240,7 @@ int main(void) {
       cmocka_unit_test(test_load_dir),
       cmocka_unit_test(test_load_batches_subdir),
       cmocka_unit_test(test_load_missing),
+      cmocka_unit_test(test_test_batch_follows_the_first),
       cmocka_unit_test(test_load_corrupt_batch),
   };
   return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
