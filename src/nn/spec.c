@@ -294,7 +294,7 @@ static void spec_reset(pt_model_spec *s) {
   snprintf(d->dataset, sizeof d->dataset, "fashion-mnist");
   snprintf(d->optimizer, sizeof d->optimizer, "sgd");
   snprintf(d->scheduler, sizeof d->scheduler, "none");
-  d->lr = 0.01f;
+  d->lr = NAN; /* not given: the trainer picks by the optimizer */
   d->batch = 64;
   d->test_batch = 1000;
   d->gamma = 0.7f;

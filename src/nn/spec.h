@@ -50,11 +50,14 @@ typedef struct {
   int line;               /* where it was declared, for messages */
 } pt_layer_spec;
 
+/* A spec's rate for its default optimizer, SGD, where it names neither. */
+#define PT_SPEC_SGD_LR 0.01f
+
 /* Training defaults a preset brings; flags override them. */
 typedef struct {
   char dataset[24];
   char optimizer[16];
-  float lr;
+  float lr; /* NaN: not given (PT_SPEC_SGD_LR for SGD, else PyTorch's default for the optimizer) */
   int batch, test_batch;
   char scheduler[16];
   float gamma;

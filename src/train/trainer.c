@@ -204,7 +204,10 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   /* The preset's learning rate was tuned for its optimizer; with another
    * optimizer, PyTorch's default for that one is the better start. */
   int preset_opt = !c->optimizer || !strcmp(c->optimizer, d->optimizer);
-  r->opt.lr = !isnan(c->lr) ? c->lr : preset_opt ? d->lr : torch_default_lr(kind);
+  /* A spec that names an optimizer but no rate gets PyTorch's default for
+   * it, as --optimizer does (Adam at SGD's 0.01 once). */
+  const float spec_lr = !isnan(d->lr) ? d->lr : kind == PT_OPT_SGD ? PT_SPEC_SGD_LR : torch_default_lr(kind);
+  r->opt.lr = !isnan(c->lr) ? c->lr : preset_opt ? spec_lr : torch_default_lr(kind);
   r->opt.momentum = !isnan(c->momentum) ? c->momentum : preset_opt ? d->momentum : 0.0f;
   if (!isnan(c->weight_decay)) r->opt.weight_decay = c->weight_decay;
   else if (preset_opt && d->weight_decay > 0) r->opt.weight_decay = d->weight_decay;
