@@ -60,8 +60,19 @@ int pt_cmd_bench(int argc, char **argv) {
     if (pt_ops_set_threads(threads)) return pt_cli_fail("bench");
     double g;
     if (pt_bench_sgemm(size, &g) != PT_OK) return pt_cli_fail("bench");
-    if (json) printf("{\"sgemm_gflops\":%.2f,\"size\":%d,\"threads\":%d}\n", g, size, threads);
-    else printf("SGEMM %dx%dx%d, %d thread%s: %.1f GFLOP/s\n", size, size, size, threads, threads == 1 ? "" : "s", g);
+    if (json) { /* the CPU named, as in train's line; cJSON escapes its name */
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddRawToObject(o, "sgemm_gflops", fixed(2, g).s);
+      cJSON_AddNumberToObject(o, "size", size);
+      cJSON_AddNumberToObject(o, "threads", threads);
+      cJSON_AddStringToObject(o, "cpu", pt_cpu_model());
+      cJSON_AddStringToObject(o, "cpu_level", pt_cpu_level_name(pt_cpu_level_current()));
+      char *text = cJSON_PrintUnformatted(o);
+      if (text) puts(text);
+      cJSON_free(text);
+      cJSON_Delete(o);
+      if (!text) return pt_cli_fail("bench");
+    } else printf("SGEMM %dx%dx%d, %d thread%s: %.1f GFLOP/s\n", size, size, size, threads, threads == 1 ? "" : "s", g);
     return 0;
   }
   pt_bench_result r;

@@ -22,8 +22,8 @@ static int show_layers(const char *what) {
   }
   pt_model *m;
   if (pt_model_shapes(&m, &spec) != PT_OK) return pt_cli_fail("models");
-  printf("%s: input %dx%dx%d, %d layers, %zu parameters, %.2f MFLOP/sample\n", spec.name, spec.in_c, spec.in_h,
-         spec.in_w, m->nlayers, m->nparam_total, pt_model_flops(m) / 1e6);
+  printf("%s: input %dx%dx%d, %d layer%s, %zu parameters, %.2f MFLOP/sample\n", spec.name, spec.in_c, spec.in_h,
+         spec.in_w, m->nlayers, m->nlayers == 1 ? "" : "s", m->nparam_total, pt_model_flops(m) / 1e6);
   printf("%5s  %-28s %-12s %12s %12s\n", "index", "layer", "output", "parameters", "MFLOP/sample");
   for (int i = 0; i < m->nlayers; i++) {
     const pt_layer *L = &m->layers[i];

@@ -104,7 +104,8 @@ static const char *on(int v) { return v ? "on" : "off"; }
 static void fill(settings *s, const pt_train_config *c, const pt_train_plan *r, const pt_dataset *train,
                  const pt_dataset *test) {
   add(s, "--model", "%s", r->spec.name);
-  add(s, "model spec", "%d layers (hash %016llx)", r->spec.nlayers, (unsigned long long)spec_hash(&r->spec));
+  add(s, "model spec", "%d layer%s (hash %016llx)", r->spec.nlayers, r->spec.nlayers == 1 ? "" : "s",
+      (unsigned long long)spec_hash(&r->spec));
   add(s, "--dataset", "%s", r->data_name);
   add_data(s, "training data", train);
   add_data(s, "test data", test);
