@@ -537,7 +537,8 @@ static int run_condor(const condor_opts *o, const char *ptrain, int argc, char *
     char psub[PATH_MAX], psh[PATH_MAX];
     snprintf(psub, sizeof psub, "%s/ptrain.sub", o->write_dir);
     snprintf(psh, sizeof psh, "%s/ptrain.sh", o->write_dir);
-    if (mkdir(o->write_dir, 0777) != 0 && errno != EEXIST) st = pt_fail_errno(PT_ERR_IO, "%s", o->write_dir);
+    const int made = mkdir(o->write_dir, 0777) == 0;
+    if (!made && errno != EEXIST) st = pt_fail_errno(PT_ERR_IO, "%s", o->write_dir);
     /* Both checked first, so a refusal leaves no half-written pair. */
     if (st == PT_OK && !o->force && (access(psub, F_OK) == 0 || access(psh, F_OK) == 0))
       st = pt_fail(PT_ERR_IO, "%s exists (give --force to replace it)", access(psub, F_OK) == 0 ? psub : psh);
@@ -559,6 +560,7 @@ static int run_condor(const condor_opts *o, const char *ptrain, int argc, char *
     }
     pt_atomic_file_abort(hsub);
     pt_atomic_file_abort(hsh);
+    if (st != PT_OK && made) rmdir(o->write_dir); /* the directory this run made, left empty */
     if (st == PT_OK) printf("wrote %s and %s; submit with: cd %s && condor_submit ptrain.sub\n", psub, psh, o->write_dir);
   }
   free(sub);
