@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,7 +399,12 @@ static pt_status parse_owned(uint8_t *buf, size_t len, const char *file, pt_st_f
   memcpy(hdr, buf + 8, (size_t)n);
   hdr[n] = 0;
   const char *end = NULL;
+  /* cJSON writes a global error position on every parse: two threads
+   * loading files at once (the library allows it) would race on it. */
+  static pthread_mutex_t parse_lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&parse_lock);
   cJSON *root = cJSON_ParseWithLengthOpts(hdr, (size_t)n, &end, 0);
+  pthread_mutex_unlock(&parse_lock);
   pt_status st = PT_OK;
   if (!root) {
     size_t at = end && end >= hdr && end <= hdr + n ? (size_t)(end - hdr) : 0;
