@@ -15,7 +15,8 @@ int pt_cmd_eval(int argc, char **argv) {
   const char *ckpt = NULL, *model = NULL, *model_file = NULL, *dataset = NULL, *data_dir = NULL, *device = "cpu";
   int batch = 1000, threads = 0, keep_denormals = 0;
   const pt_arg flags[] = {
-      {"--checkpoint", ARG_STR, &ckpt, 0, 0, NULL, "FILE", "weights to evaluate (model.safetensors, or a checkpoint directory)"},
+      {"--checkpoint", ARG_STR, &ckpt, 0, 0, NULL, "FILE",
+       "weights to evaluate (model.safetensors, or a checkpoint directory)"},
       {"--model", ARG_STR, &model, 0, 0, NULL, "NAME", "preset (default: the one recorded in the checkpoint)"},
       {"--model-file", ARG_STR, &model_file, 0, 0, NULL, "SPEC", "model spec file"},
       {"--dataset", ARG_CHOICE, &dataset, 0, 0, "fashion-mnist|mnist|cifar10", "NAME", "dataset (default: the model's)"},

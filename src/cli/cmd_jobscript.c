@@ -600,7 +600,8 @@ int pt_cmd_jobscript(int argc, char **argv) {
   const pt_arg cflags[] = {
       {"--gpus", ARG_INT, &co.gpus, 0, 64, NULL, "G",
        "request_gpus (default 0: CPU only); the run gets --device cuda unless TRAIN_ARGS choose a GPU"},
-      {"--cpus", ARG_INT, &co.cpus, 1, 4096, NULL, "C", "request_cpus, and ptrain's --threads (with --gpus G, C/G per rank; default 1)"},
+      {"--cpus", ARG_INT, &co.cpus, 1, 4096, NULL, "C",
+       "request_cpus, and ptrain's --threads (with --gpus G, C/G per rank; default 1)"},
       {"--memory", ARG_STR, &co.memory, 0, 0, NULL, "SIZE", "request_memory, e.g. 4GB or 512MB (default 2GB)"},
       {"--name", ARG_STR, &co.name, 0, 0, NULL, "NAME", "batch name and log file prefix (default ptrain)"},
       {"--checkpoint-interval", ARG_INT, &co.checkpoint_interval, 1, 100000000, NULL, "SECONDS",

@@ -68,7 +68,8 @@ static int table(pt_train_args *a, pt_arg *out) {
       {"--parallel", ARG_CHOICE, &a->c.parallel, 0, 0, "none|dp|ddp|model|pipeline", "HOW",
        "none; dp: workers are threads of this process; ddp: one process per rank (mpirun, srun); model: "
        "layers split over --devices (or ranks); pipeline: the same with micro-batches"},
-      {"--workers", ARG_INT, &a->c.workers, 1, PT_WORKERS_MAX, NULL, "N", "dp: replicas, each a thread with its own --threads (default 2)"},
+      {"--workers", ARG_INT, &a->c.workers, 1, PT_WORKERS_MAX, NULL, "N",
+       "dp: replicas, each a thread with its own --threads (default 2)"},
       {"--device", ARG_STR, &a->c.device, 0, 0, NULL, "DEV",
        "cpu (default), cuda or cuda:N: where the run trains; under ddp each rank takes the GPU of its local rank"},
       {"--devices", ARG_STR, &a->c.devices, 0, 0, NULL, "LIST",

@@ -117,7 +117,8 @@ pt_status pt_pipe_partition(const pt_model *whole, int stages, const char *split
   for (int i = 0; i < whole->nlayers; i++) working += whole->layers[i].spec.kind != PT_L_FLATTEN;
   if (stages > working)
     return pt_fail(PT_ERR_ARG, "%d stages but %s has only %d layer%s%s, and each stage needs one", stages,
-                   whole->spec.name, working, working == 1 ? "" : "s", working < whole->nlayers ? " besides flatten" : "");
+                   whole->spec.name, working, working == 1 ? "" : "s",
+                   working < whole->nlayers ? " besides flatten" : "");
   bounds[0] = 0;
   bounds[stages] = whole->nlayers;
   if (split) PT_TRY(parse_split(whole, stages, split, bounds));

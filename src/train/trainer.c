@@ -1517,7 +1517,8 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
     if (result->steps_run != result->steps)
       snprintf(ran, sizeof ran, " (%lld in this run)", (long long)result->steps_run);
     fprintf(out, "done: %lld step%s%s in %.1f s, %.0f img/s while training, peak memory %.0f MiB%s%s\n",
-            (long long)result->steps, result->steps == 1 ? "" : "s", ran, result->seconds, result->images_per_s, ru.ru_maxrss / 1024.0,
+            (long long)result->steps, result->steps == 1 ? "" : "s", ran, result->seconds, result->images_per_s,
+            ru.ru_maxrss / 1024.0,
             saves_checkpoints(cfg) ? ", checkpoint in " : "", saves_checkpoints(cfg) ? cfg->checkpoint_dir : "");
   }
   /* Before the workers are freed: trace events point at the models' layer labels. */

@@ -269,7 +269,8 @@ for sig in INT TERM; do
   [[ $rc == "$want" ]] || fail "SIG$sig to a sweep: exit $rc, expected $want: $(cat "$TMP/stop-$sig.out")"
   grep -q "stopped by .* with 0 of 2 configurations measured; no recommendation" "$TMP/stop-$sig.out" ||
     fail "SIG$sig to a sweep: $(cat "$TMP/stop-$sig.out")"
-  ! grep -q "recommendation for\|dp  *2 x" "$TMP/stop-$sig.out" || fail "SIG$sig: the sweep went on: $(cat "$TMP/stop-$sig.out")"
+  ! grep -q "recommendation for\|dp  *2 x" "$TMP/stop-$sig.out" ||
+    fail "SIG$sig: the sweep went on: $(cat "$TMP/stop-$sig.out")"
   left=$(pgrep -af "ptrain train .*--seed 434343" || true)
   [[ -z $left ]] || { pkill -KILL -f "ptrain train .*--seed 434343"; fail "SIG$sig: a run left running: $left"; }
   leftover=$(find "$TMP/stop-$sig" -mindepth 1 | head -5)

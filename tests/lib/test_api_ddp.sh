@@ -21,6 +21,8 @@ grep -q "^rank 0: status [1-9].*rank 1 of 2: .*--lr 5000" "$TMP/bad.out" ||
   fail "rank 0 did not get rank 1's reason: $(cat "$TMP/bad.out")"
 echo "ok: a bad lr on rank 1 alone: both ranks return its reason (exit $rc)"
 
-timeout -k 5 90 mpirun -np 2 "$PROG" ok "$TMP/ck-ok" >"$TMP/ok.out" 2>&1 || fail "ddp through the library: $(cat "$TMP/ok.out")"
-[[ $(grep -c "^rank [01]: status 0: trained" "$TMP/ok.out") == 2 ]] || fail "ddp through the library: $(cat "$TMP/ok.out")"
+timeout -k 5 90 mpirun -np 2 "$PROG" ok "$TMP/ck-ok" >"$TMP/ok.out" 2>&1 ||
+  fail "ddp through the library: $(cat "$TMP/ok.out")"
+[[ $(grep -c "^rank [01]: status 0: trained" "$TMP/ok.out") == 2 ]] ||
+  fail "ddp through the library: $(cat "$TMP/ok.out")"
 echo "ok: ddp through the library trains on both ranks"

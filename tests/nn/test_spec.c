@@ -115,8 +115,9 @@ static void test_spec_bom_and_bn_after_1x1(void **s) {
   assert_int_equal(pt_model_create(&m, &spec, 2), PT_OK);
   pt_model_destroy(m);
   /* Comments may hold any text; the directives are ASCII. */
-  assert_int_equal(pt_spec_parse("# caf\xc3\xa9\ninput 1 28 28\nflatten # na\xc3\xafve\nlinear fc out=10\n", "utf8.txt", &spec),
-                   PT_OK);
+  assert_int_equal(
+      pt_spec_parse("# caf\xc3\xa9\ninput 1 28 28\nflatten # na\xc3\xafve\nlinear fc out=10\n", "utf8.txt", &spec),
+      PT_OK);
   assert_int_equal(spec.nlayers, 2);
 }
 

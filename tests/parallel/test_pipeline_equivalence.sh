@@ -59,7 +59,8 @@ for stage, f, b, send, idle in rows:
     assert float(send) > 0, (stage, send)
 # Stage 0's layers are the whole of its forward column, to within the
 # model's own bookkeeping.
-layers = {m.group(1): float(m.group(2)) for m in re.finditer(r"^(\S+ \S+|\S+ \(fused\)|\S+) +([0-9.]+) +[0-9.]+ +[0-9.]+%", text, re.M)}
+layer_row = r"^(\S+ \S+|\S+ \(fused\)|\S+) +([0-9.]+) +[0-9.]+ +[0-9.]+%"
+layers = {m.group(1): float(m.group(2)) for m in re.finditer(layer_row, text, re.M)}
 fwd0 = float(rows[0][1])
 own = sum(v for k, v in layers.items() if k in ("conv2d conv1", "conv2d conv2", "dropout"))
 assert fwd0 <= 1.2 * own + 0.5, (fwd0, own, layers)
