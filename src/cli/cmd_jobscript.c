@@ -281,15 +281,28 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
         f);
   fputs("echo \"ptrain job ${SLURM_JOB_ID:-?} on ${SLURM_JOB_NODELIST:-?}: ${SLURM_NTASKS:-1} task(s), $threads thread(s) each\"\n\n",
         f);
-  fputs("# A checkpoint from an earlier run of this job (requeued, or preempted):\n"
-        "# continue from it.\n"
-        "ckpt=",
-        f);
-  put_word(f, train_checkpoint_dir(train, ntrain));
-  fputs("\nset --\n"
-        "if compgen -G \"$ckpt/step-*\" >/dev/null; then\n"
+  /* Without a --checkpoint-dir of the user's, each job keeps its own under
+   * its ID, which a requeue keeps: a new submission (another batch size,
+   * another optimizer, as the tutorials' exercises have it) once resumed
+   * the last job's checkpoint, and trained nothing or was refused. */
+  const int own_dir = pt_train_args_has(train, ntrain, "--checkpoint-dir");
+  if (own_dir)
+    fputs("# A checkpoint from an earlier run of this job (requeued, or preempted),\n"
+          "# or of another in the same --checkpoint-dir: continue from it.\n"
+          "ckpt=",
+          f);
+  else
+    fputs("# This job's checkpoints, apart from other jobs': a requeue (time limit,\n"
+          "# preemption) keeps the job ID and resumes from them; a new submission\n"
+          "# starts afresh. (No ID outside Slurm: this shell's.)\n"
+          "ckpt=" PT_JOB_CKPT_DIR "/job-${SLURM_JOB_ID:-$$}",
+          f);
+  if (own_dir) put_word(f, train_checkpoint_dir(train, ntrain));
+  fputs("\nset --\n", f);
+  if (!own_dir) fputs("set -- --checkpoint-dir \"$ckpt\"\n", f);
+  fputs("if compgen -G \"$ckpt/step-*\" >/dev/null; then\n"
         "  echo \"resuming from the newest checkpoint in $ckpt/ (restart ${SLURM_RESTART_COUNT:-0})\"\n"
-        "  set -- --resume\n"
+        "  set -- \"$@\" --resume\n"
         "fi\n"
         "rc=0\n",
         f);
@@ -315,6 +328,9 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
         "  echo \"ptrain checkpointed before the end; requeueing job $SLURM_JOB_ID\"\n"
         "  scontrol requeue \"$SLURM_JOB_ID\"\n"
         "  exit 0\n"
+        "fi\n"
+        "if [[ $rc == 0 && -f $ckpt/model.safetensors ]]; then\n"
+        "  echo \"trained weights: $ckpt/model.safetensors\"\n"
         "fi\n"
         "exit $rc\n",
         f);

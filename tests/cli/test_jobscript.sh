@@ -39,17 +39,30 @@ awk '/^#SBATCH/ && seen { exit 1 } !/^#/ && !/^$/ { seen = 1 }' "$TMP/one.sh" ||
 bash -n "$TMP/one.sh" || fail "one.sh is not valid bash"
 pass "slurm, one task"
 
-ARGV_OUT=$TMP/one.argv SLURM_CPUS_PER_TASK=3 PATH="$TMP/bin:$PATH" bash "$TMP/one.sh" >"$TMP/one.log" ||
-  fail "running one.sh: $(cat "$TMP/one.log")"
-expect_argv "$TMP/one.argv" srun "$SELF" train --threads 3 --save-model --model fmnist-mlp --epochs 2
+ARGV_OUT=$TMP/one.argv SLURM_CPUS_PER_TASK=3 SLURM_JOB_ID=41 PATH="$TMP/bin:$PATH" bash "$TMP/one.sh" \
+  >"$TMP/one.log" || fail "running one.sh: $(cat "$TMP/one.log")"
+expect_argv "$TMP/one.argv" srun "$SELF" train --threads 3 --save-model --model fmnist-mlp --epochs 2 \
+  --checkpoint-dir checkpoints/job-41
 # Without --cpus-per-task Slurm gives one CPU per task and sets no variable.
-ARGV_OUT=$TMP/one1.argv PATH="$TMP/bin:$PATH" bash "$TMP/one.sh" >/dev/null || fail "running one.sh"
-expect_argv "$TMP/one1.argv" srun "$SELF" train --threads 1 --save-model --model fmnist-mlp --epochs 2
-pass "slurm script runs srun with --threads from SLURM_CPUS_PER_TASK"
+ARGV_OUT=$TMP/one1.argv SLURM_JOB_ID=42 PATH="$TMP/bin:$PATH" bash "$TMP/one.sh" >/dev/null || fail "running one.sh"
+expect_argv "$TMP/one1.argv" srun "$SELF" train --threads 1 --save-model --model fmnist-mlp --epochs 2 \
+  --checkpoint-dir checkpoints/job-42
+pass "slurm script runs srun with --threads from SLURM_CPUS_PER_TASK, checkpoints under the job's ID"
 
-# The requeue path: a checkpoint there gives --resume; exit 85 requeues the
-# job (scontrol, a stand-in here) and ends the script with 0.
-mkdir -p "$TMP/rq/checkpoints/step-000000000010"
+# Another job in the same directory (another batch size, as the tutorials'
+# exercises have it) starts afresh: it once resumed the first job's
+# checkpoint and trained nothing, or was refused.
+mkdir -p "$TMP/again/checkpoints/job-41/step-000000000010"
+(cd "$TMP/again" && ARGV_OUT=$TMP/again.argv SLURM_JOB_ID=43 PATH="$TMP/bin:$PATH" bash "$TMP/one.sh" \
+  >"$TMP/again.log") || fail "a second job: $(cat "$TMP/again.log")"
+expect_argv "$TMP/again.argv" srun "$SELF" train --threads 1 --save-model --model fmnist-mlp --epochs 2 \
+  --checkpoint-dir checkpoints/job-43
+! grep -q resuming "$TMP/again.log" || fail "a second job resumed the first's: $(cat "$TMP/again.log")"
+pass "slurm script: a new job does not resume another job's checkpoint"
+
+# The requeue path: the job's checkpoint there gives --resume; exit 85
+# requeues the job (scontrol, a stand-in here) and ends the script with 0.
+mkdir -p "$TMP/rq/checkpoints/job-77/step-000000000010"
 rm "$TMP/bin/srun"
 cat >"$TMP/bin/srun" <<'EOF2'
 #!/bin/bash
@@ -60,9 +73,11 @@ printf '#!/bin/bash\necho "$@" >"$SCONTROL_OUT"\n' >"$TMP/bin/scontrol"
 chmod +x "$TMP/bin/srun" "$TMP/bin/scontrol"
 (cd "$TMP/rq" && ARGV_OUT=$TMP/rq.argv SCONTROL_OUT=$TMP/rq.scontrol SLURM_JOB_ID=77 PATH="$TMP/bin:$PATH" \
   bash "$TMP/one.sh" >"$TMP/rq.log") || fail "the script did not end 0 after requeueing: $(cat "$TMP/rq.log")"
-expect_argv "$TMP/rq.argv" "$SELF" train --threads 1 --save-model --model fmnist-mlp --epochs 2 --resume
+expect_argv "$TMP/rq.argv" "$SELF" train --threads 1 --save-model --model fmnist-mlp --epochs 2 \
+  --checkpoint-dir checkpoints/job-77 --resume
 [[ $(cat "$TMP/rq.scontrol") == "requeue 77" ]] || fail "scontrol got: $(cat "$TMP/rq.scontrol")"
-grep -q "resuming from the newest checkpoint in checkpoints/" "$TMP/rq.log" || fail "no resume line: $(cat "$TMP/rq.log")"
+grep -q "resuming from the newest checkpoint in checkpoints/job-77/" "$TMP/rq.log" ||
+  fail "no resume line: $(cat "$TMP/rq.log")"
 pass "slurm script: --resume where a checkpoint is, and exit 85 requeues the job"
 rm "$TMP/bin/srun" "$TMP/bin/scontrol"
 ln -s argv "$TMP/bin/srun"
@@ -121,8 +136,10 @@ for v in '$HOME' '`id`' '*' '~' '#x' $'two\nlines' $'tab\there' 'back\slash' 'a;
 done
 "$PTRAIN" jobscript slurm --ptrain "$TMP/bin/my ptrain's" -- "${args[@]}" >"$TMP/q.sh" || fail "jobscript quoting"
 bash -n "$TMP/q.sh" || fail "q.sh is not valid bash"
-ARGV_OUT=$TMP/q.argv SLURM_CPUS_PER_TASK=2 PATH="$TMP/bin:$PATH" bash "$TMP/q.sh" >/dev/null || fail "running q.sh"
-expect_argv "$TMP/q.argv" srun "$TMP/bin/my ptrain's" train --threads 2 --save-model "${args[@]}"
+ARGV_OUT=$TMP/q.argv SLURM_CPUS_PER_TASK=2 SLURM_JOB_ID=5 PATH="$TMP/bin:$PATH" bash "$TMP/q.sh" >/dev/null ||
+  fail "running q.sh"
+expect_argv "$TMP/q.argv" srun "$TMP/bin/my ptrain's" train --threads 2 --save-model "${args[@]}" \
+  --checkpoint-dir checkpoints/job-5
 # The srun line stays one line, and so does the comment that repeats the command.
 [[ $(grep -c '^srun ' "$TMP/q.sh") == 1 ]] || fail "srun line split"
 grep -q "^# written by: ptrain jobscript slurm " "$TMP/q.sh" || fail "no origin comment"
@@ -272,8 +289,10 @@ if [[ -f $FMNIST/train-images-idx3-ubyte.gz ]]; then
   mkdir "$TMP/final"
   (cd "$TMP/final" && PATH="$TMP/run-srun:$PATH" SLURM_JOB_ID=42 bash "$TMP/final.sh") >"$TMP/final.log" 2>&1 ||
     fail "the slurm script with the real ptrain: $(cat "$TMP/final.log")"
-  [[ -d $TMP/final/checkpoints/step-$(printf %012d 20) && -f $TMP/final/checkpoints/model.safetensors ]] ||
+  [[ -d $TMP/final/checkpoints/job-42/step-$(printf %012d 20) && -f $TMP/final/checkpoints/job-42/model.safetensors ]] ||
     fail "the finished job kept no final weights: $(ls -R "$TMP/final")"
+  grep -q "^trained weights: checkpoints/job-42/model.safetensors" "$TMP/final.log" ||
+    fail "the script did not say where the weights are: $(cat "$TMP/final.log")"
   pass "slurm script with ptrain: the finished job keeps the weights of its last step"
 fi
 
