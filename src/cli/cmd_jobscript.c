@@ -182,11 +182,21 @@ static int foreign_flag(const char *cmd, const pt_arg *mine, int nmine, const pt
   return 0;
 }
 
+/* GPUs asked for, and no --device(s) among the training arguments: the
+ * words that put the run on them. One process per GPU (ddp) takes
+ * "--device cuda"; dp, model and pipeline in one process take the list,
+ * "--devices cuda:0,cuda:1" (two stages share a lone GPU). */
+typedef struct {
+  int add;
+  const char *flag;
+  char value[160];
+} gpu_device;
+
 typedef struct {
   int nodes, ntasks, gpus, cpus;
   int signal_lead; /* seconds before the time limit that ptrain is told to checkpoint */
   int no_save_model, force;
-  int add_device; /* GPUs asked for, and no --device among the training arguments: add --device cuda */
+  gpu_device dev; /* what the script adds to put the run on the GPUs asked for */
   const char *time, *partition, *output, *job_name, *mpi, *ptrain, *write_file;
 } slurm_opts;
 
@@ -207,7 +217,8 @@ static const char *train_checkpoint_dir(char **v, int n) {
 
 typedef struct {
   int gpus, cpus, force, checkpoint_interval;
-  int add_device; /* as slurm_opts' */
+  int ranks;     /* processes: ddp's mpirun -np, or 1 */
+  gpu_device dev; /* as slurm_opts' */
   const char *memory, *name, *transfer_input, *write_dir, *ptrain;
 } condor_opts;
 
@@ -317,7 +328,7 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
   put_word(f, ptrain);
   fputs(" train", f);
   if (tasks > 1) fputs(" --parallel ddp", f);
-  if (o->add_device) fputs(" --device cuda", f);
+  if (o->dev.add) fprintf(f, " %s %s", o->dev.flag, o->dev.value);
   if (!pt_train_args_has(train, ntrain, "--threads")) fputs(" --threads \"$threads\"", f);
   if (adds_save_model(o, train, ntrain)) fputs(" --save-model", f);
   put_words(f, train, ntrain);
@@ -388,20 +399,20 @@ static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrai
         "fi\n",
         f);
   fprintf(f, "export OMP_NUM_THREADS=%d\n\n", threads);
-  if (o->gpus > 1)
+  if (o->ranks > 1)
     fprintf(f,
             "# Open MPI's mpirun ends with status 1 when it is signalled itself, whatever\n"
             "# its ranks did, but passes SIGUSR1 on to them and ends with their status:\n"
             "# an eviction's SIGTERM goes to the ranks as SIGUSR1, they checkpoint, and\n"
             "# their 85 is this job's.\n"
             "mpirun -np %d ",
-            o->gpus);
+            o->ranks);
   else
     fputs("exec ", f);
   put_word(f, ptrain);
   fputs(" train", f);
-  if (o->gpus > 1) fputs(" --parallel ddp", f);
-  if (o->add_device) fputs(" --device cuda", f);
+  if (o->ranks > 1) fputs(" --parallel ddp", f);
+  if (o->dev.add) fprintf(f, " %s %s", o->dev.flag, o->dev.value);
   if (!pt_train_args_has(train, ntrain, "--threads")) fprintf(f, " --threads %d", threads);
   fputs(" --save-model --checkpoint-dir " PT_JOB_CKPT_DIR " --exit-after-checkpoint", f);
   if (!pt_train_args_has(train, ntrain, "--checkpoint-interval") &&
@@ -409,7 +420,7 @@ static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrai
     fprintf(f, " --checkpoint-interval %d", o->checkpoint_interval);
   fputs(" \"$@\"", f);
   put_words(f, train, ntrain);
-  if (o->gpus > 1)
+  if (o->ranks > 1)
     fputs(" &\n"
           "pid=$!\n"
           "trap 'interrupted=1; kill -USR1 \"$pid\" 2>/dev/null || true' TERM USR1\n"
@@ -477,8 +488,43 @@ static pt_status write_stdout(const char *text, size_t len) {
  * arguments name no device. Without it ptrain trains on the CPU while the
  * job holds (and is billed for) its GPUs. Each rank then takes the GPU of
  * its local rank among those the scheduler made visible. */
-static int adds_device(int gpus, char **train, int ntrain) {
-  return gpus > 0 && !pt_train_args_has(train, ntrain, "--device") && !pt_train_args_has(train, ntrain, "--devices");
+/* --parallel's value among the training arguments, or NULL. */
+static const char *train_parallel(char **v, int n) {
+  const char *par = NULL;
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(v[i], "--parallel") && i + 1 < n) par = v[i + 1];
+    else if (!strncmp(v[i], "--parallel=", 11)) par = v[i] + 11;
+  }
+  return par;
+}
+
+/* dp, model and pipeline: one process on all of the job's GPUs. */
+static int in_one_process(const char *par) {
+  return par && (!strcmp(par, "dp") || !strcmp(par, "model") || !strcmp(par, "pipeline"));
+}
+
+/* The device words for gpus GPUs (see gpu_device); 0, or a usage error. */
+static int plan_device(const char *cmd, const char *gpu_flag, int gpus, char **train, int ntrain, gpu_device *d) {
+  memset(d, 0, sizeof *d);
+  d->add = gpus > 0 && !pt_train_args_has(train, ntrain, "--device") && !pt_train_args_has(train, ntrain, "--devices");
+  if (!d->add) return 0;
+  const char *par = train_parallel(train, ntrain);
+  if (!in_one_process(par)) {
+    d->flag = "--device";
+    snprintf(d->value, sizeof d->value, "cuda");
+    return 0;
+  }
+  if (gpus == 1 && !strcmp(par, "dp"))
+    return usage_error(cmd, "--parallel dp after '--' with %s 1: one GPU has no replicas to split the batch over; "
+                            "ask for 2 or more", gpu_flag);
+  d->flag = "--devices";
+  const int n = gpus == 1 ? 2 : gpus; /* stages on a lone GPU share it */
+  size_t used = 0;
+  for (int i = 0; i < n && used < sizeof d->value; i++)
+    used += (size_t)snprintf(d->value + used, sizeof d->value - used, "%scuda:%d", i ? "," : "", gpus == 1 ? 0 : i);
+  if (used >= sizeof d->value)
+    return usage_error(cmd, "%s %d: too many GPUs to list for --parallel %s in one process", gpu_flag, gpus, par);
+  return 0;
 }
 
 /* A CPU device chosen while GPUs are asked for is refused rather than
@@ -692,15 +738,19 @@ int pt_cmd_jobscript(int argc, char **argv) {
       return usage_error(cmd, "--resume after '--': the script adds it when a checkpoint is there");
     if (so.no_save_model && pt_train_args_has(train, ntrain, "--save-model"))
       return usage_error(cmd, "--no-save-model and --save-model after '--' contradict each other: give one");
-    if (!so.ntasks) so.ntasks = so.gpus > 0 ? so.gpus : 1;
+    /* dp, model and pipeline run in one task with the node's GPUs; ddp,
+     * and a run without --parallel, take one task per GPU. */
+    const int one_task = in_one_process(train_parallel(train, ntrain));
+    if (!so.ntasks) so.ntasks = so.gpus > 0 && !one_task ? so.gpus : 1;
     const int tasks = so.nodes * so.ntasks;
     if (tasks > 1 && pt_train_args_has(train, ntrain, "--parallel"))
-      return usage_error(cmd, "--parallel after '--': with %d tasks the script passes --parallel ddp itself", tasks);
-    so.add_device = adds_device(so.gpus, train, ntrain);
+      return usage_error(cmd, "--parallel after '--': with %d tasks the script passes --parallel ddp itself%s", tasks,
+                         one_task ? "; dp, model and pipeline run in one task: --nodes 1 --ntasks-per-node 1" : "");
+    if ((rc = plan_device(cmd, "--gpus-per-node", so.gpus, train, ntrain, &so.dev))) return rc;
     const char *pre[6];
     int npre = 0;
     if (tasks > 1) pre[npre++] = "--parallel", pre[npre++] = "ddp";
-    if (so.add_device) pre[npre++] = "--device", pre[npre++] = "cuda";
+    if (so.dev.add) pre[npre++] = so.dev.flag, pre[npre++] = so.dev.value;
     if (adds_save_model(&so, train, ntrain)) pre[npre++] = "--save-model";
     if ((rc = pt_train_args_check(cmd, pre, npre, train, ntrain, &ta))) return rc;
     if ((rc = check_gpu_device(cmd, "--gpus-per-node", so.gpus, &ta))) return rc;
@@ -723,16 +773,21 @@ int pt_cmd_jobscript(int argc, char **argv) {
                          PT_JOB_CKPT_DIR);
     if (pt_train_args_has(train, ntrain, "--resume"))
       return usage_error(cmd, "--resume after '--': the wrapper adds it when a checkpoint is there");
-    if (co.gpus > 1 && pt_train_args_has(train, ntrain, "--parallel"))
-      return usage_error(cmd, "--parallel after '--': with --gpus %d the wrapper passes --parallel ddp itself", co.gpus);
+    /* dp, model and pipeline: one process with the job's GPUs; else one
+     * rank per GPU under ddp. */
+    const int one_process = in_one_process(train_parallel(train, ntrain));
+    if (co.gpus > 1 && pt_train_args_has(train, ntrain, "--parallel") && !one_process)
+      return usage_error(cmd, "--parallel after '--': with --gpus %d the wrapper passes --parallel ddp itself (dp, "
+                              "model and pipeline run in one process on the job's GPUs)", co.gpus);
+    co.ranks = co.gpus > 1 && !one_process ? co.gpus : 1;
     /* As the wrapper runs it, its own flags included. */
     char interval[16];
     snprintf(interval, sizeof interval, "%d", co.checkpoint_interval);
-    co.add_device = adds_device(co.gpus, train, ntrain);
+    if ((rc = plan_device(cmd, "--gpus", co.gpus, train, ntrain, &co.dev))) return rc;
     const char *pre[12];
     int npre = 0;
-    if (co.gpus > 1) pre[npre++] = "--parallel", pre[npre++] = "ddp";
-    if (co.add_device) pre[npre++] = "--device", pre[npre++] = "cuda";
+    if (co.ranks > 1) pre[npre++] = "--parallel", pre[npre++] = "ddp";
+    if (co.dev.add) pre[npre++] = co.dev.flag, pre[npre++] = co.dev.value;
     pre[npre++] = "--save-model";
     pre[npre++] = "--checkpoint-dir";
     pre[npre++] = PT_JOB_CKPT_DIR;

@@ -373,10 +373,30 @@ expect_exit 2 "--memory: expected a size .*got '99999999999GB'" -- "${J[@]}" htc
 expect_exit 2 "--memory: expected a size .*got '-1GB'" -- "${J[@]}" htcondor --memory -1GB --
 expect_exit 2 "--force: expected together with --write DIR" -- "${J[@]}" htcondor --force --
 expect_exit 2 "--force: expected together with --write FILE" -- "${J[@]}" slurm --force --
-expect_exit 2 "--parallel after '--': with 2 tasks the script passes --parallel ddp" -- \
+expect_exit 2 "--parallel after '--': with 2 tasks the script passes --parallel ddp itself; dp, model and pipeline run in one task" -- \
   "${J[@]}" slurm --ntasks-per-node 2 -- --parallel dp
 expect_exit 2 "--parallel after '--': with --gpus 2 the wrapper passes --parallel ddp" -- \
   "${J[@]}" htcondor --gpus 2 -- --parallel=ddp
+
+# dp, model and pipeline on GPUs run in one process with the job's GPUs
+# listed (the tutorials' DataParallel and model-parallel steps): the script
+# once passed --device cuda, which train refuses with them, and HTCondor's
+# refused --parallel outright.
+"${J[@]}" slurm --gpus-per-node 2 -- --model mnist-cnn --parallel dp >"$TMP/dp-gpus.sh" || fail "slurm, dp on 2 GPUs"
+has "$TMP/dp-gpus.sh" "#SBATCH --ntasks-per-node=1"
+has "$TMP/dp-gpus.sh" "srun $SELF train --devices cuda:0,cuda:1 --threads \"\$threads\" --save-model --model mnist-cnn --parallel dp \"\$@\" || rc=\$?"
+"${J[@]}" slurm --gpus-per-node 1 -- --parallel=pipeline >"$TMP/pp-gpu.sh" || fail "slurm, pipeline on 1 GPU"
+has "$TMP/pp-gpu.sh" "srun $SELF train --devices cuda:0,cuda:0 --threads \"\$threads\" --save-model --parallel=pipeline \"\$@\" || rc=\$?"
+expect_exit 2 "--parallel dp after '--' with --gpus-per-node 1: one GPU has no replicas" -- \
+  "${J[@]}" slurm --gpus-per-node 1 -- --parallel dp
+"${J[@]}" htcondor --gpus 2 -- --model fmnist-mlp --parallel model >"$TMP/mp-condor" || fail "htcondor, model on 2 GPUs"
+grep -qF "exec $SELF train --devices cuda:0,cuda:1 --threads 1 --save-model --checkpoint-dir checkpoints" "$TMP/mp-condor" ||
+  fail "htcondor, model on 2 GPUs: $(cat "$TMP/mp-condor")"
+! grep -q "mpirun" "$TMP/mp-condor" || fail "htcondor, model on 2 GPUs: mpirun in $(cat "$TMP/mp-condor")"
+"${J[@]}" htcondor --gpus 2 -- --parallel model --devices cuda:1,cuda:0 >"$TMP/mp-own" || fail "htcondor, own devices"
+grep -qF -- "--parallel model --devices cuda:1,cuda:0" "$TMP/mp-own" || fail "htcondor, own devices: $(cat "$TMP/mp-own")"
+! grep -q "train --devices" "$TMP/mp-own" || fail "htcondor: devices added beside the user's: $(cat "$TMP/mp-own")"
+pass "dp, model and pipeline on GPUs: one process, the GPUs listed; dp on one GPU refused"
 expect_exit 2 "--resume after '--': the wrapper adds it" -- "${J[@]}" htcondor -- --resume
 expect_exit 2 "--checkpoint-dir after '--': the job keeps checkpoints in 'checkpoints'" -- \
   "${J[@]}" htcondor -- --checkpoint-dir=ck
