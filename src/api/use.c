@@ -64,7 +64,7 @@ pt_status pt_evaluate_with(pt_net *net, const pt_data *data, const char *device,
   lc.indices_only = gpu; /* the GPU makes the images */
   if (st == PT_OK) st = pt_loader_create(&l, ds, &lc);
   if (st == PT_OK) st = pt_device_data_init(&dd, m->be, ds, &lc, batch);
-  if (st == PT_OK) st = pt_evaluate_batches(m, l, &dd, &ev);
+  if (st == PT_OK) st = pt_evaluate_batches(m, l, &dd, &ev, 0);
   pt_device_data_free(&dd);
   pt_loader_destroy(l);
   pt_model_destroy(m); /* the GPU memory before the thread's stream and handles */

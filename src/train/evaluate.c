@@ -1,8 +1,15 @@
 #include "train/evaluate.h"
 
-pt_status pt_evaluate_batches(pt_model *m, pt_loader *loader, pt_device_data *dd, pt_eval_sums *s) {
+#include <signal.h>
+#include <stdlib.h>
+
+#include "util/stop.h"
+
+pt_status pt_evaluate_batches(pt_model *m, pt_loader *loader, pt_device_data *dd, pt_eval_sums *s,
+                              int stoppable) {
   s->loss_sum = 0.0;
   s->correct = s->count = 0;
+  s->cut = 0;
   int was_training = m->training;
   m->training = 0;
   double sums[2];
@@ -10,10 +17,19 @@ pt_status pt_evaluate_batches(pt_model *m, pt_loader *loader, pt_device_data *dd
   /* Sums kept by a training run stopped by an error must not leak in. */
   pt_status st = pt_device_data_take_sums(dd, sums, &correct);
   if (st == PT_OK) st = pt_loader_start_epoch(loader, 0, 0);
-  while (st == PT_OK) {
+  /* Tests only: PTRAIN_TEST_STOP_IN_EVAL=K asks for a stop, as a signal's
+   * handler would, after the K-th batch of a stoppable evaluation. */
+  const char *hook = stoppable ? getenv("PTRAIN_TEST_STOP_IN_EVAL") : NULL;
+  const long stop_after = hook ? strtol(hook, NULL, 10) : 0;
+  for (long batches = 0; st == PT_OK; batches++) {
+    if (stop_after > 0 && batches == stop_after) pt_train_stop_request(SIGTERM);
     pt_batch b;
     st = pt_loader_next(loader, &b);
     if (st != PT_OK || b.n == 0) break;
+    if (stoppable && pt_train_stop_signal()) { /* batches were left: only then is it cut */
+      s->cut = 1;
+      break;
+    }
     const float *x;
     const int32_t *y;
     pt_device_data_batch(dd, &b, 0, &x, &y);

@@ -11,10 +11,14 @@
 typedef struct {
   double loss_sum;  /* sum over samples */
   int64_t correct, count;
+  int cut;          /* a stop request ended it early: the sums cover part of the split */
 } pt_eval_sums;
 
 /* Batches come through dd (the loader's own on the CPU); its sums are used
- * and left cleared. */
-pt_status pt_evaluate_batches(pt_model *m, pt_loader *loader, pt_device_data *dd, pt_eval_sums *sums);
+ * and left cleared. stoppable: a stop request (pt_train_stop_request) ends
+ * it between batches, with sums->cut set, so that a batch system's
+ * SIGTERM is not held up by a long evaluation until it kills the run. */
+pt_status pt_evaluate_batches(pt_model *m, pt_loader *loader, pt_device_data *dd, pt_eval_sums *sums,
+                              int stoppable);
 
 #endif

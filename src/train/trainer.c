@@ -719,9 +719,15 @@ static pt_status resume_position(worker_t *W, pt_train_position *pos) {
                    pos->next_batch, pt_loader_num_batches(W->train));
   /* The position in this run's batches, where training goes on: the
    * checkpoint's batch counts the old run's, of another size. */
-  if (W->out && !c->quiet) {
+  if (W->out && !c->quiet && pos->next_batch == pt_loader_num_batches(W->train)) {
+    /* A stop request cut the epoch's evaluation short: it is made again. */
+    fprintf(W->out, "resuming from %s at the end of epoch %d, before its evaluation (step %lld)", which,
+            pos->next_epoch + 1, (long long)pos->step);
+  } else if (W->out && !c->quiet) {
     fprintf(W->out, "resuming from %s at epoch %d, batch %d of %d (step %lld)", which, pos->next_epoch + 1,
             pos->next_batch, pt_loader_num_batches(W->train), (long long)pos->step);
+  }
+  if (W->out && !c->quiet) {
     /* Another worker count may take another batch (to keep the global
      * batch, say): both global batches are said, so a change is seen. */
     if (pos->world != W->world)
@@ -765,15 +771,18 @@ static pt_status evaluate_all(worker_t *W, pt_eval_sums *ev) {
   } else {
     PT_TRY(pt_comm_nccl_sync(W->dcomm)); /* bounded, before evaluation reads the device */
     m->profile = 0; /* the profile is of training steps */
-    PT_TRY(pt_evaluate_batches(m, W->test, &W->test_dd, ev));
+    PT_TRY(pt_evaluate_batches(m, W->test, &W->test_dd, ev, 1));
     m->profile = W->cfg->profile;
   }
-  double sums[3] = {ev->loss_sum, (double)ev->correct, (double)ev->count};
+  /* A worker's evaluation cut short by a stop request cuts every one's:
+   * the sums of part of the split are no result. */
+  double sums[4] = {ev->loss_sum, (double)ev->correct, (double)ev->count, ev->cut};
   W->comm->what = "the evaluation sums";
-  PT_TRY(pt_comm_allreduce_f64(W->comm, sums, 3));
+  PT_TRY(pt_comm_allreduce_f64(W->comm, sums, 4));
   ev->loss_sum = sums[0];
   ev->correct = (int64_t)sums[1];
   ev->count = (int64_t)sums[2];
+  ev->cut = sums[3] > 0;
   return PT_OK;
 }
 
@@ -979,6 +988,7 @@ static pt_status train_loop(worker_t *W) {
     W->loss_reads = 0;
     const int64_t graph_steps0 = W->graphs.replays;
     const double t0 = pt_now();
+    double eval_s = 0.0; /* in the epoch's --eval-every evaluations */
     int stopped = 0, signalled = 0, save_due = 0, ckpt_exit = 0, target_hit = 0, cb_stopped = 0;
     pt_eval_sums hit_ev = {0}; /* the evaluation inside the epoch that met --target-accuracy */
     /* The last --eval-every evaluation inside the epoch, and its step: a
@@ -1107,7 +1117,7 @@ static pt_status train_loop(worker_t *W) {
         at.next_batch = b;
         at.epoch_loss_sum = loss_sum;
         at.epoch_samples = samples;
-        at.epoch_seconds = prior_seconds + (pt_now() - t0);
+        at.epoch_seconds = prior_seconds + (pt_now() - t0 - eval_s);
         PT_TRY(save_checkpoint(W, &at));
         last_save = pt_now();
         saved_step = pos.step;
@@ -1123,12 +1133,19 @@ static pt_status train_loop(worker_t *W) {
         const double te0 = pt_now();
         PT_TRY(evaluate_all(W, &ev));
         m->training = 1;
-        pt_trace_span("evaluate", "eval", te0, pt_now());
-        int hit;
-        PT_TRY(report_eval(W, epoch + 1, pos.step, samples ? loss_sum / (double)samples : NAN, &ev,
-                           pt_now() - t_run, &hit));
-        step_ev = ev;
-        step_ev_at = pos.step;
+        const double te1 = pt_now();
+        pt_trace_span("evaluate", "eval", te0, te1);
+        eval_s += te1 - te0; /* not training: the rate leaves it out */
+        int hit = 0;
+        /* Cut short by a stop request: no result; the run stops at this
+         * step, checkpointed, as after a signal inside a step. */
+        if (ev.cut) signalled = 1;
+        else PT_TRY(report_eval(W, epoch + 1, pos.step, samples ? loss_sum / (double)samples : NAN, &ev,
+                                pt_now() - t_run, &hit));
+        if (!ev.cut) {
+          step_ev = ev;
+          step_ev_at = pos.step;
+        }
         if (hit) {
           target_hit = 1;
           hit_ev = ev;
@@ -1137,7 +1154,7 @@ static pt_status train_loop(worker_t *W) {
           stopped = 1;
         }
       }
-      double dt = pt_now() - t0;
+      double dt = pt_now() - t0 - eval_s;
       if (W->watch.nv) {
         pt_gpu_watch_line(&W->watch, gpu_line, sizeof gpu_line);
         pt_progress_set_extra(&prog, gpu_line);
@@ -1171,7 +1188,7 @@ static pt_status train_loop(worker_t *W) {
     }
     W->epoch_graph_steps = W->graphs.replays - graph_steps0;
     pt_progress_finish(&prog);
-    const double train_s = pt_now() - t0;
+    const double train_s = pt_now() - t0 - eval_s; /* the evaluations inside it left out */
     samples_total += fresh;
     train_seconds_total += train_s;
     pos.next_epoch = b < nb ? epoch : epoch + 1;
@@ -1190,16 +1207,34 @@ static pt_status train_loop(worker_t *W) {
       PT_TRY(evaluate_all(W, &ev));
       pt_trace_span("evaluate", "eval", te0, pt_now());
     }
-    double ips = train_s > 0 ? fresh / train_s : 0.0;
+    /* A stop request cut the evaluation short (a batch system's SIGTERM
+     * may leave less time than evaluating a large model on a CPU takes):
+     * nothing is reported from part of the test split, and the checkpoint
+     * is of the epoch's end before its evaluation, which the resumed run
+     * makes again, epoch line and all. */
+    const int eval_cut = ev.cut;
+    if (eval_cut) {
+      signalled = 1;
+      if (b == nb) {
+        pos.next_epoch = epoch;
+        pos.next_batch = nb;
+        pos.epoch_loss_sum = loss_sum;
+        pos.epoch_samples = samples;
+        pos.epoch_seconds = prior_seconds + train_s;
+      }
+    }
+    /* An epoch resumed only for its evaluation trained nothing here: its
+     * rate is the run's that trained it. */
+    double ips = fresh > 0 && train_s > 0 ? fresh / train_s : prior_seconds > 0 ? samples / prior_seconds : 0.0;
     double train_loss = samples ? loss_sum / (double)samples : NAN;
-    if (W->rank == 0 && !skip_eval)
+    if (W->rank == 0 && !skip_eval && !eval_cut)
       PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &ev, ips, prior_seconds + train_s, lr, b < nb));
     /* A run that met its target inside the epoch ends with that epoch's
      * line too, from the evaluation that met it: readers of the epoch
      * lines (ptrain plot) see where it ended. */
     else if (W->rank == 0 && target_hit && b < nb)
       PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &hit_ev, ips, prior_seconds + train_s, lr, 1));
-    if (!skip_eval && !evaluated && (c->eval_every || c->target_accuracy > 0)) {
+    if (!skip_eval && !evaluated && !eval_cut && (c->eval_every || c->target_accuracy > 0)) {
       int hit;
       PT_TRY(report_eval(W, epoch + 1, pos.step, train_loss, &ev, pt_now() - t_run, &hit));
       if (hit) {
@@ -1214,7 +1249,7 @@ static pt_status train_loop(worker_t *W) {
      * last step no step follows to carry it, and its message promised a
      * checkpoint. Read after the callback, which may ask for a stop. */
     double v[2] = {0.0, 0.0};
-    const int callback = c->on_epoch && !skip_eval;
+    const int callback = c->on_epoch && !skip_eval && !eval_cut;
     if (callback && W->caller) {
       const pt_epoch info = {.epoch = epoch + 1, .step = pos.step, .train_loss = train_loss,
                              .test_loss = ev.count ? ev.loss_sum / ev.count : NAN,
@@ -1242,8 +1277,8 @@ static pt_status train_loop(worker_t *W) {
     res->train_loss = train_loss;
     /* A target met inside the epoch: that evaluation is the run's last. */
     const pt_eval_sums *last = target_hit && skip_eval ? &hit_ev : &ev;
-    res->test_loss = last->count ? last->loss_sum / last->count : NAN;
-    res->test_acc = last->count ? (double)last->correct / last->count : NAN;
+    res->test_loss = last->count && !eval_cut ? last->loss_sum / last->count : NAN;
+    res->test_acc = last->count && !eval_cut ? (double)last->correct / last->count : NAN;
     if (signalled) {
       pt_train_stop_saved();
       res->stopped_by = ckpt_exit ? PT_STOP_CHECKPOINT_EXIT : pt_train_stop_signal() ? pt_train_stop_signal() : -1;

@@ -289,6 +289,63 @@ static void test_request_stop_after_the_last_step(void **state) {
   stop_and_resume(&c, "stop-last", 3 * N / 20);
 }
 
+/* A stop request during an epoch's evaluation (a batch system's SIGTERM,
+ * which a long evaluation once held up until SIGKILL) cuts it short: no
+ * result from part of the test split, a checkpoint of the epoch's end, and
+ * the resumed run evaluates that epoch again and trains on to the bits of
+ * a run never stopped. */
+static int epochs_seen[4];
+static int count_epochs(const pt_epoch *e, void *user) {
+  (void)user;
+  if (e->epoch >= 1 && e->epoch <= 3) epochs_seen[e->epoch]++;
+  return 0;
+}
+
+static void test_stop_during_evaluation(void **state) {
+  (void)state;
+  char dir[128], straight[128];
+  snprintf(dir, sizeof dir, "%s/eval-cut", tmpdir);
+  snprintf(straight, sizeof straight, "%s/eval-straight", tmpdir);
+  pt_config c;
+  config(&c);
+  c.test_batch_size = 100; /* 4 batches: the stop comes after the 2nd */
+  c.checkpoint_dir = dir;
+  c.on_epoch = count_epochs;
+  memset(epochs_seen, 0, sizeof epochs_seen);
+  pt_net *net, *ref;
+  pt_result r;
+  assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+  assert_int_equal(setenv("PTRAIN_TEST_STOP_IN_EVAL", "2", 1), 0);
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
+  assert_int_equal(unsetenv("PTRAIN_TEST_STOP_IN_EVAL"), 0);
+  assert_int_equal(r.stopped, PT_RUN_STOPPED_SIGNAL);
+  assert_int_equal(r.steps, N / 20);
+  assert_true(isnan(r.test_acc) && isnan(r.test_loss));
+  assert_int_equal(epochs_seen[1], 0); /* nothing reported from part of the split */
+  c.resume = 1;
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
+  assert_int_equal(r.stopped, PT_RUN_COMPLETE);
+  assert_int_equal(r.steps, 3 * N / 20);
+  assert_int_equal(epochs_seen[1], 1); /* evaluated again on resuming */
+  assert_int_equal(epochs_seen[2], 1);
+  assert_int_equal(epochs_seen[3], 1);
+  /* The same bits as a run never stopped. */
+  config(&c);
+  c.test_batch_size = 100;
+  c.checkpoint_dir = straight;
+  pt_result s;
+  assert_int_equal(pt_net_spec(spec_text, &ref), PT_OK);
+  assert_int_equal(pt_train(ref, train_data, test_data, &c, &s), PT_OK);
+  assert_true(s.test_acc == r.test_acc && s.test_loss == r.test_loss);
+  float x[SIDE * SIDE], p1[CLASSES], p2[CLASSES];
+  for (int i = 0; i < SIDE * SIDE; i++) x[i] = (float)(i % 7) / 7.0f;
+  assert_int_equal(pt_predict(net, x, 1, p1), PT_OK);
+  assert_int_equal(pt_predict(ref, x, 1, p2), PT_OK);
+  assert_memory_equal(p1, p2, sizeof p1);
+  pt_net_free(net);
+  pt_net_free(ref);
+}
+
 /* A second run starts from the weights the first ended with. */
 static void test_training_continues_from_the_nets_weights(void **state) {
   (void)state;
@@ -702,6 +759,7 @@ int main(void) {
       cmocka_unit_test(test_batch_larger_than_the_data),
       cmocka_unit_test(test_request_stop),
       cmocka_unit_test(test_request_stop_after_the_last_step),
+      cmocka_unit_test(test_stop_during_evaluation),
       cmocka_unit_test(test_callbacks_see_every_step_and_stop_the_run),
       cmocka_unit_test(test_training_continues_from_the_nets_weights),
       cmocka_unit_test(test_save_and_load),
