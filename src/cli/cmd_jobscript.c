@@ -16,6 +16,8 @@
 #include "cli/commands.h"
 #include "cli/train_args.h"
 #include "io/atomic_file.h"
+#include "nn/model.h"
+#include "train/trainer.h"
 #include "util/error.h"
 #include "util/list.h"
 
@@ -123,7 +125,8 @@ static long time_seconds(const char *t) {
 }
 
 /* 4GB, 512MB, 2048 (HTCondor reads a bare number as MB). */
-static int valid_memory(const char *v) {
+/* A --memory size in MiB, or 0 where it is not one. */
+static double memory_mib(const char *v) {
   const size_t d = strspn(v, "0123456789");
   errno = 0;
   const unsigned long long x = strtoull(v, NULL, 10);
@@ -142,8 +145,35 @@ static int valid_memory(const char *v) {
   }
   /* At most 1 PiB, a machine's memory many times over: more is a slip
    * (a unit typed twice over), which no machine would ever match. */
-  return (double)x * mib <= 1073741824.0;
+  return (double)x * mib <= 1073741824.0 ? (double)x * mib : 0;
 }
+
+static int valid_memory(const char *v) { return memory_mib(v) > 0; }
+
+/* What the run will hold, in MiB, from its model and settings: weights,
+ * gradients and two moments of optimizer state; the layers' outputs and
+ * their gradients for a training batch, or the outputs of an evaluation
+ * batch, whichever is larger; the data set's bytes; 512 MiB for the rest
+ * (the process, the BLAS's buffers). 0 where the model is a spec file that
+ * cannot be read here. An upper bound, not a fit: cifar-convnet (batch 64,
+ * evaluation batch 1000) peaked at 4.9 GiB on a CPU, where this says 8.6,
+ * and on a GPU the host holds less. */
+static double estimate_mib(const pt_train_args *ta, char *dataset, size_t dataset_len) {
+  pt_model_spec spec;
+  pt_model_summary sum;
+  if (pt_train_load_spec(ta->model, ta->model_file, &spec) != PT_OK || pt_model_summarize(&spec, &sum) != PT_OK) {
+    pt_error_clear();
+    return 0;
+  }
+  snprintf(dataset, dataset_len, "%s", ta->dataset ? ta->dataset : spec.defaults.dataset);
+  const double batch = ta->c.batch_size > 0 ? ta->c.batch_size : spec.defaults.batch;
+  const double test_batch = ta->c.test_batch_size > 0 ? ta->c.test_batch_size : spec.defaults.test_batch;
+  const double per_batch = 2 * batch > test_batch ? 2 * batch : test_batch;
+  const double data = !strcmp(dataset, "cifar10") ? 60000.0 * 3 * 32 * 32 : 70000.0 * 28 * 28;
+  const double bytes = 16.0 * (double)sum.nparams + 4.0 * (double)sum.activation_floats * per_batch + data;
+  return bytes / 1048576.0 + 512.0;
+}
+
 
 /* The ptrain the script runs: this very binary unless told otherwise, by
  * absolute path, because a batch job's PATH is not the user's shell's. */
@@ -221,6 +251,58 @@ typedef struct {
   gpu_device dev; /* as slurm_opts' */
   const char *memory, *name, *transfer_input, *write_dir, *ptrain;
 } condor_opts;
+
+/* request_memory: without --memory, the estimate in whole GB, at least 2GB
+ * (a job that asks for too little is held, or killed, on the execute
+ * machine, after its wait in the queue); a --memory below it is said. */
+static void size_memory(condor_opts *co, const pt_train_args *ta, char memory[32]) {
+  char dataset[32];
+  const double need = estimate_mib(ta, dataset, sizeof dataset);
+  const char *model = ta->model_file ? ta->model_file : ta->model ? ta->model : "mnist-cnn";
+  if (!co->memory) {
+    const long gb = need > 2048.0 ? (long)((need + 1023.0) / 1024.0) : 2;
+    snprintf(memory, 32, "%ldGB", gb);
+    co->memory = memory;
+  } else if (need > memory_mib(co->memory)) {
+    fprintf(stderr, "ptrain jobscript: note: --memory %s is less than %s is estimated to hold (%.1f GB: weights, "
+                    "gradients, optimizer state, a batch's activations, the data); HTCondor may hold or kill the job\n",
+            co->memory, model, need / 1024.0);
+  }
+}
+
+/* A relative data directory is looked for in the job's sandbox, where
+ * only what --transfer-input names arrives (a directory by its last
+ * name). MNIST and CIFAR-10 default to data/mnist and data/cifar10 there;
+ * Fashion-MNIST to Debian's package first, which an execute machine may
+ * have. Said, not refused: the machines may share a file system. */
+static void note_data_transfer(const condor_opts *co, const pt_train_args *ta) {
+  char dataset[32] = "";
+  if (estimate_mib(ta, dataset, sizeof dataset) <= 0 && ta->dataset)
+    snprintf(dataset, sizeof dataset, "%s", ta->dataset);
+  const char *dir = ta->data_dir;
+  char fallback[48];
+  if (!dir && (!strcmp(dataset, "mnist") || !strcmp(dataset, "cifar10"))) {
+    snprintf(fallback, sizeof fallback, "data/%s", dataset);
+    dir = fallback;
+  }
+  if (!dir || dir[0] == '/') return;
+  const size_t first = strcspn(dir, "/"); /* the sandbox entry the directory lies in */
+  for (const char *e = co->transfer_input; e && *e;) {
+    size_t len = strcspn(e, ",");
+    while (len > 1 && e[len - 1] == '/') len--;
+    const char *name = e;
+    for (size_t i = 0; i < len; i++)
+      if (e[i] == '/') name = e + i + 1;
+    const size_t nlen = (size_t)(e + len - name);
+    if (nlen == first && !strncmp(name, dir, first)) return;
+    e += strcspn(e, ",");
+    if (*e == ',') e++;
+  }
+  fprintf(stderr, "ptrain jobscript: note: the job reads %s from %s in its sandbox, and --transfer-input brings "
+                  "no '%.*s' there: add --transfer-input DIR (and --data-dir with DIR's last name), or give "
+                  "--data-dir an absolute path the execute machines share\n",
+          dataset[0] ? dataset : "its data", dir, (int)first, dir);
+}
 
 
 static void print_help(const pt_arg *slurm, int ns, const pt_arg *condor, int nc) {
@@ -632,7 +714,8 @@ static int run_condor(const condor_opts *o, const char *ptrain, int argc, char *
 
 int pt_cmd_jobscript(int argc, char **argv) {
   slurm_opts so = {.nodes = 1, .output = "ptrain-%j.out", .job_name = "ptrain", .mpi = "pmix"};
-  condor_opts co = {.cpus = 1, .memory = "2GB", .name = "ptrain", .checkpoint_interval = 1800};
+  condor_opts co = {.cpus = 1, .name = "ptrain", .checkpoint_interval = 1800}; /* .memory: sized below */
+  char memory[32];
   /* Both tables, whichever the scheduler: each one's flags get a pointed
    * message when given to the other, and --help shows both. */
   const pt_arg sflags[] = {
@@ -664,7 +747,8 @@ int pt_cmd_jobscript(int argc, char **argv) {
        "request_gpus (default 0: CPU only); the run gets --device cuda unless TRAIN_ARGS choose a GPU"},
       {"--cpus", ARG_INT, &co.cpus, 1, 4096, NULL, "C",
        "request_cpus, and ptrain's --threads (with --gpus G, C/G per rank; default 1)"},
-      {"--memory", ARG_STR, &co.memory, 0, 0, NULL, "SIZE", "request_memory, e.g. 4GB or 512MB (default 2GB)"},
+      {"--memory", ARG_STR, &co.memory, 0, 0, NULL, "SIZE",
+       "request_memory, e.g. 4GB or 512MB (default: what the model will hold, at least 2GB)"},
       {"--name", ARG_STR, &co.name, 0, 0, NULL, "NAME", "batch name and log file prefix (default ptrain)"},
       {"--checkpoint-interval", ARG_INT, &co.checkpoint_interval, 1, 100000000, NULL, "SECONDS",
        "checkpoint, exit 85 and have HTCondor save the checkpoint this often (default 1800)"},
@@ -759,7 +843,7 @@ int pt_cmd_jobscript(int argc, char **argv) {
                               "--ntasks-per-node, and the script passes --parallel ddp itself");
     ptrain_given = so.ptrain;
   } else {
-    if (!valid_memory(co.memory))
+    if (co.memory && !valid_memory(co.memory))
       return usage_error(cmd, "--memory: expected a size such as 4GB, 512MB or 2048 (MB), up to 1 PiB, got '%s'",
                          co.memory);
     if ((rc = check_token(cmd, "--name", co.name)) || (rc = check_token(cmd, "--transfer-input", co.transfer_input)))
@@ -797,6 +881,8 @@ int pt_cmd_jobscript(int argc, char **argv) {
       pre[npre++] = "--checkpoint-interval", pre[npre++] = interval;
     if ((rc = pt_train_args_check(cmd, pre, npre, train, ntrain, &ta))) return rc;
     if ((rc = check_gpu_device(cmd, "--gpus", co.gpus, &ta))) return rc;
+    size_memory(&co, &ta, memory);
+    note_data_transfer(&co, &ta);
     if (co.gpus <= 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
       return usage_error(cmd, "--parallel ddp after '--': one process has no other ranks; ask for --gpus 2 or more, "
                               "and the wrapper passes --parallel ddp itself");

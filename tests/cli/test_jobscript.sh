@@ -162,6 +162,23 @@ done
 [[ $(grep -v '^#' "$TMP/sub" | tail -n 1) == queue ]] || fail "ptrain.sub does not end with queue"
 "$PTRAIN" jobscript htcondor -- >"$TMP/c0.out" || fail "jobscript htcondor, defaults"
 grep -q '^request_memory *= 2GB$' "$TMP/c0.out" || fail "default request_memory"
+# A model that holds more asks for it (cifar-convnet: 2.2 GB of weights,
+# gradients and Adam's state, and an evaluation batch of 1000 on top; the
+# default 2GB once had HTCondor kill it); a --memory below is said; data
+# that will not be in the sandbox is said.
+"$PTRAIN" jobscript htcondor -- --model cifar-convnet --data-dir /shared/cifar10 >"$TMP/cm.out" 2>"$TMP/cm.err" ||
+  fail "htcondor cifar-convnet: $(cat "$TMP/cm.err")"
+grep -Eq '^request_memory *= ([5-9]|1[0-9])GB$' "$TMP/cm.out" || fail "cifar-convnet's request_memory: $(grep request_memory "$TMP/cm.out")"
+[[ ! -s $TMP/cm.err ]] || fail "htcondor cifar-convnet with shared data said: $(cat "$TMP/cm.err")"
+"$PTRAIN" jobscript htcondor --memory 2GB -- --model cifar-convnet >/dev/null 2>"$TMP/cm2.err" || fail "--memory 2GB"
+grep -q "note: --memory 2GB is less than cifar-convnet is estimated to hold" "$TMP/cm2.err" ||
+  fail "no note of too little memory: $(cat "$TMP/cm2.err")"
+grep -q "note: the job reads cifar10 from data/cifar10 in its sandbox, and --transfer-input brings no 'data' there" \
+  "$TMP/cm2.err" || fail "no note of data left behind: $(cat "$TMP/cm2.err")"
+"$PTRAIN" jobscript htcondor --transfer-input /data/cifar-10-batches-bin -- --model cifar-convnet \
+  --data-dir cifar-10-batches-bin >/dev/null 2>"$TMP/cm3.err" || fail "cifar-convnet, data transferred"
+[[ ! -s $TMP/cm3.err ]] || fail "data transferred, yet: $(cat "$TMP/cm3.err")"
+pass "htcondor: request_memory sized by the model, a smaller --memory and data not transferred said"
 grep -q '^request_cpus *= 1$' "$TMP/c0.out" || fail "default request_cpus"
 ! grep -q 'request_gpus\|transfer_input_files' "$TMP/c0.out" || fail "request_gpus or transfer_input_files by default"
 pass "htcondor submit file"
