@@ -422,6 +422,14 @@ int pt_cmd_scale(int argc, char **argv) {
            "(more where those take under %.2g s)\n",
            name, pt_cpu_model(), cores, pt_cpu_level_name(pt_cpu_level_current()), n, r.steps_short, r.steps_long,
            PT_SCALE_MIN_MEASURED_S);
+  /* Other processes on the cores, before any run of the sweep's: their
+   * share of the cores shows in the figures as slower workers or longer
+   * communication, which the verdicts would otherwise blame on ptrain. */
+  double load[1];
+  if (!gather && getloadavg(load, 1) == 1 && load[0] > 0.5 * (double)cores)
+    printf("note: the load average was %.1f on %ld cores before the sweep: other processes take cores from its "
+           "runs, and the figures below may show them rather than the configurations\n",
+           load[0], cores);
   fflush(stdout);
   if (task >= n) {
     fprintf(stderr, "ptrain scale: --task %d: the sweep has configurations 0 to %d\n", task, n - 1);

@@ -26,7 +26,8 @@ static int table(pt_train_args *a, pt_arg *out) {
        "fashion-mnist, mnist or cifar10 (default: the preset's)"},
       {"--data-dir", ARG_STR, &a->data_dir, 0, 0, NULL, "DIR", "where the dataset files are"},
       {"--epochs", ARG_INT, &a->c.epochs, 1, PT_EPOCHS_MAX, NULL, "N", "total epochs, counting resumed ones (default 1)"},
-      {"--batch-size", ARG_INT, &a->c.batch_size, 1, PT_BATCH_MAX, NULL, "N", "training batch size (default: the preset's)"},
+      {"--batch-size", ARG_INT, &a->c.batch_size, 1, PT_BATCH_MAX, NULL, "N",
+       "training batch size, per worker under dp and ddp (default: the preset's)"},
       {"--test-batch-size", ARG_INT, &a->c.test_batch_size, 1, PT_BATCH_MAX, NULL, "N", "evaluation batch size"},
       {"--lr", ARG_FLOAT, &a->c.lr, 0, PT_LR_MAX, NULL, "X", "learning rate (default: the preset's)"},
       {"--optimizer", ARG_CHOICE, &a->c.optimizer, 0, 0, PT_OPT_NAMES, "NAME", "sgd, adam, adamw or adadelta"},
@@ -111,7 +112,8 @@ static void defaults(pt_train_args *a) {
 }
 
 static const char USAGE[] = "ptrain train [options]";
-static const char ABOUT[] = "Train a model on one CPU device, or in parallel on several (--parallel).\nUnset options take the preset's defaults\n"
+static const char ABOUT[] = "Train a model on one device (the CPU, or a GPU with --device cuda), or in parallel on "
+                            "several (--parallel).\nUnset options take the preset's defaults\n"
                             "(ptrain models NAME shows them).";
 
 void pt_train_args_print_help(void) {
