@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "plot/chart.h"
+#include "plot/series_style.h"
 #include "plot/metrics_runs.h"
 #include "plot/run_label.h"
 
@@ -91,15 +92,18 @@ int pt_cmd_plot(int argc, char **argv) {
   snprintf(acc->xlabel, sizeof acc->xlabel, by_epoch ? "epoch" : "training time (s)");
   snprintf(loss->ylabel, sizeof loss->ylabel, "loss");
   snprintf(acc->ylabel, sizeof acc->ylabel, "accuracy");
+  /* A run has one colour in both panels: its test curves solid, its
+   * train loss in the next cycle's dashes and markers (the runs are fewer
+   * than a cycle's colours). */
   for (int i = 0; i < ncurves && !status; i++) {
     pt_series *tr = &loss->series[loss->nseries++], *te = &loss->series[loss->nseries++];
-    *tr = (pt_series){.x = cv[i].t, .y = cv[i].train_loss, .n = cv[i].n};
-    snprintf(tr->label, sizeof tr->label, "%s train", label[i]);
-    *te = (pt_series){.x = cv[i].t, .y = cv[i].test_loss, .n = cv[i].n};
-    snprintf(te->label, sizeof te->label, "%s test", label[i]);
+    *tr = (pt_series){.x = cv[i].t, .y = cv[i].train_loss, .n = cv[i].n, .style = 1 + i + PT_STYLE_NCOLOURS};
+    snprintf(tr->label, sizeof tr->label, "%.80s train", label[i]);
+    *te = (pt_series){.x = cv[i].t, .y = cv[i].test_loss, .n = cv[i].n, .style = 1 + i};
+    snprintf(te->label, sizeof te->label, "%.80s test", label[i]);
     pt_series *a = &acc->series[acc->nseries++];
-    *a = (pt_series){.x = cv[i].t, .y = cv[i].acc, .n = cv[i].n};
-    snprintf(a->label, sizeof a->label, "%s", label[i]);
+    *a = (pt_series){.x = cv[i].t, .y = cv[i].acc, .n = cv[i].n, .style = 1 + i};
+    snprintf(a->label, sizeof a->label, "%.80s", label[i]);
   }
   const int loaded = ncurves;
   if (!status && pt_figure_write(&fig, output) != PT_OK) status = pt_cli_fail("plot");

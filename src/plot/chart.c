@@ -192,7 +192,7 @@ static void draw_panel(cairo_t *cr, const pt_panel *p, double ox, const legend_p
   for (int s = 0, k = 0; s < p->nseries; s++) {
     const pt_series *se = &p->series[s];
     pt_series_style st;
-    pt_series_style_of(se->dashed ? 0 : k++, se->dashed, &st);
+    pt_series_style_of(se->dashed ? 0 : se->style ? se->style - 1 : k++, se->dashed, &st);
     use_style(cr, &st);
     int pen = 0;
     for (int i = 0; i < se->n; i++) {
@@ -223,7 +223,7 @@ static void draw_panel(cairo_t *cr, const pt_panel *p, double ox, const legend_p
   for (int s = 0, k = 0; s < p->nseries; s++) {
     const pt_series *se = &p->series[s];
     pt_series_style st;
-    pt_series_style_of(se->dashed ? 0 : k++, se->dashed, &st);
+    pt_series_style_of(se->dashed ? 0 : se->style ? se->style - 1 : k++, se->dashed, &st);
     const int col = lp->where == PT_LEGEND_BELOW ? s % lp->cols : 0;
     const int row = lp->where == PT_LEGEND_BELOW ? s / lp->cols : s;
     const double X = lp->x + col * lp->col_w + 6, Y = lp->y + 3 + LEGEND_ROW * row + LEGEND_ROW / 2;

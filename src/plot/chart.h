@@ -14,6 +14,7 @@ typedef struct {
   const double *x, *y; /* n points; NaN y values are gaps */
   int n;
   int dashed; /* a reference line (the ideal speed-up) */
+  int style;  /* 1 + the look to draw it with (pt_series_style_of); 0: the panel's next */
 } pt_series;
 
 typedef struct {

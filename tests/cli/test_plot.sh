@@ -23,6 +23,17 @@ assert svg.count("<path") > 20, "an empty drawing"
 PY
 pass "two runs as PNG (two panels, 1280 wide) and one as SVG"
 
+# A run has one colour in both panels (its accuracy once took the colour of
+# the other run's test loss): two runs, two colours besides the greys.
+"$PTRAIN" plot --output "$TMP/two.svg" "$TMP/adam.jsonl" "$TMP/sgd.jsonl" >/dev/null || fail "plot two as svg"
+python3 - "$TMP/two.svg" <<'PY' || fail "the runs' colours"
+import re, sys
+strokes = re.findall(r"stroke:rgb\(([0-9.]+)%,([0-9.]+)%,([0-9.]+)%\)", open(sys.argv[1]).read())
+colours = {c for c in strokes if len(set(c)) > 1}  # greys (axes, grid, references) have equal parts
+assert len(colours) == 2, colours
+PY
+pass "two runs: one colour each, in both panels"
+
 # Eight runs: sixteen lines in the loss panel, each of its own look (the
 # unit tests check the styles), and a legend that no corner holds goes
 # below the plots, the figure taller, the plots the same.
