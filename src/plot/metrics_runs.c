@@ -31,6 +31,52 @@ static double num(const cJSON *o, const char *key) {
   return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
+/* The "eval" lines of the epoch in progress (--eval-every): their x is
+ * known only at its epoch line, between the end of the epoch before and
+ * its own, by step. (n, 4): step, train loss, test loss, accuracy. */
+typedef struct {
+  double *v;
+  int n, cap;
+} pending_evals;
+
+static int pending_add(pending_evals *p, const cJSON *o) {
+  if (p->n == p->cap) {
+    const int cap = p->cap ? 2 * p->cap : 64;
+    double *v = realloc(p->v, (size_t)cap * 4 * sizeof(double));
+    if (!v) return -1;
+    p->v = v;
+    p->cap = cap;
+  }
+  double *e = p->v + (size_t)p->n++ * 4;
+  e[0] = num(o, "step"), e[1] = num(o, "train_loss"), e[2] = num(o, "test_loss"), e[3] = num(o, "test_acc");
+  return 0;
+}
+
+static int add_point(pt_run_curve *c, double t, double train_loss, double test_loss, double acc) {
+  if (c->n == c->cap && run_grow(c)) return -1;
+  c->t[c->n] = t, c->train_loss[c->n] = train_loss, c->test_loss[c->n] = test_loss, c->acc[c->n] = acc;
+  c->n++;
+  return 0;
+}
+
+/* The pending evaluations after step0 (at x0) and before step1 (at x1,
+ * the epoch line's own point, which the evaluation at its step repeats),
+ * placed by step. Returns -1 out of memory, else how many were drawn. */
+static int place_pending(pt_run_curve *c, pending_evals *p, double step0, double x0, double step1, double x1,
+                         int *nonfinite) {
+  int drawn = 0;
+  for (int i = 0; i < p->n; i++) {
+    const double *e = p->v + (size_t)i * 4;
+    if (!(e[0] > step0 && e[0] < step1)) continue;
+    if (add_point(c, x0 + (e[0] - step0) / (step1 - step0) * (x1 - x0), e[1], e[2], e[3])) return -1;
+    const int finite = isfinite(e[1]) + isfinite(e[2]) + isfinite(e[3]);
+    *nonfinite += finite < 3;
+    drawn += finite > 0;
+  }
+  p->n = 0;
+  return drawn;
+}
+
 pt_status pt_plot_read_runs(const char *path, int by_epoch, pt_run_curve *out, int *n, int max, pt_runs_notes *notes) {
   memset(notes, 0, sizeof *notes);
   struct stat sb;
@@ -44,6 +90,9 @@ pt_status pt_plot_read_runs(const char *path, int by_epoch, pt_run_curve *out, i
   int lineno = 0, bad = 0, first_bad = 0, objects = 0, nonfinite = 0, points = 0;
   const int first = *n;
   double clock = 0.0, last_step = -1.0, partial_secs = 0.0, partial_epoch = NAN;
+  double prev_step = 0.0, prev_x = 0.0; /* the last epoch line's step and x: where the pending evaluations start */
+  double partial_epoch_seen = NAN;      /* the epoch of the last line, where it was partial */
+  pending_evals pend = {0};
   pt_run_curve *c = NULL;
   pt_status st = PT_OK;
   while (st == PT_OK && (len = getline(&line, &line_cap, f)) >= 0) {
@@ -66,7 +115,13 @@ pt_status pt_plot_read_runs(const char *path, int by_epoch, pt_run_curve *out, i
     }
     objects++;
     const cJSON *ev = cJSON_GetObjectItemCaseSensitive(o, "event");
-    if (cJSON_IsString(ev) && !strcmp(ev->valuestring, "epoch")) {
+    if (cJSON_IsString(ev) && !strcmp(ev->valuestring, "eval") && isfinite(num(o, "step"))) {
+      if (pending_add(&pend, o)) {
+        st = pt_fail(PT_ERR_NOMEM, "%s: out of memory at line %d", path, lineno);
+        cJSON_Delete(o);
+        break;
+      }
+    } else if (cJSON_IsString(ev) && !strcmp(ev->valuestring, "epoch")) {
       const double step = num(o, "step");
       if (!c || (isfinite(step) && step <= last_step)) { /* a run begins */
         if (*n == max) {
@@ -78,13 +133,9 @@ pt_status pt_plot_read_runs(const char *path, int by_epoch, pt_run_curve *out, i
         c = &out[(*n)++];
         memset(c, 0, sizeof *c);
         clock = partial_secs = 0.0;
+        prev_step = prev_x = 0.0;
       }
       if (isfinite(step)) last_step = step;
-      if (c->n == c->cap && run_grow(c)) {
-        st = pt_fail(PT_ERR_NOMEM, "%s: out of memory at line %d", path, lineno);
-        cJSON_Delete(o);
-        break;
-      }
       /* An epoch's seconds count from its start: after a stop mid-epoch
        * (a "partial" line) the resumed run's line for that epoch holds the
        * stopped part's seconds too. */
@@ -94,18 +145,29 @@ pt_status pt_plot_read_runs(const char *path, int by_epoch, pt_run_curve *out, i
       const int partial = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "partial"));
       partial_secs = partial && isfinite(secs) ? secs : 0.0;
       partial_epoch = epoch;
-      c->t[c->n] = by_epoch ? num(o, "epoch") : clock;
-      c->train_loss[c->n] = num(o, "train_loss");
-      c->test_loss[c->n] = num(o, "test_loss");
-      c->acc[c->n] = num(o, "test_acc");
-      const int drawn = isfinite(c->train_loss[c->n]) + isfinite(c->test_loss[c->n]) + isfinite(c->acc[c->n]);
+      const double x = by_epoch ? epoch : clock;
+      /* The evaluations inside this epoch first, by step; in the epoch
+       * axis from the epoch's start, epoch - 1 (or where a partial line
+       * of the same epoch left it). */
+      const double x0 = by_epoch && epoch != partial_epoch_seen ? epoch - 1 : prev_x;
+      const int placed = isfinite(step) ? place_pending(c, &pend, prev_step, x0, step, x, &nonfinite) : 0;
+      pend.n = 0;
+      const double tl = num(o, "train_loss"), vl = num(o, "test_loss"), acc = num(o, "test_acc");
+      if (placed < 0 || add_point(c, x, tl, vl, acc)) {
+        st = pt_fail(PT_ERR_NOMEM, "%s: out of memory at line %d", path, lineno);
+        cJSON_Delete(o);
+        break;
+      }
+      const int drawn = isfinite(tl) + isfinite(vl) + isfinite(acc);
       nonfinite += drawn < 3;
-      points += drawn > 0;
-      c->n++;
+      points += (drawn > 0) + placed;
+      if (isfinite(step)) prev_step = step, prev_x = x;
+      partial_epoch_seen = partial ? epoch : NAN;
     }
     cJSON_Delete(o);
   }
   free(line);
+  free(pend.v);
   fclose(f);
   if (st == PT_OK && !objects && bad)
     st = pt_fail(PT_ERR_FORMAT, "%s:%d: not a JSON object (expected the JSON lines of ptrain train --metrics)", path,

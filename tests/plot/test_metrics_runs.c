@@ -83,6 +83,48 @@ static void test_runs_and_resumes(void **st) {
   assert_non_null(strstr(pt_error_message(), "more than 2 runs"));
 }
 
+static void eval_line(FILE *f, int epoch, long step, double acc) {
+  fprintf(f, "{\"event\":\"eval\",\"epoch\":%d,\"step\":%ld,\"seconds\":99,\"train_loss\":%.17g,"
+             "\"test_loss\":%.17g,\"test_acc\":%.17g}\n", epoch, step, 2 * acc, 3 * acc, acc);
+}
+
+/* --eval-every's evaluations are points of the curve between the epoch
+ * lines, placed by step within their epoch (a short run that evaluates
+ * every 30 steps was once one dot); the one at an epoch's last step is the
+ * epoch line's own point; a resumed epoch's evaluations go on from where
+ * the stopped part's partial line left them. */
+static void test_evaluations_between_epochs(void **st) {
+  (void)st;
+  FILE *f = start("evals.jsonl");
+  eval_line(f, 1, 25, 0.1);
+  eval_line(f, 1, 50, 0.2);
+  eval_line(f, 1, 100, 0.3); /* the epoch's end: its line's point */
+  epoch_line(f, 1, 100, 0.3, 4.0, 0);
+  eval_line(f, 2, 150, 0.4);
+  epoch_line(f, 2, 160, 0.45, 2.4, 1); /* stopped at 160 after 2.4 s */
+  eval_line(f, 2, 180, 0.5);
+  epoch_line(f, 2, 200, 0.6, 4.0, 0); /* resumed: 4.0 s, the stopped 2.4 included */
+  fclose(f);
+  pt_run_curve c[1];
+  for (int by_epoch = 0; by_epoch < 2; by_epoch++) {
+    int n = 0;
+    pt_runs_notes notes;
+    assert_int_equal(pt_plot_read_runs(path, by_epoch, c, &n, 1, &notes), PT_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(c[0].n, 7);
+    const double acc[7] = {0.1, 0.2, 0.3, 0.4, 0.45, 0.5, 0.6};
+    const double t_time[7] = {1.0, 2.0, 4.0, 6.0, 6.4, 7.2, 8.0};
+    /* the epoch axis puts a partial line at its epoch: what came before it is placed up to there */
+    const double t_epoch[7] = {0.25, 0.5, 1.0, 1.0 + 50.0 / 60.0, 2.0, 2.0, 2.0};
+    for (int i = 0; i < 7; i++) {
+      assert_float_equal(c[0].acc[i], acc[i], 1e-12);
+      assert_float_equal(c[0].t[i], by_epoch ? t_epoch[i] : t_time[i], 1e-12);
+    }
+    assert_float_equal(c[0].train_loss[0], 0.2, 1e-12);
+    pt_run_curve_free(&c[0]);
+  }
+}
+
 static void test_cut_lines_and_gaps(void **st) {
   (void)st;
   FILE *f = start("cut.jsonl");
@@ -135,6 +177,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_epoch_is_read),
       cmocka_unit_test(test_runs_and_resumes),
+      cmocka_unit_test(test_evaluations_between_epochs),
       cmocka_unit_test(test_cut_lines_and_gaps),
       cmocka_unit_test(test_nothing_to_draw),
   };
