@@ -599,6 +599,20 @@ static void print_header(const worker_t *W) {
     fprintf(out, " = global batch %d; gradient buckets of %g MB\n", r->batch * W->world * r->accum,
             W->cfg->bucket_mb);
   }
+  /* More threads than cores on this machine (workers or stages, each with
+   * --threads): they take turns, and a step is slower than with fewer;
+   * said, as the tutorials' lesson that more workers need not be faster. */
+  const int busy = r->threads * r->local;
+  if (busy > r->cores && r->backend == PT_BACKEND_CPU) {
+    fprintf(out, "note: ");
+    if (r->local > 1)
+      fprintf(out, "%d %s x %d thread%s", r->local, r->staged ? "stages" : "workers", r->threads,
+              r->threads == 1 ? "" : "s");
+    else
+      fprintf(out, "%d threads", r->threads);
+    fprintf(out, " on %d core%s: they take turns on the cores, and each step is slower than with no more threads "
+                 "than cores\n", r->cores, r->cores == 1 ? "" : "s");
+  }
   fflush(out);
 }
 

@@ -47,6 +47,15 @@ run c --seed 2
 cmp -s "$TMP/a/model.safetensors" "$TMP/c/model.safetensors" && fail "seed 2 gave seed 1's weights"
 pass "different seed, different weights"
 
+# More threads than cores: said, with the counts (no more: nothing said).
+cores=$(nproc)
+"$PTRAIN" train --model fmnist-mlp --threads $((cores + 1)) --max-steps 1 --checkpoint-dir "$TMP/over" \
+  >"$TMP/over.out" 2>&1 || fail "--threads past the cores: $(cat "$TMP/over.out")"
+grep -q "^note: $((cores + 1)) threads on $cores cores*: they take turns on the cores" "$TMP/over.out" ||
+  fail "no note of threads past the cores: $(cat "$TMP/over.out")"
+if ((cores >= 2)) && grep -q "take turns" "$TMP/a.out"; then fail "a note at 2 threads on $cores cores: $(cat "$TMP/a.out")"; fi
+pass "more threads than cores: said"
+
 # ptrain eval on the checkpoint reproduces the final test accuracy.
 "$PTRAIN" eval --checkpoint "$TMP/a/model.safetensors" >"$TMP/eval.out" 2>"$TMP/eval.err" || fail "eval: $(cat "$TMP/eval.err")"
 eval_acc=$(sed -n 's/.*accuracy \([0-9.]*\).*/\1/p' "$TMP/eval.out")
