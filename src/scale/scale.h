@@ -32,6 +32,7 @@ typedef struct {
   const char *optimizers[PT_SCALE_MAX_LIST]; /* NULL: the model's own */
   int noptimizers;
   int per_worker; /* batches are per worker (each worker keeps it); else global (split among workers) */
+  int max_stages; /* pipeline: the model's layers that a stage can hold alone (0: no bound known) */
 } pt_scale_sweep;
 
 /* One configuration and, once run, what it measured. */

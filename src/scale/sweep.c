@@ -97,8 +97,16 @@ pt_status pt_scale_parse_optimizers(const char *text, pt_scale_sweep *sw) {
 }
 
 /* Whether c can run, and if not why (into c->why). */
-static void check(pt_scale_config *c, int cores, int have_mpi, int gpus, const char *gpu_why) {
+static void check(pt_scale_config *c, const pt_scale_sweep *sw, int cores, int have_mpi, int gpus,
+                  const char *gpu_why) {
   c->runnable = 1;
+  /* Each stage needs a layer of its own: train would refuse the run. */
+  if (c->strategy == PT_SCALE_PIPELINE && sw->max_stages > 0 && c->workers > sw->max_stages) {
+    c->runnable = 0;
+    snprintf(c->why, sizeof c->why, "%d stages, but the model has %d layers a stage can hold (all but flatten)",
+             c->workers, sw->max_stages);
+    return;
+  }
   if (gpus == 0) {
     c->runnable = 0;
     snprintf(c->why, sizeof c->why, "no GPU: %.200s", gpu_why && *gpu_why ? gpu_why : "none found");
@@ -145,7 +153,7 @@ pt_status pt_scale_expand(const pt_scale_sweep *sw, int cores, int have_mpi, int
         pt_scale_config base = {.strategy = PT_SCALE_NONE, .workers = 1, .threads = sw->threads[t],
                                 .batch = sw->batches[b], .worker_batch = sw->batches[b],
                                 .optimizer = sw->optimizers[o], .baseline = -1};
-        check(&base, cores, have_mpi, gpus, gpu_why);
+        check(&base, sw, cores, have_mpi, gpus, gpu_why);
         const int b0 = k;
         c[k++] = base;
         for (int s = 0; s < sw->nstrategies; s++) {
@@ -164,7 +172,7 @@ pt_status pt_scale_expand(const pt_scale_sweep *sw, int cores, int have_mpi, int
             else
               x.worker_batch = x.batch % W ? 0 : x.batch / W;
             if (sw->per_worker && x.batch > 0 && x.strategy != PT_SCALE_PIPELINE) x.batch = x.worker_batch * W;
-            check(&x, cores, have_mpi, gpus, gpu_why);
+            check(&x, sw, cores, have_mpi, gpus, gpu_why);
             c[k++] = x;
           }
         }

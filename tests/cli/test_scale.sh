@@ -47,6 +47,14 @@ grep -Eq "^- dp, 2 workers: [0-9.]+x, .*(pays|no faster|slower|rough, not to be 
 grep -q "^recommendation for fmnist-mlp on this machine: " "$TMP/scale.out" || fail "no recommendation"
 pass "a sweep: the baseline, dp and pipeline measured, dp x 3 listed with its reason, verdicts, a recommendation"
 
+# More stages than the model has layers for: not run, with the reason (train
+# would refuse it; it was run, and reported as failed).
+"$PTRAIN" scale --model fmnist-mlp --data-dir "$FMNIST" --workers 4 --strategies pipeline --steps 2 --warmup 1 \
+  >"$TMP/stages.out" 2>&1
+grep -q "^- pipeline, 4 workers: not run: 4 stages, but the model has 3 layers a stage can hold" "$TMP/stages.out" ||
+  fail "pipeline x 4 of a 3-layer model: $(cat "$TMP/stages.out")"
+pass "a pipeline of more stages than layers: not run, with the reason"
+
 # The JSON lines agree with the table and with themselves: the speed-up is
 # the ratio of the measured rates, the efficiency the speed-up per worker,
 # the verdict quotes the speed-up, and the recommendation is the fastest,
