@@ -1151,12 +1151,11 @@ static pt_status train_loop(worker_t *W) {
         pt_trace_span("evaluate", "eval", te0, te1);
         eval_s += te1 - te0; /* not training: the rate leaves it out */
         int hit = 0;
-        /* Cut short by a stop request: no result; the run stops at this
-         * step, checkpointed, as after a signal inside a step. */
-        if (ev.cut) signalled = 1;
-        else PT_TRY(report_eval(W, epoch + 1, pos.step, samples ? loss_sum / (double)samples : NAN, &ev,
-                                pt_now() - t_run, &hit));
-        if (!ev.cut) {
+        if (ev.cut) { /* by a stop request: no result; the run stops at this step, checkpointed */
+          signalled = 1;
+        } else {
+          PT_TRY(report_eval(W, epoch + 1, pos.step, samples ? loss_sum / (double)samples : NAN, &ev,
+                             pt_now() - t_run, &hit));
           step_ev = ev;
           step_ev_at = pos.step;
         }
