@@ -124,8 +124,8 @@ static long time_seconds(const char *t) {
   return ((days * 24 + h) * 60 + m) * 60 + s;
 }
 
-/* 4GB, 512MB, 2048 (HTCondor reads a bare number as MB). */
-/* A --memory size in MiB, or 0 where it is not one. */
+/* A --memory size in MiB: 4GB, 512MB, 2048 (HTCondor reads a bare number
+ * as MB); 0 where it is not one. */
 static double memory_mib(const char *v) {
   const size_t d = strspn(v, "0123456789");
   errno = 0;
@@ -161,11 +161,12 @@ static int valid_memory(const char *v) { return memory_mib(v) > 0; }
 static double estimate_mib(const pt_train_args *ta, char *dataset, size_t dataset_len) {
   pt_model_spec spec;
   pt_model_summary sum;
+  snprintf(dataset, dataset_len, "%s", ta->dataset ? ta->dataset : ""); /* the model's, where it is read */
   if (pt_train_load_spec(ta->model, ta->model_file, &spec) != PT_OK || pt_model_summarize(&spec, &sum) != PT_OK) {
     pt_error_clear();
     return 0;
   }
-  snprintf(dataset, dataset_len, "%s", ta->dataset ? ta->dataset : spec.defaults.dataset);
+  if (!ta->dataset) snprintf(dataset, dataset_len, "%s", spec.defaults.dataset);
   const double batch = ta->c.batch_size > 0 ? ta->c.batch_size : spec.defaults.batch;
   const double test_batch = ta->c.test_batch_size > 0 ? ta->c.test_batch_size : spec.defaults.test_batch;
   const double per_batch = 2 * batch > test_batch ? 2 * batch : test_batch;
@@ -173,7 +174,6 @@ static double estimate_mib(const pt_train_args *ta, char *dataset, size_t datase
   const double bytes = 16.0 * (double)sum.nparams + 4.0 * (double)sum.activation_floats * per_batch + data;
   return bytes / 1048576.0 + 512.0;
 }
-
 
 /* The ptrain the script runs: this very binary unless told otherwise, by
  * absolute path, because a batch job's PATH is not the user's shell's. */
@@ -234,15 +234,16 @@ typedef struct {
  * checkpoint of the larger models on a slow shared disk. */
 #define PT_JOB_SIGNAL_LEAD 120
 
-/* The value of --checkpoint-dir among the training arguments, or ptrain's
- * default. */
-static const char *train_checkpoint_dir(char **v, int n) {
-  const char *dir = "checkpoints";
+/* The value of flag among the training arguments, as "--flag V" or
+ * "--flag=V" (the last one given, as train takes it), or fallback. */
+static const char *train_arg_value(char **v, int n, const char *flag, const char *fallback) {
+  const size_t len = strlen(flag);
+  const char *value = fallback;
   for (int i = 0; i < n; i++) {
-    if (!strcmp(v[i], "--checkpoint-dir") && i + 1 < n) dir = v[i + 1];
-    else if (!strncmp(v[i], "--checkpoint-dir=", 17)) dir = v[i] + 17;
+    if (!strcmp(v[i], flag) && i + 1 < n) value = v[i + 1];
+    else if (!strncmp(v[i], flag, len) && v[i][len] == '=') value = v[i] + len + 1;
   }
-  return dir;
+  return value;
 }
 
 typedef struct {
@@ -255,9 +256,7 @@ typedef struct {
 /* request_memory: without --memory, the estimate in whole GB, at least 2GB
  * (a job that asks for too little is held, or killed, on the execute
  * machine, after its wait in the queue); a --memory below it is said. */
-static void size_memory(condor_opts *co, const pt_train_args *ta, char memory[32]) {
-  char dataset[32];
-  const double need = estimate_mib(ta, dataset, sizeof dataset);
+static void size_memory(condor_opts *co, const pt_train_args *ta, double need, char memory[32]) {
   const char *model = ta->model_file ? ta->model_file : ta->model ? ta->model : "mnist-cnn";
   if (!co->memory) {
     const long gb = need > 2048.0 ? (long)((need + 1023.0) / 1024.0) : 2;
@@ -275,10 +274,7 @@ static void size_memory(condor_opts *co, const pt_train_args *ta, char memory[32
  * name). MNIST and CIFAR-10 default to data/mnist and data/cifar10 there;
  * Fashion-MNIST to Debian's package first, which an execute machine may
  * have. Said, not refused: the machines may share a file system. */
-static void note_data_transfer(const condor_opts *co, const pt_train_args *ta) {
-  char dataset[32] = "";
-  if (estimate_mib(ta, dataset, sizeof dataset) <= 0 && ta->dataset)
-    snprintf(dataset, sizeof dataset, "%s", ta->dataset);
+static void note_data_transfer(const condor_opts *co, const pt_train_args *ta, const char *dataset) {
   const char *dir = ta->data_dir;
   char fallback[48];
   if (!dir && (!strcmp(dataset, "mnist") || !strcmp(dataset, "cifar10"))) {
@@ -303,7 +299,6 @@ static void note_data_transfer(const condor_opts *co, const pt_train_args *ta) {
                   "--data-dir an absolute path the execute machines share\n",
           dataset[0] ? dataset : "its data", dir, (int)first, dir);
 }
-
 
 static void print_help(const pt_arg *slurm, int ns, const pt_arg *condor, int nc) {
   printf(
@@ -390,7 +385,7 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
           "# starts afresh. (No ID outside Slurm: this shell's.)\n"
           "ckpt=" PT_JOB_CKPT_DIR "/job-${SLURM_JOB_ID:-$$}",
           f);
-  if (own_dir) put_word(f, train_checkpoint_dir(train, ntrain));
+  if (own_dir) put_word(f, train_arg_value(train, ntrain, "--checkpoint-dir", PT_JOB_CKPT_DIR));
   fputs("\nset --\n", f);
   if (!own_dir) fputs("set -- --checkpoint-dir \"$ckpt\"\n", f);
   fputs("if compgen -G \"$ckpt/step-*\" >/dev/null; then\n"
@@ -566,31 +561,21 @@ static pt_status write_stdout(const char *text, size_t len) {
   return PT_OK;
 }
 
-/* Whether the script adds --device cuda: GPUs asked for, and the training
- * arguments name no device. Without it ptrain trains on the CPU while the
- * job holds (and is billed for) its GPUs. Each rank then takes the GPU of
- * its local rank among those the scheduler made visible. */
-/* --parallel's value among the training arguments, or NULL. */
-static const char *train_parallel(char **v, int n) {
-  const char *par = NULL;
-  for (int i = 0; i < n; i++) {
-    if (!strcmp(v[i], "--parallel") && i + 1 < n) par = v[i + 1];
-    else if (!strncmp(v[i], "--parallel=", 11)) par = v[i] + 11;
-  }
-  return par;
-}
-
 /* dp, model and pipeline: one process on all of the job's GPUs. */
 static int in_one_process(const char *par) {
   return par && (!strcmp(par, "dp") || !strcmp(par, "model") || !strcmp(par, "pipeline"));
 }
 
-/* The device words for gpus GPUs (see gpu_device); 0, or a usage error. */
+/* The device words for gpus GPUs (see gpu_device); 0, or a usage error.
+ * Added where GPUs are asked for and the training arguments name no
+ * device: without them ptrain trains on the CPU while the job holds (and
+ * is billed for) its GPUs. Each rank then takes the GPU of its local rank
+ * among those the scheduler made visible. */
 static int plan_device(const char *cmd, const char *gpu_flag, int gpus, char **train, int ntrain, gpu_device *d) {
   memset(d, 0, sizeof *d);
   d->add = gpus > 0 && !pt_train_args_has(train, ntrain, "--device") && !pt_train_args_has(train, ntrain, "--devices");
   if (!d->add) return 0;
-  const char *par = train_parallel(train, ntrain);
+  const char *par = train_arg_value(train, ntrain, "--parallel", NULL);
   if (!in_one_process(par)) {
     d->flag = "--device";
     snprintf(d->value, sizeof d->value, "cuda");
@@ -824,7 +809,7 @@ int pt_cmd_jobscript(int argc, char **argv) {
       return usage_error(cmd, "--no-save-model and --save-model after '--' contradict each other: give one");
     /* dp, model and pipeline run in one task with the node's GPUs; ddp,
      * and a run without --parallel, take one task per GPU. */
-    const int one_task = in_one_process(train_parallel(train, ntrain));
+    const int one_task = in_one_process(train_arg_value(train, ntrain, "--parallel", NULL));
     if (!so.ntasks) so.ntasks = so.gpus > 0 && !one_task ? so.gpus : 1;
     const int tasks = so.nodes * so.ntasks;
     if (tasks > 1 && pt_train_args_has(train, ntrain, "--parallel"))
@@ -859,7 +844,7 @@ int pt_cmd_jobscript(int argc, char **argv) {
       return usage_error(cmd, "--resume after '--': the wrapper adds it when a checkpoint is there");
     /* dp, model and pipeline: one process with the job's GPUs; else one
      * rank per GPU under ddp. */
-    const int one_process = in_one_process(train_parallel(train, ntrain));
+    const int one_process = in_one_process(train_arg_value(train, ntrain, "--parallel", NULL));
     if (co.gpus > 1 && pt_train_args_has(train, ntrain, "--parallel") && !one_process)
       return usage_error(cmd, "--parallel after '--': with --gpus %d the wrapper passes --parallel ddp itself (dp, "
                               "model and pipeline run in one process on the job's GPUs)", co.gpus);
@@ -881,11 +866,13 @@ int pt_cmd_jobscript(int argc, char **argv) {
       pre[npre++] = "--checkpoint-interval", pre[npre++] = interval;
     if ((rc = pt_train_args_check(cmd, pre, npre, train, ntrain, &ta))) return rc;
     if ((rc = check_gpu_device(cmd, "--gpus", co.gpus, &ta))) return rc;
-    size_memory(&co, &ta, memory);
-    note_data_transfer(&co, &ta);
     if (co.gpus <= 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
       return usage_error(cmd, "--parallel ddp after '--': one process has no other ranks; ask for --gpus 2 or more, "
                               "and the wrapper passes --parallel ddp itself");
+    char dataset[32];
+    const double need = estimate_mib(&ta, dataset, sizeof dataset); /* the model read once, for both */
+    size_memory(&co, &ta, need, memory);
+    note_data_transfer(&co, &ta, dataset);
     ptrain_given = co.ptrain;
   }
 
