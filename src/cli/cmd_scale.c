@@ -16,6 +16,7 @@
 #include "cuda/device.h"
 #include "io/metrics.h"
 #include "ops/cpu/isa/cpu_level.h"
+#include "pipe/partition.h"
 #include "scale/scale.h"
 #include "train/trainer.h"
 
@@ -327,7 +328,7 @@ int pt_cmd_scale(int argc, char **argv) {
     sw.batches[0] = spec.defaults.batch > 0 ? spec.defaults.batch : 64;
     sw.nbatches = 1;
   }
-  for (int i = 0; i < spec.nlayers; i++) sw.max_stages += spec.layers[i].kind != PT_L_FLATTEN;
+  sw.max_stages = pt_pipe_max_stages(&spec);
   sw.noptimizers = 0;
   if (optimizers && pt_scale_parse_optimizers(optimizers, &sw) != PT_OK) {
     fprintf(stderr, "ptrain scale: %s\n", pt_error_message());

@@ -111,10 +111,15 @@ static void balance(const pt_model *m, int stages, int *bounds) {
   bounds[stages] = L;
 }
 
+int pt_pipe_max_stages(const pt_model_spec *spec) {
+  int n = 0;
+  for (int i = 0; i < spec->nlayers; i++) n += spec->layers[i].kind != PT_L_FLATTEN;
+  return n;
+}
+
 pt_status pt_pipe_partition(const pt_model *whole, int stages, const char *split, int *bounds) {
   if (stages < 1) return pt_fail(PT_ERR_ARG, "%d stages: expected at least 1", stages);
-  int working = 0; /* layers a stage can hold alone: all but flatten */
-  for (int i = 0; i < whole->nlayers; i++) working += whole->layers[i].spec.kind != PT_L_FLATTEN;
+  const int working = pt_pipe_max_stages(&whole->spec);
   if (stages > working)
     return pt_fail(PT_ERR_ARG, "%d stages but %s has only %d layer%s%s, and each stage needs one", stages,
                    whole->spec.name, working, working == 1 ? "" : "s",

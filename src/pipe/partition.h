@@ -12,6 +12,9 @@
  * stages - 1 layers, by name ("fc2") or by 0-based index in the model's
  * layer list, each the first layer of the next stage. */
 pt_status pt_pipe_partition(const pt_model *whole, int stages, const char *split, int *bounds);
+/* The most stages spec's layers make: each stage needs a layer besides
+ * flatten, which does nothing alone. */
+int pt_pipe_max_stages(const pt_model_spec *spec);
 /* Forward FLOPs per sample of layers [lo, hi). */
 double pt_pipe_range_flops(const pt_model *whole, int lo, int hi);
 
