@@ -231,9 +231,6 @@ static pt_status parse_word(const ctx_t *c, const char *key, const char *v, cons
   return pt_fail(PT_ERR_FORMAT, "%s:%d: defaults: %s=%s: expected one of %s", c->origin, c->line, key, v, words);
 }
 
-/* The names are those the dataset, optimizer and scheduler parsers take:
- * checked here so that a typo is reported with its file and line rather
- * than by the trainer, which no longer knows where the name came from. */
 /* The keys of 'defaults', which may come on several lines. */
 enum { DK_DATASET, DK_OPTIMIZER, DK_SCHEDULER, DK_LR, DK_GAMMA, DK_MOMENTUM, DK_WEIGHT_DECAY, DK_BATCH,
        DK_TEST_BATCH, NDEFAULT_KEYS };
@@ -242,7 +239,10 @@ static const char *const default_keys[NDEFAULT_KEYS] = {
     [DK_LR] = "lr",           [DK_GAMMA] = "gamma",         [DK_MOMENTUM] = "momentum",
     [DK_WEIGHT_DECAY] = "weight-decay", [DK_BATCH] = "batch", [DK_TEST_BATCH] = "test-batch"};
 
-/* key_line[k]: the line that gave default_keys[k], so that a key given
+/* The names are those the dataset, optimizer and scheduler parsers take:
+ * checked here so that a typo is reported with its file and line rather
+ * than by the trainer, which no longer knows where the name came from.
+ * key_line[k]: the line that gave default_keys[k], so that a key given
  * again, on this line or a later one, is named rather than one value
  * dropped without a word. */
 static pt_status parse_defaults(const ctx_t *c, char **tok, int ntok, pt_train_defaults *d,

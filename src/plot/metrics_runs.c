@@ -61,7 +61,8 @@ static int add_point(pt_run_curve *c, double t, double train_loss, double test_l
 
 /* The pending evaluations after step0 (at x0) and before step1 (at x1,
  * the epoch line's own point, which the evaluation at its step repeats),
- * placed by step. Returns -1 out of memory, else how many were drawn. */
+ * placed by step; the caller then clears them. Returns -1 out of memory,
+ * else how many were drawn. */
 static int place_pending(pt_run_curve *c, pending_evals *p, double step0, double x0, double step1, double x1,
                          int *nonfinite) {
   int drawn = 0;
@@ -73,7 +74,6 @@ static int place_pending(pt_run_curve *c, pending_evals *p, double step0, double
     *nonfinite += finite < 3;
     drawn += finite > 0;
   }
-  p->n = 0;
   return drawn;
 }
 

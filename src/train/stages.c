@@ -164,7 +164,8 @@ pt_status pt_stages_report(FILE *out, pt_stages *S, pt_model *whole, int layer_t
     char layers[24];
     snprintf(layers, sizeof layers, "%d-%d", S->bounds[s], S->bounds[s + 1] - 1);
     fprintf(out, "%-6d %-8s %12.3f %12.3f %13.3f %12.3f %7.1f%% %9.2f MiB (%d micro-batch%s)\n", s, layers,
-            1e3 * r[R_FWD] / batches, 1e3 * r[R_BWD] / batches, 1e3 * r[R_SEND] / batches, 1e3 * r[R_WAIT] / batches,
+            1e3 * r[R_FWD] / batches, 1e3 * r[R_BWD] / batches, 1e3 * r[R_SEND] / batches,
+            1e3 * r[R_WAIT] / batches,
             t > 0 ? 100.0 * r[R_WAIT] / batches / t : 0.0, r[R_PEAK] / (1 << 20), (int)r[R_LIVE],
             (int)r[R_LIVE] == 1 ? "" : "es");
   }

@@ -214,11 +214,9 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   r->opt.nesterov = c->nesterov;
   if (kind != PT_OPT_SGD && (c->nesterov || (!isnan(c->momentum) && c->momentum > 0)))
     return pt_fail(PT_ERR_ARG, "--momentum and --nesterov apply to --optimizer sgd, not %s", pt_opt_kind_name(kind));
-  /* A spec's defaults are held to the same rule: Adam would ignore the
-   * momentum that the run's header then claimed. */
-  if (kind != PT_OPT_SGD && isnan(c->momentum) && r->opt.momentum > 0)
-    return pt_fail(PT_ERR_ARG, "model %s: its defaults give momentum %g, which applies to optimizer sgd, not %s",
-                   r->spec.name, r->opt.momentum, pt_opt_kind_name(kind));
+  /* A spec's defaults keep the same rule: its parser refuses a momentum
+   * beside another default optimizer, naming the lines, and another
+   * --optimizer than the spec's takes no momentum from it (above). */
   PT_TRY(pt_opt_config_check(&r->opt));
   PT_TRY(pt_sched_kind_parse(c->scheduler ? c->scheduler : d->scheduler, &r->sched));
   if (!isnan(c->gamma) && r->sched != PT_SCHED_STEP)
