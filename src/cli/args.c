@@ -107,6 +107,16 @@ static int set_value(const char *cmd, const pt_arg *a, const char *v) {
       if (!*v) return usage(cmd, "%s: expected %s, got an empty value", a->name, a->meta ? a->meta : "a value", "");
       *(const char **)a->dst = v;
       return 0;
+    case ARG_STRS: {
+      pt_arg_strs *l = a->dst;
+      if (!*v) return usage(cmd, "%s: expected %s, got an empty value", a->name, a->meta ? a->meta : "a value", "");
+      if (l->n == PT_ARG_STRS_MAX) {
+        snprintf(range, sizeof range, "%d", PT_ARG_STRS_MAX);
+        return usage(cmd, "%s: given more than %s times, at '%s'", a->name, range, v);
+      }
+      l->v[l->n++] = v;
+      return 0;
+    }
     case ARG_FLAG: break;
   }
   return 0;

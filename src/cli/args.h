@@ -7,12 +7,20 @@
 
 #include <stdint.h>
 
-typedef enum { ARG_FLAG, ARG_INT, ARG_I64, ARG_U64, ARG_FLOAT, ARG_STR, ARG_CHOICE } pt_arg_type;
+typedef enum { ARG_FLAG, ARG_INT, ARG_I64, ARG_U64, ARG_FLOAT, ARG_STR, ARG_CHOICE, ARG_STRS } pt_arg_type;
+
+/* ARG_STRS: a flag that may be given more than once, each value kept in
+ * order (pointers into argv). */
+#define PT_ARG_STRS_MAX 16
+typedef struct {
+  const char *v[PT_ARG_STRS_MAX];
+  int n;
+} pt_arg_strs;
 
 typedef struct {
   const char *name;    /* "--batch-size" */
   pt_arg_type type;
-  void *dst;           /* int*, int64_t*, uint64_t*, float*, const char** */
+  void *dst;           /* int*, int64_t*, uint64_t*, float*, const char**, pt_arg_strs* */
   double lo, hi;       /* numeric range, inclusive */
   const char *choices; /* ARG_CHOICE: "sgd|adam|adamw|adadelta" */
   const char *meta;    /* "N", "X", "FILE" for help */

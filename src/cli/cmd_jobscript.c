@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -101,6 +102,115 @@ static int all_digits(const char *s, size_t n) {
   return 1;
 }
 
+/* The GPUs of a --gres value, gpu:G or gpu:TYPE:G; 0 where it is not
+ * one. */
+static int gres_gpus(const char *v) {
+  if (strncmp(v, "gpu:", 4)) return 0;
+  const char *count = strrchr(v, ':') + 1;
+  if (count != v + 4 && (count - 1 == v + 4 || memchr(v + 4, ':', (size_t)(count - 1 - (v + 4))))) return 0;
+  if (!all_digits(count, strlen(count)) || strlen(count) > 4) return 0;
+  const int g = atoi(count);
+  return g <= 1024 ? g : 0;
+}
+
+/* #SBATCH options the script writes itself, each with the flag of ours
+ * that sets it (NULL: the checkpoint-and-requeue cycle depends on it),
+ * and its one-letter form. A second, different directive for the same
+ * option would be settled by Slurm's order of reading, silently. */
+static const struct {
+  const char *name;
+  char letter;
+  const char *ours;
+} kSbatchOwn[] = {
+    {"--job-name", 'J', "--job-name"},
+    {"--nodes", 'N', "--nodes"},
+    {"--ntasks-per-node", 0, "--ntasks-per-node"},
+    {"--ntasks", 'n', "--nodes and --ntasks-per-node"},
+    {"--cpus-per-task", 'c', "--cpus-per-task"},
+    {"--gpus-per-node", 0, "--gpus-per-node"},
+    {"--gpus", 'G', "--gpus-per-node"},
+    {"--gres", 0, "--gres"},
+    {"--time", 't', "--time"},
+    {"--partition", 'p', "--partition"},
+    {"--output", 'o', "--output"},
+    {"--error", 'e', "--error"},
+    {"--signal", 0, NULL},
+    {"--requeue", 0, NULL},
+    {"--no-requeue", 0, NULL},
+    {"--open-mode", 0, NULL},
+};
+
+/* A --sbatch value: one sbatch option as a single word, --name[=value] or
+ * -Xvalue, that the script does not already set. */
+static int check_sbatch(const char *cmd, const char *v) {
+  int rc = check_token(cmd, "--sbatch", v);
+  if (rc) return rc;
+  const int long_form = !strncmp(v, "--", 2) && v[2] && v[2] != '=';
+  if (!long_form && !(v[0] == '-' && v[1] && v[1] != '-'))
+    return usage_error(cmd, "--sbatch '%s': expected one sbatch option, as --account=proj or --qos=high", v);
+  const size_t len = long_form ? strcspn(v, "=") : 0;
+  for (size_t k = 0; k < sizeof kSbatchOwn / sizeof kSbatchOwn[0]; k++) {
+    const int same = long_form ? strlen(kSbatchOwn[k].name) == len && !strncmp(v, kSbatchOwn[k].name, len)
+                               : kSbatchOwn[k].letter && v[1] == kSbatchOwn[k].letter;
+    if (!same) continue;
+    if (kSbatchOwn[k].ours)
+      return usage_error(cmd, "--sbatch %s: the script writes %s itself; give it with %s", v, kSbatchOwn[k].name,
+                         kSbatchOwn[k].ours);
+    return usage_error(cmd, "--sbatch %s: the script writes %s itself, for ptrain's checkpoint and requeue before "
+                            "the time limit (see --signal-lead)", v, kSbatchOwn[k].name);
+  }
+  return 0;
+}
+
+/* Submit-file commands the files set themselves, each with the flag of
+ * ours that sets it (NULL: the self-checkpointing depends on it). */
+static const struct {
+  const char *key, *ours;
+} kSubmitOwn[] = {
+    {"universe", NULL},
+    {"executable", "TRAIN_ARGS after '--' (the wrapper runs ptrain)"},
+    {"arguments", "TRAIN_ARGS after '--' (the wrapper runs ptrain)"},
+    {"batch_name", "--name"},
+    {"log", "--name"},
+    {"output", "--name"},
+    {"error", "--name"},
+    {"request_cpus", "--cpus"},
+    {"request_memory", "--memory"},
+    {"request_disk", "--disk"},
+    {"request_gpus", "--gpus"},
+    {"should_transfer_files", NULL},
+    {"transfer_input_files", "--transfer-input"},
+    {"checkpoint_exit_code", "--checkpoint-interval"},
+    {"transfer_checkpoint_files", NULL},
+    {"transfer_output_files", NULL},
+    {"when_to_transfer_output", NULL},
+    {"queue", NULL},
+};
+
+/* A --submit value: KEY = VALUE on one line of printable text, for a
+ * command the submit file does not already set. */
+static int check_submit(const char *cmd, const char *v) {
+  static const char key_chars[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+";
+  for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+    if (*p < 0x20 || *p > 0x7e)
+      return usage_error(cmd, "--submit: expected one line of printable text, got a control character in '%s'", v);
+  const size_t klen = strspn(v, key_chars);
+  const char *eq = v + klen + strspn(v + klen, " ");
+  const char *value = *eq == '=' ? eq + 1 + strspn(eq + 1, " ") : NULL;
+  if (!klen || !value || !*value)
+    return usage_error(cmd, "--submit '%s': expected KEY = VALUE, as 'requirements = (OpSysMajorVer == 12)'", v);
+  for (size_t k = 0; k < sizeof kSubmitOwn / sizeof kSubmitOwn[0]; k++) {
+    if (strlen(kSubmitOwn[k].key) != klen || strncasecmp(v, kSubmitOwn[k].key, klen)) continue;
+    if (kSubmitOwn[k].ours)
+      return usage_error(cmd, "--submit '%s': the submit file sets %s itself; give it with %s", v, kSubmitOwn[k].key,
+                         kSubmitOwn[k].ours);
+    return usage_error(cmd, "--submit '%s': the submit file sets %s itself, for ptrain's checkpoints", v,
+                       kSubmitOwn[k].key);
+  }
+  return 0;
+}
+
 /* The seconds of HH:MM:SS or D-HH:MM:SS, the two forms whose meaning no
  * one misreads (Slurm takes a bare number as minutes); 0 for anything
  * else, and for no time at all. */
@@ -150,29 +260,43 @@ static double memory_mib(const char *v) {
 
 static int valid_memory(const char *v) { return memory_mib(v) > 0; }
 
-/* What the run will hold, in MiB, from its model and settings: weights,
- * gradients and two moments of optimizer state; the layers' outputs and
- * their gradients for a training batch, or the outputs of an evaluation
- * batch, whichever is larger; the data set's bytes; 512 MiB for the rest
- * (the process, the BLAS's buffers). 0 where the model is a spec file that
- * cannot be read here. An upper bound, not a fit: cifar-convnet (batch 64,
- * evaluation batch 1000) peaked at 4.9 GiB on a CPU, where this says 8.6,
- * and on a GPU the host holds less. */
-static double estimate_mib(const pt_train_args *ta, char *dataset, size_t dataset_len) {
+/* What a run needs, in MiB, from its model and settings; 0 for both
+ * where the model is a spec file that cannot be read here. Upper bounds,
+ * not fits.
+ *  memory: weights, gradients and two moments of optimizer state; the
+ *    layers' outputs and their gradients for a training batch, or the
+ *    outputs of an evaluation batch, whichever is larger; the data set's
+ *    bytes; 512 MiB for the rest (the process, the BLAS's buffers).
+ *    cifar-convnet (batch 64, evaluation batch 1000) peaked at 4.9 GiB on
+ *    a CPU, where this says 8.6, and on a GPU the host holds less.
+ *  disk: the checkpoints kept (--keep-checkpoints) and the one being
+ *    written, each the weights and up to two moments of optimizer state;
+ *    the final weights; the data set, which may travel with the job;
+ *    256 MiB for the logs and the rest. cifar-convnet's checkpoints are
+ *    1.6 GB each with Adam's moments. */
+typedef struct {
+  double memory_mib, disk_mib;
+} job_need;
+
+static job_need estimate_need(const pt_train_args *ta, char *dataset, size_t dataset_len) {
   pt_model_spec spec;
   pt_model_summary sum;
+  job_need need = {0, 0};
   snprintf(dataset, dataset_len, "%s", ta->dataset ? ta->dataset : ""); /* the model's, where it is read */
   if (pt_train_load_spec(ta->model, ta->model_file, &spec) != PT_OK || pt_model_summarize(&spec, &sum) != PT_OK) {
     pt_error_clear();
-    return 0;
+    return need;
   }
   if (!ta->dataset) snprintf(dataset, dataset_len, "%s", spec.defaults.dataset);
   const double batch = ta->c.batch_size > 0 ? ta->c.batch_size : spec.defaults.batch;
   const double test_batch = ta->c.test_batch_size > 0 ? ta->c.test_batch_size : spec.defaults.test_batch;
   const double per_batch = 2 * batch > test_batch ? 2 * batch : test_batch;
   const double data = !strcmp(dataset, "cifar10") ? 60000.0 * 3 * 32 * 32 : 70000.0 * 28 * 28;
-  const double bytes = 16.0 * (double)sum.nparams + 4.0 * (double)sum.activation_floats * per_batch + data;
-  return bytes / 1048576.0 + 512.0;
+  const double params = (double)sum.nparams;
+  need.memory_mib = (16.0 * params + 4.0 * (double)sum.activation_floats * per_batch + data) / 1048576.0 + 512.0;
+  const double kept = (ta->c.keep_checkpoints > 0 ? ta->c.keep_checkpoints : 2) + 1;
+  need.disk_mib = (kept * 12.0 * params + 4.0 * params + data) / 1048576.0 + 256.0;
+  return need;
 }
 
 /* The ptrain the script runs: this very binary unless told otherwise, by
@@ -227,7 +351,9 @@ typedef struct {
   int signal_lead; /* seconds before the time limit that ptrain is told to checkpoint */
   int no_save_model, force;
   gpu_device dev; /* what the script adds to put the run on the GPUs asked for */
-  const char *time, *partition, *output, *job_name, *mpi, *ptrain, *write_file;
+  const char *time, *partition, *output, *error, *job_name, *mpi, *ptrain, *write_file;
+  const char *gres;   /* gpu[:TYPE]:G, written instead of --gpus-per-node */
+  pt_arg_strs sbatch; /* more #SBATCH lines */
 } slurm_opts;
 
 /* The default --signal-lead: time for the step in progress and a
@@ -250,22 +376,25 @@ typedef struct {
   int gpus, cpus, force, checkpoint_interval;
   int ranks;     /* processes: ddp's mpirun -np, or 1 */
   gpu_device dev; /* as slurm_opts' */
-  const char *memory, *name, *transfer_input, *write_dir, *ptrain;
+  const char *memory, *disk, *name, *transfer_input, *write_dir, *ptrain;
+  pt_arg_strs submit; /* more submit-file lines, KEY = VALUE */
 } condor_opts;
 
-/* request_memory: without --memory, the estimate in whole GB, at least 2GB
- * (a job that asks for too little is held, or killed, on the execute
- * machine, after its wait in the queue); a --memory below it is said. */
-static void size_memory(condor_opts *co, const pt_train_args *ta, double need, char memory[32]) {
+/* request_memory or request_disk: without the flag (*given NULL), the
+ * estimate in whole GB, at least floor_gb (a job that asks for too little
+ * is held, or killed, on the execute machine, after its wait in the
+ * queue); a size given below the estimate is said. */
+static void size_request(const char **given, const char *flag, const char *what, double need, long floor_gb,
+                         const pt_train_args *ta, char out[32]) {
   const char *model = ta->model_file ? ta->model_file : ta->model ? ta->model : "mnist-cnn";
-  if (!co->memory) {
-    const long gb = need > 2048.0 ? (long)((need + 1023.0) / 1024.0) : 2;
-    snprintf(memory, 32, "%ldGB", gb);
-    co->memory = memory;
-  } else if (need > memory_mib(co->memory)) {
-    fprintf(stderr, "ptrain jobscript: note: --memory %s is less than %s is estimated to hold (%.1f GB: weights, "
-                    "gradients, optimizer state, a batch's activations, the data); HTCondor may hold or kill the job\n",
-            co->memory, model, need / 1024.0);
+  if (!*given) {
+    const long gb = need > floor_gb * 1024.0 ? (long)((need + 1023.0) / 1024.0) : floor_gb;
+    snprintf(out, 32, "%ldGB", gb);
+    *given = out;
+  } else if (need > memory_mib(*given)) {
+    fprintf(stderr, "ptrain jobscript: note: %s %s is less than %s is estimated to %s (%.1f GB); HTCondor may hold "
+                    "or kill the job\n",
+            flag, *given, model, what, need / 1024.0);
   }
 }
 
@@ -351,15 +480,18 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
   fprintf(f, "#SBATCH --nodes=%d\n", o->nodes);
   fprintf(f, "#SBATCH --ntasks-per-node=%d\n", o->ntasks);
   if (o->cpus) fprintf(f, "#SBATCH --cpus-per-task=%d\n", o->cpus);
-  if (o->gpus) fprintf(f, "#SBATCH --gpus-per-node=%d\n", o->gpus);
+  if (o->gres) fprintf(f, "#SBATCH --gres=%s\n", o->gres);
+  else if (o->gpus) fprintf(f, "#SBATCH --gpus-per-node=%d\n", o->gpus);
   if (o->time) fprintf(f, "#SBATCH --time=%s\n", o->time);
   if (o->partition) fprintf(f, "#SBATCH --partition=%s\n", o->partition);
   fprintf(f, "#SBATCH --output=%s\n", o->output);
+  if (o->error) fprintf(f, "#SBATCH --error=%s\n", o->error);
   /* Before the time limit (and on preemption, which sends SIGTERM) ptrain
    * checkpoints and exits 85; the script then requeues the job, which
    * resumes. The log of every run goes to the same file. */
   fprintf(f, "#SBATCH --signal=USR1@%d\n", o->signal_lead);
   fputs("#SBATCH --requeue\n#SBATCH --open-mode=append\n", f);
+  for (int i = 0; i < o->sbatch.n; i++) fprintf(f, "#SBATCH %s\n", o->sbatch.v[i]);
   put_origin(f, argc, argv);
   fputs("set -euo pipefail\n\n", f);
   fputs("# Slurm sets SLURM_CPUS_PER_TASK only when --cpus-per-task is given, and\n"
@@ -435,8 +567,9 @@ static void emit_condor_sub(FILE *f, const condor_opts *o, int argc, char **argv
           "output                  = %s-$(Cluster).$(Process).out\n"
           "error                   = %s-$(Cluster).$(Process).err\n"
           "request_cpus            = %d\n"
-          "request_memory          = %s\n",
-          o->name, o->name, o->name, o->name, o->cpus, o->memory);
+          "request_memory          = %s\n"
+          "request_disk            = %s\n",
+          o->name, o->name, o->name, o->name, o->cpus, o->memory, o->disk);
   if (o->gpus) fprintf(f, "request_gpus            = %d\n", o->gpus);
   fputs("should_transfer_files   = YES\n", f);
   if (o->transfer_input) fprintf(f, "transfer_input_files    = %s\n", o->transfer_input);
@@ -449,9 +582,10 @@ static void emit_condor_sub(FILE *f, const condor_opts *o, int argc, char **argv
         "# The checkpoints also come back at the end, and on an eviction announced\n"
         "# by SIGTERM, on which ptrain checkpoints the step it is in.\n"
         "transfer_output_files   = " PT_JOB_CKPT_DIR "\n"
-        "when_to_transfer_output = ON_EXIT_OR_EVICT\n"
-        "queue\n",
+        "when_to_transfer_output = ON_EXIT_OR_EVICT\n",
         f);
+  for (int i = 0; i < o->submit.n; i++) fprintf(f, "%s\n", o->submit.v[i]);
+  fputs("queue\n", f);
 }
 
 static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrain, int argc, char **argv,
@@ -700,13 +834,15 @@ static int run_condor(const condor_opts *o, const char *ptrain, int argc, char *
 int pt_cmd_jobscript(int argc, char **argv) {
   slurm_opts so = {.nodes = 1, .output = "ptrain-%j.out", .job_name = "ptrain", .mpi = "pmix"};
   condor_opts co = {.cpus = 1, .name = "ptrain", .checkpoint_interval = 1800}; /* .memory: sized below */
-  char memory[32];
+  char memory[32], disk[32];
   /* Both tables, whichever the scheduler: each one's flags get a pointed
    * message when given to the other, and --help shows both. */
   const pt_arg sflags[] = {
       {"--nodes", ARG_INT, &so.nodes, 1, 100000, NULL, "N", "machines (default 1)"},
       {"--gpus-per-node", ARG_INT, &so.gpus, 0, 1024, NULL, "G",
        "GPUs on each machine (default 0: CPU only); the run gets --device cuda unless TRAIN_ARGS choose a GPU"},
+      {"--gres", ARG_STR, &so.gres, 0, 0, NULL, "gpu[:TYPE]:G",
+       "the GPUs as a generic resource instead (#SBATCH --gres), for clusters that want it so"},
       {"--ntasks-per-node", ARG_INT, &so.ntasks, 1, 4096, NULL, "T",
        "ptrain processes per machine (default: G, one per GPU, else 1)"},
       {"--cpus-per-task", ARG_INT, &so.cpus, 1, 4096, NULL, "C",
@@ -717,9 +853,13 @@ int pt_cmd_jobscript(int argc, char **argv) {
        "(default 120)"},
       {"--partition", ARG_STR, &so.partition, 0, 0, NULL, "P", "partition (default: the cluster's)"},
       {"--output", ARG_STR, &so.output, 0, 0, NULL, "PATTERN", "log file, %j is the job id (default ptrain-%j.out)"},
+      {"--error", ARG_STR, &so.error, 0, 0, NULL, "PATTERN",
+       "error log file, %j is the job id (default: the --output file)"},
       {"--job-name", ARG_STR, &so.job_name, 0, 0, NULL, "NAME", "job name (default ptrain)"},
       {"--mpi", ARG_STR, &so.mpi, 0, 0, NULL, "TYPE",
        "srun --mpi for more than one task (default pmix; 'default': the cluster's)"},
+      {"--sbatch", ARG_STRS, &so.sbatch, 0, 0, NULL, "OPTION",
+       "one more #SBATCH line, as --account=proj or --qos=high; may be repeated"},
       {"--ptrain", ARG_STR, &so.ptrain, 0, 0, NULL, "PATH", "ptrain on the compute nodes (default: this one)"},
       {"--no-save-model", ARG_FLAG, &so.no_save_model, 0, 0, NULL, NULL,
        "leave out the --save-model the script adds (the final weights are then not kept)"},
@@ -734,11 +874,15 @@ int pt_cmd_jobscript(int argc, char **argv) {
        "request_cpus, and ptrain's --threads (with --gpus G, C/G per rank; default 1)"},
       {"--memory", ARG_STR, &co.memory, 0, 0, NULL, "SIZE",
        "request_memory, e.g. 4GB or 512MB (default: what the model will hold, at least 2GB)"},
+      {"--disk", ARG_STR, &co.disk, 0, 0, NULL, "SIZE",
+       "request_disk, e.g. 8GB (default: what the checkpoints and data will take, at least 1GB)"},
       {"--name", ARG_STR, &co.name, 0, 0, NULL, "NAME", "batch name and log file prefix (default ptrain)"},
       {"--checkpoint-interval", ARG_INT, &co.checkpoint_interval, 1, 100000000, NULL, "SECONDS",
        "checkpoint, exit 85 and have HTCondor save the checkpoint this often (default 1800)"},
       {"--transfer-input", ARG_STR, &co.transfer_input, 0, 0, NULL, "FILES",
        "comma-separated files and directories to send with the job"},
+      {"--submit", ARG_STRS, &co.submit, 0, 0, NULL, "'KEY = VALUE'",
+       "one more submit-file line, as 'requirements = (Memory > 8192)'; may be repeated"},
       {"--write", ARG_STR, &co.write_dir, 0, 0, NULL, "DIR", "write DIR/ptrain.sub and DIR/ptrain.sh"},
       {"--force", ARG_FLAG, &co.force, 0, 0, NULL, NULL, "with --write: replace existing files"},
       {"--ptrain", ARG_STR, &co.ptrain, 0, 0, NULL, "PATH", "ptrain on the execute nodes (default: this one)"},
@@ -801,8 +945,17 @@ int pt_cmd_jobscript(int argc, char **argv) {
                          so.signal_lead, lead_given ? "" : " (the default)", so.time, limit, limit / 2);
     if (so.force && !so.write_file) return usage_error(cmd, "--force: expected together with --write FILE");
     if ((rc = check_token(cmd, "--partition", so.partition)) || (rc = check_token(cmd, "--output", so.output)) ||
-        (rc = check_token(cmd, "--job-name", so.job_name)) || (rc = check_token(cmd, "--mpi", so.mpi)))
+        (rc = check_token(cmd, "--error", so.error)) || (rc = check_token(cmd, "--job-name", so.job_name)) ||
+        (rc = check_token(cmd, "--mpi", so.mpi)) || (rc = check_token(cmd, "--gres", so.gres)))
       return rc;
+    for (int i = 0; i < so.sbatch.n; i++)
+      if ((rc = check_sbatch(cmd, so.sbatch.v[i]))) return rc;
+    if (so.gres) {
+      if (so.gpus)
+        return usage_error(cmd, "--gres and --gpus-per-node both ask for GPUs: give one");
+      if (!(so.gpus = gres_gpus(so.gres)))
+        return usage_error(cmd, "--gres: expected gpu:G or gpu:TYPE:G with G from 1 to 1024, got '%s'", so.gres);
+    }
     if (pt_train_args_has(train, ntrain, "--resume"))
       return usage_error(cmd, "--resume after '--': the script adds it when a checkpoint is there");
     if (so.no_save_model && pt_train_args_has(train, ntrain, "--save-model"))
@@ -815,14 +968,15 @@ int pt_cmd_jobscript(int argc, char **argv) {
     if (tasks > 1 && pt_train_args_has(train, ntrain, "--parallel"))
       return usage_error(cmd, "--parallel after '--': with %d tasks the script passes --parallel ddp itself%s", tasks,
                          one_task ? "; dp, model and pipeline run in one task: --nodes 1 --ntasks-per-node 1" : "");
-    if ((rc = plan_device(cmd, "--gpus-per-node", so.gpus, train, ntrain, &so.dev))) return rc;
+    const char *gpu_flag = so.gres ? "--gres" : "--gpus-per-node";
+    if ((rc = plan_device(cmd, gpu_flag, so.gpus, train, ntrain, &so.dev))) return rc;
     const char *pre[6];
     int npre = 0;
     if (tasks > 1) pre[npre++] = "--parallel", pre[npre++] = "ddp";
     if (so.dev.add) pre[npre++] = so.dev.flag, pre[npre++] = so.dev.value;
     if (adds_save_model(&so, train, ntrain)) pre[npre++] = "--save-model";
     if ((rc = pt_train_args_check(cmd, pre, npre, train, ntrain, &ta))) return rc;
-    if ((rc = check_gpu_device(cmd, "--gpus-per-node", so.gpus, &ta))) return rc;
+    if ((rc = check_gpu_device(cmd, gpu_flag, so.gpus, &ta))) return rc;
     if (tasks == 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
       return usage_error(cmd, "--parallel ddp after '--': one task has no other ranks; ask for more with --nodes or "
                               "--ntasks-per-node, and the script passes --parallel ddp itself");
@@ -831,6 +985,11 @@ int pt_cmd_jobscript(int argc, char **argv) {
     if (co.memory && !valid_memory(co.memory))
       return usage_error(cmd, "--memory: expected a size such as 4GB, 512MB or 2048 (MB), up to 1 PiB, got '%s'",
                          co.memory);
+    if (co.disk && !valid_memory(co.disk))
+      return usage_error(cmd, "--disk: expected a size such as 8GB, 512MB or 2048 (MB), up to 1 PiB, got '%s'",
+                         co.disk);
+    for (int i = 0; i < co.submit.n; i++)
+      if ((rc = check_submit(cmd, co.submit.v[i]))) return rc;
     if ((rc = check_token(cmd, "--name", co.name)) || (rc = check_token(cmd, "--transfer-input", co.transfer_input)))
       return rc;
     /* An empty entry is a slip (HTCondor would be asked to transfer nothing by name). */
@@ -870,8 +1029,10 @@ int pt_cmd_jobscript(int argc, char **argv) {
       return usage_error(cmd, "--parallel ddp after '--': one process has no other ranks; ask for --gpus 2 or more, "
                               "and the wrapper passes --parallel ddp itself");
     char dataset[32];
-    const double need = estimate_mib(&ta, dataset, sizeof dataset); /* the model read once, for both */
-    size_memory(&co, &ta, need, memory);
+    const job_need need = estimate_need(&ta, dataset, sizeof dataset); /* the model read once, for all */
+    size_request(&co.memory, "--memory", "hold (weights, gradients, optimizer state, a batch's activations, the data)",
+                 need.memory_mib, 2, &ta, memory);
+    size_request(&co.disk, "--disk", "write (its checkpoints, final weights and data)", need.disk_mib, 1, &ta, disk);
     note_data_transfer(&co, &ta, dataset);
     ptrain_given = co.ptrain;
   }

@@ -145,6 +145,44 @@ expect_argv "$TMP/q.argv" srun "$TMP/bin/my ptrain's" train --threads 2 --save-m
 grep -q "^# written by: ptrain jobscript slurm " "$TMP/q.sh" || fail "no origin comment"
 pass "awkward arguments survive the quoting"
 
+# ---- Slurm: --gres, --error, --sbatch ----
+# --gres for clusters whose GPUs are a generic resource (the tutorial's
+# "#SBATCH --gres=gpu:2"): the same tasks and devices as --gpus-per-node.
+"$PTRAIN" jobscript slurm --gres gpu:2 --error 'err-%j.txt' --sbatch --account=proj --sbatch=--qos=high \
+  --sbatch -Cgpu80 -- --model mnist-cnn >"$TMP/gres.sh" || fail "jobscript slurm --gres"
+for l in "#SBATCH --gres=gpu:2" "#SBATCH --ntasks-per-node=2" "#SBATCH --error=err-%j.txt" \
+  "#SBATCH --account=proj" "#SBATCH --qos=high" "#SBATCH -Cgpu80"; do
+  has "$TMP/gres.sh" "$l"
+done
+lacks "$TMP/gres.sh" "--gpus-per-node"
+grep -q "^srun --kill-on-bad-exit=1 --mpi=pmix .* train --parallel ddp --device cuda " "$TMP/gres.sh" ||
+  fail "--gres gpu:2: $(grep ^srun "$TMP/gres.sh")"
+awk '/^#SBATCH/ && seen { exit 1 } !/^#/ && !/^$/ { seen = 1 }' "$TMP/gres.sh" || fail "#SBATCH after a command"
+"$PTRAIN" jobscript slurm --gres gpu:h100:1 -- --parallel pipeline >"$TMP/gres1.sh" || fail "--gres gpu:h100:1"
+has "$TMP/gres1.sh" "#SBATCH --gres=gpu:h100:1"
+grep -q " train --devices cuda:0,cuda:0 " "$TMP/gres1.sh" || fail "--gres gpu:h100:1 pipeline: $(grep ^srun "$TMP/gres1.sh")"
+for bad in gpu gpu:0 gpu::2 gpu:a:b:2 mem:2 gpu:2x gpu:2000; do
+  expect_exit 2 "--gres: expected gpu:G or gpu:TYPE:G with G from 1 to 1024, got '$bad'" -- \
+    "$PTRAIN" jobscript slurm --gres "$bad" -- --epochs 1
+done
+expect_exit 2 "--gres and --gpus-per-node both ask for GPUs" -- \
+  "$PTRAIN" jobscript slurm --gres gpu:2 --gpus-per-node 2 -- --epochs 1
+expect_exit 2 "--device cpu after '--' but --gres 1 asks for GPUs" -- \
+  "$PTRAIN" jobscript slurm --gres gpu:1 -- --device cpu
+expect_exit 2 "--sbatch --time=01:00:00: the script writes --time itself; give it with --time" -- \
+  "$PTRAIN" jobscript slurm --sbatch --time=01:00:00 -- --epochs 1
+expect_exit 2 "--sbatch -t10: the script writes --time itself" -- "$PTRAIN" jobscript slurm --sbatch -t10 -- --epochs 1
+expect_exit 2 "--sbatch --ntasks=4: the script writes --ntasks itself; give it with --nodes and --ntasks-per-node" -- \
+  "$PTRAIN" jobscript slurm --sbatch --ntasks=4 -- --epochs 1
+expect_exit 2 "--sbatch --signal=USR1@60: the script writes --signal itself, for ptrain's checkpoint and requeue" -- \
+  "$PTRAIN" jobscript slurm --sbatch --signal=USR1@60 -- --epochs 1
+expect_exit 2 "--sbatch 'account=proj': expected one sbatch option" -- \
+  "$PTRAIN" jobscript slurm --sbatch account=proj -- --epochs 1
+expect_exit 2 "--sbatch: expected letters, digits and .* got '--account proj'" -- \
+  "$PTRAIN" jobscript slurm --sbatch '--account proj' -- --epochs 1
+expect_exit 2 "--error: expected letters, digits" -- "$PTRAIN" jobscript slurm --error 'a b' -- --epochs 1
+pass "slurm --gres, --error and --sbatch"
+
 # ---- HTCondor: submit file and wrapper on stdout ----
 "$PTRAIN" jobscript htcondor --cpus 4 --memory 4GB --gpus 1 --name mnist --transfer-input data/mnist,extra.txt \
   --ptrain "$TMP/bin/argv" -- --model mnist-cnn --data-dir mnist >"$TMP/condor.out" || fail "jobscript htcondor"
@@ -179,6 +217,48 @@ grep -q "note: the job reads cifar10 from data/cifar10 in its sandbox, and --tra
   --data-dir cifar-10-batches-bin >/dev/null 2>"$TMP/cm3.err" || fail "cifar-convnet, data transferred"
 [[ ! -s $TMP/cm3.err ]] || fail "data transferred, yet: $(cat "$TMP/cm3.err")"
 pass "htcondor: request_memory sized by the model, a smaller --memory and data not transferred said"
+# request_disk: the checkpoints kept and the one being written (weights
+# and Adam's two moments, 1.6 GB each for cifar-convnet), the final weights
+# and the data; at least 1GB; a --disk below the estimate is said.
+grep -q '^request_disk *= 1GB$' "$TMP/c0.out" || fail "default request_disk: $(grep request_disk "$TMP/c0.out")"
+grep -Eq '^request_disk *= [5-7]GB$' "$TMP/cm.out" || fail "cifar-convnet's request_disk: $(grep request_disk "$TMP/cm.out")"
+"$PTRAIN" jobscript htcondor -- --model cifar-convnet --data-dir /shared/cifar10 --keep-checkpoints 5 >"$TMP/cm5.out" ||
+  fail "--keep-checkpoints 5"
+(($(sed -n 's/^request_disk *= \([0-9]*\)GB$/\1/p' "$TMP/cm5.out") > $(sed -n 's/^request_disk *= \([0-9]*\)GB$/\1/p' "$TMP/cm.out"))) ||
+  fail "more checkpoints kept, no more disk: $(grep request_disk "$TMP/cm5.out")"
+"$PTRAIN" jobscript htcondor --disk 20GB -- --model cifar-convnet --data-dir /shared/cifar10 >"$TMP/cd.out" 2>"$TMP/cd.err" ||
+  fail "--disk 20GB"
+grep -q '^request_disk *= 20GB$' "$TMP/cd.out" && [[ ! -s $TMP/cd.err ]] || fail "--disk 20GB: $(cat "$TMP/cd.err")"
+"$PTRAIN" jobscript htcondor --disk 1GB -- --model cifar-convnet --data-dir /shared/cifar10 >/dev/null 2>"$TMP/cd.err" ||
+  fail "--disk 1GB"
+grep -q "note: --disk 1GB is less than cifar-convnet is estimated to write" "$TMP/cd.err" ||
+  fail "no note of too little disk: $(cat "$TMP/cd.err")"
+pass "htcondor: request_disk sized by the checkpoints, a smaller --disk said"
+
+# --submit: more lines for the submit file, before queue; the commands the
+# file sets itself are refused, with the flag that sets them.
+"$PTRAIN" jobscript htcondor --submit 'requirements = (OpSysMajorVer == 12)' --submit='+ProjectName = "ml"' -- \
+  --epochs 1 >"$TMP/cs.out" || fail "--submit"
+awk '/^# ---- file: ptrain.sub ----$/ { f = 1; next } /^# ---- file: / { f = 0 } f' "$TMP/cs.out" | grep -v '^#' |
+  tail -n 3 >"$TMP/cs.tail"
+printf '%s\n' 'requirements = (OpSysMajorVer == 12)' '+ProjectName = "ml"' queue | cmp -s - "$TMP/cs.tail" ||
+  fail "--submit lines: $(cat "$TMP/cs.tail")"
+expect_exit 2 "--submit 'request_disk = 3GB': the submit file sets request_disk itself; give it with --disk" -- \
+  "$PTRAIN" jobscript htcondor --submit 'request_disk = 3GB' -- --epochs 1
+expect_exit 2 "--submit 'Executable=x': the submit file sets executable itself" -- \
+  "$PTRAIN" jobscript htcondor --submit 'Executable=x' -- --epochs 1
+expect_exit 2 "--submit 'when_to_transfer_output = ON_EXIT': the submit file sets when_to_transfer_output itself, for ptrain's checkpoints" -- \
+  "$PTRAIN" jobscript htcondor --submit 'when_to_transfer_output = ON_EXIT' -- --epochs 1
+expect_exit 2 "--submit 'requirements': expected KEY = VALUE" -- \
+  "$PTRAIN" jobscript htcondor --submit requirements -- --epochs 1
+expect_exit 2 "--submit 'a = ': expected KEY = VALUE" -- "$PTRAIN" jobscript htcondor --submit 'a = ' -- --epochs 1
+expect_exit 2 "--submit: expected one line of printable text" -- \
+  "$PTRAIN" jobscript htcondor --submit $'a = 1\nqueue 100' -- --epochs 1
+expect_exit 2 "--disk: expected a size such as 8GB" -- "$PTRAIN" jobscript htcondor --disk lots -- --epochs 1
+expect_exit 2 "--submit: given more than 16 times" -- "$PTRAIN" jobscript htcondor \
+  $(for i in $(seq 17); do printf -- '--submit a%d=1 ' "$i"; done) -- --epochs 1
+expect_exit 2 "--submit applies to htcondor, not slurm" -- "$PTRAIN" jobscript slurm --submit a=1 -- --epochs 1
+pass "htcondor --submit"
 grep -q '^request_cpus *= 1$' "$TMP/c0.out" || fail "default request_cpus"
 ! grep -q 'request_gpus\|transfer_input_files' "$TMP/c0.out" || fail "request_gpus or transfer_input_files by default"
 pass "htcondor submit file"
@@ -335,8 +415,8 @@ pass "htcondor --write"
 # ---- Help and usage errors ----
 "$PTRAIN" jobscript --help >"$TMP/help" || fail "jobscript --help exited non-zero"
 grep -q "^usage: ptrain jobscript slurm|htcondor" "$TMP/help" || fail "jobscript --help: no usage line"
-for f in --nodes --gpus-per-node --ntasks-per-node --cpus-per-task --time --partition --output --job-name --mpi \
-  --ptrain --gpus --cpus --memory --name --transfer-input --write --force; do
+for f in --nodes --gpus-per-node --gres --ntasks-per-node --cpus-per-task --time --partition --output --error \
+  --job-name --mpi --sbatch --ptrain --gpus --cpus --memory --disk --name --transfer-input --submit --write --force; do
   grep -q -- "^  $f" "$TMP/help" || fail "jobscript --help does not document $f"
 done
 "$PTRAIN" jobscript slurm --help | grep "^usage: ptrain jobscript" >/dev/null || fail "jobscript slurm --help"
