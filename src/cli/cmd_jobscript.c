@@ -5,16 +5,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/job_request.h"
 #include "cli/train_args.h"
 #include "io/atomic_file.h"
 #include "nn/model.h"
@@ -24,16 +23,12 @@
 
 #define PT_JOB_CKPT_DIR "checkpoints"
 
-/* Characters that need no quoting anywhere in a bash word, first or not. */
-static const char SAFE_WORD[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-";
-
 /* Writes s as one bash word that expands to exactly s. Arguments with
  * control characters use $'...', so no quoted word ever spans two lines and
  * the same text can also stand in a comment. */
 static void put_word(FILE *f, const char *s) {
   size_t n = strlen(s);
-  if (n && strspn(s, SAFE_WORD) == n) {
+  if (n && strspn(s, pt_job_safe_word) == n) {
     fputs(s, f);
     return;
   }
@@ -75,26 +70,6 @@ static void put_origin(FILE *f, int argc, char **argv) {
   fputc('\n', f);
 }
 
-static int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int usage_error(const char *cmd, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "ptrain %s: ", cmd);
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, " (see 'ptrain %s --help')\n", cmd);
-  va_end(ap);
-  return PT_USAGE_ERROR;
-}
-
-/* Values that go into #SBATCH lines and the submit file, which neither
- * scheduler reads as shell and each splits in its own way: one plain token
- * means the same to both, and to a reader. */
-static int check_token(const char *cmd, const char *flag, const char *v) {
-  if (v && strspn(v, SAFE_WORD) != strlen(v))
-    return usage_error(cmd, "%s: expected letters, digits and _@%%+=:,./- only, got '%s'", flag, v);
-  return 0;
-}
-
 static int all_digits(const char *s, size_t n) {
   if (!n) return 0;
   for (size_t i = 0; i < n; i++)
@@ -113,103 +88,50 @@ static int gres_gpus(const char *v) {
   return g <= 1024 ? g : 0;
 }
 
-/* #SBATCH options the script writes itself, each with the flag of ours
- * that sets it (NULL: the checkpoint-and-requeue cycle depends on it),
- * and its one-letter form. A second, different directive for the same
- * option would be settled by Slurm's order of reading, silently. */
-static const struct {
-  const char *name;
-  char letter;
-  const char *ours;
-} kSbatchOwn[] = {
-    {"--job-name", 'J', "--job-name"},
-    {"--nodes", 'N', "--nodes"},
-    {"--ntasks-per-node", 0, "--ntasks-per-node"},
-    {"--ntasks", 'n', "--nodes and --ntasks-per-node"},
-    {"--cpus-per-task", 'c', "--cpus-per-task"},
-    {"--gpus-per-node", 0, "--gpus-per-node"},
-    {"--gpus", 'G', "--gpus-per-node"},
-    {"--gres", 0, "--gres"},
-    {"--time", 't', "--time"},
-    {"--partition", 'p', "--partition"},
-    {"--output", 'o', "--output"},
-    {"--error", 'e', "--error"},
-    {"--signal", 0, NULL},
-    {"--requeue", 0, NULL},
-    {"--no-requeue", 0, NULL},
-    {"--open-mode", 0, NULL},
+/* The #SBATCH options the script writes itself (see pt_job_owned). */
+#define REQUEUE_HINT ", for ptrain's checkpoint and requeue before the time limit (see --signal-lead)"
+static const pt_job_owned kSbatchOwn[] = {
+    {"--job-name", 'J', "; give it with --job-name"},
+    {"--nodes", 'N', "; give it with --nodes"},
+    {"--ntasks-per-node", 0, "; give it with --ntasks-per-node"},
+    {"--ntasks", 'n', "; give it with --nodes and --ntasks-per-node"},
+    {"--cpus-per-task", 'c', "; give it with --cpus-per-task"},
+    {"--gpus-per-node", 0, "; give it with --gpus-per-node"},
+    {"--gpus", 'G', "; give it with --gpus-per-node"},
+    {"--gres", 0, "; give it with --gres"},
+    {"--time", 't', "; give it with --time"},
+    {"--partition", 'p', "; give it with --partition"},
+    {"--output", 'o', "; give it with --output"},
+    {"--error", 'e', "; give it with --error"},
+    {"--signal", 0, REQUEUE_HINT},
+    {"--requeue", 0, REQUEUE_HINT},
+    {"--no-requeue", 0, REQUEUE_HINT},
+    {"--open-mode", 0, REQUEUE_HINT},
 };
 
-/* A --sbatch value: one sbatch option as a single word, --name[=value] or
- * -Xvalue, that the script does not already set. */
-static int check_sbatch(const char *cmd, const char *v) {
-  int rc = check_token(cmd, "--sbatch", v);
-  if (rc) return rc;
-  const int long_form = !strncmp(v, "--", 2) && v[2] && v[2] != '=';
-  if (!long_form && !(v[0] == '-' && v[1] && v[1] != '-'))
-    return usage_error(cmd, "--sbatch '%s': expected one sbatch option, as --account=proj or --qos=high", v);
-  const size_t len = long_form ? strcspn(v, "=") : 0;
-  for (size_t k = 0; k < sizeof kSbatchOwn / sizeof kSbatchOwn[0]; k++) {
-    const int same = long_form ? strlen(kSbatchOwn[k].name) == len && !strncmp(v, kSbatchOwn[k].name, len)
-                               : kSbatchOwn[k].letter && v[1] == kSbatchOwn[k].letter;
-    if (!same) continue;
-    if (kSbatchOwn[k].ours)
-      return usage_error(cmd, "--sbatch %s: the script writes %s itself; give it with %s", v, kSbatchOwn[k].name,
-                         kSbatchOwn[k].ours);
-    return usage_error(cmd, "--sbatch %s: the script writes %s itself, for ptrain's checkpoint and requeue before "
-                            "the time limit (see --signal-lead)", v, kSbatchOwn[k].name);
-  }
-  return 0;
-}
-
-/* Submit-file commands the files set themselves, each with the flag of
- * ours that sets it (NULL: the self-checkpointing depends on it). */
-static const struct {
-  const char *key, *ours;
-} kSubmitOwn[] = {
-    {"universe", NULL},
-    {"executable", "TRAIN_ARGS after '--' (the wrapper runs ptrain)"},
-    {"arguments", "TRAIN_ARGS after '--' (the wrapper runs ptrain)"},
-    {"batch_name", "--name"},
-    {"log", "--name"},
-    {"output", "--name"},
-    {"error", "--name"},
-    {"request_cpus", "--cpus"},
-    {"request_memory", "--memory"},
-    {"request_disk", "--disk"},
-    {"request_gpus", "--gpus"},
-    {"should_transfer_files", NULL},
-    {"transfer_input_files", "--transfer-input"},
-    {"checkpoint_exit_code", "--checkpoint-interval"},
-    {"transfer_checkpoint_files", NULL},
-    {"transfer_output_files", NULL},
-    {"when_to_transfer_output", NULL},
-    {"queue", NULL},
+/* The commands the submit file sets itself. */
+#define CHECKPOINT_HINT ", for ptrain's checkpoints"
+static const pt_job_owned kSubmitOwn[] = {
+    {"universe", 0, CHECKPOINT_HINT},
+    {"executable", 0, "; give TRAIN_ARGS after '--' (the wrapper runs ptrain)"},
+    {"arguments", 0, "; give TRAIN_ARGS after '--' (the wrapper runs ptrain)"},
+    {"batch_name", 0, "; give it with --name"},
+    {"log", 0, "; give it with --name"},
+    {"output", 0, "; give it with --name"},
+    {"error", 0, "; give it with --name"},
+    {"request_cpus", 0, "; give it with --cpus"},
+    {"request_memory", 0, "; give it with --memory"},
+    {"request_disk", 0, "; give it with --disk"},
+    {"request_gpus", 0, "; give it with --gpus"},
+    {"should_transfer_files", 0, CHECKPOINT_HINT},
+    {"transfer_input_files", 0, "; give it with --transfer-input"},
+    {"checkpoint_exit_code", 0, "; its interval is --checkpoint-interval"},
+    {"transfer_checkpoint_files", 0, CHECKPOINT_HINT},
+    {"transfer_output_files", 0, CHECKPOINT_HINT},
+    {"when_to_transfer_output", 0, CHECKPOINT_HINT},
+    {"queue", 0, CHECKPOINT_HINT},
 };
-
-/* A --submit value: KEY = VALUE on one line of printable text, for a
- * command the submit file does not already set. */
-static int check_submit(const char *cmd, const char *v) {
-  static const char key_chars[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+";
-  for (const unsigned char *p = (const unsigned char *)v; *p; p++)
-    if (*p < 0x20 || *p > 0x7e)
-      return usage_error(cmd, "--submit: expected one line of printable text, got a control character in '%s'", v);
-  const size_t klen = strspn(v, key_chars);
-  const char *eq = v + klen + strspn(v + klen, " ");
-  const char *value = *eq == '=' ? eq + 1 + strspn(eq + 1, " ") : NULL;
-  if (!klen || !value || !*value)
-    return usage_error(cmd, "--submit '%s': expected KEY = VALUE, as 'requirements = (OpSysMajorVer == 12)'", v);
-  for (size_t k = 0; k < sizeof kSubmitOwn / sizeof kSubmitOwn[0]; k++) {
-    if (strlen(kSubmitOwn[k].key) != klen || strncasecmp(v, kSubmitOwn[k].key, klen)) continue;
-    if (kSubmitOwn[k].ours)
-      return usage_error(cmd, "--submit '%s': the submit file sets %s itself; give it with %s", v, kSubmitOwn[k].key,
-                         kSubmitOwn[k].ours);
-    return usage_error(cmd, "--submit '%s': the submit file sets %s itself, for ptrain's checkpoints", v,
-                       kSubmitOwn[k].key);
-  }
-  return 0;
-}
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* The seconds of HH:MM:SS or D-HH:MM:SS, the two forms whose meaning no
  * one misreads (Slurm takes a bare number as minutes); 0 for anything
@@ -232,71 +154,6 @@ static long time_seconds(const char *t) {
   long h = strtol(hms, NULL, 10), m = strtol(c1 + 1, NULL, 10), s = strtol(c2 + 1, NULL, 10);
   if (m > 59 || s > 59 || (dash && h > 23)) return 0;
   return ((days * 24 + h) * 60 + m) * 60 + s;
-}
-
-/* A --memory size in MiB: 4GB, 512MB, 2048 (HTCondor reads a bare number
- * as MB); 0 where it is not one. */
-static double memory_mib(const char *v) {
-  const size_t d = strspn(v, "0123456789");
-  errno = 0;
-  const unsigned long long x = strtoull(v, NULL, 10);
-  if (!d || x == 0 || errno == ERANGE) return 0;
-  const char *u = v + d;
-  double mib = 1.0; /* a bare number */
-  if (*u) {
-    static const char units[] = "KkMmGgTt";
-    static const double unit_mib[] = {1.0 / 1024, 1.0, 1024.0, 1048576.0};
-    const char *at = strchr(units, *u);
-    if (!at) return 0;
-    mib = unit_mib[(at - units) / 2];
-    u++;
-    if (*u == 'B' || *u == 'b') u++;
-    if (*u) return 0;
-  }
-  /* At most 1 PiB, a machine's memory many times over: more is a slip
-   * (a unit typed twice over), which no machine would ever match. */
-  return (double)x * mib <= 1073741824.0 ? (double)x * mib : 0;
-}
-
-static int valid_memory(const char *v) { return memory_mib(v) > 0; }
-
-/* What a run needs, in MiB, from its model and settings; 0 for both
- * where the model is a spec file that cannot be read here. Upper bounds,
- * not fits.
- *  memory: weights, gradients and two moments of optimizer state; the
- *    layers' outputs and their gradients for a training batch, or the
- *    outputs of an evaluation batch, whichever is larger; the data set's
- *    bytes; 512 MiB for the rest (the process, the BLAS's buffers).
- *    cifar-convnet (batch 64, evaluation batch 1000) peaked at 4.9 GiB on
- *    a CPU, where this says 8.6, and on a GPU the host holds less.
- *  disk: the checkpoints kept (--keep-checkpoints) and the one being
- *    written, each the weights and up to two moments of optimizer state;
- *    the final weights; the data set, which may travel with the job;
- *    256 MiB for the logs and the rest. cifar-convnet's checkpoints are
- *    1.6 GB each with Adam's moments. */
-typedef struct {
-  double memory_mib, disk_mib;
-} job_need;
-
-static job_need estimate_need(const pt_train_args *ta, char *dataset, size_t dataset_len) {
-  pt_model_spec spec;
-  pt_model_summary sum;
-  job_need need = {0, 0};
-  snprintf(dataset, dataset_len, "%s", ta->dataset ? ta->dataset : ""); /* the model's, where it is read */
-  if (pt_train_load_spec(ta->model, ta->model_file, &spec) != PT_OK || pt_model_summarize(&spec, &sum) != PT_OK) {
-    pt_error_clear();
-    return need;
-  }
-  if (!ta->dataset) snprintf(dataset, dataset_len, "%s", spec.defaults.dataset);
-  const double batch = ta->c.batch_size > 0 ? ta->c.batch_size : spec.defaults.batch;
-  const double test_batch = ta->c.test_batch_size > 0 ? ta->c.test_batch_size : spec.defaults.test_batch;
-  const double per_batch = 2 * batch > test_batch ? 2 * batch : test_batch;
-  const double data = !strcmp(dataset, "cifar10") ? 60000.0 * 3 * 32 * 32 : 70000.0 * 28 * 28;
-  const double params = (double)sum.nparams;
-  need.memory_mib = (16.0 * params + 4.0 * (double)sum.activation_floats * per_batch + data) / 1048576.0 + 512.0;
-  const double kept = (ta->c.keep_checkpoints > 0 ? ta->c.keep_checkpoints : 2) + 1;
-  need.disk_mib = (kept * 12.0 * params + 4.0 * params + data) / 1048576.0 + 256.0;
-  return need;
 }
 
 /* The ptrain the script runs: this very binary unless told otherwise, by
@@ -330,7 +187,7 @@ static int foreign_flag(const char *cmd, const pt_arg *mine, int nmine, const pt
     if (!ours && theirs) {
       char name[64];
       snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), argv[i]);
-      return usage_error(cmd, "%s applies to %s, not %s", name, other_name, cmd + strlen("jobscript "));
+      return pt_cli_usage(cmd, "%s applies to %s, not %s", name, other_name, cmd + strlen("jobscript "));
     }
   }
   return 0;
@@ -391,7 +248,7 @@ static void size_request(const char **given, const char *flag, const char *what,
     const long gb = need > floor_gb * 1024.0 ? (long)((need + 1023.0) / 1024.0) : floor_gb;
     snprintf(out, 32, "%ldGB", gb);
     *given = out;
-  } else if (need > memory_mib(*given)) {
+  } else if (need > pt_job_size_mib(*given)) {
     fprintf(stderr, "ptrain jobscript: note: %s %s is less than %s is estimated to %s (%.1f GB); HTCondor may hold "
                     "or kill the job\n",
             flag, *given, model, what, need / 1024.0);
@@ -716,7 +573,7 @@ static int plan_device(const char *cmd, const char *gpu_flag, int gpus, char **t
     return 0;
   }
   if (gpus == 1 && !strcmp(par, "dp"))
-    return usage_error(cmd, "--parallel dp after '--' with %s 1: one GPU has no replicas to split the batch over; "
+    return pt_cli_usage(cmd, "--parallel dp after '--' with %s 1: one GPU has no replicas to split the batch over; "
                             "ask for 2 or more", gpu_flag);
   d->flag = "--devices";
   const int n = gpus == 1 ? 2 : gpus; /* stages on a lone GPU share it */
@@ -724,7 +581,7 @@ static int plan_device(const char *cmd, const char *gpu_flag, int gpus, char **t
   for (int i = 0; i < n && used < sizeof d->value; i++)
     used += (size_t)snprintf(d->value + used, sizeof d->value - used, "%scuda:%d", i ? "," : "", gpus == 1 ? 0 : i);
   if (used >= sizeof d->value)
-    return usage_error(cmd, "%s %d: too many GPUs to list for --parallel %s in one process", gpu_flag, gpus, par);
+    return pt_cli_usage(cmd, "%s %d: too many GPUs to list for --parallel %s in one process", gpu_flag, gpus, par);
   return 0;
 }
 
@@ -733,7 +590,7 @@ static int plan_device(const char *cmd, const char *gpu_flag, int gpus, char **t
 static int check_gpu_device(const char *cmd, const char *gpu_flag, int gpus, const pt_train_args *ta) {
   const char *flag = ta->c.device ? "--device" : "--devices", *dev = ta->c.device ? ta->c.device : ta->c.devices;
   if (gpus <= 0 || !dev || strncmp(dev, "cpu", 3)) return 0;
-  return usage_error(cmd, "%s %s after '--' but %s %d asks for GPUs: the job would hold them and train on the CPU; "
+  return pt_cli_usage(cmd, "%s %s after '--' but %s %d asks for GPUs: the job would hold them and train on the CPU; "
                           "leave out %s, or %s %s",
                      flag, dev, gpu_flag, gpus, gpu_flag, flag, dev);
 }
@@ -922,7 +779,7 @@ int pt_cmd_jobscript(int argc, char **argv) {
     return 0;
   }
   if (dd == argc)
-    return usage_error(cmd, "missing '--' and the training arguments after it");
+    return pt_cli_usage(cmd, "missing '--' and the training arguments after it");
   char **train = argv + dd + 1;
   int ntrain = argc - dd - 1;
 
@@ -931,42 +788,42 @@ int pt_cmd_jobscript(int argc, char **argv) {
   if (slurm) {
     const long limit = so.time ? time_seconds(so.time) : 0;
     if (so.time && limit <= 0)
-      return usage_error(cmd, "--time: expected HH:MM:SS or D-HH:MM:SS, more than zero, got '%s'", so.time);
+      return pt_cli_usage(cmd, "--time: expected HH:MM:SS or D-HH:MM:SS, more than zero, got '%s'", so.time);
     const int lead_given = so.signal_lead > 0;
     if (!lead_given) so.signal_lead = PT_JOB_SIGNAL_LEAD;
     /* Slurm signals the lead before the limit (up to a minute earlier
      * still): a lead near the limit signals ptrain as it starts, and each
      * run checkpoints, requeues and is signalled again, without end. */
     if (limit && 2L * so.signal_lead > limit)
-      return usage_error(cmd,
+      return pt_cli_usage(cmd,
                          "--signal-lead %d%s: expected at most half the time limit, --time %s (%ld s), so at most "
                          "%ld s; a lead that long has Slurm signal ptrain as soon as it starts, and the job "
                          "requeues without end",
                          so.signal_lead, lead_given ? "" : " (the default)", so.time, limit, limit / 2);
-    if (so.force && !so.write_file) return usage_error(cmd, "--force: expected together with --write FILE");
-    if ((rc = check_token(cmd, "--partition", so.partition)) || (rc = check_token(cmd, "--output", so.output)) ||
-        (rc = check_token(cmd, "--error", so.error)) || (rc = check_token(cmd, "--job-name", so.job_name)) ||
-        (rc = check_token(cmd, "--mpi", so.mpi)) || (rc = check_token(cmd, "--gres", so.gres)))
+    if (so.force && !so.write_file) return pt_cli_usage(cmd, "--force: expected together with --write FILE");
+    if ((rc = pt_job_check_token(cmd, "--partition", so.partition)) || (rc = pt_job_check_token(cmd, "--output", so.output)) ||
+        (rc = pt_job_check_token(cmd, "--error", so.error)) || (rc = pt_job_check_token(cmd, "--job-name", so.job_name)) ||
+        (rc = pt_job_check_token(cmd, "--mpi", so.mpi)) || (rc = pt_job_check_token(cmd, "--gres", so.gres)))
       return rc;
     for (int i = 0; i < so.sbatch.n; i++)
-      if ((rc = check_sbatch(cmd, so.sbatch.v[i]))) return rc;
+      if ((rc = pt_job_check_sbatch(cmd, so.sbatch.v[i], kSbatchOwn, COUNT(kSbatchOwn)))) return rc;
     if (so.gres) {
       if (so.gpus)
-        return usage_error(cmd, "--gres and --gpus-per-node both ask for GPUs: give one");
+        return pt_cli_usage(cmd, "--gres and --gpus-per-node both ask for GPUs: give one");
       if (!(so.gpus = gres_gpus(so.gres)))
-        return usage_error(cmd, "--gres: expected gpu:G or gpu:TYPE:G with G from 1 to 1024, got '%s'", so.gres);
+        return pt_cli_usage(cmd, "--gres: expected gpu:G or gpu:TYPE:G with G from 1 to 1024, got '%s'", so.gres);
     }
     if (pt_train_args_has(train, ntrain, "--resume"))
-      return usage_error(cmd, "--resume after '--': the script adds it when a checkpoint is there");
+      return pt_cli_usage(cmd, "--resume after '--': the script adds it when a checkpoint is there");
     if (so.no_save_model && pt_train_args_has(train, ntrain, "--save-model"))
-      return usage_error(cmd, "--no-save-model and --save-model after '--' contradict each other: give one");
+      return pt_cli_usage(cmd, "--no-save-model and --save-model after '--' contradict each other: give one");
     /* dp, model and pipeline run in one task with the node's GPUs; ddp,
      * and a run without --parallel, take one task per GPU. */
     const int one_task = in_one_process(train_arg_value(train, ntrain, "--parallel", NULL));
     if (!so.ntasks) so.ntasks = so.gpus > 0 && !one_task ? so.gpus : 1;
     const int tasks = so.nodes * so.ntasks;
     if (tasks > 1 && pt_train_args_has(train, ntrain, "--parallel"))
-      return usage_error(cmd, "--parallel after '--': with %d tasks the script passes --parallel ddp itself%s", tasks,
+      return pt_cli_usage(cmd, "--parallel after '--': with %d tasks the script passes --parallel ddp itself%s", tasks,
                          one_task ? "; dp, model and pipeline run in one task: --nodes 1 --ntasks-per-node 1" : "");
     const char *gpu_flag = so.gres ? "--gres" : "--gpus-per-node";
     if ((rc = plan_device(cmd, gpu_flag, so.gpus, train, ntrain, &so.dev))) return rc;
@@ -978,34 +835,34 @@ int pt_cmd_jobscript(int argc, char **argv) {
     if ((rc = pt_train_args_check(cmd, pre, npre, train, ntrain, &ta))) return rc;
     if ((rc = check_gpu_device(cmd, gpu_flag, so.gpus, &ta))) return rc;
     if (tasks == 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
-      return usage_error(cmd, "--parallel ddp after '--': one task has no other ranks; ask for more with --nodes or "
+      return pt_cli_usage(cmd, "--parallel ddp after '--': one task has no other ranks; ask for more with --nodes or "
                               "--ntasks-per-node, and the script passes --parallel ddp itself");
     ptrain_given = so.ptrain;
   } else {
-    if (co.memory && !valid_memory(co.memory))
-      return usage_error(cmd, "--memory: expected a size such as 4GB, 512MB or 2048 (MB), up to 1 PiB, got '%s'",
+    if (co.memory && !pt_job_valid_size(co.memory))
+      return pt_cli_usage(cmd, "--memory: expected a size such as 4GB, 512MB or 2048 (MB), up to 1 PiB, got '%s'",
                          co.memory);
-    if (co.disk && !valid_memory(co.disk))
-      return usage_error(cmd, "--disk: expected a size such as 8GB, 512MB or 2048 (MB), up to 1 PiB, got '%s'",
+    if (co.disk && !pt_job_valid_size(co.disk))
+      return pt_cli_usage(cmd, "--disk: expected a size such as 8GB, 512MB or 2048 (MB), up to 1 PiB, got '%s'",
                          co.disk);
     for (int i = 0; i < co.submit.n; i++)
-      if ((rc = check_submit(cmd, co.submit.v[i]))) return rc;
-    if ((rc = check_token(cmd, "--name", co.name)) || (rc = check_token(cmd, "--transfer-input", co.transfer_input)))
+      if ((rc = pt_job_check_submit(cmd, co.submit.v[i], kSubmitOwn, COUNT(kSubmitOwn)))) return rc;
+    if ((rc = pt_job_check_token(cmd, "--name", co.name)) || (rc = pt_job_check_token(cmd, "--transfer-input", co.transfer_input)))
       return rc;
     /* An empty entry is a slip (HTCondor would be asked to transfer nothing by name). */
     if (co.transfer_input && pt_list_has_empty(co.transfer_input))
-      return usage_error(cmd, "--transfer-input '%s': an empty entry; expected FILE[,FILE...]", co.transfer_input);
-    if (co.force && !co.write_dir) return usage_error(cmd, "--force: expected together with --write DIR");
+      return pt_cli_usage(cmd, "--transfer-input '%s': an empty entry; expected FILE[,FILE...]", co.transfer_input);
+    if (co.force && !co.write_dir) return pt_cli_usage(cmd, "--force: expected together with --write DIR");
     if (pt_train_args_has(train, ntrain, "--checkpoint-dir"))
-      return usage_error(cmd, "--checkpoint-dir after '--': the job keeps checkpoints in '%s', which HTCondor transfers",
+      return pt_cli_usage(cmd, "--checkpoint-dir after '--': the job keeps checkpoints in '%s', which HTCondor transfers",
                          PT_JOB_CKPT_DIR);
     if (pt_train_args_has(train, ntrain, "--resume"))
-      return usage_error(cmd, "--resume after '--': the wrapper adds it when a checkpoint is there");
+      return pt_cli_usage(cmd, "--resume after '--': the wrapper adds it when a checkpoint is there");
     /* dp, model and pipeline: one process with the job's GPUs; else one
      * rank per GPU under ddp. */
     const int one_process = in_one_process(train_arg_value(train, ntrain, "--parallel", NULL));
     if (co.gpus > 1 && pt_train_args_has(train, ntrain, "--parallel") && !one_process)
-      return usage_error(cmd, "--parallel after '--': with --gpus %d the wrapper passes --parallel ddp itself (dp, "
+      return pt_cli_usage(cmd, "--parallel after '--': with --gpus %d the wrapper passes --parallel ddp itself (dp, "
                               "model and pipeline run in one process on the job's GPUs)", co.gpus);
     co.ranks = co.gpus > 1 && !one_process ? co.gpus : 1;
     /* As the wrapper runs it, its own flags included. */
@@ -1026,10 +883,11 @@ int pt_cmd_jobscript(int argc, char **argv) {
     if ((rc = pt_train_args_check(cmd, pre, npre, train, ntrain, &ta))) return rc;
     if ((rc = check_gpu_device(cmd, "--gpus", co.gpus, &ta))) return rc;
     if (co.gpus <= 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
-      return usage_error(cmd, "--parallel ddp after '--': one process has no other ranks; ask for --gpus 2 or more, "
+      return pt_cli_usage(cmd, "--parallel ddp after '--': one process has no other ranks; ask for --gpus 2 or more, "
                               "and the wrapper passes --parallel ddp itself");
     char dataset[32];
-    const job_need need = estimate_need(&ta, dataset, sizeof dataset); /* the model read once, for all */
+    const pt_job_need need = pt_job_estimate(ta.model, ta.model_file, ta.dataset, ta.c.batch_size,
+                                             ta.c.test_batch_size, ta.c.keep_checkpoints, dataset, sizeof dataset);
     size_request(&co.memory, "--memory", "hold (weights, gradients, optimizer state, a batch's activations, the data)",
                  need.memory_mib, 2, &ta, memory);
     size_request(&co.disk, "--disk", "write (its checkpoints, final weights and data)", need.disk_mib, 1, &ta, disk);

@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/job_request.h"
 #include "cli/train_args.h"
 #include "comm/comm.h"
 #include "cuda/device.h"
@@ -229,9 +230,61 @@ static int check_train_args(char **train, int ntrain, const char *model, const c
   return pt_train_args_check("scale", pre, 2, train, ntrain, &ta);
 }
 
+/* The flags of the submission itself, which the tasks' sweep.args leaves
+ * out: --jobscript, --write, --force, --sbatch and --submit. */
+static int submission_flag(const char *a) {
+  static const char *const names[] = {"--jobscript", "--write", "--force", "--sbatch", "--submit"};
+  const size_t len = strcspn(a, "=");
+  for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+    if (strlen(names[k]) == len && !strncmp(a, names[k], len)) return 1;
+  return 0;
+}
+
+/* What the submissions write themselves (pt_scale_write_jobs), which
+ * --sbatch and --submit must not write again. */
+#define SWEEP_HINT ", from the sweep's configurations"
+static const pt_job_owned kSweepSbatch[] = {
+    {"--job-name", 'J', SWEEP_HINT}, {"--array", 'a', SWEEP_HINT},         {"--ntasks", 'n', SWEEP_HINT},
+    {"--cpus-per-task", 'c', SWEEP_HINT}, {"--gres", 0, SWEEP_HINT},      {"--gpus", 'G', SWEEP_HINT},
+    {"--gpus-per-node", 0, SWEEP_HINT}, {"--output", 'o', "; --collect reads the results there"},
+};
+static const pt_job_owned kSweepSubmit[] = {
+    {"universe", 0, SWEEP_HINT},       {"executable", 0, SWEEP_HINT},     {"arguments", 0, SWEEP_HINT},
+    {"initialdir", 0, SWEEP_HINT},     {"should_transfer_files", 0, SWEEP_HINT},
+    {"request_cpus", 0, SWEEP_HINT},   {"request_gpus", 0, SWEEP_HINT},   {"request_memory", 0, SWEEP_HINT},
+    {"output", 0, "; --collect reads the results there"}, {"error", 0, SWEEP_HINT}, {"log", 0, SWEEP_HINT},
+    {"queue", 0, SWEEP_HINT},
+};
+
+/* --sbatch goes with --jobscript slurm, --submit with htcondor. */
+static int check_job_lines(const char *jobscript, const pt_arg_strs *sbatch, const pt_arg_strs *submit) {
+  const int slurm = jobscript && !strcmp(jobscript, "slurm"), condor = jobscript && !slurm;
+  if (sbatch->n && !slurm) return pt_cli_usage("scale", "--sbatch goes with --jobscript slurm");
+  if (submit->n && !condor) return pt_cli_usage("scale", "--submit goes with --jobscript htcondor");
+  int rc = 0;
+  for (int i = 0; !rc && i < sbatch->n; i++)
+    rc = pt_job_check_sbatch("scale", sbatch->v[i], kSweepSbatch, sizeof kSweepSbatch / sizeof kSweepSbatch[0]);
+  for (int i = 0; !rc && i < submit->n; i++)
+    rc = pt_job_check_submit("scale", submit->v[i], kSweepSubmit, sizeof kSweepSubmit / sizeof kSweepSubmit[0]);
+  return rc;
+}
+
+/* A configuration's request_memory, in whole GB, at least 2: each worker's
+ * estimate (pt_job_estimate: a replica and its batch) times the workers,
+ * which share one job. 4GB where the model cannot be read here. */
+static int request_memory_gb(const char *model, const char *model_file, const pt_scale_config *c) {
+  char dataset[32];
+  const pt_job_need need = pt_job_estimate(model, model_file, NULL, c->worker_batch, 0, 0, dataset, sizeof dataset);
+  if (need.memory_mib <= 0) return 4;
+  const double mib = need.memory_mib * (c->workers > 0 ? c->workers : 1);
+  const int gb = (int)((mib + 1023.0) / 1024.0);
+  return gb > 2 ? gb : 2;
+}
+
 int pt_cmd_scale(int argc, char **argv) {
   const char *model = NULL, *model_file = NULL, *data_dir = NULL, *device = NULL, *json = NULL, *report = NULL;
   const char *jobscript = NULL, *write_dir = NULL, *results = NULL, *collect = NULL;
+  pt_arg_strs sbatch = {.n = 0}, submit = {.n = 0};
   int task = -1, gather = 0, force = 0;
   const char *workers = "1,2,4", *strategies = "none,dp,ddp,pipeline", *threads = "1", *batches = NULL,
              *optimizers = NULL, *batch_kind = "global";
@@ -263,6 +316,10 @@ int pt_cmd_scale(int argc, char **argv) {
       {"--write", ARG_STR, &write_dir, 0, 0, NULL, "DIR", "with --jobscript: where the submission goes"},
       {"--force", ARG_FLAG, &force, 0, 0, NULL, NULL,
        "with --jobscript: replace the sweep --write DIR holds, removing its results"},
+      {"--sbatch", ARG_STRS, &sbatch, 0, 0, NULL, "OPTION",
+       "with --jobscript slurm: one more #SBATCH line, as --partition=gpu or --time=01:00:00; may be repeated"},
+      {"--submit", ARG_STRS, &submit, 0, 0, NULL, "'KEY = VALUE'",
+       "with --jobscript htcondor: one more submit-file line, as 'requirements = ...'; may be repeated"},
       {"--collect", ARG_STR, &collect, 0, 0, NULL, "DIR", "the report of a submitted sweep, from DIR's results"},
       {"--task", ARG_INT, &task, 0, 1 << 20, NULL, "I", "(run by the submission) measure configuration I only"},
       {"--results", ARG_STR, &results, 0, 0, NULL, "DIR", "(with --task) where its result goes"},
@@ -306,6 +363,7 @@ int pt_cmd_scale(int argc, char **argv) {
     fprintf(stderr, "ptrain scale: --force replaces a submission: it goes with --jobscript and --write DIR\n");
     return PT_USAGE_ERROR;
   }
+  if ((rc = check_job_lines(jobscript, &sbatch, &submit))) return rc;
   if ((task >= 0 || gather) != (results != NULL) || (task >= 0 && gather)) {
     fprintf(stderr, "ptrain scale: --task I (or --gather) and --results DIR go together, and not --task with --gather\n");
     return PT_USAGE_ERROR;
@@ -364,13 +422,10 @@ int pt_cmd_scale(int argc, char **argv) {
     char **keep = malloc(sizeof *keep * (size_t)argc);
     int nk = 0;
     for (int i = 2; keep && i < argc; i++) {
-      if (i < split && (!strcmp(argv[i], "--jobscript") || !strcmp(argv[i], "--write"))) {
-        i++;
+      if (i < split && submission_flag(argv[i])) {
+        i += !strchr(argv[i], '=') && strcmp(argv[i], "--force"); /* and its value */
         continue;
       }
-      if (i < split && (!strncmp(argv[i], "--jobscript=", 12) || !strncmp(argv[i], "--write=", 8) ||
-                        !strcmp(argv[i], "--force")))
-        continue;
       keep[nk++] = argv[i];
     }
     char abs_dir[PATH_MAX];
@@ -378,7 +433,12 @@ int pt_cmd_scale(int argc, char **argv) {
     if (st == PT_OK && mkdir(write_dir, 0755) && errno != EEXIST)
       st = pt_fail_errno(PT_ERR_IO, "cannot create %s", write_dir);
     if (st == PT_OK && !realpath(write_dir, abs_dir)) st = pt_fail_errno(PT_ERR_IO, "%s", write_dir);
-    if (st == PT_OK) st = pt_scale_write_jobs(abs_dir, jobscript, self, keep, nk, cfg, n, gpus >= 0, force);
+    int *memory_gb = malloc(sizeof *memory_gb * (size_t)n);
+    if (st == PT_OK && !memory_gb) st = pt_fail(PT_ERR_NOMEM, "out of memory");
+    for (int i = 0; st == PT_OK && i < n; i++) memory_gb[i] = request_memory_gb(model, model_file, &cfg[i]);
+    const pt_scale_job_extra extra = {sbatch.v, sbatch.n, submit.v, submit.n, memory_gb};
+    if (st == PT_OK) st = pt_scale_write_jobs(abs_dir, jobscript, self, keep, nk, cfg, n, gpus >= 0, force, &extra);
+    free(memory_gb);
     free(keep);
     free(cfg);
     if (st != PT_OK) return pt_cli_fail("scale");

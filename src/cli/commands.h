@@ -18,6 +18,9 @@ int pt_cli_fail(const char *cmd);
 /* The same for a usage error: a flag's value, or flags that do not fit
  * together, as the library's PT_ERR_ARG reports them; returns 2. */
 int pt_cli_usage_fail(const char *cmd);
+/* A usage error in the command's own words: "ptrain CMD: <fmt...> (see
+ * 'ptrain CMD --help')"; returns 2. */
+int pt_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "unknown model NAME", listing the presets, as a usage error (2). */
 int pt_cli_unknown_model(const char *cmd, const char *name);
 /* eval's and predict's --model (a preset or an existing spec file) and

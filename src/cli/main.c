@@ -1,5 +1,6 @@
 /* ptrain: the command-line entry point, a dispatcher over subcommands. */
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,16 @@ int pt_cli_fail(const char *cmd) {
 
 int pt_cli_usage_fail(const char *cmd) {
   fprintf(stderr, "ptrain %s: %s (see 'ptrain %s --help')\n", cmd, pt_error_message(), cmd);
+  return PT_USAGE_ERROR;
+}
+
+int pt_cli_usage(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "ptrain %s: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, " (see 'ptrain %s --help')\n", cmd);
+  va_end(ap);
   return PT_USAGE_ERROR;
 }
 

@@ -169,15 +169,27 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
 pt_status pt_scale_result_write(const char *path, int index, const pt_scale_config *c);
 pt_status pt_scale_result_read(const char *path, int index, pt_scale_config *c);
 
+/* What a submission adds to its scheduler's requests: more #SBATCH lines
+ * (slurm), more submit-file lines (htcondor), and each configuration's
+ * request_memory in GB (htcondor; NULL: 4GB each). */
+typedef struct {
+  const char *const *sbatch;
+  int nsbatch;
+  const char *const *submit;
+  int nsubmit;
+  const int *memory_gb; /* [n] */
+} pt_scale_job_extra;
+
 /* The submission of a sweep as one cluster job: DIR/sweep.args (the
  * sweep's arguments, one a line), and for slurm DIR/scale.sbatch (a job
  * array, one task per configuration, each asking for the most any needs),
  * for htcondor DIR/scale.sub, DIR/scale-task.sh and DIR/tasks.txt (one
- * job per configuration with its own request_cpus and request_gpus).
- * A DIR that already holds a sweep is refused unless force, which also
- * removes that sweep's results: --collect would report them as this one's. */
+ * job per configuration with its own request_cpus, request_gpus and
+ * request_memory). A DIR that already holds a sweep is refused unless
+ * force, which also removes that sweep's results: --collect would report
+ * them as this one's. */
 pt_status pt_scale_write_jobs(const char *dir, const char *kind, const char *self, char **args, int nargs,
-                              const pt_scale_config *c, int n, int gpu, int force);
+                              const pt_scale_config *c, int n, int gpu, int force, const pt_scale_job_extra *x);
 
 /* DIR/speedup.png and .svg (speed-up against workers, one line per
  * strategy and setting, and the ideal), and DIR/report.md embedding the

@@ -52,7 +52,7 @@ static pt_status remove_results(const char *results) {
 }
 
 pt_status pt_scale_write_jobs(const char *dir, const char *kind, const char *self, char **args, int nargs,
-                              const pt_scale_config *c, int n, int gpu, int force) {
+                              const pt_scale_config *c, int n, int gpu, int force, const pt_scale_job_extra *x) {
   const int slurm = !strcmp(kind, "slurm");
   if (!slurm && strcmp(kind, "htcondor")) return pt_fail(PT_ERR_ARG, "--jobscript: expected slurm or htcondor, got '%s'", kind);
   /* Checked before anything is written: a refusal leaves DIR as it was. */
@@ -96,8 +96,9 @@ pt_status pt_scale_write_jobs(const char *dir, const char *kind, const char *sel
             "#SBATCH --cpus-per-task=%d\n",
             n - 1, most_cpus);
     if (most_gpus) fprintf(f, "#SBATCH --gres=gpu:%d\n", most_gpus);
+    fprintf(f, "#SBATCH --output=results/task-%%a.out\n");
+    for (int i = 0; i < x->nsbatch; i++) fprintf(f, "#SBATCH %s\n", x->sbatch[i]);
     fprintf(f,
-            "#SBATCH --output=results/task-%%a.out\n"
             "set -euo pipefail\n"
             "mapfile -t args < sweep.args\n"
             "exec ");
@@ -110,7 +111,8 @@ pt_status pt_scale_write_jobs(const char *dir, const char *kind, const char *sel
   snprintf(path, sizeof path, "%s/tasks.txt", dir);
   if (!(f = fopen(path, "w"))) return pt_fail_errno(PT_ERR_IO, "cannot write %s", path);
   for (int i = 0; i < n; i++)
-    fprintf(f, "%d %d %d\n", i, c[i].workers * c[i].threads, gpu ? c[i].workers : 0);
+    fprintf(f, "%d %d %d %dGB\n", i, c[i].workers * c[i].threads, gpu ? c[i].workers : 0,
+            x->memory_gb ? x->memory_gb[i] : 4);
   PT_TRY(close_checked(f, path));
   snprintf(path, sizeof path, "%s/scale-task.sh", dir);
   if (!(f = fopen(path, "w"))) return pt_fail_errno(PT_ERR_IO, "cannot write %s", path);
@@ -124,7 +126,7 @@ pt_status pt_scale_write_jobs(const char *dir, const char *kind, const char *sel
   if (!(f = fopen(path, "w"))) return pt_fail_errno(PT_ERR_IO, "cannot write %s", path);
   fprintf(f,
           "# ptrain scale as an HTCondor cluster: one job per configuration, each asking\n"
-          "# for its own cores and GPUs. Submit from this directory with\n"
+          "# for its own cores, GPUs and memory. Submit from this directory with\n"
           "# 'condor_submit scale.sub' (the directory must be on a filesystem the\n"
           "# execute machines share); when every job has ended, 'ptrain scale\n"
           "# --collect .' makes the report.\n"
@@ -137,10 +139,11 @@ pt_status pt_scale_write_jobs(const char *dir, const char *kind, const char *sel
           dir);
   if (gpu) fprintf(f, "request_gpus   = $(gpus)\n");
   fprintf(f,
-          "request_memory = 4GB\n"
+          "request_memory = $(memory)\n"
           "output         = results/task-$(task).out\n"
           "error          = results/task-$(task).err\n"
-          "log            = scale.log\n"
-          "queue task, cpus, gpus from tasks.txt\n");
+          "log            = scale.log\n");
+  for (int i = 0; i < x->nsubmit; i++) fprintf(f, "%s\n", x->submit[i]);
+  fprintf(f, "queue task, cpus, gpus, memory from tasks.txt\n");
   return close_checked(f, path);
 }

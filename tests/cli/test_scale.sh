@@ -210,14 +210,20 @@ fi
 # task script run as HTCondor would for each line of tasks.txt, then
 # --collect; a missing result is reported, not guessed.
 "$PTRAIN" scale --model fmnist-mlp --workers 1,2 --strategies none,dp --steps 5 --warmup 2 --jobscript htcondor \
-  --write "$TMP/condor" -- --data-dir "$FMNIST" >"$TMP/condor.out" || fail "scale --jobscript htcondor: $(cat "$TMP/condor.out")"
-grep -q "^queue task, cpus, gpus from tasks.txt$" "$TMP/condor/scale.sub" || fail "scale.sub: $(cat "$TMP/condor/scale.sub")"
+  --submit 'requirements = (Memory > 1024)' --write "$TMP/condor" -- --data-dir "$FMNIST" >"$TMP/condor.out" ||
+  fail "scale --jobscript htcondor: $(cat "$TMP/condor.out")"
+grep -v '^#' "$TMP/condor/scale.sub" | tail -n 2 >"$TMP/sub.tail"
+printf '%s\n' 'requirements = (Memory > 1024)' 'queue task, cpus, gpus, memory from tasks.txt' | cmp -s - "$TMP/sub.tail" ||
+  fail "scale.sub: $(cat "$TMP/condor/scale.sub")"
 grep -q "^request_cpus   = \$(cpus)$" "$TMP/condor/scale.sub" || fail "scale.sub: no per-job request_cpus"
-[[ $(cat "$TMP/condor/tasks.txt") == $'0 1 0\n1 2 0' ]] || fail "tasks.txt: $(cat "$TMP/condor/tasks.txt")"
+grep -q "^request_memory = \$(memory)$" "$TMP/condor/scale.sub" || fail "scale.sub: no per-job request_memory"
+# fmnist-mlp is small: each job asks for the 2GB floor.
+[[ $(cat "$TMP/condor/tasks.txt") == $'0 1 0 2GB\n1 2 0 2GB' ]] || fail "tasks.txt: $(cat "$TMP/condor/tasks.txt")"
+! grep -q -- "--submit\|requirements" "$TMP/condor/sweep.args" || fail "sweep.args holds the submission's flags"
 "$PTRAIN" scale --collect "$TMP/condor" >"$TMP/c0.out" 2>&1 && fail "--collect with no results exited 0"
 grep -q "failed: no result: .*task-0.jsonl is missing (the task did not finish)" "$TMP/c0.out" ||
   fail "--collect without results: $(cat "$TMP/c0.out")"
-while read -r t cpus gpus; do
+while read -r t cpus gpus memory; do
   (cd "$TMP/condor" && bash scale-task.sh "$t") >>"$TMP/condor-tasks.out" 2>&1 || fail "task $t: $(cat "$TMP/condor-tasks.out")"
 done <"$TMP/condor/tasks.txt"
 "$PTRAIN" scale --collect "$TMP/condor" --json "$TMP/collected.jsonl" >"$TMP/c1.out" 2>&1 ||
@@ -225,6 +231,31 @@ done <"$TMP/condor/tasks.txt"
 grep -Eq "^dp +2 +1 +100 \(50\) +model's +[0-9]+ +[0-9.]+x" "$TMP/c1.out" || fail "--collect: $(cat "$TMP/c1.out")"
 [[ $(grep -c '"ran":true' "$TMP/collected.jsonl") == 2 ]] || fail "--collect --json: $(cat "$TMP/collected.jsonl")"
 pass "--jobscript htcondor: per-job requests, tasks run, --collect reports them (and a missing one as such)"
+
+# request_memory grows with the model and the workers that share a job
+# (cifar-convnet holds GBs each); --sbatch lines land in the job array;
+# lines the submission writes itself are refused.
+"$PTRAIN" scale --model cifar-convnet --workers 1,2 --strategies none,ddp --jobscript htcondor --write "$TMP/condor-c" \
+  >/dev/null || fail "scale --jobscript htcondor, cifar-convnet"
+read -r _ _ _ m1 < <(sed -n 1p "$TMP/condor-c/tasks.txt")
+read -r _ _ _ m2 < <(sed -n 2p "$TMP/condor-c/tasks.txt")
+((${m1%GB} >= 5 && ${m2%GB} > ${m1%GB})) || fail "cifar-convnet's request_memory: $(cat "$TMP/condor-c/tasks.txt")"
+"$PTRAIN" scale --model fmnist-mlp --workers 1,2 --strategies none,dp --jobscript slurm --sbatch --partition=gpu \
+  --sbatch=--time=00:30:00 --write "$TMP/slurm" -- --data-dir "$FMNIST" >/dev/null || fail "scale --jobscript slurm --sbatch"
+for l in "#SBATCH --partition=gpu" "#SBATCH --time=00:30:00" "#SBATCH --array=0-1"; do
+  grep -qxF -- "$l" "$TMP/slurm/scale.sbatch" || fail "scale.sbatch lacks '$l': $(cat "$TMP/slurm/scale.sbatch")"
+done
+awk '/^#SBATCH/ && seen { exit 1 } !/^#/ && !/^$/ { seen = 1 }' "$TMP/slurm/scale.sbatch" || fail "#SBATCH after a command"
+! grep -q -- "--sbatch\|partition" "$TMP/slurm/sweep.args" || fail "sweep.args holds the submission's flags"
+expect_exit 2 "scale: --sbatch --array=0-9: the script writes --array itself, from the sweep's configurations" -- \
+  "$PTRAIN" scale --jobscript slurm --write "$TMP/s2" --sbatch --array=0-9
+expect_exit 2 "scale: --submit 'request_memory = 1GB': the submit file sets request_memory itself" -- \
+  "$PTRAIN" scale --jobscript htcondor --write "$TMP/s2" --submit 'request_memory = 1GB'
+expect_exit 2 "scale: --sbatch goes with --jobscript slurm" -- "$PTRAIN" scale --sbatch --partition=gpu
+expect_exit 2 "scale: --submit goes with --jobscript htcondor" -- \
+  "$PTRAIN" scale --jobscript slurm --write "$TMP/s2" --submit 'a = 1'
+[[ ! -e $TMP/s2 ]] || fail "a refused submission made $TMP/s2"
+pass "--jobscript: request_memory from the model and workers; --sbatch and --submit lines, and the ones refused"
 
 # A second submission into the same directory: refused, the first one's
 # files as they were; with --force it replaces them, and the first one's
