@@ -900,6 +900,42 @@ static pt_status save_checkpoint(worker_t *W, const pt_train_position *pos) {
   return PT_OK;
 }
 
+/* The --eval-every evaluations inside an epoch. */
+typedef struct {
+  double seconds;         /* spent in them: not training, the rate leaves it out */
+  pt_eval_sums step_ev;   /* the latest, and its step: a run that stops right after */
+  int64_t step_ev_at;     /* it (--max-steps) ends the epoch with it rather than evaluate twice */
+  int target_hit;         /* one met --target-accuracy: */
+  pt_eval_sums hit_ev;    /* that one */
+} epoch_evals;
+
+/* The --eval-every evaluation at step, on every worker together. *cut: a
+ * stop request cut it short, and nothing is reported (the run stops at
+ * this step, and the checkpoint there comes before this evaluation). */
+static pt_status eval_in_epoch(worker_t *W, int epoch, int64_t step, double train_loss, double t_run, epoch_evals *E,
+                               int *cut) {
+  pt_eval_sums ev = {0};
+  const double te0 = pt_now();
+  PT_TRY(evaluate_all(W, &ev));
+  W->model->training = 1;
+  const double te1 = pt_now();
+  pt_trace_span("evaluate", "eval", te0, te1);
+  E->seconds += te1 - te0;
+  *cut = ev.cut;
+  if (ev.cut) return PT_OK;
+  int hit = 0;
+  PT_TRY(report_eval(W, epoch + 1, step, train_loss, &ev, pt_now() - t_run, &hit));
+  E->step_ev = ev;
+  E->step_ev_at = step;
+  if (hit) {
+    E->target_hit = 1;
+    E->hit_ev = ev;
+    W->result.target_seconds = pt_now() - t_run;
+    W->result.target_step = step;
+  }
+  return PT_OK;
+}
+
 static pt_status train_loop(worker_t *W) {
   const pt_train_config *c = W->cfg;
   const pt_train_plan *r = W->r;
@@ -1000,16 +1036,21 @@ static pt_status train_loop(worker_t *W) {
     W->loss_reads = 0;
     const int64_t graph_steps0 = W->graphs.replays;
     const double t0 = pt_now();
-    double eval_s = 0.0; /* in the epoch's --eval-every evaluations */
-    int stopped = 0, signalled = 0, save_due = 0, ckpt_exit = 0, target_hit = 0, cb_stopped = 0;
-    pt_eval_sums hit_ev = {0}; /* the evaluation inside the epoch that met --target-accuracy */
-    /* The last --eval-every evaluation inside the epoch, and its step: a
-     * run that stops right after it (--max-steps) ends the epoch with it,
-     * the weights being the same, rather than evaluate and report twice. */
-    pt_eval_sums step_ev = {0};
-    int64_t step_ev_at = -1;
+    epoch_evals E = {.step_ev_at = -1};
+    int stopped = 0, signalled = 0, save_due = 0, ckpt_exit = 0, cb_stopped = 0;
     int64_t queued = 0; /* global samples whose loss is still on the device */
-    while (b < nb) {
+    /* Resumed inside the epoch at a step of --eval-every: every save inside
+     * an epoch comes before its step's evaluation (a stop request may have
+     * cut that evaluation short), so it is made now, as the straight run
+     * made it. */
+    if (b > 0 && b < nb && pos.step == first_step && c->eval_every &&
+        pos.step % c->eval_every == 0) {
+      int cut;
+      PT_TRY(eval_in_epoch(W, epoch, pos.step, samples ? loss_sum / (double)samples : NAN, t_run, &E, &cut));
+      if (cut) signalled = 1;
+      if (E.target_hit) stopped = 1;
+    }
+    while (b < nb && !signalled && !E.target_hit) {
       if (c->max_steps && pos.step >= c->max_steps) {
         stopped = 1;
         break;
@@ -1129,7 +1170,7 @@ static pt_status train_loop(worker_t *W) {
         at.next_batch = b;
         at.epoch_loss_sum = loss_sum;
         at.epoch_samples = samples;
-        at.epoch_seconds = prior_seconds + (pt_now() - t0 - eval_s);
+        at.epoch_seconds = prior_seconds + (pt_now() - t0 - E.seconds);
         PT_TRY(save_checkpoint(W, &at));
         last_save = pt_now();
         saved_step = pos.step;
@@ -1141,31 +1182,12 @@ static pt_status train_loop(worker_t *W) {
       /* --eval-every: the step count decides, the same on every worker, and
        * evaluate_all is collective; so is the stop at the target. */
       if (!signalled && b < nb && c->eval_every && pos.step % c->eval_every == 0) {
-        pt_eval_sums ev = {0};
-        const double te0 = pt_now();
-        PT_TRY(evaluate_all(W, &ev));
-        m->training = 1;
-        const double te1 = pt_now();
-        pt_trace_span("evaluate", "eval", te0, te1);
-        eval_s += te1 - te0; /* not training: the rate leaves it out */
-        int hit = 0;
-        if (ev.cut) { /* by a stop request: no result; the run stops at this step, checkpointed */
-          signalled = 1;
-        } else {
-          PT_TRY(report_eval(W, epoch + 1, pos.step, samples ? loss_sum / (double)samples : NAN, &ev,
-                             pt_now() - t_run, &hit));
-          step_ev = ev;
-          step_ev_at = pos.step;
-        }
-        if (hit) {
-          target_hit = 1;
-          hit_ev = ev;
-          res->target_seconds = pt_now() - t_run;
-          res->target_step = pos.step;
-          stopped = 1;
-        }
+        int cut;
+        PT_TRY(eval_in_epoch(W, epoch, pos.step, samples ? loss_sum / (double)samples : NAN, t_run, &E, &cut));
+        if (cut) signalled = 1;
+        if (E.target_hit) stopped = 1;
       }
-      double dt = pt_now() - t0 - eval_s;
+      double dt = pt_now() - t0 - E.seconds;
       if (W->watch.nv) {
         pt_gpu_watch_line(&W->watch, gpu_line, sizeof gpu_line);
         pt_progress_set_extra(&prog, gpu_line);
@@ -1187,7 +1209,7 @@ static pt_status train_loop(worker_t *W) {
         if (W->cb_stop && W->world == 1 && !r->staged) cb_stopped = 1;
       }
       if (cb_stopped) stopped = 1;
-      if (signalled || target_hit || cb_stopped) break;
+      if (signalled || E.target_hit || cb_stopped) break;
     }
     if (on_device)
       PT_TRY(flush_device_loss(W, epoch, pos.step, lr, &loss_sum, &samples, NULL, NULL, NULL, last_save));
@@ -1199,7 +1221,7 @@ static pt_status train_loop(worker_t *W) {
     }
     W->epoch_graph_steps = W->graphs.replays - graph_steps0;
     pt_progress_finish(&prog);
-    const double train_s = pt_now() - t0 - eval_s; /* the evaluations inside it left out */
+    const double train_s = pt_now() - t0 - E.seconds; /* the evaluations inside it left out */
     samples_total += fresh;
     train_seconds_total += train_s;
     pos.next_epoch = b < nb ? epoch : epoch + 1;
@@ -1210,9 +1232,10 @@ static pt_status train_loop(worker_t *W) {
     /* Stopped on a signal within the epoch: the time left before SIGKILL
      * goes to the checkpoint, not to an evaluation (the resumed run
      * evaluates the whole epoch at its end). */
+    int target_hit = E.target_hit;
     const int skip_eval = (signalled || target_hit) && b < nb;
-    const int evaluated = step_ev_at == pos.step;
-    pt_eval_sums ev = evaluated ? step_ev : (pt_eval_sums){0};
+    const int evaluated = E.step_ev_at == pos.step;
+    pt_eval_sums ev = evaluated ? E.step_ev : (pt_eval_sums){0};
     if (!skip_eval && !evaluated) {
       const double te0 = pt_now();
       PT_TRY(evaluate_all(W, &ev));
@@ -1244,7 +1267,7 @@ static pt_status train_loop(worker_t *W) {
      * line too, from the evaluation that met it: readers of the epoch
      * lines (ptrain plot) see where it ended. */
     else if (W->rank == 0 && target_hit && b < nb)
-      PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &hit_ev, ips, prior_seconds + train_s, lr, 1));
+      PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &E.hit_ev, ips, prior_seconds + train_s, lr, 1));
     if (!skip_eval && !evaluated && !eval_cut && (c->eval_every || c->target_accuracy > 0)) {
       int hit;
       PT_TRY(report_eval(W, epoch + 1, pos.step, train_loss, &ev, pt_now() - t_run, &hit));
@@ -1287,7 +1310,7 @@ static pt_status train_loop(worker_t *W) {
     res->epochs_done = epoch + 1;
     res->train_loss = train_loss;
     /* A target met inside the epoch: that evaluation is the run's last. */
-    const pt_eval_sums *last = target_hit && skip_eval ? &hit_ev : &ev;
+    const pt_eval_sums *last = target_hit && skip_eval ? &E.hit_ev : &ev;
     res->test_loss = last->count && !eval_cut ? last->loss_sum / last->count : NAN;
     res->test_acc = last->count && !eval_cut ? (double)last->correct / last->count : NAN;
     if (signalled) {

@@ -210,3 +210,36 @@ PY
 grep -q "target accuracy 0.99 not reached in 60 steps" "$TMP/tn.out" || fail "no 'not reached': $(cat "$TMP/tn.out")"
 grep -q '"event":"target","accuracy":0.99,"reached":false' "$TMP/tn.jsonl" || fail "no unreached target line"
 pass "--eval-every leaves the weights unchanged; --target-accuracy stops at the first evaluation reaching it"
+
+# A stop request during an --eval-every evaluation (a test hook stands in
+# for SIGTERM after its 2nd batch) stops the run at that step, reporting
+# nothing from part of the split; the resumed run makes that evaluation
+# first, so its metrics and weights are the straight run's. So does a run
+# resumed after --exit-after-checkpoint at an evaluation's step, whose
+# evaluation comes after the save (both were once lost).
+ev=(--model fmnist-mlp --threads 1 --max-steps 250 --eval-every 100 --save-model --quiet)
+evals() { python3 -c 'import json,sys; print([(e["step"], e["test_loss"], e["test_acc"]) for e in map(json.loads, open(sys.argv[1])) if e["event"] == "eval"])' "$1"; }
+rc=0
+PTRAIN_TEST_STOP_IN_EVAL=2 "$PTRAIN" train "${ev[@]}" --checkpoint-dir "$TMP/ec" --metrics "$TMP/ec.jsonl" \
+  >"$TMP/ec.out" 2>&1 || rc=$?
+[[ $rc == 85 ]] || fail "stop during an --eval-every evaluation: exit $rc, expected 85: $(cat "$TMP/ec.out")"
+! grep -q '"event":"eval"' "$TMP/ec.jsonl" || fail "a cut evaluation was reported: $(cat "$TMP/ec.jsonl")"
+"$PTRAIN" train "${ev[@]}" --checkpoint-dir "$TMP/ec" --metrics "$TMP/ec.jsonl" --resume >/dev/null 2>&1 ||
+  fail "resuming after a cut --eval-every evaluation"
+[[ $(evals "$TMP/ec.jsonl") == "$(evals "$TMP/ev1.jsonl")" ]] ||
+  fail "resumed evaluations: $(evals "$TMP/ec.jsonl"), straight: $(evals "$TMP/ev1.jsonl")"
+cmp -s "$TMP/ev1/model.safetensors" "$TMP/ec/model.safetensors" || fail "the resumed run's weights differ"
+rc=0
+"$PTRAIN" train "${ev[@]}" --checkpoint-every 100 --exit-after-checkpoint --checkpoint-dir "$TMP/ex" \
+  --metrics "$TMP/ex.jsonl" >/dev/null 2>&1 || rc=$?
+[[ $rc == 85 ]] || fail "--exit-after-checkpoint: exit $rc"
+for _ in 1 2; do
+  rc=0
+  "$PTRAIN" train "${ev[@]}" --checkpoint-every 100 --exit-after-checkpoint --checkpoint-dir "$TMP/ex" \
+    --metrics "$TMP/ex.jsonl" --resume >/dev/null 2>&1 || rc=$?
+  [[ $rc == 85 || $rc == 0 ]] || fail "--exit-after-checkpoint, resumed: exit $rc"
+done
+[[ $(evals "$TMP/ex.jsonl") == "$(evals "$TMP/ev1.jsonl")" ]] ||
+  fail "evaluations across --exit-after-checkpoint: $(evals "$TMP/ex.jsonl"), straight: $(evals "$TMP/ev1.jsonl")"
+cmp -s "$TMP/ev1/model.safetensors" "$TMP/ex/model.safetensors" || fail "--exit-after-checkpoint's weights differ"
+pass "an --eval-every evaluation cut by a stop, or after an --exit-after-checkpoint save, is made on resuming"
