@@ -82,54 +82,82 @@ static int all_digits(const char *s, size_t n) {
 static int gres_gpus(const char *v) {
   if (strncmp(v, "gpu:", 4)) return 0;
   const char *count = strrchr(v, ':') + 1;
-  if (count != v + 4 && (count - 1 == v + 4 || memchr(v + 4, ':', (size_t)(count - 1 - (v + 4))))) return 0;
+  if (count != v + 4) { /* a type: a name, not a number (gpu:2:3 is a slip) */
+    const size_t tlen = (size_t)(count - 1 - (v + 4));
+    if (!tlen || memchr(v + 4, ':', tlen) || all_digits(v + 4, tlen)) return 0;
+  }
   if (!all_digits(count, strlen(count)) || strlen(count) > 4) return 0;
   const int g = atoi(count);
   return g <= 1024 ? g : 0;
 }
 
-/* The #SBATCH options the script writes itself (see pt_job_owned). */
-#define REQUEUE_HINT ", for ptrain's checkpoint and requeue before the time limit (see --signal-lead)"
+/* The #SBATCH options the script writes itself, and those that would
+ * undo what it does (see pt_job_owned). */
+#define REQUEUE_WHY "the script writes it itself, for ptrain's checkpoint and requeue before the time limit (see --signal-lead)"
+#define GPU_WHY "GPUs are asked for with --gpus-per-node or --gres, which also put the run on them"
 static const pt_job_owned kSbatchOwn[] = {
-    {"--job-name", 'J', "; give it with --job-name"},
-    {"--nodes", 'N', "; give it with --nodes"},
-    {"--ntasks-per-node", 0, "; give it with --ntasks-per-node"},
-    {"--ntasks", 'n', "; give it with --nodes and --ntasks-per-node"},
-    {"--cpus-per-task", 'c', "; give it with --cpus-per-task"},
-    {"--gpus-per-node", 0, "; give it with --gpus-per-node"},
-    {"--gpus", 'G', "; give it with --gpus-per-node"},
-    {"--gres", 0, "; give it with --gres"},
-    {"--time", 't', "; give it with --time"},
-    {"--partition", 'p', "; give it with --partition"},
-    {"--output", 'o', "; give it with --output"},
-    {"--error", 'e', "; give it with --error"},
-    {"--signal", 0, REQUEUE_HINT},
-    {"--requeue", 0, REQUEUE_HINT},
-    {"--no-requeue", 0, REQUEUE_HINT},
-    {"--open-mode", 0, REQUEUE_HINT},
+    {"--job-name", 'J', "the script writes it itself; give it with --job-name"},
+    {"--nodes", 'N', "the script writes it itself; give it with --nodes"},
+    {"--ntasks-per-node", 0, "the script writes it itself; give it with --ntasks-per-node"},
+    {"--ntasks", 'n', "the script writes --ntasks-per-node; give --nodes and --ntasks-per-node"},
+    {"--cpus-per-task", 'c', "the script writes it itself; give it with --cpus-per-task"},
+    {"--gpus-per-node", 0, GPU_WHY},
+    {"--gpus", 'G', GPU_WHY},
+    {"--gpus-per-task", 0, GPU_WHY},
+    {"--gpus-per-socket", 0, GPU_WHY},
+    {"--ntasks-per-gpu", 0, GPU_WHY},
+    {"--gres", 0, GPU_WHY},
+    {"--time", 't', "the script writes it itself; give it with --time"},
+    {"--partition", 'p', "the script writes it itself; give it with --partition"},
+    {"--output", 'o', "the script writes it itself; give it with --output"},
+    {"--error", 'e', "the script writes it itself; give it with --error"},
+    {"--signal", 0, REQUEUE_WHY},
+    {"--requeue", 0, REQUEUE_WHY},
+    {"--no-requeue", 0, REQUEUE_WHY},
+    {"--open-mode", 0, REQUEUE_WHY},
 };
 
-/* The commands the submit file sets itself. */
-#define CHECKPOINT_HINT ", for ptrain's checkpoints"
+/* The commands the submit file sets itself, by their submit names and
+ * their job attributes' (a +Name or MY.Name line sets those directly). */
+#define CHECKPOINT_WHY "the submit file sets it itself, for ptrain's checkpoints"
+#define WRAPPER_WHY "the submit file runs the wrapper, ptrain.sh; give TRAIN_ARGS after '--'"
+#define NAME_WHY "the submit file sets it itself; give it with --name"
 static const pt_job_owned kSubmitOwn[] = {
-    {"universe", 0, CHECKPOINT_HINT},
-    {"executable", 0, "; give TRAIN_ARGS after '--' (the wrapper runs ptrain)"},
-    {"arguments", 0, "; give TRAIN_ARGS after '--' (the wrapper runs ptrain)"},
-    {"batch_name", 0, "; give it with --name"},
-    {"log", 0, "; give it with --name"},
-    {"output", 0, "; give it with --name"},
-    {"error", 0, "; give it with --name"},
-    {"request_cpus", 0, "; give it with --cpus"},
-    {"request_memory", 0, "; give it with --memory"},
-    {"request_disk", 0, "; give it with --disk"},
-    {"request_gpus", 0, "; give it with --gpus"},
-    {"should_transfer_files", 0, CHECKPOINT_HINT},
-    {"transfer_input_files", 0, "; give it with --transfer-input"},
-    {"checkpoint_exit_code", 0, "; its interval is --checkpoint-interval"},
-    {"transfer_checkpoint_files", 0, CHECKPOINT_HINT},
-    {"transfer_output_files", 0, CHECKPOINT_HINT},
-    {"when_to_transfer_output", 0, CHECKPOINT_HINT},
-    {"queue", 0, CHECKPOINT_HINT},
+    {"universe", 0, CHECKPOINT_WHY},
+    {"JobUniverse", 0, CHECKPOINT_WHY},
+    {"executable", 0, WRAPPER_WHY},
+    {"Cmd", 0, WRAPPER_WHY},
+    {"arguments", 0, WRAPPER_WHY},
+    {"Args", 0, WRAPPER_WHY},
+    {"batch_name", 0, NAME_WHY},
+    {"JobBatchName", 0, NAME_WHY},
+    {"log", 0, NAME_WHY},
+    {"UserLog", 0, NAME_WHY},
+    {"output", 0, NAME_WHY},
+    {"Out", 0, NAME_WHY},
+    {"error", 0, NAME_WHY},
+    {"Err", 0, NAME_WHY},
+    {"request_cpus", 0, "the submit file sets it itself; give it with --cpus"},
+    {"RequestCpus", 0, "the submit file sets it itself; give it with --cpus"},
+    {"request_memory", 0, "the submit file sets it itself; give it with --memory"},
+    {"RequestMemory", 0, "the submit file sets it itself; give it with --memory"},
+    {"request_disk", 0, "the submit file sets it itself; give it with --disk"},
+    {"RequestDisk", 0, "the submit file sets it itself; give it with --disk"},
+    {"request_gpus", 0, "the submit file sets it itself; give it with --gpus"},
+    {"RequestGpus", 0, "the submit file sets it itself; give it with --gpus"},
+    {"should_transfer_files", 0, CHECKPOINT_WHY},
+    {"ShouldTransferFiles", 0, CHECKPOINT_WHY},
+    {"transfer_input_files", 0, "the submit file sets it itself; give it with --transfer-input"},
+    {"TransferInput", 0, "the submit file sets it itself; give it with --transfer-input"},
+    {"checkpoint_exit_code", 0, "the submit file sets it itself; its interval is --checkpoint-interval"},
+    {"CheckpointExitCode", 0, "the submit file sets it itself; its interval is --checkpoint-interval"},
+    {"transfer_checkpoint_files", 0, CHECKPOINT_WHY},
+    {"TransferCheckpoint", 0, CHECKPOINT_WHY},
+    {"transfer_output_files", 0, CHECKPOINT_WHY},
+    {"TransferOutput", 0, CHECKPOINT_WHY},
+    {"when_to_transfer_output", 0, CHECKPOINT_WHY},
+    {"WhenToTransferOutput", 0, CHECKPOINT_WHY},
+    {"queue", 0, CHECKPOINT_WHY},
 };
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -179,9 +207,15 @@ static int foreign_flag(const char *cmd, const pt_arg *mine, int nmine, const pt
   for (int i = from; i < argc; i++) {
     if (strncmp(argv[i], "--", 2)) continue;
     size_t len = strcspn(argv[i], "=");
-    int ours = 0, theirs = 0;
+    int ours = 0, theirs = 0, takes_value = 0;
     for (int k = 0; k < nmine; k++)
-      if (strlen(mine[k].name) == len && !strncmp(mine[k].name, argv[i], len)) ours = 1;
+      if (strlen(mine[k].name) == len && !strncmp(mine[k].name, argv[i], len))
+        ours = 1, takes_value = mine[k].type != ARG_FLAG;
+    /* The value of ours (--sbatch --gpus=2) is not a flag. */
+    if (ours && takes_value && !argv[i][len]) {
+      i++;
+      continue;
+    }
     for (int k = 0; k < nother; k++)
       if (strlen(other[k].name) == len && !strncmp(other[k].name, argv[i], len)) theirs = 1;
     if (!ours && theirs) {
@@ -240,7 +274,8 @@ typedef struct {
 /* request_memory or request_disk: without the flag (*given NULL), the
  * estimate in whole GB, at least floor_gb (a job that asks for too little
  * is held, or killed, on the execute machine, after its wait in the
- * queue); a size given below the estimate is said. */
+ * queue); a size given below the estimate is said, and written with its
+ * unit (see pt_job_size_text). */
 static void size_request(const char **given, const char *flag, const char *what, double need, long floor_gb,
                          const pt_train_args *ta, char out[32]) {
   const char *model = ta->model_file ? ta->model_file : ta->model ? ta->model : "mnist-cnn";
@@ -248,11 +283,14 @@ static void size_request(const char **given, const char *flag, const char *what,
     const long gb = need > floor_gb * 1024.0 ? (long)((need + 1023.0) / 1024.0) : floor_gb;
     snprintf(out, 32, "%ldGB", gb);
     *given = out;
-  } else if (need > pt_job_size_mib(*given)) {
+    return;
+  }
+  if (need > pt_job_size_mib(*given))
     fprintf(stderr, "ptrain jobscript: note: %s %s is less than %s is estimated to %s (%.1f GB); HTCondor may hold "
                     "or kill the job\n",
             flag, *given, model, what, need / 1024.0);
-  }
+  pt_job_size_text(*given, out, 32);
+  *given = out;
 }
 
 /* A relative data directory is looked for in the job's sandbox, where
@@ -562,7 +600,7 @@ static int in_one_process(const char *par) {
  * device: without them ptrain trains on the CPU while the job holds (and
  * is billed for) its GPUs. Each rank then takes the GPU of its local rank
  * among those the scheduler made visible. */
-static int plan_device(const char *cmd, const char *gpu_flag, int gpus, char **train, int ntrain, gpu_device *d) {
+static int plan_device(const char *cmd, const char *ask, int gpus, char **train, int ntrain, gpu_device *d) {
   memset(d, 0, sizeof *d);
   d->add = gpus > 0 && !pt_train_args_has(train, ntrain, "--device") && !pt_train_args_has(train, ntrain, "--devices");
   if (!d->add) return 0;
@@ -573,26 +611,26 @@ static int plan_device(const char *cmd, const char *gpu_flag, int gpus, char **t
     return 0;
   }
   if (gpus == 1 && !strcmp(par, "dp"))
-    return pt_cli_usage(cmd, "--parallel dp after '--' with %s 1: one GPU has no replicas to split the batch over; "
-                            "ask for 2 or more", gpu_flag);
+    return pt_cli_usage(cmd, "--parallel dp after '--' with %s: one GPU has no replicas to split the batch over; "
+                            "ask for 2 or more", ask);
   d->flag = "--devices";
   const int n = gpus == 1 ? 2 : gpus; /* stages on a lone GPU share it */
   size_t used = 0;
   for (int i = 0; i < n && used < sizeof d->value; i++)
     used += (size_t)snprintf(d->value + used, sizeof d->value - used, "%scuda:%d", i ? "," : "", gpus == 1 ? 0 : i);
   if (used >= sizeof d->value)
-    return pt_cli_usage(cmd, "%s %d: too many GPUs to list for --parallel %s in one process", gpu_flag, gpus, par);
+    return pt_cli_usage(cmd, "%s: too many GPUs to list for --parallel %s in one process", ask, par);
   return 0;
 }
 
 /* A CPU device chosen while GPUs are asked for is refused rather than
  * followed: the GPUs would sit idle for the whole job. */
-static int check_gpu_device(const char *cmd, const char *gpu_flag, int gpus, const pt_train_args *ta) {
+static int check_gpu_device(const char *cmd, const char *ask, int gpus, const pt_train_args *ta) {
   const char *flag = ta->c.device ? "--device" : "--devices", *dev = ta->c.device ? ta->c.device : ta->c.devices;
   if (gpus <= 0 || !dev || strncmp(dev, "cpu", 3)) return 0;
-  return pt_cli_usage(cmd, "%s %s after '--' but %s %d asks for GPUs: the job would hold them and train on the CPU; "
-                          "leave out %s, or %s %s",
-                     flag, dev, gpu_flag, gpus, gpu_flag, flag, dev);
+  return pt_cli_usage(cmd, "%s %s after '--' but %s asks for GPUs: the job would hold them and train on the CPU; "
+                          "leave out %.*s, or %s %s",
+                     flag, dev, ask, (int)strcspn(ask, " "), ask, flag, dev);
 }
 
 static int run_slurm(const slurm_opts *o, const char *ptrain, int argc, char **argv, char **train, int ntrain) {
@@ -825,15 +863,17 @@ int pt_cmd_jobscript(int argc, char **argv) {
     if (tasks > 1 && pt_train_args_has(train, ntrain, "--parallel"))
       return pt_cli_usage(cmd, "--parallel after '--': with %d tasks the script passes --parallel ddp itself%s", tasks,
                          one_task ? "; dp, model and pipeline run in one task: --nodes 1 --ntasks-per-node 1" : "");
-    const char *gpu_flag = so.gres ? "--gres" : "--gpus-per-node";
-    if ((rc = plan_device(cmd, gpu_flag, so.gpus, train, ntrain, &so.dev))) return rc;
+    char ask[64];
+    if (so.gres) snprintf(ask, sizeof ask, "--gres %s", so.gres);
+    else snprintf(ask, sizeof ask, "--gpus-per-node %d", so.gpus);
+    if ((rc = plan_device(cmd, ask, so.gpus, train, ntrain, &so.dev))) return rc;
     const char *pre[6];
     int npre = 0;
     if (tasks > 1) pre[npre++] = "--parallel", pre[npre++] = "ddp";
     if (so.dev.add) pre[npre++] = so.dev.flag, pre[npre++] = so.dev.value;
     if (adds_save_model(&so, train, ntrain)) pre[npre++] = "--save-model";
     if ((rc = pt_train_args_check(cmd, pre, npre, train, ntrain, &ta))) return rc;
-    if ((rc = check_gpu_device(cmd, gpu_flag, so.gpus, &ta))) return rc;
+    if ((rc = check_gpu_device(cmd, ask, so.gpus, &ta))) return rc;
     if (tasks == 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
       return pt_cli_usage(cmd, "--parallel ddp after '--': one task has no other ranks; ask for more with --nodes or "
                               "--ntasks-per-node, and the script passes --parallel ddp itself");
@@ -868,7 +908,9 @@ int pt_cmd_jobscript(int argc, char **argv) {
     /* As the wrapper runs it, its own flags included. */
     char interval[16];
     snprintf(interval, sizeof interval, "%d", co.checkpoint_interval);
-    if ((rc = plan_device(cmd, "--gpus", co.gpus, train, ntrain, &co.dev))) return rc;
+    char ask[32];
+    snprintf(ask, sizeof ask, "--gpus %d", co.gpus);
+    if ((rc = plan_device(cmd, ask, co.gpus, train, ntrain, &co.dev))) return rc;
     const char *pre[12];
     int npre = 0;
     if (co.ranks > 1) pre[npre++] = "--parallel", pre[npre++] = "ddp";
@@ -881,15 +923,24 @@ int pt_cmd_jobscript(int argc, char **argv) {
         !pt_train_args_has(train, ntrain, "--checkpoint-every"))
       pre[npre++] = "--checkpoint-interval", pre[npre++] = interval;
     if ((rc = pt_train_args_check(cmd, pre, npre, train, ntrain, &ta))) return rc;
-    if ((rc = check_gpu_device(cmd, "--gpus", co.gpus, &ta))) return rc;
+    if ((rc = check_gpu_device(cmd, ask, co.gpus, &ta))) return rc;
     if (co.gpus <= 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
       return pt_cli_usage(cmd, "--parallel ddp after '--': one process has no other ranks; ask for --gpus 2 or more, "
                               "and the wrapper passes --parallel ddp itself");
     char dataset[32];
-    const pt_job_need need = pt_job_estimate(ta.model, ta.model_file, ta.dataset, ta.c.batch_size,
-                                             ta.c.test_batch_size, ta.c.keep_checkpoints, dataset, sizeof dataset);
+    const pt_job_run run = {ta.model, ta.model_file, ta.dataset, ta.c.optimizer, ta.c.momentum,
+                            ta.c.batch_size, ta.c.test_batch_size, ta.c.keep_checkpoints};
+    const pt_job_need need = pt_job_estimate(&run, dataset, sizeof dataset);
+    /* Every ddp rank, and every dp replica, holds the model; the disk
+     * holds rank 0's checkpoints only. */
+    const int dp = ta.c.parallel && !strcmp(ta.c.parallel, "dp");
+    const int replicas = co.ranks > 1 ? co.ranks
+                         : !dp        ? 1
+                         : ta.c.workers > 0 ? ta.c.workers
+                         : ta.c.devices ? pt_list_count(ta.c.devices)
+                                        : 2;
     size_request(&co.memory, "--memory", "hold (weights, gradients, optimizer state, a batch's activations, the data)",
-                 need.memory_mib, 2, &ta, memory);
+                 need.memory_mib * replicas, 2, &ta, memory);
     size_request(&co.disk, "--disk", "write (its checkpoints, final weights and data)", need.disk_mib, 1, &ta, disk);
     note_data_transfer(&co, &ta, dataset);
     ptrain_given = co.ptrain;

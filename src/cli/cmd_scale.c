@@ -240,20 +240,36 @@ static int submission_flag(const char *a) {
   return 0;
 }
 
-/* What the submissions write themselves (pt_scale_write_jobs), which
- * --sbatch and --submit must not write again. */
-#define SWEEP_HINT ", from the sweep's configurations"
+/* What the submissions write themselves (pt_scale_write_jobs), and what
+ * would undo them, which --sbatch and --submit must not write (see
+ * pt_job_owned). */
+#define SWEEP_WHY "the submission sets it from the sweep's configurations"
+#define PLACE_WHY "each task reads sweep.args and writes results/ in the submission's directory"
 static const pt_job_owned kSweepSbatch[] = {
-    {"--job-name", 'J', SWEEP_HINT}, {"--array", 'a', SWEEP_HINT},         {"--ntasks", 'n', SWEEP_HINT},
-    {"--cpus-per-task", 'c', SWEEP_HINT}, {"--gres", 0, SWEEP_HINT},      {"--gpus", 'G', SWEEP_HINT},
-    {"--gpus-per-node", 0, SWEEP_HINT}, {"--output", 'o', "; --collect reads the results there"},
+    {"--job-name", 'J', SWEEP_WHY},       {"--array", 'a', SWEEP_WHY},
+    {"--ntasks", 'n', SWEEP_WHY},         {"--ntasks-per-node", 0, SWEEP_WHY},
+    {"--nodes", 'N', SWEEP_WHY},          {"--cpus-per-task", 'c', SWEEP_WHY},
+    {"--gres", 0, SWEEP_WHY},             {"--gpus", 'G', SWEEP_WHY},
+    {"--gpus-per-node", 0, SWEEP_WHY},    {"--gpus-per-task", 0, SWEEP_WHY},
+    {"--gpus-per-socket", 0, SWEEP_WHY},  {"--ntasks-per-gpu", 0, SWEEP_WHY},
+    {"--output", 'o', PLACE_WHY},         {"--chdir", 'D', PLACE_WHY},
 };
 static const pt_job_owned kSweepSubmit[] = {
-    {"universe", 0, SWEEP_HINT},       {"executable", 0, SWEEP_HINT},     {"arguments", 0, SWEEP_HINT},
-    {"initialdir", 0, SWEEP_HINT},     {"should_transfer_files", 0, SWEEP_HINT},
-    {"request_cpus", 0, SWEEP_HINT},   {"request_gpus", 0, SWEEP_HINT},   {"request_memory", 0, SWEEP_HINT},
-    {"output", 0, "; --collect reads the results there"}, {"error", 0, SWEEP_HINT}, {"log", 0, SWEEP_HINT},
-    {"queue", 0, SWEEP_HINT},
+    {"universe", 0, SWEEP_WHY},       {"JobUniverse", 0, SWEEP_WHY},
+    {"executable", 0, SWEEP_WHY},     {"Cmd", 0, SWEEP_WHY},
+    {"arguments", 0, SWEEP_WHY},      {"Args", 0, SWEEP_WHY},
+    {"initialdir", 0, PLACE_WHY},     {"Iwd", 0, PLACE_WHY},
+    {"should_transfer_files", 0, PLACE_WHY}, {"ShouldTransferFiles", 0, PLACE_WHY},
+    {"request_cpus", 0, SWEEP_WHY},   {"RequestCpus", 0, SWEEP_WHY},
+    {"request_gpus", 0, SWEEP_WHY},   {"RequestGpus", 0, SWEEP_WHY},
+    {"request_memory", 0, SWEEP_WHY}, {"RequestMemory", 0, SWEEP_WHY},
+    {"output", 0, PLACE_WHY},         {"Out", 0, PLACE_WHY},
+    {"error", 0, SWEEP_WHY},          {"Err", 0, SWEEP_WHY},
+    {"log", 0, SWEEP_WHY},            {"UserLog", 0, SWEEP_WHY},
+    {"queue", 0, SWEEP_WHY},
+    /* the variables the queue line takes from tasks.txt, which override a line's */
+    {"task", 0, SWEEP_WHY},           {"cpus", 0, SWEEP_WHY},
+    {"gpus", 0, SWEEP_WHY},           {"memory", 0, SWEEP_WHY},
 };
 
 /* --sbatch goes with --jobscript slurm, --submit with htcondor. */
@@ -270,11 +286,13 @@ static int check_job_lines(const char *jobscript, const pt_arg_strs *sbatch, con
 }
 
 /* A configuration's request_memory, in whole GB, at least 2: each worker's
- * estimate (pt_job_estimate: a replica and its batch) times the workers,
- * which share one job. 4GB where the model cannot be read here. */
+ * estimate (pt_job_estimate: a replica, its batch and its optimizer's
+ * state) times the workers, which share one job. 4GB where the model
+ * cannot be read here. */
 static int request_memory_gb(const char *model, const char *model_file, const pt_scale_config *c) {
   char dataset[32];
-  const pt_job_need need = pt_job_estimate(model, model_file, NULL, c->worker_batch, 0, 0, dataset, sizeof dataset);
+  const pt_job_run run = {model, model_file, NULL, c->optimizer, NAN, c->worker_batch, 0, 0};
+  const pt_job_need need = pt_job_estimate(&run, dataset, sizeof dataset);
   if (need.memory_mib <= 0) return 4;
   const double mib = need.memory_mib * (c->workers > 0 ? c->workers : 1);
   const int gb = (int)((mib + 1023.0) / 1024.0);

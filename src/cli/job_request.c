@@ -1,6 +1,8 @@
 #include "cli/job_request.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,34 +21,55 @@ int pt_job_check_token(const char *cmd, const char *flag, const char *v) {
   return 0;
 }
 
+/* The one-letter sbatch options that take no value, which sbatch reads
+ * bundled in front of another (-vN2 is -v -N2). */
+static const char kSbatchBare[] = "hHkOQsuVvW";
+
 int pt_job_check_sbatch(const char *cmd, const char *v, const pt_job_owned *owned, size_t n) {
   int rc = pt_job_check_token(cmd, "--sbatch", v);
   if (rc) return rc;
-  const int long_form = !strncmp(v, "--", 2) && v[2] && v[2] != '=';
-  if (!long_form && !(v[0] == '-' && v[1] && v[1] != '-'))
+  const int long_form = !strncmp(v, "--", 2) && isalpha((unsigned char)v[2]);
+  if (!long_form && !(v[0] == '-' && isalpha((unsigned char)v[1])))
     return pt_cli_usage(cmd, "--sbatch '%s': expected one sbatch option, as --account=proj or --qos=high", v);
-  const size_t len = long_form ? strcspn(v, "=") : 0;
-  for (size_t k = 0; k < n; k++) {
-    const int same = long_form ? strlen(owned[k].name) == len && !strncmp(v, owned[k].name, len)
-                               : owned[k].letter && v[1] == owned[k].letter;
-    if (same) return pt_cli_usage(cmd, "--sbatch %s: the script writes %s itself%s", v, owned[k].name, owned[k].hint);
+  if (long_form) {
+    const size_t len = strcspn(v, "=");
+    for (size_t k = 0; k < n; k++)
+      if (strlen(owned[k].name) == len && !strncmp(v, owned[k].name, len))
+        return pt_cli_usage(cmd, "--sbatch %s: %s", v, owned[k].why);
+    /* sbatch takes any unambiguous beginning of a long option. */
+    for (size_t k = 0; k < n; k++)
+      if (strlen(owned[k].name) > len && !strncmp(v, owned[k].name, len))
+        return pt_cli_usage(cmd, "--sbatch %s: sbatch reads %.*s as %s: %s", v, (int)len, v, owned[k].name,
+                            owned[k].why);
+    return 0;
   }
+  const char *p = v + 1;
+  while (*p && strchr(kSbatchBare, *p)) p++;
+  for (size_t k = 0; *p && k < n; k++)
+    if (owned[k].letter == *p) return pt_cli_usage(cmd, "--sbatch %s: -%c is %s: %s", v, *p, owned[k].name, owned[k].why);
   return 0;
 }
 
 int pt_job_check_submit(const char *cmd, const char *v, const pt_job_owned *owned, size_t n) {
-  static const char key_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+";
+  static const char key_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.";
   for (const unsigned char *p = (const unsigned char *)v; *p; p++)
-    if (*p < 0x20 || *p > 0x7e)
-      return pt_cli_usage(cmd, "--submit: expected one line of printable text, got a control character in '%s'", v);
-  const size_t klen = strspn(v, key_chars);
-  const char *eq = v + klen + strspn(v + klen, " ");
-  const char *value = *eq == '=' ? eq + 1 + strspn(eq + 1, " ") : NULL;
+    if ((*p < 0x20 && *p != '\t') || *p > 0x7e)
+      return pt_cli_usage(cmd, "--submit: expected one line of printable ASCII (tabs allowed), got '%s'", v);
+  size_t end = strlen(v);
+  while (end && (v[end - 1] == ' ' || v[end - 1] == '\t')) end--;
+  if (end && v[end - 1] == '\\')
+    return pt_cli_usage(cmd, "--submit '%s': a backslash at the end continues the line onto the next, the file's "
+                             "own (its queue); end the line otherwise", v);
+  /* A job attribute set directly: +Name or MY.Name. */
+  const char *key = v + (v[0] == '+' ? 1 : !strncasecmp(v, "MY.", 3) ? 3 : 0);
+  const size_t klen = strspn(key, key_chars);
+  const char *eq = key + klen + strspn(key + klen, " \t");
+  const char *value = *eq == '=' ? eq + 1 + strspn(eq + 1, " \t") : NULL;
   if (!klen || !value || !*value)
     return pt_cli_usage(cmd, "--submit '%s': expected KEY = VALUE, as 'requirements = (OpSysMajorVer == 12)'", v);
   for (size_t k = 0; k < n; k++)
-    if (strlen(owned[k].name) == klen && !strncasecmp(v, owned[k].name, klen))
-      return pt_cli_usage(cmd, "--submit '%s': the submit file sets %s itself%s", v, owned[k].name, owned[k].hint);
+    if (strlen(owned[k].name) == klen && !strncasecmp(key, owned[k].name, klen))
+      return pt_cli_usage(cmd, "--submit '%s': %s", v, owned[k].why);
   return 0;
 }
 
@@ -74,24 +97,39 @@ double pt_job_size_mib(const char *v) {
 
 int pt_job_valid_size(const char *v) { return pt_job_size_mib(v) > 0; }
 
-pt_job_need pt_job_estimate(const char *model, const char *model_file, const char *dataset, int batch_size,
-                            int test_batch_size, int keep_checkpoints, char *dataset_out, size_t dataset_len) {
+void pt_job_size_text(const char *v, char *out, size_t len) {
+  snprintf(out, len, "%s%s", v, v[strspn(v, "0123456789")] ? "" : "MB");
+}
+
+/* The optimizer's state, in floats per weight: PyTorch's for each (Adam's
+ * and AdamW's two moments, Adadelta's square average and accumulated
+ * update, SGD's momentum buffer only with momentum). */
+static double state_per_weight(const pt_job_run *run, const pt_train_defaults *d) {
+  const char *name = run->optimizer ? run->optimizer : d->optimizer;
+  if (strcmp(name, "sgd")) return 2.0;
+  /* The model's momentum goes with the model's optimizer only. */
+  const int own = !run->optimizer || !strcmp(run->optimizer, d->optimizer);
+  const float momentum = !isnan(run->momentum) ? run->momentum : own ? d->momentum : 0.0f;
+  return momentum > 0.0f ? 1.0 : 0.0;
+}
+
+pt_job_need pt_job_estimate(const pt_job_run *run, char *dataset_out, size_t dataset_len) {
   pt_model_spec spec;
   pt_model_summary sum;
   pt_job_need need = {0, 0};
-  snprintf(dataset_out, dataset_len, "%s", dataset ? dataset : ""); /* the model's, where it is read */
-  if (pt_train_load_spec(model, model_file, &spec) != PT_OK || pt_model_summarize(&spec, &sum) != PT_OK) {
+  snprintf(dataset_out, dataset_len, "%s", run->dataset ? run->dataset : ""); /* the model's, where it is read */
+  if (pt_train_load_spec(run->model, run->model_file, &spec) != PT_OK || pt_model_summarize(&spec, &sum) != PT_OK) {
     pt_error_clear();
     return need;
   }
-  if (!dataset) snprintf(dataset_out, dataset_len, "%s", spec.defaults.dataset);
-  const double batch = batch_size > 0 ? batch_size : spec.defaults.batch;
-  const double test_batch = test_batch_size > 0 ? test_batch_size : spec.defaults.test_batch;
+  if (!run->dataset) snprintf(dataset_out, dataset_len, "%s", spec.defaults.dataset);
+  const double batch = run->batch > 0 ? run->batch : spec.defaults.batch;
+  const double test_batch = run->test_batch > 0 ? run->test_batch : spec.defaults.test_batch;
   const double per_batch = 2 * batch > test_batch ? 2 * batch : test_batch;
   const double data = !strcmp(dataset_out, "cifar10") ? 60000.0 * 3 * 32 * 32 : 70000.0 * 28 * 28;
-  const double params = (double)sum.nparams;
-  need.memory_mib = (16.0 * params + 4.0 * (double)sum.activation_floats * per_batch + data) / 1048576.0 + 512.0;
-  const double kept = (keep_checkpoints > 0 ? keep_checkpoints : 2) + 1;
-  need.disk_mib = (kept * 12.0 * params + 4.0 * params + data) / 1048576.0 + 256.0;
+  const double weights = 4.0 * (double)sum.nparams, state = weights * state_per_weight(run, &spec.defaults);
+  need.memory_mib = (2.0 * weights + state + 4.0 * (double)sum.activation_floats * per_batch + data) / 1048576.0 + 512.0;
+  const double kept = (run->keep_checkpoints > 0 ? run->keep_checkpoints : 2) + 1;
+  need.disk_mib = (kept * (weights + state) + weights + data) / 1048576.0 + 256.0;
   return need;
 }

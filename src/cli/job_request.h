@@ -14,50 +14,65 @@ extern const char pt_job_safe_word[];
  * token means the same to both, and to a reader. v may be NULL. */
 int pt_job_check_token(const char *cmd, const char *flag, const char *v);
 
-/* An option or command the generated file writes itself, which an added
- * line must not write again: the scheduler would settle the two by its
- * order of reading, silently. hint ends the refusal: "; give it with
- * --time", or why the file needs its own. letter: an #SBATCH option's
- * one-letter form, or 0. */
+/* An option or command the generated file writes itself, or one that
+ * would undo what it does, which an added line must not write: the
+ * scheduler would settle the two by its order of reading, silently. why
+ * is the refusal's reason: "the script writes --time itself; give it with
+ * --time". letter: an #SBATCH option's one-letter form, or 0. For
+ * HTCondor, name is a submit command or a job attribute (RequestMemory),
+ * matched without regard to case, with or without MY. or +. */
 typedef struct {
   const char *name;
   char letter;
-  const char *hint;
+  const char *why;
 } pt_job_owned;
 
 /* A --sbatch value: one sbatch option as a single word, --name[=value] or
- * -Xvalue, none of owned[0..n). */
+ * -Xvalue (letters of flags that take no value may come first, as sbatch
+ * reads them), naming none of owned[0..n), in full or abbreviated. */
 int pt_job_check_sbatch(const char *cmd, const char *v, const pt_job_owned *owned, size_t n);
-/* A --submit value: KEY = VALUE on one line of printable text, KEY none
- * of owned[0..n) (HTCondor's keys ignore case). */
+/* A --submit value: KEY = VALUE on one line of printable ASCII (tabs
+ * allowed), not continued on the next (a trailing backslash), KEY none of
+ * owned[0..n). */
 int pt_job_check_submit(const char *cmd, const char *v, const pt_job_owned *owned, size_t n);
 
-/* A size in MiB, as --memory and --disk take it: 4GB, 512MB, 2048 (HTCondor
- * reads a bare number as MB); 0 where it is not one. */
+/* A size in MiB, as --memory and --disk take it: 4GB, 512MB, 2048 (a bare
+ * number is MB); 0 where it is not one. */
 double pt_job_size_mib(const char *v);
 int pt_job_valid_size(const char *v);
+/* The size as a submit file takes it, unit and all: HTCondor reads a bare
+ * request_memory as MB but a bare request_disk as KB, so a bare number
+ * gets "MB". */
+void pt_job_size_text(const char *v, char *out, size_t len);
 
-/* What a run needs, in MiB; 0 for both where the model is a spec file
- * that cannot be read here. Upper bounds, not fits.
- *  memory: weights, gradients and two moments of optimizer state; the
+/* What a run needs, in MiB, for each process that holds a replica of the
+ * model; 0 for both where the model is a spec file that cannot be read
+ * here. Upper bounds, not fits.
+ *  memory: weights, gradients and the optimizer's state (none for plain
+ *    SGD, one moment with momentum, two for Adam, AdamW and Adadelta); the
  *    layers' outputs and their gradients for a training batch, or the
  *    outputs of an evaluation batch, whichever is larger; the data set's
  *    bytes; 512 MiB for the rest (the process, the BLAS's buffers).
- *    cifar-convnet (batch 64, evaluation batch 1000) peaked at 4.9 GiB on
- *    a CPU, where this says 8.6, and on a GPU the host holds less.
+ *    cifar-convnet with Adam (batch 64, evaluation batch 1000) peaked at
+ *    4.9 GiB on a CPU, where this says 8.6, and on a GPU the host holds
+ *    less.
  *  disk: the checkpoints kept and the one being written, each the weights
- *    and up to two moments of optimizer state; the final weights; the data
- *    set, which may travel with the job; 256 MiB for the logs and the
- *    rest. cifar-convnet's checkpoints are 1.6 GB each with Adam's
- *    moments. */
+ *    and the optimizer's state; the final weights; the data set, which may
+ *    travel with the job; 256 MiB for the logs and the rest.
+ *    cifar-convnet's checkpoints are 1.6 GB each with Adam's moments. */
 typedef struct {
   double memory_mib, disk_mib;
 } pt_job_need;
 
-/* model or model_file (NULL: mnist-cnn); dataset NULL for the model's;
- * batch, test_batch and keep_checkpoints 0 for the defaults. The dataset
- * it settled on goes to dataset_out. */
-pt_job_need pt_job_estimate(const char *model, const char *model_file, const char *dataset, int batch, int test_batch,
-                            int keep_checkpoints, char *dataset_out, size_t dataset_len);
+/* What of a run the estimate reads; NULL and unset values (see
+ * pt_train_config) for the model's own. */
+typedef struct {
+  const char *model, *model_file, *dataset, *optimizer;
+  float momentum; /* NaN: unset */
+  int batch, test_batch, keep_checkpoints;
+} pt_job_run;
+
+/* The dataset it settled on goes to dataset_out. */
+pt_job_need pt_job_estimate(const pt_job_run *run, char *dataset_out, size_t dataset_len);
 
 #endif

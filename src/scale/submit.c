@@ -68,6 +68,14 @@ pt_status pt_scale_write_jobs(const char *dir, const char *kind, const char *sel
   snprintf(path, sizeof path, "%s/results", dir);
   if (mkdir(path, 0755) && errno != EEXIST) return pt_fail_errno(PT_ERR_IO, "cannot create %s", path);
   PT_TRY(remove_results(path));
+  /* A sweep replaced by one for the other scheduler: its files go too, so
+   * that none is left to submit with the old configurations. */
+  static const char *const slurm_files[] = {"scale.sbatch"}, *const condor_files[] = {"scale.sub", "scale-task.sh", "tasks.txt"};
+  const char *const *other = slurm ? condor_files : slurm_files;
+  for (int i = 0, n_other = slurm ? 3 : 1; i < n_other; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, other[i]);
+    if (unlink(path) && errno != ENOENT) return pt_fail_errno(PT_ERR_IO, "cannot remove %s", path);
+  }
   /* The sweep's own arguments, one a line: every task and --collect expand
    * the same configurations from them, in the same order. */
   snprintf(path, sizeof path, "%s/sweep.args", dir);

@@ -11,4 +11,11 @@ static inline int pt_list_has_empty(const char *list) {
   return !n || list[0] == ',' || list[n - 1] == ',' || strstr(list, ",,") != NULL;
 }
 
+/* The entries of a list: its commas and one. */
+static inline int pt_list_count(const char *list) {
+  int n = 1;
+  for (; *list; list++) n += *list == ',';
+  return n;
+}
+
 #endif

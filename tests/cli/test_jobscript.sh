@@ -161,21 +161,33 @@ awk '/^#SBATCH/ && seen { exit 1 } !/^#/ && !/^$/ { seen = 1 }' "$TMP/gres.sh" |
 "$PTRAIN" jobscript slurm --gres gpu:h100:1 -- --parallel pipeline >"$TMP/gres1.sh" || fail "--gres gpu:h100:1"
 has "$TMP/gres1.sh" "#SBATCH --gres=gpu:h100:1"
 grep -q " train --devices cuda:0,cuda:0 " "$TMP/gres1.sh" || fail "--gres gpu:h100:1 pipeline: $(grep ^srun "$TMP/gres1.sh")"
-for bad in gpu gpu:0 gpu::2 gpu:a:b:2 mem:2 gpu:2x gpu:2000; do
+for bad in gpu gpu:0 gpu::2 gpu:a:b:2 mem:2 gpu:2x gpu:2000 gpu:2:3; do
   expect_exit 2 "--gres: expected gpu:G or gpu:TYPE:G with G from 1 to 1024, got '$bad'" -- \
     "$PTRAIN" jobscript slurm --gres "$bad" -- --epochs 1
 done
 expect_exit 2 "--gres and --gpus-per-node both ask for GPUs" -- \
   "$PTRAIN" jobscript slurm --gres gpu:2 --gpus-per-node 2 -- --epochs 1
-expect_exit 2 "--device cpu after '--' but --gres 1 asks for GPUs" -- \
+expect_exit 2 "--device cpu after '--' but --gres gpu:1 asks for GPUs: .*leave out --gres," -- \
   "$PTRAIN" jobscript slurm --gres gpu:1 -- --device cpu
-expect_exit 2 "--sbatch --time=01:00:00: the script writes --time itself; give it with --time" -- \
+expect_exit 2 "--sbatch --time=01:00:00: the script writes it itself; give it with --time" -- \
   "$PTRAIN" jobscript slurm --sbatch --time=01:00:00 -- --epochs 1
-expect_exit 2 "--sbatch -t10: the script writes --time itself" -- "$PTRAIN" jobscript slurm --sbatch -t10 -- --epochs 1
-expect_exit 2 "--sbatch --ntasks=4: the script writes --ntasks itself; give it with --nodes and --ntasks-per-node" -- \
+expect_exit 2 "--sbatch -t10: -t is --time: the script writes it itself" -- "$PTRAIN" jobscript slurm --sbatch -t10 -- --epochs 1
+expect_exit 2 "--sbatch --ntasks=4: the script writes --ntasks-per-node; give --nodes and --ntasks-per-node" -- \
   "$PTRAIN" jobscript slurm --sbatch --ntasks=4 -- --epochs 1
-expect_exit 2 "--sbatch --signal=USR1@60: the script writes --signal itself, for ptrain's checkpoint and requeue" -- \
+expect_exit 2 "--sbatch --signal=USR1@60: the script writes it itself, for ptrain's checkpoint and requeue" -- \
   "$PTRAIN" jobscript slurm --sbatch --signal=USR1@60 -- --epochs 1
+# sbatch's own readings: an abbreviated long option, flags bundled in front
+# of a short one, GPU requests of other names.
+expect_exit 2 "--sbatch --partit=gpu: sbatch reads --partit as --partition: the script writes it itself" -- \
+  "$PTRAIN" jobscript slurm --sbatch --partit=gpu -- --epochs 1
+expect_exit 2 "--sbatch --requ: sbatch reads --requ as --requeue" -- "$PTRAIN" jobscript slurm --sbatch --requ -- --epochs 1
+expect_exit 2 "--sbatch -vN2: -N is --nodes" -- "$PTRAIN" jobscript slurm --sbatch -vN2 -- --epochs 1
+expect_exit 2 "--sbatch -Qt01:00:00: -t is --time" -- "$PTRAIN" jobscript slurm --sbatch -Qt01:00:00 -- --epochs 1
+expect_exit 2 "--sbatch --gpus=2: GPUs are asked for with --gpus-per-node or --gres" -- \
+  "$PTRAIN" jobscript slurm --sbatch --gpus=2 -- --epochs 1
+expect_exit 2 "--sbatch --gpus-per-task=1: GPUs are asked for with --gpus-per-node or --gres" -- \
+  "$PTRAIN" jobscript slurm --sbatch --gpus-per-task=1 -- --epochs 1
+expect_exit 2 "--sbatch '---x': expected one sbatch option" -- "$PTRAIN" jobscript slurm --sbatch ---x -- --epochs 1
 expect_exit 2 "--sbatch 'account=proj': expected one sbatch option" -- \
   "$PTRAIN" jobscript slurm --sbatch account=proj -- --epochs 1
 expect_exit 2 "--sbatch: expected letters, digits and .* got '--account proj'" -- \
@@ -229,6 +241,20 @@ grep -Eq '^request_disk *= [5-7]GB$' "$TMP/cm.out" || fail "cifar-convnet's requ
 "$PTRAIN" jobscript htcondor --disk 20GB -- --model cifar-convnet --data-dir /shared/cifar10 >"$TMP/cd.out" 2>"$TMP/cd.err" ||
   fail "--disk 20GB"
 grep -q '^request_disk *= 20GB$' "$TMP/cd.out" && [[ ! -s $TMP/cd.err ]] || fail "--disk 20GB: $(cat "$TMP/cd.err")"
+# A bare number is MB, as for --memory; HTCondor reads a bare request_disk
+# as KB, so the file says MB.
+"$PTRAIN" jobscript htcondor --disk 8192 --memory 4096 -- --model fmnist-mlp >"$TMP/cd2.out" || fail "--disk 8192"
+grep -q '^request_disk *= 8192MB$' "$TMP/cd2.out" && grep -q '^request_memory *= 4096MB$' "$TMP/cd2.out" ||
+  fail "bare sizes: $(grep request_ "$TMP/cd2.out")"
+# The optimizer's state counts: plain SGD checkpoints a third of Adam's;
+# ddp ranks each hold the model.
+"$PTRAIN" jobscript htcondor -- --model cifar-convnet --data-dir /shared/cifar10 --optimizer sgd >"$TMP/csgd.out" ||
+  fail "cifar-convnet with sgd"
+grep -Eq '^request_disk *= [23]GB$' "$TMP/csgd.out" || fail "cifar-convnet sgd's request_disk: $(grep request_disk "$TMP/csgd.out")"
+"$PTRAIN" jobscript htcondor --gpus 2 -- --model cifar-convnet --data-dir /shared/cifar10 >"$TMP/c2g.out" ||
+  fail "cifar-convnet, 2 GPUs"
+(($(sed -n 's/^request_memory *= \([0-9]*\)GB$/\1/p' "$TMP/c2g.out") > $(sed -n 's/^request_memory *= \([0-9]*\)GB$/\1/p' "$TMP/cm.out"))) ||
+  fail "two ddp ranks, no more memory: $(grep request_memory "$TMP/c2g.out")"
 "$PTRAIN" jobscript htcondor --disk 1GB -- --model cifar-convnet --data-dir /shared/cifar10 >/dev/null 2>"$TMP/cd.err" ||
   fail "--disk 1GB"
 grep -q "note: --disk 1GB is less than cifar-convnet is estimated to write" "$TMP/cd.err" ||
@@ -243,16 +269,23 @@ awk '/^# ---- file: ptrain.sub ----$/ { f = 1; next } /^# ---- file: / { f = 0 }
   tail -n 3 >"$TMP/cs.tail"
 printf '%s\n' 'requirements = (OpSysMajorVer == 12)' '+ProjectName = "ml"' queue | cmp -s - "$TMP/cs.tail" ||
   fail "--submit lines: $(cat "$TMP/cs.tail")"
-expect_exit 2 "--submit 'request_disk = 3GB': the submit file sets request_disk itself; give it with --disk" -- \
+expect_exit 2 "--submit 'request_disk = 3GB': the submit file sets it itself; give it with --disk" -- \
   "$PTRAIN" jobscript htcondor --submit 'request_disk = 3GB' -- --epochs 1
-expect_exit 2 "--submit 'Executable=x': the submit file sets executable itself" -- \
+expect_exit 2 "--submit 'Executable=x': the submit file runs the wrapper" -- \
   "$PTRAIN" jobscript htcondor --submit 'Executable=x' -- --epochs 1
-expect_exit 2 "--submit 'when_to_transfer_output = ON_EXIT': the submit file sets when_to_transfer_output itself, for ptrain's checkpoints" -- \
+expect_exit 2 "--submit 'when_to_transfer_output = ON_EXIT': the submit file sets it itself, for ptrain's checkpoints" -- \
   "$PTRAIN" jobscript htcondor --submit 'when_to_transfer_output = ON_EXIT' -- --epochs 1
+# The job attributes behind the commands, set directly or by name.
+for line in 'RequestMemory = 1' 'MY.RequestDisk = 1' '+RequestCpus = 8' 'my.checkpointexitcode = 0'; do
+  expect_exit 2 "--submit '[^']*': the submit file sets it itself" -- "$PTRAIN" jobscript htcondor --submit "$line" -- --epochs 1
+done
+expect_exit 2 "a backslash at the end continues the line onto the next" -- \
+  "$PTRAIN" jobscript htcondor --submit 'requirements = a \' -- --epochs 1
+"$PTRAIN" jobscript htcondor --submit $'requirements\t=\t(Memory > 1)' -- --epochs 1 >/dev/null || fail "a tab in --submit"
 expect_exit 2 "--submit 'requirements': expected KEY = VALUE" -- \
   "$PTRAIN" jobscript htcondor --submit requirements -- --epochs 1
 expect_exit 2 "--submit 'a = ': expected KEY = VALUE" -- "$PTRAIN" jobscript htcondor --submit 'a = ' -- --epochs 1
-expect_exit 2 "--submit: expected one line of printable text" -- \
+expect_exit 2 "--submit: expected one line of printable ASCII" -- \
   "$PTRAIN" jobscript htcondor --submit $'a = 1\nqueue 100' -- --epochs 1
 expect_exit 2 "--disk: expected a size such as 8GB" -- "$PTRAIN" jobscript htcondor --disk lots -- --epochs 1
 expect_exit 2 "--submit: given more than 16 times" -- "$PTRAIN" jobscript htcondor \

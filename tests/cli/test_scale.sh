@@ -247,14 +247,26 @@ for l in "#SBATCH --partition=gpu" "#SBATCH --time=00:30:00" "#SBATCH --array=0-
 done
 awk '/^#SBATCH/ && seen { exit 1 } !/^#/ && !/^$/ { seen = 1 }' "$TMP/slurm/scale.sbatch" || fail "#SBATCH after a command"
 ! grep -q -- "--sbatch\|partition" "$TMP/slurm/sweep.args" || fail "sweep.args holds the submission's flags"
-expect_exit 2 "scale: --sbatch --array=0-9: the script writes --array itself, from the sweep's configurations" -- \
+expect_exit 2 "scale: --sbatch --array=0-9: the submission sets it from the sweep's configurations" -- \
   "$PTRAIN" scale --jobscript slurm --write "$TMP/s2" --sbatch --array=0-9
-expect_exit 2 "scale: --submit 'request_memory = 1GB': the submit file sets request_memory itself" -- \
+expect_exit 2 "scale: --sbatch -D/tmp: -D is --chdir: each task reads sweep.args" -- \
+  "$PTRAIN" scale --jobscript slurm --write "$TMP/s2" --sbatch -D/tmp
+expect_exit 2 "scale: --sbatch --nodes=2: the submission sets it" -- \
+  "$PTRAIN" scale --jobscript slurm --write "$TMP/s2" --sbatch --nodes=2
+expect_exit 2 "scale: --submit 'request_memory = 1GB': the submission sets it" -- \
   "$PTRAIN" scale --jobscript htcondor --write "$TMP/s2" --submit 'request_memory = 1GB'
+expect_exit 2 "scale: --submit 'Iwd = /x': each task reads sweep.args" -- \
+  "$PTRAIN" scale --jobscript htcondor --write "$TMP/s2" --submit 'Iwd = /x'
+expect_exit 2 "scale: --submit 'memory = 1GB': the submission sets it" -- \
+  "$PTRAIN" scale --jobscript htcondor --write "$TMP/s2" --submit 'memory = 1GB'
 expect_exit 2 "scale: --sbatch goes with --jobscript slurm" -- "$PTRAIN" scale --sbatch --partition=gpu
 expect_exit 2 "scale: --submit goes with --jobscript htcondor" -- \
   "$PTRAIN" scale --jobscript slurm --write "$TMP/s2" --submit 'a = 1'
 [[ ! -e $TMP/s2 ]] || fail "a refused submission made $TMP/s2"
+"$PTRAIN" scale --model fmnist-mlp --workers 1,2 --strategies none,dp --jobscript slurm --write "$TMP/condor-c" --force \
+  >/dev/null || fail "a slurm sweep over an htcondor one"
+[[ -f $TMP/condor-c/scale.sbatch && ! -e $TMP/condor-c/scale.sub && ! -e $TMP/condor-c/tasks.txt ]] ||
+  fail "the htcondor sweep's files stayed: $(ls "$TMP/condor-c")"
 pass "--jobscript: request_memory from the model and workers; --sbatch and --submit lines, and the ones refused"
 
 # A second submission into the same directory: refused, the first one's
