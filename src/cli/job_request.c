@@ -53,8 +53,9 @@ int pt_job_check_sbatch(const char *cmd, const char *v, const pt_job_owned *owne
 int pt_job_check_submit(const char *cmd, const char *v, const pt_job_owned *owned, size_t n) {
   static const char key_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.";
   for (const unsigned char *p = (const unsigned char *)v; *p; p++)
-    if ((*p < 0x20 && *p != '\t') || *p > 0x7e)
-      return pt_cli_usage(cmd, "--submit: expected one line of printable ASCII (tabs allowed), got '%s'", v);
+    if ((*p < 0x20 && *p != '\t') || *p > 0x7e) /* named by its code: printed, it could end the message's line */
+      return pt_cli_usage(cmd, "--submit: expected one line of printable ASCII (tabs allowed), got byte 0x%02x at %d",
+                          *p, (int)((const char *)p - v) + 1);
   size_t end = strlen(v);
   while (end && (v[end - 1] == ' ' || v[end - 1] == '\t')) end--;
   if (end && v[end - 1] == '\\')

@@ -285,7 +285,7 @@ expect_exit 2 "a backslash at the end continues the line onto the next" -- \
 expect_exit 2 "--submit 'requirements': expected KEY = VALUE" -- \
   "$PTRAIN" jobscript htcondor --submit requirements -- --epochs 1
 expect_exit 2 "--submit 'a = ': expected KEY = VALUE" -- "$PTRAIN" jobscript htcondor --submit 'a = ' -- --epochs 1
-expect_exit 2 "--submit: expected one line of printable ASCII" -- \
+expect_exit 2 "--submit: expected one line of printable ASCII \\(tabs allowed\\), got byte 0x0a at 6" -- \
   "$PTRAIN" jobscript htcondor --submit $'a = 1\nqueue 100' -- --epochs 1
 expect_exit 2 "--disk: expected a size such as 8GB" -- "$PTRAIN" jobscript htcondor --disk lots -- --epochs 1
 expect_exit 2 "--submit: given more than 16 times" -- "$PTRAIN" jobscript htcondor \
