@@ -92,10 +92,10 @@ static int gres_gpus(const char *v) {
 }
 
 /* The #SBATCH options the script writes itself, and those that would
- * undo what it does (see pt_job_owned). */
+ * undo what it does (see job_request.h). */
 #define REQUEUE_WHY "the script writes it itself, for ptrain's checkpoint and requeue before the time limit (see --signal-lead)"
 #define GPU_WHY "GPUs are asked for with --gpus-per-node or --gres, which also put the run on them"
-static const pt_job_owned kSbatchOwn[] = {
+static const pt_job_sbatch_owned kSbatchOwn[] = {
     {"--job-name", 'J', "the script writes it itself; give it with --job-name"},
     {"--nodes", 'N', "the script writes it itself; give it with --nodes"},
     {"--ntasks-per-node", 0, "the script writes it itself; give it with --ntasks-per-node"},
@@ -122,42 +122,26 @@ static const pt_job_owned kSbatchOwn[] = {
 #define CHECKPOINT_WHY "the submit file sets it itself, for ptrain's checkpoints"
 #define WRAPPER_WHY "the submit file runs the wrapper, ptrain.sh; give TRAIN_ARGS after '--'"
 #define NAME_WHY "the submit file sets it itself; give it with --name"
-static const pt_job_owned kSubmitOwn[] = {
-    {"universe", 0, CHECKPOINT_WHY},
-    {"JobUniverse", 0, CHECKPOINT_WHY},
-    {"executable", 0, WRAPPER_WHY},
-    {"Cmd", 0, WRAPPER_WHY},
-    {"arguments", 0, WRAPPER_WHY},
-    {"Args", 0, WRAPPER_WHY},
-    {"batch_name", 0, NAME_WHY},
-    {"JobBatchName", 0, NAME_WHY},
-    {"log", 0, NAME_WHY},
-    {"UserLog", 0, NAME_WHY},
-    {"output", 0, NAME_WHY},
-    {"Out", 0, NAME_WHY},
-    {"error", 0, NAME_WHY},
-    {"Err", 0, NAME_WHY},
-    {"request_cpus", 0, "the submit file sets it itself; give it with --cpus"},
-    {"RequestCpus", 0, "the submit file sets it itself; give it with --cpus"},
-    {"request_memory", 0, "the submit file sets it itself; give it with --memory"},
-    {"RequestMemory", 0, "the submit file sets it itself; give it with --memory"},
-    {"request_disk", 0, "the submit file sets it itself; give it with --disk"},
-    {"RequestDisk", 0, "the submit file sets it itself; give it with --disk"},
-    {"request_gpus", 0, "the submit file sets it itself; give it with --gpus"},
-    {"RequestGpus", 0, "the submit file sets it itself; give it with --gpus"},
-    {"should_transfer_files", 0, CHECKPOINT_WHY},
-    {"ShouldTransferFiles", 0, CHECKPOINT_WHY},
-    {"transfer_input_files", 0, "the submit file sets it itself; give it with --transfer-input"},
-    {"TransferInput", 0, "the submit file sets it itself; give it with --transfer-input"},
-    {"checkpoint_exit_code", 0, "the submit file sets it itself; its interval is --checkpoint-interval"},
-    {"CheckpointExitCode", 0, "the submit file sets it itself; its interval is --checkpoint-interval"},
-    {"transfer_checkpoint_files", 0, CHECKPOINT_WHY},
-    {"TransferCheckpoint", 0, CHECKPOINT_WHY},
-    {"transfer_output_files", 0, CHECKPOINT_WHY},
-    {"TransferOutput", 0, CHECKPOINT_WHY},
-    {"when_to_transfer_output", 0, CHECKPOINT_WHY},
-    {"WhenToTransferOutput", 0, CHECKPOINT_WHY},
-    {"queue", 0, CHECKPOINT_WHY},
+static const pt_job_submit_owned kSubmitOwn[] = {
+    {"universe", "JobUniverse", CHECKPOINT_WHY},
+    {"executable", "Cmd", WRAPPER_WHY},
+    {"arguments", "Args", WRAPPER_WHY},
+    {"batch_name", "JobBatchName", NAME_WHY},
+    {"log", "UserLog", NAME_WHY},
+    {"output", "Out", NAME_WHY},
+    {"error", "Err", NAME_WHY},
+    {"request_cpus", "RequestCpus", "the submit file sets it itself; give it with --cpus"},
+    {"request_memory", "RequestMemory", "the submit file sets it itself; give it with --memory"},
+    {"request_disk", "RequestDisk", "the submit file sets it itself; give it with --disk"},
+    {"request_gpus", "RequestGpus", "the submit file sets it itself; give it with --gpus"},
+    {"should_transfer_files", "ShouldTransferFiles", CHECKPOINT_WHY},
+    {"transfer_input_files", "TransferInput", "the submit file sets it itself; give it with --transfer-input"},
+    {"checkpoint_exit_code", "CheckpointExitCode",
+     "the submit file sets it itself; its interval is --checkpoint-interval"},
+    {"transfer_checkpoint_files", "TransferCheckpoint", CHECKPOINT_WHY},
+    {"transfer_output_files", "TransferOutput", CHECKPOINT_WHY},
+    {"when_to_transfer_output", "WhenToTransferOutput", CHECKPOINT_WHY},
+    {"queue", NULL, CHECKPOINT_WHY},
 };
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -242,10 +242,10 @@ static int submission_flag(const char *a) {
 
 /* What the submissions write themselves (pt_scale_write_jobs), and what
  * would undo them, which --sbatch and --submit must not write (see
- * pt_job_owned). */
+ * job_request.h). */
 #define SWEEP_WHY "the submission sets it from the sweep's configurations"
 #define PLACE_WHY "each task reads sweep.args and writes results/ in the submission's directory"
-static const pt_job_owned kSweepSbatch[] = {
+static const pt_job_sbatch_owned kSweepSbatch[] = {
     {"--job-name", 'J', SWEEP_WHY},       {"--array", 'a', SWEEP_WHY},
     {"--ntasks", 'n', SWEEP_WHY},         {"--ntasks-per-node", 0, SWEEP_WHY},
     {"--nodes", 'N', SWEEP_WHY},          {"--cpus-per-task", 'c', SWEEP_WHY},
@@ -254,22 +254,24 @@ static const pt_job_owned kSweepSbatch[] = {
     {"--gpus-per-socket", 0, SWEEP_WHY},  {"--ntasks-per-gpu", 0, SWEEP_WHY},
     {"--output", 'o', PLACE_WHY},         {"--chdir", 'D', PLACE_WHY},
 };
-static const pt_job_owned kSweepSubmit[] = {
-    {"universe", 0, SWEEP_WHY},       {"JobUniverse", 0, SWEEP_WHY},
-    {"executable", 0, SWEEP_WHY},     {"Cmd", 0, SWEEP_WHY},
-    {"arguments", 0, SWEEP_WHY},      {"Args", 0, SWEEP_WHY},
-    {"initialdir", 0, PLACE_WHY},     {"Iwd", 0, PLACE_WHY},
-    {"should_transfer_files", 0, PLACE_WHY}, {"ShouldTransferFiles", 0, PLACE_WHY},
-    {"request_cpus", 0, SWEEP_WHY},   {"RequestCpus", 0, SWEEP_WHY},
-    {"request_gpus", 0, SWEEP_WHY},   {"RequestGpus", 0, SWEEP_WHY},
-    {"request_memory", 0, SWEEP_WHY}, {"RequestMemory", 0, SWEEP_WHY},
-    {"output", 0, PLACE_WHY},         {"Out", 0, PLACE_WHY},
-    {"error", 0, SWEEP_WHY},          {"Err", 0, SWEEP_WHY},
-    {"log", 0, SWEEP_WHY},            {"UserLog", 0, SWEEP_WHY},
-    {"queue", 0, SWEEP_WHY},
+static const pt_job_submit_owned kSweepSubmit[] = {
+    {"universe", "JobUniverse", SWEEP_WHY},
+    {"executable", "Cmd", SWEEP_WHY},
+    {"arguments", "Args", SWEEP_WHY},
+    {"initialdir", "Iwd", PLACE_WHY},
+    {"should_transfer_files", "ShouldTransferFiles", PLACE_WHY},
+    {"request_cpus", "RequestCpus", SWEEP_WHY},
+    {"request_gpus", "RequestGpus", SWEEP_WHY},
+    {"request_memory", "RequestMemory", SWEEP_WHY},
+    {"output", "Out", PLACE_WHY},
+    {"error", "Err", SWEEP_WHY},
+    {"log", "UserLog", SWEEP_WHY},
+    {"queue", NULL, SWEEP_WHY},
     /* the variables the queue line takes from tasks.txt, which override a line's */
-    {"task", 0, SWEEP_WHY},           {"cpus", 0, SWEEP_WHY},
-    {"gpus", 0, SWEEP_WHY},           {"memory", 0, SWEEP_WHY},
+    {"task", NULL, SWEEP_WHY},
+    {"cpus", NULL, SWEEP_WHY},
+    {"gpus", NULL, SWEEP_WHY},
+    {"memory", NULL, SWEEP_WHY},
 };
 
 /* --sbatch goes with --jobscript slurm, --submit with htcondor. */

@@ -25,7 +25,7 @@ int pt_job_check_token(const char *cmd, const char *flag, const char *v) {
  * bundled in front of another (-vN2 is -v -N2). */
 static const char kSbatchBare[] = "hHkOQsuVvW";
 
-int pt_job_check_sbatch(const char *cmd, const char *v, const pt_job_owned *owned, size_t n) {
+int pt_job_check_sbatch(const char *cmd, const char *v, const pt_job_sbatch_owned *owned, size_t n) {
   int rc = pt_job_check_token(cmd, "--sbatch", v);
   if (rc) return rc;
   const int long_form = !strncmp(v, "--", 2) && isalpha((unsigned char)v[2]);
@@ -50,7 +50,7 @@ int pt_job_check_sbatch(const char *cmd, const char *v, const pt_job_owned *owne
   return 0;
 }
 
-int pt_job_check_submit(const char *cmd, const char *v, const pt_job_owned *owned, size_t n) {
+int pt_job_check_submit(const char *cmd, const char *v, const pt_job_submit_owned *owned, size_t n) {
   static const char key_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.";
   for (const unsigned char *p = (const unsigned char *)v; *p; p++)
     if ((*p < 0x20 && *p != '\t') || *p > 0x7e) /* named by its code: printed, it could end the message's line */
@@ -68,9 +68,12 @@ int pt_job_check_submit(const char *cmd, const char *v, const pt_job_owned *owne
   const char *value = *eq == '=' ? eq + 1 + strspn(eq + 1, " \t") : NULL;
   if (!klen || !value || !*value)
     return pt_cli_usage(cmd, "--submit '%s': expected KEY = VALUE, as 'requirements = (OpSysMajorVer == 12)'", v);
-  for (size_t k = 0; k < n; k++)
-    if (strlen(owned[k].name) == klen && !strncasecmp(key, owned[k].name, klen))
+  for (size_t k = 0; k < n; k++) {
+    const char *attr = owned[k].attribute;
+    if ((strlen(owned[k].name) == klen && !strncasecmp(key, owned[k].name, klen)) ||
+        (attr && strlen(attr) == klen && !strncasecmp(key, attr, klen)))
       return pt_cli_usage(cmd, "--submit '%s': %s", v, owned[k].why);
+  }
   return 0;
 }
 

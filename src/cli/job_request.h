@@ -17,24 +17,29 @@ int pt_job_check_token(const char *cmd, const char *flag, const char *v);
 /* An option or command the generated file writes itself, or one that
  * would undo what it does, which an added line must not write: the
  * scheduler would settle the two by its order of reading, silently. why
- * is the refusal's reason: "the script writes --time itself; give it with
- * --time". letter: an #SBATCH option's one-letter form, or 0. For
- * HTCondor, name is a submit command or a job attribute (RequestMemory),
- * matched without regard to case, with or without MY. or +. */
+ * is the refusal's reason: "the script writes it itself; give it with
+ * --time". */
 typedef struct {
-  const char *name;
-  char letter;
+  const char *name; /* --time */
+  char letter;      /* its one-letter form, or 0 */
   const char *why;
-} pt_job_owned;
+} pt_job_sbatch_owned;
+
+typedef struct {
+  const char *name;      /* a submit command, request_memory */
+  const char *attribute; /* the job attribute it sets, RequestMemory, or NULL */
+  const char *why;
+} pt_job_submit_owned;
 
 /* A --sbatch value: one sbatch option as a single word, --name[=value] or
  * -Xvalue (letters of flags that take no value may come first, as sbatch
  * reads them), naming none of owned[0..n), in full or abbreviated. */
-int pt_job_check_sbatch(const char *cmd, const char *v, const pt_job_owned *owned, size_t n);
+int pt_job_check_sbatch(const char *cmd, const char *v, const pt_job_sbatch_owned *owned, size_t n);
 /* A --submit value: KEY = VALUE on one line of printable ASCII (tabs
  * allowed), not continued on the next (a trailing backslash), KEY none of
- * owned[0..n). */
-int pt_job_check_submit(const char *cmd, const char *v, const pt_job_owned *owned, size_t n);
+ * owned[0..n)'s commands or attributes, matched without regard to case
+ * (an attribute also as MY.Name or +Name). */
+int pt_job_check_submit(const char *cmd, const char *v, const pt_job_submit_owned *owned, size_t n);
 
 /* A size in MiB, as --memory and --disk take it: 4GB, 512MB, 2048 (a bare
  * number is MB); 0 where it is not one. */
