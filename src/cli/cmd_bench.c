@@ -5,6 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cuda/device.h"
 #include "ops/cpu/isa/cpu_level.h"
 #include "train/bench.h"
 
@@ -32,6 +33,10 @@ int pt_cmd_bench(int argc, char **argv) {
       {"--batch-size", ARG_INT, &c.batch_size, 1, 1 << 20, NULL, "N", "batch size (default: the preset's)"},
       {"--optimizer", ARG_CHOICE, &c.optimizer, 0, 0, "sgd|adam|adamw|adadelta", "NAME", "optimizer (default: the preset's)"},
       {"--threads", ARG_INT, &c.threads, 1, 1024, NULL, "N", "CPU threads (default: all cores)"},
+      {"--device", ARG_STR, &c.device, 0, 0, NULL, "DEV",
+       "cpu (default) or cuda[:N]: on a GPU the batches are staged in its memory and the steps queued as "
+       "training queues them, one kernel at a time"},
+      {"--precision", ARG_CHOICE, &c.precision, 0, 0, "fp32|tf32|bf16", "P", "on a GPU, as for train (default fp32)"},
       {"--steps", ARG_INT, &steps, 1, 1 << 20, NULL, "N", "timed steps (default 50)"},
       {"--warmup", ARG_INT, &warmup, 0, 1 << 20, NULL, "N", "untimed steps first (default 5)"},
       {"--min-seconds", ARG_FLOAT, &min_seconds, 0, 86400, NULL, "S",
@@ -80,6 +85,15 @@ int pt_cmd_bench(int argc, char **argv) {
   const pt_status st = pt_bench_train(&c, warmup, steps, min_seconds, profile, &r);
   if (st != PT_OK) return st == PT_ERR_ARG ? pt_cli_usage_fail("bench") : pt_cli_fail("bench");
   const char *name = c.model_file ? c.model_file : c.model ? c.model : "mnist-cnn";
+  /* Where it ran: the CPU and its kernels, or the GPU by name. */
+  char where[320];
+  pt_cuda_device gpu;
+  if (r.device >= 0 && pt_cuda_device_info(r.device, &gpu) == PT_OK)
+    snprintf(where, sizeof where, "cuda:%d (%s)", r.device, gpu.name);
+  else if (r.device >= 0)
+    snprintf(where, sizeof where, "cuda:%d", r.device);
+  else
+    snprintf(where, sizeof where, "%s, %s kernels", pt_cpu_model(), pt_cpu_level_name(pt_cpu_level_current()));
   if (json) {
     /* cJSON escapes what a spec file's path may hold (quotes, backslashes). */
     cJSON *o = cJSON_CreateObject();
@@ -95,6 +109,13 @@ int pt_cmd_bench(int argc, char **argv) {
     cJSON_AddRawToObject(o, "peak_rss_mb", fixed(1, r.peak_rss_mb).s);
     cJSON_AddStringToObject(o, "cpu", pt_cpu_model());
     cJSON_AddStringToObject(o, "cpu_level", pt_cpu_level_name(pt_cpu_level_current()));
+    if (r.device >= 0) {
+      char dev[16];
+      snprintf(dev, sizeof dev, "cuda:%d", r.device);
+      cJSON_AddStringToObject(o, "device", dev);
+      cJSON_AddStringToObject(o, "gpu", where);
+      cJSON_AddStringToObject(o, "precision", c.precision ? c.precision : "fp32");
+    }
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!text) {
@@ -103,10 +124,13 @@ int pt_cmd_bench(int argc, char **argv) {
     }
     puts(text);
     cJSON_free(text);
-  } else
+  } else if (r.device >= 0)
+    printf("%s: batch %d, %s, %s: %.0f images/s (%.2f ms/step), %.1f MFLOP/image, %.1f GFLOP/s\n", name, r.batch,
+           where, c.precision ? c.precision : "fp32", r.images_per_s, r.step_ms, r.flops_per_image / 1e6, r.gflops);
+  else
     printf("%s: batch %d, %d thread%s: %.0f images/s (%.2f ms/step), %.1f MFLOP/image, %.1f GFLOP/s, peak %.0f MiB; "
-           "%s, %s kernels\n",
+           "%s\n",
            name, r.batch, r.threads, r.threads == 1 ? "" : "s", r.images_per_s, r.step_ms, r.flops_per_image / 1e6,
-           r.gflops, r.peak_rss_mb, pt_cpu_model(), pt_cpu_level_name(pt_cpu_level_current()));
+           r.gflops, r.peak_rss_mb, where);
   return 0;
 }

@@ -8,6 +8,7 @@
 #include "ops/cpu/isa/cpu_level.h"
 
 #include "data/loader.h"
+#include "ops/backend.h"
 #include "train/profile.h"
 #include "train/step.h"
 #include "util/fpmode.h"
@@ -24,21 +25,35 @@ static double peak_rss_mb(void) {
 pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, double min_seconds, int profile,
                          pt_bench_result *out) {
   memset(out, 0, sizeof *out);
+  out->device = -1;
   PT_TRY(pt_cpu_check_env());
   pt_train_plan plan;
   PT_TRY(pt_train_plan_make(cfg, &plan));
   if (pt_ops_set_threads(plan.threads)) return pt_fail(PT_ERR_STATE, "cannot start %d threads", plan.threads);
+  const int on_device = plan.backend != PT_BACKEND_CPU;
+  const pt_backend *be = on_device ? pt_backend_cuda() : pt_backend_cpu();
+  if (!be) return pt_wrap(PT_ERR_DEVICE, "benchmarking on cuda:%d", plan.devices[0]);
+  PT_TRY(pt_backend_bind(be, plan.devices[0]));
+  if (plan.precision != PT_PRECISION_FP32) {
+    pt_status pst = be->set_precision ? be->set_precision(plan.precision)
+                                      : pt_fail(PT_ERR_ARG, "--precision: the %s backend computes in fp32 only", be->name);
+    if (pst != PT_OK) {
+      (void)pt_backend_unbind(be);
+      return pst;
+    }
+  }
   const int flushing = pt_fp_set_flush(!cfg->keep_denormals); /* the caller's, back at the end */
   pt_dataset ds = {0};
   pt_model *m = NULL;
   pt_loader *l = NULL;
   pt_optimizer opt = {0};
-  float *xs = NULL;
-  int32_t *ys = NULL;
+  float *xs = NULL, *dxs = NULL; /* (STAGED, batch, c, h, w), on the host and on the device */
+  int32_t *ys = NULL, *dys = NULL;
+  double *loss_acc = NULL;        /* [2] in device memory: the queued steps' loss, never read */
   int ns[STAGED];
   pt_status st = pt_dataset_load(&ds, plan.dataset, plan.data_dir, 1);
-  if (st == PT_OK) st = pt_model_create(&m, &plan.spec, plan.batch);
-  if (st == PT_OK) st = pt_optimizer_init(&opt, &plan.opt, m->nparam_total);
+  if (st == PT_OK) st = pt_model_create_on(&m, &plan.spec, plan.batch, be);
+  if (st == PT_OK) st = pt_optimizer_init_on(&opt, &plan.opt, m->nparam_total, be);
   pt_loader_config lc;
   pt_train_loader_config(&plan.spec, plan.batch, 0, &lc);
   lc.shuffle = 1;
@@ -59,27 +74,48 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, doub
     memcpy(xs + k * xsz, b.x, sizeof(float) * (size_t)b.n * (xsz / plan.batch));
     memcpy(ys + (size_t)k * plan.batch, b.y, sizeof(int32_t) * b.n);
   }
+  if (st == PT_OK && on_device) {
+    const size_t xbytes = sizeof(float) * xsz * STAGED, ybytes = sizeof(int32_t) * (size_t)plan.batch * STAGED;
+    if (!(dxs = be->alloc(xbytes)) || !(dys = be->alloc(ybytes)) || !(loss_acc = be->alloc(2 * sizeof(double))))
+      st = pt_fail(PT_ERR_NOMEM, "cuda:%d: out of memory staging %d batches", plan.devices[0], STAGED);
+    if (st == PT_OK) {
+      be->upload(dxs, xs, xbytes);
+      be->upload(dys, ys, ybytes);
+      be->zero(loss_acc, 2 * sizeof(double));
+    }
+  }
+  const float *bx = on_device ? dxs : xs;
+  const int32_t *by = on_device ? dys : ys;
   if (st == PT_OK) {
     pt_model_init(m, cfg->seed);
+    out->device = on_device ? plan.devices[0] : -1;
     double t0 = 0.0;
     int64_t images = 0;
     pt_phase_times ph;
     int end = warmup + steps; /* grows by blocks of steps until min_seconds have passed */
     for (int i = 0; i < end; i++) {
       if (i == warmup) {
+        if (on_device && (st = be->sync()) != PT_OK) break; /* the warm-up done, not only queued */
         m->profile = profile;
         pt_profile_reset(m, &ph);
         t0 = pt_now();
       }
       int k = i % STAGED;
-      pt_train_step(m, &opt, xs + k * xsz, ys + (size_t)k * plan.batch, ns[k], (uint64_t)i, plan.opt.lr,
-                    profile && i >= warmup ? &ph : NULL);
+      pt_phase_times *timed = profile && i >= warmup ? &ph : NULL;
+      if (on_device) { /* as the training loop queues a step: nothing waits for the GPU */
+        pt_train_micro_step_queued(m, bx + k * xsz, by + (size_t)k * plan.batch, ns[k], (uint64_t)i, 1, 1.0f, timed,
+                                   loss_acc);
+        pt_train_update(m, &opt, plan.opt.lr, timed);
+      } else {
+        pt_train_step(m, &opt, bx + k * xsz, by + (size_t)k * plan.batch, ns[k], (uint64_t)i, plan.opt.lr, timed);
+      }
       if (i >= warmup) images += ns[k];
       if (i + 1 == end && end <= INT_MAX - steps && pt_now() - t0 < min_seconds) end += steps;
     }
+    if (st == PT_OK && on_device) st = be->sync();
     double dt = pt_now() - t0;
     steps = end - warmup;
-    st = pt_model_take_status(m);
+    if (st == PT_OK) st = pt_model_take_status(m);
     if (st == PT_OK && profile) {
       ph.total_s = dt;
       pt_profile_print(stderr, m, &ph, 1);
@@ -93,6 +129,11 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, doub
     out->gflops = out->images_per_s * out->flops_per_image / 1e9;
     out->peak_rss_mb = peak_rss_mb();
   }
+  if (on_device) {
+    be->free(dxs);
+    be->free(dys);
+    be->free(loss_acc);
+  }
   free(xs);
   free(ys);
   pt_loader_destroy(l);
@@ -100,7 +141,8 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, doub
   pt_model_destroy(m);
   pt_dataset_free(&ds);
   pt_fp_set_flush(flushing);
-  return st;
+  const pt_status ust = pt_backend_unbind(be); /* the queued work's error, if the run had none */
+  return st != PT_OK ? st : ust;
 }
 
 pt_status pt_bench_sgemm(int n, double *gflops) {

@@ -15,9 +15,15 @@ typedef struct {
   double flops_per_image; /* training: 3 x forward */
   double gflops;
   double peak_rss_mb;
+  int device;             /* -1: the CPU; else the CUDA device it ran on */
 } pt_bench_result;
 
-/* The timed steps run in blocks of `steps` until at least min_seconds
+/* On the CPU, or with cfg->device "cuda[:N]" on that GPU, whose batches
+ * are staged in its memory and whose steps are queued as training queues
+ * them (the loss stays on the device, one kernel at a time: ptrain train
+ * also replays a captured step as a CUDA graph); the clock waits for the
+ * GPU at both ends.
+ * The timed steps run in blocks of `steps` until at least min_seconds
  * have passed (0: one block), as bench/pytorch_bench.py's --min-seconds
  * does, so that both sides of a comparison run equally long; out->steps
  * is the number run. profile: print the per-layer and per-phase table to

@@ -157,6 +157,13 @@ PY
     fail "bench --json with an odd path: $(cat "$TMP/odd.json")"
   # the SGEMM rate reads no model
   "$PTRAIN" bench --sgemm --size 64 --threads 1 --model-file "$TMP/nowhere.txt" >/dev/null || fail "bench --sgemm read a model"
+  # --device and --precision, as train takes them; a GPU that is not there is an error naming it
+  expect_exit 2 "bench: --device: 'gpu' is not a device" -- "$PTRAIN" bench --device gpu --steps 1
+  expect_exit 2 "bench: --precision tf32 is for GPUs" -- "$PTRAIN" bench --precision tf32 --steps 1
+  "$PTRAIN" info >"$TMP/info.txt" 2>&1
+  if grep -q "^  cuda: none" "$TMP/info.txt"; then
+    expect_exit 1 "bench: error: benchmarking on cuda:0: " -- "$PTRAIN" bench --model fmnist-mlp --device cuda --steps 1
+  fi
   pass "bench"
 fi
 expect_exit 2 "--steps: expected an integer" -- "$PTRAIN" bench --steps 0

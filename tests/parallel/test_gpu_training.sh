@@ -76,6 +76,23 @@ if "gpu_util_pct" in e:
 PY
 pass "GPU metrics are written"
 
+# ptrain bench on the GPU: the staged steps queued as training queues them,
+# the clock waiting for the GPU at both ends; a JSON line naming the GPU.
+for model in mnist-cnn cifar-convnet; do
+  extra=()
+  [[ $model == cifar-convnet ]] && extra=(--data-dir "$TMP/cifar")
+  "$PTRAIN" bench --model "$model" --device cuda --steps 20 --warmup 3 --json "${extra[@]}" >"$TMP/bench.json" 2>"$TMP/bench.err" ||
+    fail "bench --device cuda, $model: $(cat "$TMP/bench.err")"
+  python3 - "$TMP/bench.json" <<'PY' || fail "bench --device cuda, $model: $(cat "$TMP/bench.json")"
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert r["device"] == "cuda:0" and r["gpu"].startswith("cuda:0 (") and r["precision"] == "fp32", r
+assert r["steps"] == 20 and r["images_per_s"] > 0, r
+assert abs(r["images_per_s"] * r["step_ms"] / 1000 - r["batch"]) < 0.01 * r["batch"], r
+PY
+  pass "bench --device cuda, $model: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["images_per_s"], "images/s")' "$TMP/bench.json")"
+done
+
 "$PTRAIN" train --model fmnist-mlp --max-steps 5 --no-dropout --quiet --save-model --device cuda:0 \
   --batch-size 100 --checkpoint-dir "$TMP/one" >/dev/null || fail "one GPU at batch 100"
 # ddp, two ranks sharing the one GPU: host staging, with a warning.
