@@ -16,8 +16,6 @@
 #include "cli/job_request.h"
 #include "cli/train_args.h"
 #include "io/atomic_file.h"
-#include "nn/model.h"
-#include "train/trainer.h"
 #include "util/error.h"
 #include "util/list.h"
 
