@@ -290,11 +290,11 @@ static int check_job_lines(const char *jobscript, const pt_arg_strs *sbatch, con
 /* A configuration's request_memory, in whole GB, at least 2: each worker's
  * estimate (pt_job_estimate: a replica, its batch and its optimizer's
  * state) times the workers, which share one job. 4GB where the model
- * cannot be read here. */
-static int request_memory_gb(const char *model, const char *model_file, const pt_scale_config *c) {
+ * cannot be summarized. */
+static int request_memory_gb(const pt_model_spec *spec, const pt_scale_config *c) {
   char dataset[32];
-  const pt_job_run run = {model, model_file, NULL, c->optimizer, NAN, c->worker_batch, 0, 0};
-  const pt_job_need need = pt_job_estimate(&run, dataset, sizeof dataset);
+  const pt_job_run run = {NULL, NULL, NULL, c->optimizer, NAN, c->worker_batch, 0, 0};
+  const pt_job_need need = pt_job_estimate_spec(spec, &run, dataset, sizeof dataset);
   if (need.memory_mib <= 0) return 4;
   const double mib = need.memory_mib * (c->workers > 0 ? c->workers : 1);
   const int gb = (int)((mib + 1023.0) / 1024.0);
@@ -455,7 +455,7 @@ int pt_cmd_scale(int argc, char **argv) {
     if (st == PT_OK && !realpath(write_dir, abs_dir)) st = pt_fail_errno(PT_ERR_IO, "%s", write_dir);
     int *memory_gb = malloc(sizeof *memory_gb * (size_t)n);
     if (st == PT_OK && !memory_gb) st = pt_fail(PT_ERR_NOMEM, "out of memory");
-    for (int i = 0; st == PT_OK && i < n; i++) memory_gb[i] = request_memory_gb(model, model_file, &cfg[i]);
+    for (int i = 0; st == PT_OK && i < n; i++) memory_gb[i] = request_memory_gb(&spec, &cfg[i]);
     const pt_scale_job_extra extra = {sbatch.v, sbatch.n, submit.v, submit.n, memory_gb};
     if (st == PT_OK) st = pt_scale_write_jobs(abs_dir, jobscript, self, keep, nk, cfg, n, gpus >= 0, force, &extra);
     free(memory_gb);

@@ -119,19 +119,28 @@ static double state_per_weight(const pt_job_run *run, const pt_train_defaults *d
 
 pt_job_need pt_job_estimate(const pt_job_run *run, char *dataset_out, size_t dataset_len) {
   pt_model_spec spec;
+  if (pt_train_load_spec(run->model, run->model_file, &spec) != PT_OK) {
+    pt_error_clear();
+    snprintf(dataset_out, dataset_len, "%s", run->dataset ? run->dataset : "");
+    return (pt_job_need){0, 0};
+  }
+  return pt_job_estimate_spec(&spec, run, dataset_out, dataset_len);
+}
+
+pt_job_need pt_job_estimate_spec(const pt_model_spec *spec, const pt_job_run *run, char *dataset_out,
+                                 size_t dataset_len) {
   pt_model_summary sum;
   pt_job_need need = {0, 0};
-  snprintf(dataset_out, dataset_len, "%s", run->dataset ? run->dataset : ""); /* the model's, where it is read */
-  if (pt_train_load_spec(run->model, run->model_file, &spec) != PT_OK || pt_model_summarize(&spec, &sum) != PT_OK) {
+  snprintf(dataset_out, dataset_len, "%s", run->dataset ? run->dataset : spec->defaults.dataset);
+  if (pt_model_summarize(spec, &sum) != PT_OK) {
     pt_error_clear();
     return need;
   }
-  if (!run->dataset) snprintf(dataset_out, dataset_len, "%s", spec.defaults.dataset);
-  const double batch = run->batch > 0 ? run->batch : spec.defaults.batch;
-  const double test_batch = run->test_batch > 0 ? run->test_batch : spec.defaults.test_batch;
+  const double batch = run->batch > 0 ? run->batch : spec->defaults.batch;
+  const double test_batch = run->test_batch > 0 ? run->test_batch : spec->defaults.test_batch;
   const double per_batch = 2 * batch > test_batch ? 2 * batch : test_batch;
   const double data = !strcmp(dataset_out, "cifar10") ? 60000.0 * 3 * 32 * 32 : 70000.0 * 28 * 28;
-  const double weights = 4.0 * (double)sum.nparams, state = weights * state_per_weight(run, &spec.defaults);
+  const double weights = 4.0 * (double)sum.nparams, state = weights * state_per_weight(run, &spec->defaults);
   need.memory_mib = (2.0 * weights + state + 4.0 * (double)sum.activation_floats * per_batch + data) / 1048576.0 + 512.0;
   const double kept = (run->keep_checkpoints > 0 ? run->keep_checkpoints : 2) + 1;
   need.disk_mib = (kept * (weights + state) + weights + data) / 1048576.0 + 256.0;

@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#include "nn/spec.h"
+
 /* Characters that need no quoting anywhere in a bash word, first or not. */
 extern const char pt_job_safe_word[];
 
@@ -79,5 +81,8 @@ typedef struct {
 
 /* The dataset it settled on goes to dataset_out. */
 pt_job_need pt_job_estimate(const pt_job_run *run, char *dataset_out, size_t dataset_len);
+/* The same for a model already read (run->model and model_file unused). */
+pt_job_need pt_job_estimate_spec(const pt_model_spec *spec, const pt_job_run *run, char *dataset_out,
+                                 size_t dataset_len);
 
 #endif

@@ -70,10 +70,10 @@ pt_status pt_scale_write_jobs(const char *dir, const char *kind, const char *sel
   PT_TRY(remove_results(path));
   /* A sweep replaced by one for the other scheduler: its files go too, so
    * that none is left to submit with the old configurations. */
-  static const char *const slurm_files[] = {"scale.sbatch"}, *const condor_files[] = {"scale.sub", "scale-task.sh", "tasks.txt"};
-  const char *const *other = slurm ? condor_files : slurm_files;
-  for (int i = 0, n_other = slurm ? 3 : 1; i < n_other; i++) {
-    snprintf(path, sizeof path, "%s/%s", dir, other[i]);
+  static const char *const slurm_files[] = {"scale.sbatch", NULL},
+                           *const condor_files[] = {"scale.sub", "scale-task.sh", "tasks.txt", NULL};
+  for (const char *const *other = slurm ? condor_files : slurm_files; *other; other++) {
+    snprintf(path, sizeof path, "%s/%s", dir, *other);
     if (unlink(path) && errno != ENOENT) return pt_fail_errno(PT_ERR_IO, "cannot remove %s", path);
   }
   /* The sweep's own arguments, one a line: every task and --collect expand
