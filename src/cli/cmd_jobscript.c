@@ -20,6 +20,11 @@
 #include "util/list.h"
 
 #define PT_JOB_CKPT_DIR "checkpoints"
+/* HTCondor brings each job's checkpoints back to the submit directory: a
+ * name of its own keeps a second job submitted from there from writing over
+ * (or mixing its steps into) the first's. The submit file expands the job's
+ * ID and hands the name to the wrapper, so a restart keeps it. */
+#define PT_JOB_CONDOR_DIR PT_JOB_CKPT_DIR "-$(Cluster).$(Process)"
 
 /* Writes s as one bash word that expands to exactly s. Arguments with
  * control characters use $'...', so no quoted word ever spans two lines and
@@ -250,8 +255,21 @@ typedef struct {
   int ranks;     /* processes: ddp's mpirun -np, or 1 */
   gpu_device dev; /* as slurm_opts' */
   const char *memory, *disk, *name, *transfer_input, *write_dir, *ptrain;
-  pt_arg_strs submit; /* more submit-file lines, KEY = VALUE */
+  const char *resume_from; /* an earlier job's checkpoint directory, sent with the job */
+  pt_arg_strs submit;      /* more submit-file lines, KEY = VALUE */
 } condor_opts;
+
+/* The name an input file or directory has in the sandbox: its last
+ * component (HTCondor drops the path); len excludes trailing slashes. */
+static const char *sandbox_name(const char *path, size_t *len) {
+  size_t n = strlen(path);
+  while (n > 1 && path[n - 1] == '/') n--;
+  const char *name = path;
+  for (size_t i = 0; i < n; i++)
+    if (path[i] == '/') name = path + i + 1;
+  *len = (size_t)(path + n - name);
+  return name;
+}
 
 /* request_memory or request_disk: without the flag (*given NULL), the
  * estimate in whole GB, at least floor_gb (a job that asks for too little
@@ -290,14 +308,13 @@ static void note_data_transfer(const condor_opts *co, const pt_train_args *ta, c
   if (!dir || dir[0] == '/') return;
   const size_t first = strcspn(dir, "/"); /* the sandbox entry the directory lies in */
   for (const char *e = co->transfer_input; e && *e;) {
-    size_t len = strcspn(e, ",");
-    while (len > 1 && e[len - 1] == '/') len--;
-    const char *name = e;
-    for (size_t i = 0; i < len; i++)
-      if (e[i] == '/') name = e + i + 1;
-    const size_t nlen = (size_t)(e + len - name);
+    char entry[PATH_MAX];
+    const size_t len = strcspn(e, ",");
+    snprintf(entry, sizeof entry, "%.*s", (int)len, e);
+    size_t nlen;
+    const char *name = sandbox_name(entry, &nlen);
     if (nlen == first && !strncmp(name, dir, first)) return;
-    e += strcspn(e, ",");
+    e += len;
     if (*e == ',') e++;
   }
   fprintf(stderr, "ptrain jobscript: note: the job reads %s from %s in its sandbox, and --transfer-input brings "
@@ -326,9 +343,9 @@ static void print_help(const pt_arg *slurm, int ns, const pt_arg *condor, int nc
   printf(
       "\nhtcondor: a submit file (ptrain.sub) and the wrapper it runs (ptrain.sh),\n"
       "printed one after the other under '# ---- file: NAME ----' lines, or written\n"
-      "with --write. The run saves checkpoints to '" PT_JOB_CKPT_DIR "', which HTCondor\n"
-      "sends back on exit and keeps when the job is evicted; a job restarted with a\n"
-      "checkpoint there continues with --resume. With --gpus above 1 it starts one\n"
+      "with --write. The run saves checkpoints to '" PT_JOB_CONDOR_DIR "' (the\n"
+      "job's ID), which HTCondor sends back on exit and keeps when the job is evicted;\n"
+      "a job restarted with a checkpoint there continues with --resume. With --gpus above 1 it starts one\n"
       "process per GPU: mpirun -np G ptrain train --parallel ddp. Data must travel\n"
       "with the job: --transfer-input /data/fashion-mnist -- --data-dir fashion-mnist\n\n"
       "htcondor options:\n");
@@ -439,6 +456,8 @@ static void emit_condor_sub(FILE *f, const condor_opts *o, int argc, char **argv
   fprintf(f,
           "universe                = vanilla\n"
           "executable              = ptrain.sh\n"
+          "# The job's own checkpoint directory, named after its ID.\n"
+          "arguments               = " PT_JOB_CONDOR_DIR "\n"
           "batch_name              = %s\n"
           "log                     = %s-$(Cluster).log\n"
           "output                  = %s-$(Cluster).$(Process).out\n"
@@ -449,16 +468,21 @@ static void emit_condor_sub(FILE *f, const condor_opts *o, int argc, char **argv
           o->name, o->name, o->name, o->name, o->cpus, o->memory, o->disk);
   if (o->gpus) fprintf(f, "request_gpus            = %d\n", o->gpus);
   fputs("should_transfer_files   = YES\n", f);
-  if (o->transfer_input) fprintf(f, "transfer_input_files    = %s\n", o->transfer_input);
+  /* A directory with a trailing slash would send its contents only. */
+  size_t from_len = o->resume_from ? strlen(o->resume_from) : 0;
+  while (from_len > 1 && o->resume_from[from_len - 1] == '/') from_len--;
+  if (o->transfer_input || o->resume_from)
+    fprintf(f, "transfer_input_files    = %s%s%.*s\n", o->transfer_input ? o->transfer_input : "",
+            o->transfer_input && o->resume_from ? "," : "", (int)from_len, o->resume_from ? o->resume_from : "");
   fputs("# Self-checkpointing: every --checkpoint-interval ptrain writes a checkpoint\n"
         "# and exits 85; HTCondor then copies the checkpoint directory to the submit\n"
         "# node and starts ptrain.sh again in the same sandbox, which resumes. A job\n"
         "# evicted, or whose machine dies, restarts elsewhere from the last copy.\n"
         "checkpoint_exit_code    = 85\n"
-        "transfer_checkpoint_files = " PT_JOB_CKPT_DIR "\n"
+        "transfer_checkpoint_files = " PT_JOB_CONDOR_DIR "\n"
         "# The checkpoints also come back at the end, and on an eviction announced\n"
         "# by SIGTERM, on which ptrain checkpoints the step it is in.\n"
-        "transfer_output_files   = " PT_JOB_CKPT_DIR "\n"
+        "transfer_output_files   = " PT_JOB_CONDOR_DIR "\n"
         "when_to_transfer_output = ON_EXIT_OR_EVICT\n",
         f);
   for (int i = 0; i < o->submit.n; i++) fprintf(f, "%s\n", o->submit.v[i]);
@@ -473,17 +497,44 @@ static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrai
         f);
   put_origin(f, argc, argv);
   fputs("set -euo pipefail\n\n", f);
-  fputs("# HTCondor holds a job whose transfer_output_files are missing, so the\n"
+  fputs("# This job's checkpoints, apart from those of other jobs submitted from the\n"
+        "# same directory: the submit file names them after the job's ID, which a\n"
+        "# restart keeps. (Run by hand, without that argument: " PT_JOB_CKPT_DIR ".)\n"
+        "ckpt=${1:-" PT_JOB_CKPT_DIR "}\n"
+        "# HTCondor holds a job whose transfer_output_files are missing, so the\n"
         "# directory must exist even if the job ends before its first checkpoint.\n"
-        "mkdir -p " PT_JOB_CKPT_DIR "\n"
+        "mkdir -p \"$ckpt\"\n"
         "# A checkpoint is a directory step-N published whole (or, from earlier\n"
         "# versions, the pair of files): one is there when HTCondor restarts an\n"
         "# evicted job, and ptrain takes the newest complete one.\n"
-        "set --\n"
-        "if compgen -G '" PT_JOB_CKPT_DIR "/step-*' >/dev/null ||\n"
-        "  [[ -f " PT_JOB_CKPT_DIR "/state.safetensors && -f " PT_JOB_CKPT_DIR "/model.safetensors ]]; then\n"
-        "  echo \"resuming from the checkpoint in " PT_JOB_CKPT_DIR "/\"\n"
-        "  set -- --resume\n"
+        "has_checkpoint() {\n"
+        "  compgen -G \"$1/step-*\" >/dev/null || [[ -f $1/state.safetensors && -f $1/model.safetensors ]]\n"
+        "}\n",
+        f);
+  if (o->resume_from) {
+    size_t len;
+    const char *name = sandbox_name(o->resume_from, &len);
+    char from[PATH_MAX];
+    snprintf(from, sizeof from, "%.*s", (int)len, name);
+    fputs("# The run this job continues (--resume-from), sent with it: its checkpoints\n"
+          "# become this job's, unless the job has its own already (a restart).\n"
+          "from=",
+          f);
+    put_word(f, from);
+    fputs("\n"
+          "if ! has_checkpoint \"$ckpt\"; then\n"
+          "  if ! has_checkpoint \"$from\"; then\n"
+          "    echo \"ptrain.sh: $from (--resume-from) holds no checkpoint to continue from\" >&2\n"
+          "    exit 1\n"
+          "  fi\n"
+          "  rm -rf \"$ckpt\" && mv \"$from\" \"$ckpt\"\n"
+          "fi\n",
+          f);
+  }
+  fputs("set -- --checkpoint-dir \"$ckpt\"\n"
+        "if has_checkpoint \"$ckpt\"; then\n"
+        "  echo \"resuming from the checkpoint in $ckpt/\"\n"
+        "  set -- \"$@\" --resume\n"
         "fi\n",
         f);
   fprintf(f, "export OMP_NUM_THREADS=%d\n\n", threads);
@@ -502,7 +553,7 @@ static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrai
   if (o->ranks > 1) fputs(" --parallel ddp", f);
   if (o->dev.add) fprintf(f, " %s %s", o->dev.flag, o->dev.value);
   if (!pt_train_args_has(train, ntrain, "--threads")) fprintf(f, " --threads %d", threads);
-  fputs(" --save-model --checkpoint-dir " PT_JOB_CKPT_DIR " --exit-after-checkpoint", f);
+  fputs(" --save-model --exit-after-checkpoint", f);
   if (!pt_train_args_has(train, ntrain, "--checkpoint-interval") &&
       !pt_train_args_has(train, ntrain, "--checkpoint-every"))
     fprintf(f, " --checkpoint-interval %d", o->checkpoint_interval);
@@ -758,6 +809,9 @@ int pt_cmd_jobscript(int argc, char **argv) {
        "checkpoint, exit 85 and have HTCondor save the checkpoint this often (default 1800)"},
       {"--transfer-input", ARG_STR, &co.transfer_input, 0, 0, NULL, "FILES",
        "comma-separated files and directories to send with the job"},
+      {"--resume-from", ARG_STR, &co.resume_from, 0, 0, NULL, "DIR",
+       "continue the run whose checkpoints an earlier job brought back (its checkpoints-CLUSTER.PROC), "
+       "sent with the job; raise --epochs in TRAIN_ARGS"},
       {"--submit", ARG_STRS, &co.submit, 0, 0, NULL, "LINE",
        "one more submit-file line, KEY = VALUE, as 'requirements = (Memory > 8192)'; may be repeated"},
       {"--write", ARG_STR, &co.write_dir, 0, 0, NULL, "DIR", "write DIR/ptrain.sub and DIR/ptrain.sh"},
@@ -869,15 +923,22 @@ int pt_cmd_jobscript(int argc, char **argv) {
                          co.disk);
     for (int i = 0; i < co.submit.n; i++)
       if ((rc = pt_job_check_submit(cmd, co.submit.v[i], kSubmitOwn, COUNT(kSubmitOwn)))) return rc;
-    if ((rc = pt_job_check_token(cmd, "--name", co.name)) || (rc = pt_job_check_token(cmd, "--transfer-input", co.transfer_input)))
+    if ((rc = pt_job_check_token(cmd, "--name", co.name)) || (rc = pt_job_check_token(cmd, "--transfer-input", co.transfer_input)) ||
+        (rc = pt_job_check_token(cmd, "--resume-from", co.resume_from)))
       return rc;
+    if (co.resume_from) {
+      size_t len;
+      const char *name = sandbox_name(co.resume_from, &len);
+      if (strchr(co.resume_from, ',') || !len || (len == 1 && name[0] == '.') || (len == 2 && !strncmp(name, "..", 2)))
+        return pt_cli_usage(cmd, "--resume-from '%s': expected one directory, as checkpoints-77.0", co.resume_from);
+    }
     /* An empty entry is a slip (HTCondor would be asked to transfer nothing by name). */
     if (co.transfer_input && pt_list_has_empty(co.transfer_input))
       return pt_cli_usage(cmd, "--transfer-input '%s': an empty entry; expected FILE[,FILE...]", co.transfer_input);
     if (co.force && !co.write_dir) return pt_cli_usage(cmd, "--force: expected together with --write DIR");
     if (pt_train_args_has(train, ntrain, "--checkpoint-dir"))
-      return pt_cli_usage(cmd, "--checkpoint-dir after '--': the job keeps checkpoints in '%s', which HTCondor transfers",
-                         PT_JOB_CKPT_DIR);
+      return pt_cli_usage(cmd, "--checkpoint-dir after '--': the job keeps checkpoints in '%s', which HTCondor "
+                              "transfers", PT_JOB_CONDOR_DIR);
     if (pt_train_args_has(train, ntrain, "--resume"))
       return pt_cli_usage(cmd, "--resume after '--': the wrapper adds it when a checkpoint is there");
     /* dp, model and pipeline: one process with the job's GPUs; else one
@@ -911,7 +972,7 @@ int pt_cmd_jobscript(int argc, char **argv) {
                               "and the wrapper passes --parallel ddp itself");
     char dataset[32];
     const pt_job_run run = {ta.model, ta.model_file, ta.dataset, ta.c.optimizer, ta.c.momentum,
-                            ta.c.batch_size, ta.c.test_batch_size, ta.c.keep_checkpoints};
+                            ta.c.batch_size, ta.c.test_batch_size, ta.c.keep_checkpoints, co.resume_from != NULL};
     const pt_job_need need = pt_job_estimate(&run, dataset, sizeof dataset);
     /* Every ddp rank, and every dp replica, holds the model; the disk
      * holds rank 0's checkpoints only. */

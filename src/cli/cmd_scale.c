@@ -293,7 +293,7 @@ static int check_job_lines(const char *jobscript, const pt_arg_strs *sbatch, con
  * cannot be summarized. */
 static int request_memory_gb(const pt_model_spec *spec, const pt_scale_config *c) {
   char dataset[32];
-  const pt_job_run run = {NULL, NULL, NULL, c->optimizer, NAN, c->worker_batch, 0, 0};
+  const pt_job_run run = {NULL, NULL, NULL, c->optimizer, NAN, c->worker_batch, 0, 0, 0};
   const pt_job_need need = pt_job_estimate_spec(spec, &run, dataset, sizeof dataset);
   if (need.memory_mib <= 0) return 4;
   const double mib = need.memory_mib * (c->workers > 0 ? c->workers : 1);

@@ -142,7 +142,8 @@ pt_job_need pt_job_estimate_spec(const pt_model_spec *spec, const pt_job_run *ru
   const double data = !strcmp(dataset_out, "cifar10") ? 60000.0 * 3 * 32 * 32 : 70000.0 * 28 * 28;
   const double weights = 4.0 * (double)sum.nparams, state = weights * state_per_weight(run, &spec->defaults);
   need.memory_mib = (2.0 * weights + state + 4.0 * (double)sum.activation_floats * per_batch + data) / 1048576.0 + 512.0;
-  const double kept = (run->keep_checkpoints > 0 ? run->keep_checkpoints : 2) + 1;
+  const double keep = run->keep_checkpoints > 0 ? run->keep_checkpoints : 2;
+  const double kept = keep + 1 + (run->carried ? keep : 0);
   need.disk_mib = (kept * (weights + state) + weights + data) / 1048576.0 + 256.0;
   return need;
 }

@@ -64,8 +64,10 @@ void pt_job_size_text(const char *v, char *out, size_t len);
  *    4.9 GiB on a CPU, where this says 8.6, and on a GPU the host holds
  *    less.
  *  disk: the checkpoints kept and the one being written, each the weights
- *    and the optimizer's state; the final weights; the data set, which may
- *    travel with the job; 256 MiB for the logs and the rest.
+ *    and the optimizer's state, and as many again where an earlier run's
+ *    travel with the job (a restart finds them beside its own); the final
+ *    weights; the data set, which may travel with the job; 256 MiB for the
+ *    logs and the rest.
  *    cifar-convnet's checkpoints are 1.6 GB each with Adam's moments. */
 typedef struct {
   double memory_mib, disk_mib;
@@ -77,6 +79,7 @@ typedef struct {
   const char *model, *model_file, *dataset, *optimizer;
   float momentum; /* NaN: unset */
   int batch, test_batch, keep_checkpoints;
+  int carried; /* an earlier run's checkpoints travel with the job, to continue */
 } pt_job_run;
 
 /* The dataset it settled on goes to dataset_out. */

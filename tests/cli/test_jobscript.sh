@@ -205,8 +205,9 @@ kv() { sed -n "s/^$2 *= *//p" "$1"; }
 for k in "universe=vanilla" "executable=ptrain.sh" "batch_name=mnist" 'log=mnist-$(Cluster).log' \
   'output=mnist-$(Cluster).$(Process).out' 'error=mnist-$(Cluster).$(Process).err' "request_cpus=4" \
   "request_memory=4GB" "request_gpus=1" "should_transfer_files=YES" "transfer_input_files=data/mnist,extra.txt" \
-  "transfer_output_files=checkpoints" "when_to_transfer_output=ON_EXIT_OR_EVICT" "checkpoint_exit_code=85" \
-  "transfer_checkpoint_files=checkpoints"; do
+  'transfer_output_files=checkpoints-$(Cluster).$(Process)' "when_to_transfer_output=ON_EXIT_OR_EVICT" \
+  "checkpoint_exit_code=85" 'transfer_checkpoint_files=checkpoints-$(Cluster).$(Process)' \
+  'arguments=checkpoints-$(Cluster).$(Process)'; do
   [[ $(kv "$TMP/sub" "${k%%=*}") == "${k#*=}" ]] || fail "ptrain.sub: ${k%%=*} is '$(kv "$TMP/sub" "${k%%=*}")', expected '${k#*=}'"
 done
 [[ $(grep -v '^#' "$TMP/sub" | tail -n 1) == queue ]] || fail "ptrain.sub does not end with queue"
@@ -296,22 +297,36 @@ grep -q '^request_cpus *= 1$' "$TMP/c0.out" || fail "default request_cpus"
 ! grep -q 'request_gpus\|transfer_input_files' "$TMP/c0.out" || fail "request_gpus or transfer_input_files by default"
 pass "htcondor submit file"
 
-# The wrapper, run in a sandbox as HTCondor would: first start, then a
-# restart after eviction with the checkpoint HTCondor brought back.
+# The wrapper, run in a sandbox as HTCondor would, with the submit file's
+# arguments for job 7.0: first start, then a restart after eviction with the
+# checkpoint HTCondor brought back.
 [[ $(head -n 1 "$TMP/wrap.sh") == "#!/bin/bash" ]] || fail "wrapper's first line"
 bash -n "$TMP/wrap.sh" || fail "wrapper is not valid bash"
 mkdir "$TMP/sandbox"
-(cd "$TMP/sandbox" && ARGV_OUT=$TMP/w1.argv bash "$TMP/wrap.sh" >"$TMP/w1.log") || fail "wrapper, first start"
-[[ -d $TMP/sandbox/checkpoints ]] || fail "the wrapper did not create checkpoints/"
-expect_argv "$TMP/w1.argv" argv train --device cuda --threads 4 --save-model --checkpoint-dir checkpoints --exit-after-checkpoint \
-  --checkpoint-interval 1800 --model mnist-cnn --data-dir mnist
+(cd "$TMP/sandbox" && ARGV_OUT=$TMP/w1.argv bash "$TMP/wrap.sh" checkpoints-7.0 >"$TMP/w1.log") ||
+  fail "wrapper, first start"
+[[ -d $TMP/sandbox/checkpoints-7.0 ]] || fail "the wrapper did not create checkpoints-7.0/"
+expect_argv "$TMP/w1.argv" argv train --device cuda --threads 4 --save-model --exit-after-checkpoint \
+  --checkpoint-interval 1800 --checkpoint-dir checkpoints-7.0 --model mnist-cnn --data-dir mnist
+mkdir "$TMP/sandbox/checkpoints-7.0/step-000000000010"
+(cd "$TMP/sandbox" && ARGV_OUT=$TMP/w2.argv bash "$TMP/wrap.sh" checkpoints-7.0 >"$TMP/w2.log") || fail "wrapper, restart"
+expect_argv "$TMP/w2.argv" argv train --device cuda --threads 4 --save-model --exit-after-checkpoint \
+  --checkpoint-interval 1800 --checkpoint-dir checkpoints-7.0 --resume --model mnist-cnn --data-dir mnist
+grep -q "resuming from the checkpoint in checkpoints-7.0/" "$TMP/w2.log" || fail "the wrapper did not say it resumes"
+# Another job from the same submit directory (HTCondor brings every job's
+# checkpoints back there) starts afresh in a directory of its own.
+(cd "$TMP/sandbox" && ARGV_OUT=$TMP/w2b.argv bash "$TMP/wrap.sh" checkpoints-8.0 >"$TMP/w2b.log") || fail "wrapper, job 8.0"
+expect_argv "$TMP/w2b.argv" argv train --device cuda --threads 4 --save-model --exit-after-checkpoint \
+  --checkpoint-interval 1800 --checkpoint-dir checkpoints-8.0 --model mnist-cnn --data-dir mnist
+# Run by hand, without the submit file's argument: checkpoints/, and the
+# pair of files of earlier versions counts as a checkpoint.
+mkdir "$TMP/sandbox/checkpoints"
 : >"$TMP/sandbox/checkpoints/model.safetensors"
 : >"$TMP/sandbox/checkpoints/state.safetensors"
-(cd "$TMP/sandbox" && ARGV_OUT=$TMP/w2.argv bash "$TMP/wrap.sh" >"$TMP/w2.log") || fail "wrapper, restart"
-expect_argv "$TMP/w2.argv" argv train --device cuda --threads 4 --save-model --checkpoint-dir checkpoints --exit-after-checkpoint \
-  --checkpoint-interval 1800 --resume --model mnist-cnn --data-dir mnist
-grep -q "resuming" "$TMP/w2.log" || fail "the wrapper did not say it resumes"
-pass "htcondor wrapper resumes from a checkpoint that is there"
+(cd "$TMP/sandbox" && ARGV_OUT=$TMP/w2c.argv bash "$TMP/wrap.sh" >"$TMP/w2c.log") || fail "wrapper, by hand"
+expect_argv "$TMP/w2c.argv" argv train --device cuda --threads 4 --save-model --exit-after-checkpoint \
+  --checkpoint-interval 1800 --checkpoint-dir checkpoints --resume --model mnist-cnn --data-dir mnist
+pass "htcondor wrapper: each job's checkpoints under its ID, resumed from when they are there"
 
 # More than one GPU: one process per GPU under mpirun, the cores shared out.
 "$PTRAIN" jobscript htcondor --gpus 2 --cpus 8 --ptrain "$TMP/bin/argv" -- --model mnist-cnn >"$TMP/c2.out" ||
@@ -320,7 +335,7 @@ awk '/^# ---- file: ptrain.sh ----$/ { f = 1; next } f' "$TMP/c2.out" >"$TMP/wra
 mkdir "$TMP/sandbox2"
 (cd "$TMP/sandbox2" && ARGV_OUT=$TMP/w3.argv PATH="$TMP/bin:$PATH" bash "$TMP/wrap2.sh" >/dev/null) || fail "wrapper, 2 GPUs"
 expect_argv "$TMP/w3.argv" mpirun -np 2 "$TMP/bin/argv" train --parallel ddp --device cuda --threads 4 --save-model \
-  --checkpoint-dir checkpoints --exit-after-checkpoint --checkpoint-interval 1800 --model mnist-cnn
+  --exit-after-checkpoint --checkpoint-interval 1800 --checkpoint-dir checkpoints --model mnist-cnn
 pass "htcondor, two GPUs"
 
 # An eviction's SIGTERM under Open MPI's mpirun: mpirun signalled itself
@@ -376,9 +391,37 @@ if [[ -f $FMNIST/train-images-idx3-ubyte.gz ]]; then
     fail "evicted and resumed, the weights differ from a straight run's"
   pass "htcondor wrapper with ptrain: evicted and resumed = straight"
 
+  # More steps for a finished job (5.0, its checkpoints brought back to the
+  # submit directory), in a new job (6.0) that --resume-from sends them
+  # with: it continues from them, and its weights are the straight run's.
+  # A restart of job 6.0 keeps to its own checkpoints.
+  "$PTRAIN" jobscript htcondor --cpus 2 --resume-from checkpoints-5.0/ -- --model fmnist-mlp --max-steps 20 \
+    --data-dir "$FMNIST" >"$TMP/more.out" || fail "jobscript htcondor --resume-from"
+  grep -q '^transfer_input_files *= checkpoints-5.0$' "$TMP/more.out" ||
+    fail "--resume-from: transfer_input_files is $(grep transfer_input "$TMP/more.out")"
+  awk '/^# ---- file: ptrain.sh ----$/ { f = 1; next } f' "$TMP/more.out" >"$TMP/more.sh"
+  mkdir "$TMP/job5" "$TMP/job6"
+  (cd "$TMP/job5" && bash "$TMP/w10.sh" checkpoints-5.0) >"$TMP/job5.log" 2>&1 || fail "job 5.0: $(cat "$TMP/job5.log")"
+  cp -a "$TMP/job5/checkpoints-5.0" "$TMP/job6/"
+  (cd "$TMP/job6" && bash "$TMP/more.sh" checkpoints-6.0) >"$TMP/job6.log" 2>&1 || fail "job 6.0: $(cat "$TMP/job6.log")"
+  grep -q "resuming from checkpoints-6.0/step-0*10 at .*(step 10)" "$TMP/job6.log" ||
+    fail "job 6.0 did not continue job 5.0's run: $(cat "$TMP/job6.log")"
+  cmp -s "$TMP/job6/checkpoints-6.0/model.safetensors" "$TMP/straight/checkpoints/model.safetensors" ||
+    fail "continued with --resume-from, the weights differ from a straight run's"
+  mkdir "$TMP/job6b/" && cp -a "$TMP/job5/checkpoints-5.0" "$TMP/job6/checkpoints-6.0" "$TMP/job6b/"
+  (cd "$TMP/job6b" && bash "$TMP/more.sh" checkpoints-6.0) >"$TMP/job6b.log" 2>&1 || fail "job 6.0 again: $(cat "$TMP/job6b.log")"
+  grep -q "resuming from checkpoints-6.0/step-0*20 at .*(step 20)" "$TMP/job6b.log" ||
+    fail "job 6.0 restarted did not keep to its own checkpoints: $(cat "$TMP/job6b.log")"
+  mkdir -p "$TMP/job7/checkpoints-5.0"
+  rc=0
+  (cd "$TMP/job7" && bash "$TMP/more.sh" checkpoints-7.0) >"$TMP/job7.log" 2>&1 || rc=$?
+  [[ $rc == 1 ]] && grep -q "checkpoints-5.0 (--resume-from) holds no checkpoint to continue from" "$TMP/job7.log" ||
+    fail "--resume-from a directory with no checkpoint: exit $rc, $(cat "$TMP/job7.log")"
+  pass "htcondor --resume-from: a new job continues a finished one's run = straight; nothing to continue from said"
+
   # Self-checkpointing as HTCondor runs it: the job exits 85 after each
   # checkpoint (--checkpoint-every 30 here, given with the train arguments,
-  # instead of the interval); HTCondor copies checkpoints/ to the submit
+  # instead of the interval); HTCondor copies job 5.0's checkpoints to the submit
   # node and starts the wrapper again, here in a fresh sandbox each time, as
   # after an eviction to another machine. Three exits, then the end, with
   # the weights of a run never stopped.
@@ -391,20 +434,20 @@ if [[ -f $FMNIST/train-images-idx3-ubyte.gz ]]; then
     rm -rf "$TMP/self$run" && mkdir "$TMP/self$run"
     cp -a "$TMP/spool/." "$TMP/self$run/"
     rc=0
-    (cd "$TMP/self$run" && bash "$TMP/self.sh") >>"$TMP/self.log" 2>&1 || rc=$?
+    (cd "$TMP/self$run" && bash "$TMP/self.sh" checkpoints-5.0) >>"$TMP/self.log" 2>&1 || rc=$?
     [[ $rc == 0 || $rc == 85 ]] || fail "self-checkpointing run $run: exit $rc: $(cat "$TMP/self.log")"
-    rm -rf "$TMP/spool" && mkdir "$TMP/spool" && cp -a "$TMP/self$run/checkpoints" "$TMP/spool/"
+    rm -rf "$TMP/spool" && mkdir "$TMP/spool" && cp -a "$TMP/self$run/checkpoints-5.0" "$TMP/spool/"
     [[ $rc == 0 ]] && break
     exits=$((exits + 1))
   done
   [[ $rc == 0 && $exits == 3 ]] || fail "self-checkpointing: $exits exits with 85, last exit $rc: $(cat "$TMP/self.log")"
   for step in 30 60 90; do
-    grep -q "checkpointed after step $step in checkpoints/ (--exit-after-checkpoint; exit status 85" "$TMP/self.log" ||
+    grep -q "checkpointed after step $step in checkpoints-5.0/ (--exit-after-checkpoint; exit status 85" "$TMP/self.log" ||
       fail "no exit after step $step: $(cat "$TMP/self.log")"
   done
   "$PTRAIN" train --model fmnist-mlp --threads 2 --max-steps 100 --data-dir "$FMNIST" --save-model \
     --checkpoint-dir "$TMP/self-straight" --quiet >/dev/null 2>&1 || fail "the straight run"
-  cmp -s "$TMP/spool/checkpoints/model.safetensors" "$TMP/self-straight/model.safetensors" ||
+  cmp -s "$TMP/spool/checkpoints-5.0/model.safetensors" "$TMP/self-straight/model.safetensors" ||
     fail "self-checkpointed through 3 restarts, the weights differ from a straight run's"
   pass "htcondor self-checkpointing: 3 exits with 85, restarted from the copy, = straight"
 
@@ -520,7 +563,7 @@ has "$TMP/pp-gpu.sh" "srun $SELF train --devices cuda:0,cuda:0 --threads \"\$thr
 expect_exit 2 "--parallel dp after '--' with --gpus-per-node 1: one GPU has no replicas" -- \
   "${J[@]}" slurm --gpus-per-node 1 -- --parallel dp
 "${J[@]}" htcondor --gpus 2 -- --model fmnist-mlp --parallel model >"$TMP/mp-condor" || fail "htcondor, model on 2 GPUs"
-grep -qF "exec $SELF train --devices cuda:0,cuda:1 --threads 1 --save-model --checkpoint-dir checkpoints" "$TMP/mp-condor" ||
+grep -qF "exec $SELF train --devices cuda:0,cuda:1 --threads 1 --save-model --exit-after-checkpoint" "$TMP/mp-condor" ||
   fail "htcondor, model on 2 GPUs: $(cat "$TMP/mp-condor")"
 ! grep -q "mpirun" "$TMP/mp-condor" || fail "htcondor, model on 2 GPUs: mpirun in $(cat "$TMP/mp-condor")"
 "${J[@]}" htcondor --gpus 2 -- --parallel model --devices cuda:1,cuda:0 >"$TMP/mp-own" || fail "htcondor, own devices"
@@ -528,7 +571,16 @@ grep -qF -- "--parallel model --devices cuda:1,cuda:0" "$TMP/mp-own" || fail "ht
 ! grep -q "train --devices" "$TMP/mp-own" || fail "htcondor: devices added beside the user's: $(cat "$TMP/mp-own")"
 pass "dp, model and pipeline on GPUs: one process, the GPUs listed; dp on one GPU refused"
 expect_exit 2 "--resume after '--': the wrapper adds it" -- "${J[@]}" htcondor -- --resume
-expect_exit 2 "--checkpoint-dir after '--': the job keeps checkpoints in 'checkpoints'" -- \
+for bad in a,b .. ./ /; do
+  expect_exit 2 "--resume-from '$bad': expected one directory, as checkpoints-77.0" -- \
+    "${J[@]}" htcondor --resume-from="$bad" -- --epochs 2
+done
+expect_exit 2 "--resume-from: expected letters, digits" -- "${J[@]}" htcondor --resume-from 'a b' -- --epochs 2
+"${J[@]}" htcondor --resume-from ck -- --model cifar-convnet --data-dir /shared/cifar10 >"$TMP/rf.out" ||
+  fail "htcondor --resume-from ck"
+# cifar-convnet with Adam: 6GB alone, and its 2 checkpoints of 1.6 GB more.
+grep -q '^request_disk *= 9GB$' "$TMP/rf.out" || fail "--resume-from: $(grep request_disk "$TMP/rf.out")"
+expect_exit 2 "--checkpoint-dir after '--': the job keeps checkpoints in 'checkpoints-"'\$\(Cluster\)\.\$\(Process\)'"'" -- \
   "${J[@]}" htcondor -- --checkpoint-dir=ck
 # TRAIN_ARGS that ptrain train would refuse: refused here, with train's
 # message, before a job waits in the queue to fail (or requeues without end).
