@@ -24,7 +24,7 @@ static number_text fixed(int decimals, double v) {
 int pt_cmd_bench(int argc, char **argv) {
   pt_train_config c;
   pt_train_config_defaults(&c);
-  int steps = 50, warmup = 5, json = 0, sgemm = 0, size = 2048, profile = 0;
+  int steps = 50, warmup = 5, json = 0, sgemm = 0, size = 2048, profile = 0, no_graphs = 0;
   float min_seconds = 0.0f;
   const pt_arg flags[] = {
       {"--model", ARG_STR, &c.model, 0, 0, NULL, "NAME", "model preset (default mnist-cnn)"},
@@ -34,9 +34,12 @@ int pt_cmd_bench(int argc, char **argv) {
       {"--optimizer", ARG_CHOICE, &c.optimizer, 0, 0, "sgd|adam|adamw|adadelta", "NAME", "optimizer (default: the preset's)"},
       {"--threads", ARG_INT, &c.threads, 1, 1024, NULL, "N", "CPU threads (default: all cores)"},
       {"--device", ARG_STR, &c.device, 0, 0, NULL, "DEV",
-       "cpu (default) or cuda[:N]: on a GPU the batches are staged in its memory and the steps queued as "
-       "training queues them, one kernel at a time"},
+       "cpu (default) or cuda[:N]: on a GPU the data is in its memory and the steps are queued as training "
+       "queues them"},
       {"--precision", ARG_CHOICE, &c.precision, 0, 0, "fp32|tf32|bf16", "P", "on a GPU, as for train (default fp32)"},
+      {"--no-cuda-graphs", ARG_FLAG, &no_graphs, 0, 0, NULL, NULL,
+       "on a GPU, launch each step's kernels one by one instead of replaying the step as a CUDA graph, as train's "
+       "flag does"},
       {"--steps", ARG_INT, &steps, 1, 1 << 20, NULL, "N", "timed steps (default 50)"},
       {"--warmup", ARG_INT, &warmup, 0, 1 << 20, NULL, "N", "untimed steps first (default 5)"},
       {"--min-seconds", ARG_FLOAT, &min_seconds, 0, 86400, NULL, "S",
@@ -80,11 +83,13 @@ int pt_cmd_bench(int argc, char **argv) {
     } else printf("SGEMM %dx%dx%d, %d thread%s: %.1f GFLOP/s\n", size, size, size, threads, threads == 1 ? "" : "s", g);
     return 0;
   }
+  if (no_graphs) c.cuda_graphs = -1;
   pt_bench_result r;
   /* An unknown model, or flags that do not fit together: usage errors, as in train. */
   const pt_status st = pt_bench_train(&c, warmup, steps, min_seconds, profile, &r);
   if (st != PT_OK) return st == PT_ERR_ARG ? pt_cli_usage_fail("bench") : pt_cli_fail("bench");
   const char *name = c.model_file ? c.model_file : c.model ? c.model : "mnist-cnn";
+  if (r.graphs_off[0]) fprintf(stderr, "ptrain bench: note: the steps went back to eager launches: %s\n", r.graphs_off);
   /* Where it ran: the CPU and its kernels, or the GPU by name. */
   char where[320];
   pt_cuda_device gpu;
@@ -115,6 +120,7 @@ int pt_cmd_bench(int argc, char **argv) {
       cJSON_AddStringToObject(o, "device", dev);
       cJSON_AddStringToObject(o, "gpu", where);
       cJSON_AddStringToObject(o, "precision", c.precision ? c.precision : "fp32");
+      cJSON_AddNumberToObject(o, "cuda_graph_steps", (double)r.graph_steps);
     }
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -124,10 +130,16 @@ int pt_cmd_bench(int argc, char **argv) {
     }
     puts(text);
     cJSON_free(text);
-  } else if (r.device >= 0)
-    printf("%s: batch %d, %s, %s: %.0f images/s (%.2f ms/step), %.1f MFLOP/image, %.1f GFLOP/s\n", name, r.batch,
-           where, c.precision ? c.precision : "fp32", r.images_per_s, r.step_ms, r.flops_per_image / 1e6, r.gflops);
-  else
+  } else if (r.device >= 0) {
+    char launch[64];
+    if (r.graph_steps == r.steps) snprintf(launch, sizeof launch, "a CUDA graph");
+    else if (r.graph_steps > 0)
+      snprintf(launch, sizeof launch, "a CUDA graph in %lld of %d steps", (long long)r.graph_steps, r.steps);
+    else snprintf(launch, sizeof launch, "eager");
+    printf("%s: batch %d, %s, %s, %s: %.0f images/s (%.2f ms/step), %.1f MFLOP/image, %.1f GFLOP/s\n", name, r.batch,
+           where, c.precision ? c.precision : "fp32", launch, r.images_per_s, r.step_ms, r.flops_per_image / 1e6,
+           r.gflops);
+  } else
     printf("%s: batch %d, %d thread%s: %.0f images/s (%.2f ms/step), %.1f MFLOP/image, %.1f GFLOP/s, peak %.0f MiB; "
            "%s\n",
            name, r.batch, r.threads, r.threads == 1 ? "" : "s", r.images_per_s, r.step_ms, r.flops_per_image / 1e6,

@@ -9,6 +9,8 @@
 
 #include "data/loader.h"
 #include "ops/backend.h"
+#include "train/device_data.h"
+#include "train/graph_step.h"
 #include "train/profile.h"
 #include "train/step.h"
 #include "util/fpmode.h"
@@ -47,22 +49,33 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, doub
   pt_model *m = NULL;
   pt_loader *l = NULL;
   pt_optimizer opt = {0};
-  float *xs = NULL, *dxs = NULL; /* (STAGED, batch, c, h, w), on the host and on the device */
-  int32_t *ys = NULL, *dys = NULL;
-  double *loss_acc = NULL;        /* [2] in device memory: the queued steps' loss, never read */
-  int ns[STAGED];
+  /* The CPU's batches are staged whole; a GPU's as the dataset's indices,
+   * from which the device makes each batch as in training. */
+  float *xs = NULL;                /* (STAGED, batch, c, h, w), CPU */
+  int32_t *ys = NULL, *idx = NULL; /* (STAGED, batch): labels; dataset indices (GPU) */
+  pt_batch staged[STAGED];
+  pt_device_data dd = {0};
+  pt_graph_step graphs;
+  pt_graph_step_init(&graphs, on_device && plan.cuda_graphs && !profile); /* --profile times each layer */
   pt_status st = pt_dataset_load(&ds, plan.dataset, plan.data_dir, 1);
   if (st == PT_OK) st = pt_model_create_on(&m, &plan.spec, plan.batch, be);
   if (st == PT_OK) st = pt_optimizer_init_on(&opt, &plan.opt, m->nparam_total, be);
   pt_loader_config lc;
-  pt_train_loader_config(&plan.spec, plan.batch, 0, &lc);
+  /* A GPU makes each batch within the step, cropped and flipped as in
+   * training; the CPU's are made before the clock starts. */
+  pt_train_loader_config(&plan.spec, plan.batch, on_device, &lc);
   lc.shuffle = 1;
   lc.seed = cfg->seed;
+  lc.indices_only = on_device;
   if (st == PT_OK) st = pt_loader_create(&l, &ds, &lc);
+  /* On a GPU the split goes to its memory whole, as for training; the loss
+   * is queued into dd.sums and never read. */
+  if (st == PT_OK) st = pt_device_data_init(&dd, be, &ds, &lc, plan.batch);
   const size_t xsz = (size_t)plan.batch * plan.spec.in_c * plan.spec.in_h * plan.spec.in_w;
   /* aligned as the loader's batches are, so kernels read them as in training */
-  if (st == PT_OK && (!(xs = pt_alloc_aligned(sizeof(float) * xsz * STAGED)) ||
-                      !(ys = pt_malloc(sizeof(int32_t) * (size_t)plan.batch * STAGED))))
+  if (st == PT_OK && ((!on_device && !(xs = pt_alloc_aligned(sizeof(float) * xsz * STAGED))) ||
+                      !(ys = pt_malloc(sizeof(int32_t) * (size_t)plan.batch * STAGED)) ||
+                      !(idx = pt_malloc(sizeof(int32_t) * (size_t)plan.batch * STAGED))))
     st = PT_ERR_NOMEM;
   if (st == PT_OK) st = pt_loader_start_epoch(l, 0, 0);
   for (int k = 0; k < STAGED && st == PT_OK; k++) {
@@ -70,27 +83,16 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, doub
     st = pt_loader_next(l, &b);
     if (st == PT_OK && b.n == 0) st = pt_fail(PT_ERR_ARG, "dataset too small to stage %d batches", STAGED);
     if (st != PT_OK) break;
-    ns[k] = b.n;
-    memcpy(xs + k * xsz, b.x, sizeof(float) * (size_t)b.n * (xsz / plan.batch));
-    memcpy(ys + (size_t)k * plan.batch, b.y, sizeof(int32_t) * b.n);
+    staged[k] = (pt_batch){b.n, xs ? xs + k * xsz : NULL, ys + (size_t)k * plan.batch, idx + (size_t)k * plan.batch};
+    if (xs) memcpy(staged[k].x, b.x, sizeof(float) * (size_t)b.n * (xsz / plan.batch));
+    memcpy(staged[k].y, b.y, sizeof(int32_t) * b.n);
+    memcpy(staged[k].index, b.index, sizeof(int32_t) * b.n);
   }
-  if (st == PT_OK && on_device) {
-    const size_t xbytes = sizeof(float) * xsz * STAGED, ybytes = sizeof(int32_t) * (size_t)plan.batch * STAGED;
-    if (!(dxs = be->alloc(xbytes)) || !(dys = be->alloc(ybytes)) || !(loss_acc = be->alloc(2 * sizeof(double))))
-      st = pt_fail(PT_ERR_NOMEM, "cuda:%d: out of memory staging %d batches", plan.devices[0], STAGED);
-    if (st == PT_OK) {
-      be->upload(dxs, xs, xbytes);
-      be->upload(dys, ys, ybytes);
-      be->zero(loss_acc, 2 * sizeof(double));
-    }
-  }
-  const float *bx = on_device ? dxs : xs;
-  const int32_t *by = on_device ? dys : ys;
   if (st == PT_OK) {
     pt_model_init(m, cfg->seed);
     out->device = on_device ? plan.devices[0] : -1;
     double t0 = 0.0;
-    int64_t images = 0;
+    int64_t images = 0, graphed_before = 0;
     pt_phase_times ph;
     int end = warmup + steps; /* grows by blocks of steps until min_seconds have passed */
     for (int i = 0; i < end; i++) {
@@ -98,18 +100,28 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, doub
         if (on_device && (st = be->sync()) != PT_OK) break; /* the warm-up done, not only queued */
         m->profile = profile;
         pt_profile_reset(m, &ph);
+        graphed_before = graphs.replays;
         t0 = pt_now();
       }
-      int k = i % STAGED;
+      const pt_batch *b = &staged[i % STAGED];
       pt_phase_times *timed = profile && i >= warmup ? &ph : NULL;
       if (on_device) { /* as the training loop queues a step: nothing waits for the GPU */
-        pt_train_micro_step_queued(m, bx + k * xsz, by + (size_t)k * plan.batch, ns[k], (uint64_t)i, 1, 1.0f, timed,
-                                   loss_acc);
-        pt_train_update(m, &opt, plan.opt.lr, timed);
+        int graphed = 0;
+        if (graphs.on &&
+            (st = pt_graph_step_run(&graphs, m, &opt, &dd, b, plan.batch, 0, (uint64_t)i, 1.0f, plan.opt.lr,
+                                    &graphed)) != PT_OK)
+          break;
+        if (!graphed) {
+          const float *x;
+          const int32_t *y;
+          pt_device_data_batch(&dd, b, 0, &x, &y);
+          pt_train_micro_step_queued(m, x, y, b->n, (uint64_t)i, 1, 1.0f, timed, dd.sums);
+          pt_train_update(m, &opt, plan.opt.lr, timed);
+        }
       } else {
-        pt_train_step(m, &opt, bx + k * xsz, by + (size_t)k * plan.batch, ns[k], (uint64_t)i, plan.opt.lr, timed);
+        pt_train_step(m, &opt, b->x, b->y, b->n, (uint64_t)i, plan.opt.lr, timed);
       }
-      if (i >= warmup) images += ns[k];
+      if (i >= warmup) images += b->n;
       if (i + 1 == end && end <= INT_MAX - steps && pt_now() - t0 < min_seconds) end += steps;
     }
     if (st == PT_OK && on_device) st = be->sync();
@@ -128,14 +140,14 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, doub
     out->flops_per_image = 3.0 * pt_model_flops(m);
     out->gflops = out->images_per_s * out->flops_per_image / 1e9;
     out->peak_rss_mb = peak_rss_mb();
+    out->graph_steps = graphs.replays - graphed_before;
+    snprintf(out->graphs_off, sizeof out->graphs_off, "%s", graphs.why_off);
   }
-  if (on_device) {
-    be->free(dxs);
-    be->free(dys);
-    be->free(loss_acc);
-  }
+  pt_graph_step_free(&graphs, be);
+  pt_device_data_free(&dd);
   free(xs);
   free(ys);
+  free(idx);
   pt_loader_destroy(l);
   pt_optimizer_free(&opt);
   pt_model_destroy(m);

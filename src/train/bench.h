@@ -16,13 +16,15 @@ typedef struct {
   double gflops;
   double peak_rss_mb;
   int device;             /* -1: the CPU; else the CUDA device it ran on */
+  int64_t graph_steps;    /* timed steps launched as a CUDA graph (the rest: eagerly) */
+  char graphs_off[300];   /* why the steps went back to eager launches, or "" */
 } pt_bench_result;
 
-/* On the CPU, or with cfg->device "cuda[:N]" on that GPU, whose batches
- * are staged in its memory and whose steps are queued as training queues
- * them (the loss stays on the device, one kernel at a time: ptrain train
- * also replays a captured step as a CUDA graph); the clock waits for the
- * GPU at both ends.
+/* On the CPU, or with cfg->device "cuda[:N]" on that GPU, which holds
+ * the dataset and makes each batch from its indices, and whose steps are
+ * queued as training queues them (the loss stays on the device), replayed
+ * as a CUDA graph as in training unless cfg->cuda_graphs is -1 or profile
+ * asks for each layer's time; the clock waits for the GPU at both ends.
  * The timed steps run in blocks of `steps` until at least min_seconds
  * have passed (0: one block), as bench/pytorch_bench.py's --min-seconds
  * does, so that both sides of a comparison run equally long; out->steps
