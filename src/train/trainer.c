@@ -909,11 +909,14 @@ typedef struct {
   pt_eval_sums hit_ev;    /* that one */
 } epoch_evals;
 
-/* The --eval-every evaluation at step, on every worker together. *cut: a
- * stop request cut it short, and nothing is reported (the run stops at
- * this step, and the checkpoint there comes before this evaluation). */
-static pt_status eval_in_epoch(worker_t *W, int epoch, int64_t step, double train_loss, double t_run, epoch_evals *E,
-                               int *cut) {
+/* The --eval-every evaluation at step, on every worker together, the
+ * epoch's training loss so far being loss_sum over samples. A stop request
+ * that cuts it short sets *signalled, and nothing is reported (the run
+ * stops at this step, and the checkpoint there comes before this
+ * evaluation); meeting --target-accuracy sets *stopped. */
+static pt_status eval_in_epoch(worker_t *W, int epoch, int64_t step, double loss_sum, int64_t samples, double t_run,
+                               epoch_evals *E, int *signalled, int *stopped) {
+  const double train_loss = samples ? loss_sum / (double)samples : NAN;
   pt_eval_sums ev = {0};
   const double te0 = pt_now();
   PT_TRY(evaluate_all(W, &ev));
@@ -921,14 +924,16 @@ static pt_status eval_in_epoch(worker_t *W, int epoch, int64_t step, double trai
   const double te1 = pt_now();
   pt_trace_span("evaluate", "eval", te0, te1);
   E->seconds += te1 - te0;
-  *cut = ev.cut;
-  if (ev.cut) return PT_OK;
+  if (ev.cut) {
+    *signalled = 1;
+    return PT_OK;
+  }
   int hit = 0;
   PT_TRY(report_eval(W, epoch + 1, step, train_loss, &ev, pt_now() - t_run, &hit));
   E->step_ev = ev;
   E->step_ev_at = step;
   if (hit) {
-    E->target_hit = 1;
+    E->target_hit = *stopped = 1;
     E->hit_ev = ev;
     W->result.target_seconds = pt_now() - t_run;
     W->result.target_step = step;
@@ -1045,10 +1050,7 @@ static pt_status train_loop(worker_t *W) {
      * made it. */
     if (b > 0 && b < nb && pos.step == first_step && c->eval_every &&
         pos.step % c->eval_every == 0) {
-      int cut;
-      PT_TRY(eval_in_epoch(W, epoch, pos.step, samples ? loss_sum / (double)samples : NAN, t_run, &E, &cut));
-      if (cut) signalled = 1;
-      if (E.target_hit) stopped = 1;
+      PT_TRY(eval_in_epoch(W, epoch, pos.step, loss_sum, samples, t_run, &E, &signalled, &stopped));
     }
     while (b < nb && !signalled && !E.target_hit) {
       if (c->max_steps && pos.step >= c->max_steps) {
@@ -1182,10 +1184,7 @@ static pt_status train_loop(worker_t *W) {
       /* --eval-every: the step count decides, the same on every worker, and
        * evaluate_all is collective; so is the stop at the target. */
       if (!signalled && b < nb && c->eval_every && pos.step % c->eval_every == 0) {
-        int cut;
-        PT_TRY(eval_in_epoch(W, epoch, pos.step, samples ? loss_sum / (double)samples : NAN, t_run, &E, &cut));
-        if (cut) signalled = 1;
-        if (E.target_hit) stopped = 1;
+        PT_TRY(eval_in_epoch(W, epoch, pos.step, loss_sum, samples, t_run, &E, &signalled, &stopped));
       }
       double dt = pt_now() - t0 - E.seconds;
       if (W->watch.nv) {
