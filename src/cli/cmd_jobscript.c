@@ -129,20 +129,29 @@ static const pt_job_submit_owned kSubmitOwn[] = {
     {"universe", "JobUniverse", CHECKPOINT_WHY},
     {"executable", "Cmd", WRAPPER_WHY},
     {"arguments", "Args", WRAPPER_WHY},
+    {"arguments2", "Arguments", WRAPPER_WHY},
     {"batch_name", "JobBatchName", NAME_WHY},
     {"log", "UserLog", NAME_WHY},
     {"output", "Out", NAME_WHY},
+    {"stdout", NULL, NAME_WHY},
     {"error", "Err", NAME_WHY},
+    {"stderr", NULL, NAME_WHY},
     {"request_cpus", "RequestCpus", "the submit file sets it itself; give it with --cpus"},
     {"request_memory", "RequestMemory", "the submit file sets it itself; give it with --memory"},
     {"request_disk", "RequestDisk", "the submit file sets it itself; give it with --disk"},
     {"request_gpus", "RequestGpus", "the submit file sets it itself; give it with --gpus"},
     {"should_transfer_files", "ShouldTransferFiles", CHECKPOINT_WHY},
     {"transfer_input_files", "TransferInput", "the submit file sets it itself; give it with --transfer-input"},
+    {"TransferInputFiles", NULL, "the submit file sets it itself; give it with --transfer-input"},
+    {"preserve_relative_paths", "PreserveRelativePaths",
+     "the wrapper finds the files sent with the job under their last names"},
     {"checkpoint_exit_code", "CheckpointExitCode",
      "the submit file sets it itself; its interval is --checkpoint-interval"},
     {"transfer_checkpoint_files", "TransferCheckpoint", CHECKPOINT_WHY},
     {"transfer_output_files", "TransferOutput", CHECKPOINT_WHY},
+    {"TransferOutputFiles", NULL, CHECKPOINT_WHY},
+    {"transfer_output_remaps", "TransferOutputRemaps", CHECKPOINT_WHY},
+    {"checkpoint_destination", "CheckpointDestination", CHECKPOINT_WHY},
     {"when_to_transfer_output", "WhenToTransferOutput", CHECKPOINT_WHY},
     {"queue", NULL, CHECKPOINT_WHY},
 };
@@ -323,6 +332,47 @@ static void note_data_transfer(const condor_opts *co, const pt_train_args *ta, c
           dataset[0] ? dataset : "its data", dir, (int)first, dir);
 }
 
+/* What --transfer-input and --resume-from send must arrive in the sandbox
+ * under names of their own, and a checkpoint directory only through
+ * --resume-from: sent as input, the wrapper would not look at it, and the
+ * job would train from the start. (A --transfer-input directory written
+ * with a trailing slash sends what it holds, under names not known here.) */
+static int check_sandbox_names(const char *cmd, const condor_opts *co) {
+  struct {
+    const char *s; /* within co's strings */
+    size_t len;
+  } names[64]; /* the sandbox names so far */
+  int n = 0;
+  for (int from = 0; from < 2; from++) {
+    const char *list = from ? co->resume_from : co->transfer_input;
+    const char *flag = from ? "--resume-from" : "--transfer-input";
+    for (const char *e = list; e && *e;) {
+      char entry[PATH_MAX];
+      const char *start = e;
+      const size_t elen = from ? strlen(e) : strcspn(e, ",");
+      snprintf(entry, sizeof entry, "%.*s", (int)elen, e);
+      e += elen;
+      if (*e == ',') e++;
+      size_t len;
+      const char *name = sandbox_name(entry, &len);
+      char base[PATH_MAX];
+      snprintf(base, sizeof base, "%.*s", (int)len, name);
+      if (from && (strchr(entry, ',') || !len || !strcmp(base, ".") || !strcmp(base, "..") || base[0] == '-'))
+        return pt_cli_usage(cmd, "--resume-from '%s': expected one directory, as checkpoints-77.0", entry);
+      if (!from && (!strcmp(base, PT_JOB_CKPT_DIR) || !strncmp(base, PT_JOB_CKPT_DIR "-", sizeof PT_JOB_CKPT_DIR)))
+        return pt_cli_usage(cmd, "--transfer-input '%s': a job's checkpoints are continued with --resume-from %s; "
+                                 "sent as input, the job would train from the start", entry, entry);
+      if (!from && elen > 1 && entry[elen - 1] == '/') continue;
+      for (int k = 0; k < n; k++)
+        if (names[k].len == len && !strncmp(names[k].s, base, len))
+          return pt_cli_usage(cmd, "%s '%s': another file sent with the job arrives in the sandbox as '%s' too",
+                              flag, entry, base);
+      if (n < (int)COUNT(names)) names[n].s = start + (name - entry), names[n++].len = len;
+    }
+  }
+  return 0;
+}
+
 static void print_help(const pt_arg *slurm, int ns, const pt_arg *condor, int nc) {
   printf(
       "usage: ptrain jobscript slurm|htcondor [options] -- TRAIN_ARGS\n\n"
@@ -343,9 +393,12 @@ static void print_help(const pt_arg *slurm, int ns, const pt_arg *condor, int nc
   printf(
       "\nhtcondor: a submit file (ptrain.sub) and the wrapper it runs (ptrain.sh),\n"
       "printed one after the other under '# ---- file: NAME ----' lines, or written\n"
-      "with --write. The run saves checkpoints to '" PT_JOB_CONDOR_DIR "' (the\n"
-      "job's ID), which HTCondor sends back on exit and keeps when the job is evicted;\n"
-      "a job restarted with a checkpoint there continues with --resume. With --gpus above 1 it starts one\n"
+      "with --write. The run saves checkpoints to\n"
+      "'" PT_JOB_CONDOR_DIR "', after the job's ID, which HTCondor\n"
+      "sends back on exit and keeps when the job is evicted; a job restarted with a\n"
+      "checkpoint there continues with --resume, and a new job continues a finished\n"
+      "one's with --resume-from DIR (relative to the submit directory; a DIR with no\n"
+      "checkpoint ends the job with status 1). With --gpus above 1 it starts one\n"
       "process per GPU: mpirun -np G ptrain train --parallel ddp. Data must travel\n"
       "with the job: --transfer-input /data/fashion-mnist -- --data-dir fashion-mnist\n\n"
       "htcondor options:\n");
@@ -503,7 +556,7 @@ static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrai
         "ckpt=${1:-" PT_JOB_CKPT_DIR "}\n"
         "# HTCondor holds a job whose transfer_output_files are missing, so the\n"
         "# directory must exist even if the job ends before its first checkpoint.\n"
-        "mkdir -p \"$ckpt\"\n"
+        "mkdir -p -- \"$ckpt\"\n"
         "# A checkpoint is a directory step-N published whole (or, from earlier\n"
         "# versions, the pair of files): one is there when HTCondor restarts an\n"
         "# evicted job, and ptrain takes the newest complete one.\n"
@@ -521,13 +574,15 @@ static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrai
           "from=",
           f);
     put_word(f, from);
+    /* Copied, not moved: run by hand beside the earlier job's directory,
+     * the wrapper leaves it as it was. */
     fputs("\n"
           "if ! has_checkpoint \"$ckpt\"; then\n"
           "  if ! has_checkpoint \"$from\"; then\n"
           "    echo \"ptrain.sh: $from (--resume-from) holds no checkpoint to continue from\" >&2\n"
           "    exit 1\n"
           "  fi\n"
-          "  rm -rf \"$ckpt\" && mv \"$from\" \"$ckpt\"\n"
+          "  cp -a -- \"$from/.\" \"$ckpt/\"\n"
           "fi\n",
           f);
   }
@@ -811,7 +866,7 @@ int pt_cmd_jobscript(int argc, char **argv) {
        "comma-separated files and directories to send with the job"},
       {"--resume-from", ARG_STR, &co.resume_from, 0, 0, NULL, "DIR",
        "continue the run whose checkpoints an earlier job brought back (its checkpoints-CLUSTER.PROC), "
-       "sent with the job; raise --epochs in TRAIN_ARGS"},
+       "sent with the job; raise --epochs (or --max-steps) in TRAIN_ARGS"},
       {"--submit", ARG_STRS, &co.submit, 0, 0, NULL, "LINE",
        "one more submit-file line, KEY = VALUE, as 'requirements = (Memory > 8192)'; may be repeated"},
       {"--write", ARG_STR, &co.write_dir, 0, 0, NULL, "DIR", "write DIR/ptrain.sub and DIR/ptrain.sh"},
@@ -926,12 +981,7 @@ int pt_cmd_jobscript(int argc, char **argv) {
     if ((rc = pt_job_check_token(cmd, "--name", co.name)) || (rc = pt_job_check_token(cmd, "--transfer-input", co.transfer_input)) ||
         (rc = pt_job_check_token(cmd, "--resume-from", co.resume_from)))
       return rc;
-    if (co.resume_from) {
-      size_t len;
-      const char *name = sandbox_name(co.resume_from, &len);
-      if (strchr(co.resume_from, ',') || !len || (len == 1 && name[0] == '.') || (len == 2 && !strncmp(name, "..", 2)))
-        return pt_cli_usage(cmd, "--resume-from '%s': expected one directory, as checkpoints-77.0", co.resume_from);
-    }
+    if ((rc = check_sandbox_names(cmd, &co))) return rc;
     /* An empty entry is a slip (HTCondor would be asked to transfer nothing by name). */
     if (co.transfer_input && pt_list_has_empty(co.transfer_input))
       return pt_cli_usage(cmd, "--transfer-input '%s': an empty entry; expected FILE[,FILE...]", co.transfer_input);

@@ -144,6 +144,9 @@ pt_job_need pt_job_estimate_spec(const pt_model_spec *spec, const pt_job_run *ru
   need.memory_mib = (2.0 * weights + state + 4.0 * (double)sum.activation_floats * per_batch + data) / 1048576.0 + 512.0;
   const double keep = run->keep_checkpoints > 0 ? run->keep_checkpoints : 2;
   const double kept = keep + 1 + (run->carried ? keep : 0);
-  need.disk_mib = (kept * (weights + state) + weights + data) / 1048576.0 + 256.0;
+  /* The carried directory's final weights too: a file hard-linked to a
+   * checkpoint's travels as a copy of its own. */
+  const double finals = run->carried ? 2 * weights : weights;
+  need.disk_mib = (kept * (weights + state) + finals + data) / 1048576.0 + 256.0;
   return need;
 }

@@ -277,9 +277,15 @@ expect_exit 2 "--submit 'Executable=x': the submit file runs the wrapper" -- \
 expect_exit 2 "--submit 'when_to_transfer_output = ON_EXIT': the submit file sets it itself, for ptrain's checkpoints" -- \
   "$PTRAIN" jobscript htcondor --submit 'when_to_transfer_output = ON_EXIT' -- --epochs 1
 # The job attributes behind the commands, set directly or by name.
-for line in 'RequestMemory = 1' 'MY.RequestDisk = 1' '+RequestCpus = 8' 'my.checkpointexitcode = 0'; do
-  expect_exit 2 "--submit '[^']*': the submit file sets it itself" -- "$PTRAIN" jobscript htcondor --submit "$line" -- --epochs 1
+for line in 'RequestMemory = 1' 'MY.RequestDisk = 1' '+RequestCpus = 8' 'my.checkpointexitcode = 0' \
+  'stdout = x' 'stderr = x' 'TransferInputFiles = x' 'TransferOutputFiles = x' 'transfer_output_remaps = "a=b"' \
+  'checkpoint_destination = x' 'arguments2 = x'; do
+  expect_exit 2 "--submit '[^']*': the submit file (sets it itself|runs the wrapper)" -- \
+    "$PTRAIN" jobscript htcondor --submit "$line" -- --epochs 1
 done
+# Would move what is sent with the job away from the names the wrapper reads.
+expect_exit 2 "--submit 'preserve_relative_paths = true': the wrapper finds the files sent with the job under their last names" \
+  -- "$PTRAIN" jobscript htcondor --submit 'preserve_relative_paths = true' -- --epochs 1
 expect_exit 2 "a backslash at the end continues the line onto the next" -- \
   "$PTRAIN" jobscript htcondor --submit 'requirements = a \' -- --epochs 1
 "$PTRAIN" jobscript htcondor --submit $'requirements\t=\t(Memory > 1)' -- --epochs 1 >/dev/null || fail "a tab in --submit"
@@ -412,6 +418,17 @@ if [[ -f $FMNIST/train-images-idx3-ubyte.gz ]]; then
   (cd "$TMP/job6b" && bash "$TMP/more.sh" checkpoints-6.0) >"$TMP/job6b.log" 2>&1 || fail "job 6.0 again: $(cat "$TMP/job6b.log")"
   grep -q "resuming from checkpoints-6.0/step-0*20 at .*(step 20)" "$TMP/job6b.log" ||
     fail "job 6.0 restarted did not keep to its own checkpoints: $(cat "$TMP/job6b.log")"
+  # Run by hand beside job 5.0's checkpoints (no argument: checkpoints/),
+  # the wrapper copies them and leaves them, and what is in its own
+  # directory, as they were.
+  mkdir -p "$TMP/byhand/checkpoints" && cp -a "$TMP/job5/checkpoints-5.0" "$TMP/byhand/"
+  echo keep >"$TMP/byhand/checkpoints/notes.txt"
+  (cd "$TMP/byhand" && bash "$TMP/more.sh") >"$TMP/byhand.log" 2>&1 || fail "by hand: $(cat "$TMP/byhand.log")"
+  [[ -f $TMP/byhand/checkpoints/notes.txt ]] || fail "by hand, the wrapper removed a file of checkpoints/"
+  diff -r "$TMP/job5/checkpoints-5.0" "$TMP/byhand/checkpoints-5.0" >/dev/null ||
+    fail "by hand, the wrapper changed the earlier job's checkpoints"
+  cmp -s "$TMP/byhand/checkpoints/model.safetensors" "$TMP/straight/checkpoints/model.safetensors" ||
+    fail "by hand with --resume-from, the weights differ from a straight run's"
   mkdir -p "$TMP/job7/checkpoints-5.0"
   rc=0
   (cd "$TMP/job7" && bash "$TMP/more.sh" checkpoints-7.0) >"$TMP/job7.log" 2>&1 || rc=$?
@@ -571,15 +588,28 @@ grep -qF -- "--parallel model --devices cuda:1,cuda:0" "$TMP/mp-own" || fail "ht
 ! grep -q "train --devices" "$TMP/mp-own" || fail "htcondor: devices added beside the user's: $(cat "$TMP/mp-own")"
 pass "dp, model and pipeline on GPUs: one process, the GPUs listed; dp on one GPU refused"
 expect_exit 2 "--resume after '--': the wrapper adds it" -- "${J[@]}" htcondor -- --resume
-for bad in a,b .. ./ /; do
+for bad in a,b .. ./ / -ck; do
   expect_exit 2 "--resume-from '$bad': expected one directory, as checkpoints-77.0" -- \
     "${J[@]}" htcondor --resume-from="$bad" -- --epochs 2
 done
 expect_exit 2 "--resume-from: expected letters, digits" -- "${J[@]}" htcondor --resume-from 'a b' -- --epochs 2
+# A checkpoint directory sent as plain input would be left unread.
+for ck in checkpoints old/checkpoints-77.0/; do
+  expect_exit 2 "--transfer-input '$ck': a job's checkpoints are continued with --resume-from $ck" -- \
+    "${J[@]}" htcondor --transfer-input "data,$ck" -- --epochs 2
+done
+# Two things sent under one sandbox name (a directory with a trailing
+# slash sends what it holds, so its own name does not count).
+expect_exit 2 "--resume-from 'x/fashion-mnist': another file sent with the job arrives in the sandbox as 'fashion-mnist' too" \
+  -- "${J[@]}" htcondor --transfer-input /data/fashion-mnist --resume-from x/fashion-mnist -- --epochs 2
+expect_exit 2 "--transfer-input 'b/x': another file sent with the job arrives in the sandbox as 'x' too" \
+  -- "${J[@]}" htcondor --transfer-input a/x/,c/x,b/x -- --epochs 2
+"${J[@]}" htcondor --transfer-input a/x/,b/x -- --epochs 2 >/dev/null || fail "a directory's contents and another x"
 "${J[@]}" htcondor --resume-from ck -- --model cifar-convnet --data-dir /shared/cifar10 >"$TMP/rf.out" ||
   fail "htcondor --resume-from ck"
-# cifar-convnet with Adam: 6GB alone, and its 2 checkpoints of 1.6 GB more.
-grep -q '^request_disk *= 9GB$' "$TMP/rf.out" || fail "--resume-from: $(grep request_disk "$TMP/rf.out")"
+# cifar-convnet with Adam: 6GB alone; the 2 checkpoints sent along (1.6 GB
+# each) and their final weights (0.56 GB) more.
+grep -q '^request_disk *= 10GB$' "$TMP/rf.out" || fail "--resume-from: $(grep request_disk "$TMP/rf.out")"
 expect_exit 2 "--checkpoint-dir after '--': the job keeps checkpoints in 'checkpoints-"'\$\(Cluster\)\.\$\(Process\)'"'" -- \
   "${J[@]}" htcondor -- --checkpoint-dir=ck
 # TRAIN_ARGS that ptrain train would refuse: refused here, with train's
