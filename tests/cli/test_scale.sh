@@ -259,6 +259,11 @@ expect_exit 2 "scale: --submit 'Iwd = /x': each task reads sweep.args" -- \
   "$PTRAIN" scale --jobscript htcondor --write "$TMP/s2" --submit 'Iwd = /x'
 expect_exit 2 "scale: --submit 'memory = 1GB': the submission sets it" -- \
   "$PTRAIN" scale --jobscript htcondor --write "$TMP/s2" --submit 'memory = 1GB'
+# HTCondor's other names for the file's own commands.
+for line in 'stdout = x' 'stderr = x' 'initial_dir = /x' 'arguments2 = x'; do
+  expect_exit 2 "scale: --submit '$line': (the submission sets it|each task reads sweep.args)" -- \
+    "$PTRAIN" scale --jobscript htcondor --write "$TMP/s2" --submit "$line"
+done
 expect_exit 2 "scale: --sbatch goes with --jobscript slurm" -- "$PTRAIN" scale --sbatch --partition=gpu
 expect_exit 2 "scale: --submit goes with --jobscript htcondor" -- \
   "$PTRAIN" scale --jobscript slurm --write "$TMP/s2" --submit 'a = 1'
