@@ -23,7 +23,7 @@ typedef struct {
   pt_net *net;
   int top, json, classes;
   float *probs; /* (classes) */
-  int order[256];
+  int *order;   /* (classes) */
 } predictor;
 
 /* The dataset's name of class k, or "class k" (written into buf). */
@@ -276,13 +276,13 @@ int pt_cmd_predict(int argc, char **argv) {
   predictor P = {.top = top, .json = json};
   if (pt_net_load(ckpt, model ? model : model_file, &P.net) != PT_OK) return pt_cli_fail("predict");
   pt_net_shape(P.net, NULL, NULL, NULL, &P.classes);
-  if (P.classes > 256) P.classes = 256;
   P.probs = malloc(sizeof(float) * (size_t)P.classes);
+  P.order = malloc(sizeof(int) * (size_t)P.classes);
   int c, h, w;
   pt_net_shape(P.net, &c, &h, &w, NULL);
   float *x = malloc(sizeof(float) * (size_t)c * h * w); /* (c, h, w) */
   int failed = 0;
-  for (int i = 0; i < nfiles && P.probs && x; i++) {
+  for (int i = 0; i < nfiles && P.probs && P.order && x; i++) {
     pt_status st;
     if (is_picture(files[i])) {
       char note[256];
@@ -297,9 +297,13 @@ int pt_cmd_predict(int argc, char **argv) {
       failed = 1;
     }
   }
-  if (!P.probs || !x) failed = pt_cli_fail("predict");
+  if (!P.probs || !P.order || !x) {
+    pt_fail(PT_ERR_NOMEM, "out of memory for a model of %d classes", P.classes);
+    failed = pt_cli_fail("predict");
+  }
   free(x);
   free(P.probs);
+  free(P.order);
   pt_net_free(P.net);
   return failed;
 }

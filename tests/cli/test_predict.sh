@@ -139,3 +139,28 @@ pass "CIFAR-10 batch: labels and class names"
 "$PTRAIN" eval --checkpoint "$TMP/ck" >"$TMP/eval.out"
 grep -q "fmnist-mlp on fashion-mnist test: loss .*, accuracy" "$TMP/eval.out" || fail "eval: $(cat "$TMP/eval.out")"
 pass "eval of the same checkpoint"
+
+# A model of more classes than the dataset's (300 outputs on Fashion-MNIST,
+# trained a few steps): every class is ranked, as many as asked are shown,
+# and the classes past the dataset's ten have numbers for names.
+cat >"$TMP/wide.spec" <<'SPEC'
+input 1 28 28
+flatten
+linear fc out=300
+SPEC
+"$PTRAIN" train --model-file "$TMP/wide.spec" --max-steps 3 --save-model --checkpoint-dir "$TMP/ckw" --quiet >/dev/null ||
+  fail "training a 300-class model"
+"$PTRAIN" predict --checkpoint "$TMP/ckw" "$T10K" --index 0 --top 256 --json >"$TMP/wide.json" ||
+  fail "predict with a 300-class model: $(cat "$TMP/wide.json")"
+python3 - "$TMP/wide.json" <<'PY' || fail "predict with a 300-class model: $(cat "$TMP/wide.json")"
+import json, sys
+top = json.load(open(sys.argv[1]))["top"]
+assert len(top) == 256, len(top)
+p = [e["probability"] for e in top]
+assert p == sorted(p, reverse=True), p
+assert all(0 <= e["index"] < 300 for e in top) and len({e["index"] for e in top}) == 256
+assert any(e["class"] == "class %d" % e["index"] for e in top if e["index"] >= 10)
+# All 300 ranked: some of the last 44 are among the 256 likeliest.
+assert any(e["index"] >= 256 for e in top), sorted(e["index"] for e in top)
+PY
+pass "a 300-class model: 256 classes ranked of 300"
