@@ -2,10 +2,12 @@
  * rate, as a line of text or of JSON (for bench/cpu.sh). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cuda/device.h"
+#include "data/dataset.h"
 #include "ops/cpu/isa/cpu_level.h"
 #include "train/bench.h"
 
@@ -29,6 +31,8 @@ int pt_cmd_bench(int argc, char **argv) {
   const pt_arg flags[] = {
       {"--model", ARG_STR, &c.model, 0, 0, NULL, "NAME", "model preset (default mnist-cnn)"},
       {"--model-file", ARG_STR, &c.model_file, 0, 0, NULL, "SPEC", "model spec file"},
+      {"--dataset", ARG_CHOICE, &c.dataset, 0, 0, PT_DATASET_NAMES, "NAME",
+       "fashion-mnist, mnist or cifar10 (default: the preset's)"},
       {"--data-dir", ARG_STR, &c.data_dir, 0, 0, NULL, "DIR", "where the dataset files are"},
       {"--batch-size", ARG_INT, &c.batch_size, 1, 1 << 20, NULL, "N", "batch size (default: the preset's)"},
       {"--optimizer", ARG_CHOICE, &c.optimizer, 0, 0, "sgd|adam|adamw|adadelta", "NAME", "optimizer (default: the preset's)"},
@@ -63,6 +67,8 @@ int pt_cmd_bench(int argc, char **argv) {
     return 0;
   }
   if (sgemm) {
+    if (c.device && strcmp(c.device, "cpu") != 0)
+      return pt_cli_usage("bench", "--sgemm measures this CPU's SGEMM; not with --device %s", c.device);
     /* No model is read: the default is every core, as for training. */
     const int threads = c.threads > 0 ? c.threads : pt_cli_cores();
     if (pt_ops_set_threads(threads)) return pt_cli_fail("bench");

@@ -172,8 +172,8 @@ int pt_cmd_train(int argc, char **argv) {
   if (starting(st, comm)) {
     /* A dataset the model cannot take is a flag that does not fit, though
      * it shows only once the images are there. */
-    int mc, mh, mw;
-    pt_net_shape(net, &mc, &mh, &mw, NULL);
+    int mc, mh, mw, classes;
+    pt_net_shape(net, &mc, &mh, &mw, &classes);
     for (int split = 0; split < 2 && st == PT_OK; split++) {
       const pt_data *d = split ? test : train;
       const pt_dataset *ds = &d->ds;
@@ -192,6 +192,11 @@ int pt_cmd_train(int argc, char **argv) {
                      pt_net_name(net), mc, mh, mw, name, ds->c, ds->h, ds->w,
                      dataset ? "--dataset names a dataset the model cannot take" : "use --dataset");
         usage = 1;
+      } else {
+        /* Labels past the model's outputs: the same misfit, said as early. */
+        char what[64];
+        snprintf(what, sizeof what, "the %s split of %s", which, name);
+        usage = (st = pt_dataset_check_classes(ds, classes, pt_net_name(net), what)) != PT_OK;
       }
     }
   }

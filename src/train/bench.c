@@ -16,7 +16,7 @@
 #include "util/fpmode.h"
 #include "util/timer.h"
 
-#define STAGED 10 /* distinct batches cycled through */
+#define STAGED 10 /* distinct batches cycled through, where the dataset has as many */
 
 static double peak_rss_mb(void) {
   struct rusage ru;
@@ -51,14 +51,19 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, doub
   pt_optimizer opt = {0};
   /* The CPU's batches are staged whole; a GPU's as the dataset's indices,
    * from which the device makes each batch as in training. */
-  float *xs = NULL;                /* (STAGED, batch, c, h, w), CPU */
-  int32_t *ys = NULL, *idx = NULL; /* (STAGED, batch): labels; dataset indices (GPU) */
+  float *xs = NULL;                /* (STAGED, room, c, h, w), CPU */
+  int32_t *ys = NULL, *idx = NULL; /* (STAGED, room): labels; dataset indices (GPU) */
   pt_batch staged[STAGED];
   pt_device_data dd = {0};
   pt_graph_step graphs;
   pt_graph_step_init(&graphs, on_device && plan.cuda_graphs && !profile); /* --profile times each layer */
   pt_status st = pt_dataset_load(&ds, plan.dataset, plan.data_dir, 1);
-  if (st == PT_OK) st = pt_model_create_on(&m, &plan.spec, plan.batch, be);
+  /* As train checks them: a batch of other images, or labels past the
+   * outputs, would be read out of bounds. */
+  if (st == PT_OK) st = pt_train_check_fit(&plan.spec, &ds, plan.data_name, "training", " (use --dataset)");
+  /* A batch larger than the split holds the split, as in training. */
+  const int room = st == PT_OK && ds.n < plan.batch ? ds.n : plan.batch;
+  if (st == PT_OK) st = pt_model_create_on(&m, &plan.spec, room, be);
   if (st == PT_OK) st = pt_optimizer_init_on(&opt, &plan.opt, m->nparam_total, be);
   pt_loader_config lc;
   /* A GPU makes each batch within the step, cropped and flipped as in
@@ -70,21 +75,22 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, doub
   if (st == PT_OK) st = pt_loader_create(&l, &ds, &lc);
   /* On a GPU the split goes to its memory whole, as for training; the loss
    * is queued into dd.sums and never read. */
-  if (st == PT_OK) st = pt_device_data_init(&dd, be, &ds, &lc, plan.batch);
-  const size_t xsz = (size_t)plan.batch * plan.spec.in_c * plan.spec.in_h * plan.spec.in_w;
+  if (st == PT_OK) st = pt_device_data_init(&dd, be, &ds, &lc, room);
+  const int nstaged = l && pt_loader_num_batches(l) < STAGED ? pt_loader_num_batches(l) : STAGED;
+  const size_t per = (size_t)plan.spec.in_c * plan.spec.in_h * plan.spec.in_w, xsz = (size_t)room * per;
   /* aligned as the loader's batches are, so kernels read them as in training */
-  if (st == PT_OK && ((!on_device && !(xs = pt_alloc_aligned(sizeof(float) * xsz * STAGED))) ||
-                      !(ys = pt_malloc(sizeof(int32_t) * (size_t)plan.batch * STAGED)) ||
-                      !(idx = pt_malloc(sizeof(int32_t) * (size_t)plan.batch * STAGED))))
+  if (st == PT_OK && ((!on_device && !(xs = pt_alloc_aligned(sizeof(float) * xsz * nstaged))) ||
+                      !(ys = pt_malloc(sizeof(int32_t) * (size_t)room * nstaged)) ||
+                      !(idx = pt_malloc(sizeof(int32_t) * (size_t)room * nstaged))))
     st = PT_ERR_NOMEM;
   if (st == PT_OK) st = pt_loader_start_epoch(l, 0, 0);
-  for (int k = 0; k < STAGED && st == PT_OK; k++) {
+  for (int k = 0; k < nstaged && st == PT_OK; k++) {
     pt_batch b;
     st = pt_loader_next(l, &b);
-    if (st == PT_OK && b.n == 0) st = pt_fail(PT_ERR_ARG, "dataset too small to stage %d batches", STAGED);
+    if (st == PT_OK && b.n == 0) st = pt_fail(PT_ERR_STATE, "the loader ended after %d of %d batches", k, nstaged);
     if (st != PT_OK) break;
-    staged[k] = (pt_batch){b.n, xs ? xs + k * xsz : NULL, ys + (size_t)k * plan.batch, idx + (size_t)k * plan.batch};
-    if (xs) memcpy(staged[k].x, b.x, sizeof(float) * (size_t)b.n * (xsz / plan.batch));
+    staged[k] = (pt_batch){b.n, xs ? xs + k * xsz : NULL, ys + (size_t)k * room, idx + (size_t)k * room};
+    if (xs) memcpy(staged[k].x, b.x, sizeof(float) * (size_t)b.n * per);
     memcpy(staged[k].y, b.y, sizeof(int32_t) * b.n);
     memcpy(staged[k].index, b.index, sizeof(int32_t) * b.n);
   }
@@ -103,7 +109,7 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, doub
         graphed_before = graphs.replays;
         t0 = pt_now();
       }
-      const pt_batch *b = &staged[i % STAGED];
+      const pt_batch *b = &staged[i % nstaged];
       pt_phase_times *timed = profile && i >= warmup ? &ph : NULL;
       if (on_device) { /* as the training loop queues a step: nothing waits for the GPU */
         int graphed = 0;
@@ -132,7 +138,7 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, doub
       ph.total_s = dt;
       pt_profile_print(stderr, m, &ph, 1);
     }
-    out->batch = plan.batch;
+    out->batch = room; /* the batch asked, or the split where it is smaller */
     out->threads = plan.threads;
     out->steps = steps;
     out->images_per_s = images / dt;

@@ -176,6 +176,18 @@ static int graph_refusal(const pt_train_config *c, const pt_train_plan *r, char 
   return 1;
 }
 
+pt_status pt_train_check_fit(const pt_model_spec *s, const pt_dataset *ds, const char *data_name,
+                             const char *which, const char *hint) {
+  if (ds->c != s->in_c || ds->h != s->in_h || ds->w != s->in_w)
+    return pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images of %s are %dx%dx%d%s", s->name,
+                   s->in_c, s->in_h, s->in_w, which, data_name, ds->c, ds->h, ds->w, hint);
+  pt_model_summary sum;
+  PT_TRY(pt_model_summarize(s, &sum));
+  char what[160];
+  snprintf(what, sizeof what, "the %s split of %s", which, data_name);
+  return pt_dataset_check_classes(ds, sum.classes, s->name, what);
+}
+
 pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   memset(r, 0, sizeof *r);
   if (c->spec) {
@@ -1428,19 +1440,10 @@ static pt_status load_shared(const pt_train_config *c, shared_t *S) {
     S->test_ds = &S->own_test;
   }
   const pt_model_spec *s = &r->spec;
-  pt_model_summary sum;
-  PT_TRY(pt_model_summarize(s, &sum));
-  for (int i = 0; i < 2; i++) {
-    const pt_dataset *ds = i ? S->test_ds : S->train_ds;
-    if (ds->c != s->in_c || ds->h != s->in_h || ds->w != s->in_w)
-      return pt_fail(PT_ERR_ARG, "model %s takes %dx%dx%d input but the %s images of %s are %dx%dx%d%s", s->name,
-                     s->in_c, s->in_h, s->in_w, i ? "test" : "training", r->data_name, ds->c, ds->h, ds->w,
-                     c->train_data ? "" : " (use --dataset)");
-    /* The test split too: its labels index the outputs when it is evaluated. */
-    char what[160];
-    snprintf(what, sizeof what, "the %s split of %s", i ? "test" : "training", r->data_name);
-    PT_TRY(pt_dataset_check_classes(ds, sum.classes, s->name, what));
-  }
+  /* The test split too: its labels index the outputs when it is evaluated. */
+  for (int i = 0; i < 2; i++)
+    PT_TRY(pt_train_check_fit(s, i ? S->test_ds : S->train_ds, r->data_name, i ? "test" : "training",
+                              c->train_data ? "" : " (use --dataset)"));
   /* Each worker evaluates 1/world of the test split, so its share of the
    * evaluation batch is enough; results do not depend on the cut. */
   /* A batch larger than the split (allowed, as PyTorch's DataLoader

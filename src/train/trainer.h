@@ -152,6 +152,12 @@ pt_status pt_train_config_check_numbers(const pt_train_config *cfg);
  * and prefetch are left to the caller. */
 void pt_train_loader_config(const pt_model_spec *spec, int batch, int augment, pt_loader_config *lc);
 
+/* Whether the model takes the images of ds (the which split of data_name)
+ * and has an output for each of its labels; PT_ERR_ARG saying which not,
+ * with hint after the shapes. */
+pt_status pt_train_check_fit(const pt_model_spec *spec, const pt_dataset *ds, const char *data_name,
+                             const char *which, const char *hint);
+
 pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *result);
 
 /* Loads a model spec from a preset name or a spec file (exactly one given). */

@@ -160,6 +160,26 @@ PY
     fail "bench --json with an odd path: $(cat "$TMP/odd.json")"
   # the SGEMM rate reads no model
   "$PTRAIN" bench --sgemm --size 64 --threads 1 --model-file "$TMP/nowhere.txt" >/dev/null || fail "bench --sgemm read a model"
+  expect_exit 2 "bench: --sgemm measures this CPU's SGEMM; not with --device cuda" -- \
+    "$PTRAIN" bench --sgemm --size 64 --device cuda
+  # A model that does not fit the data is train's usage error here too, not
+  # a read past the batch: other images, or labels past the outputs.
+  printf 'input 3 32 32\nflatten\nlinear fc out=10\n' >"$TMP/cifar-shaped.txt"
+  printf 'input 1 28 28\nflatten\nlinear fc out=5\n' >"$TMP/five.txt"
+  expect_exit 2 "bench: model custom takes 3x32x32 input but the training images of fashion-mnist are 1x28x28 \(use --dataset\)" \
+    -- "$PTRAIN" bench --model-file "$TMP/cifar-shaped.txt" --steps 1
+  expect_exit 2 "bench: model custom has 5 outputs, but the training split of fashion-mnist has labels up to 9" \
+    -- "$PTRAIN" bench --model-file "$TMP/five.txt" --steps 1
+  expect_exit 2 "train: model custom has 5 outputs, but the training split of fashion-mnist has labels up to 9" \
+    -- "$PTRAIN" train --model-file "$TMP/five.txt" --max-steps 1 --checkpoint-dir "$TMP/five-ck"
+  # Fewer batches than bench cycles through (9 of 7000), and one batch
+  # larger than the split, which it then holds whole.
+  for b in 7000 70000; do
+    "$PTRAIN" bench --model fmnist-mlp --batch-size $b --steps 2 --warmup 0 --threads 1 --json >"$TMP/big.json" ||
+      fail "bench --batch-size $b"
+    python3 -c 'import json, sys; o = json.load(open(sys.argv[1])); assert o["batch"] == int(sys.argv[2]), o' \
+      "$TMP/big.json" "$((b < 60000 ? b : 60000))" || fail "bench --batch-size $b: $(cat "$TMP/big.json")"
+  done
   # --device and --precision, as train takes them; a GPU that is not there is an error naming it
   expect_exit 2 "bench: --device: 'gpu' is not a device" -- "$PTRAIN" bench --device gpu --steps 1
   expect_exit 2 "bench: --precision tf32 is for GPUs" -- "$PTRAIN" bench --precision tf32 --steps 1
