@@ -1041,11 +1041,6 @@ int pt_cmd_jobscript(int argc, char **argv) {
 
   char ptrain[PATH_MAX];
   if (ptrain_path(ptrain_given, ptrain, sizeof ptrain)) return pt_cli_fail("jobscript");
-  rc = slurm ? run_slurm(&so, ptrain, argc, argv, train, ntrain) : run_condor(&co, ptrain, argc, argv, train, ntrain);
-  /* The "wrote" line, to a full disk too, is an error. */
-  if (!rc && (fflush(stdout) != 0 || ferror(stdout))) {
-    pt_fail_errno(PT_ERR_IO, "writing to standard output");
-    return pt_cli_fail("jobscript");
-  }
-  return rc;
+  /* The "wrote" line, to a full disk too, is an error: main checks. */
+  return slurm ? run_slurm(&so, ptrain, argc, argv, train, ntrain) : run_condor(&co, ptrain, argc, argv, train, ntrain);
 }

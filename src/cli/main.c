@@ -1,4 +1,5 @@
 /* ptrain: the command-line entry point, a dispatcher over subcommands. */
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -118,7 +119,27 @@ static void blas_single_threaded(char **argv) {
   unsetenv("OPENBLAS_NUM_THREADS");
 }
 
+static int run_command(int argc, char **argv);
+
+/* What a command prints to standard output is often its result: a spec
+ * (models NAME > spec.txt), a JSON line, a job script. Output that could
+ * not be written whole, to a full disk or a closed descriptor, is a failure
+ * said on standard error, never exit status 0. */
+static int finish_output(const char *cmd, int rc) {
+  errno = 0;
+  const int flushed = fflush(stdout) == 0;
+  if (flushed && !ferror(stdout)) return rc;
+  /* A line-buffered stream failed at an earlier line: errno is gone. */
+  fprintf(stderr, "ptrain%s%s: error: writing to standard output: %s; what it printed is incomplete\n",
+          cmd ? " " : "", cmd ? cmd : "", !flushed && errno ? strerror(errno) : "a write failed");
+  return rc ? rc : 1;
+}
+
 int main(int argc, char **argv) {
+  return finish_output(argc >= 2 && argv[1][0] != '-' ? argv[1] : NULL, run_command(argc, argv));
+}
+
+static int run_command(int argc, char **argv) {
   blas_single_threaded(argv);
   /* A file-size limit (ulimit -f, a batch system's) would otherwise kill
    * the program mid-write, silently, leaving a temporary file; ignored, the

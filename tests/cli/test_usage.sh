@@ -128,6 +128,18 @@ expect_exit 2 "fmnist-mlp has no layer of that name; its named layers are lin1, 
   "$PTRAIN" train --model fmnist-mlp --parallel model --split nosuch
 pass "models"
 
+# Output that cannot be written (a full disk; /dev/full here) is an error,
+# never exit 0 with what was asked for missing: a spec, a JSON line, a script.
+for args in "models fmnist-mlp" "--version" "models" "bench --sgemm --size 64 --threads 1 --json" \
+  "jobscript slurm -- --epochs 1" "models --help"; do
+  rc=0
+  # shellcheck disable=SC2086 # the words of the command
+  "$PTRAIN" $args >/dev/full 2>"$TMP/full.err" || rc=$?
+  [[ $rc == 1 ]] && grep -q "error: writing .*standard output" "$TMP/full.err" ||
+    fail "ptrain $args >/dev/full: exit $rc, $(cat "$TMP/full.err")"
+done
+pass "a full standard output is exit 1, said"
+
 # ptrain bench measures what it says: a JSON line with consistent fields.
 if [[ -f $FMNIST/train-images-idx3-ubyte.gz ]]; then
   "$PTRAIN" bench --model fmnist-mlp --steps 5 --warmup 1 --threads 1 --json >"$TMP/bench.json" || fail "bench"
