@@ -37,12 +37,15 @@ static pt_status mkdir_p(const char *dir) {
   for (char *p = buf + 1; *p; p++) {
     if (*p != '/') continue;
     *p = 0;
-    if (mkdir(buf, 0755) && errno != EEXIST) return pt_fail_errno(PT_ERR_IO, "cannot create directory %s", buf);
+    if (mkdir(buf, 0755) && errno != EEXIST)
+      return pt_fail_errno(PT_ERR_IO, "cannot create %s, for the checkpoint directory %s", buf, dir);
     *p = '/';
   }
-  if (mkdir(buf, 0755) && errno != EEXIST) return pt_fail_errno(PT_ERR_IO, "cannot create directory %s", buf);
+  if (mkdir(buf, 0755) && errno != EEXIST)
+    return pt_fail_errno(PT_ERR_IO, "cannot create the checkpoint directory %s (--checkpoint-dir)", buf);
   struct stat st;
-  if (stat(buf, &st) || !S_ISDIR(st.st_mode)) return pt_fail(PT_ERR_IO, "%s exists and is not a directory", buf);
+  if (stat(buf, &st) || !S_ISDIR(st.st_mode))
+    return pt_fail(PT_ERR_IO, "the checkpoint directory %s (--checkpoint-dir) exists and is not a directory", buf);
   return PT_OK;
 }
 

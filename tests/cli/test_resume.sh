@@ -63,7 +63,7 @@ pass "bad checkpoints refused"
 
 # An unusable checkpoint directory is refused before any training.
 touch "$TMP/afile"
-expect_exit 1 "afile exists and is not a directory" -- "$PTRAIN" train --model-file "$TMP/small.txt" --save-model \
+expect_exit 1 "the checkpoint directory [^ ]*afile \\(--checkpoint-dir\\) exists and is not a directory" -- "$PTRAIN" train --model-file "$TMP/small.txt" --save-model \
   --checkpoint-dir "$TMP/afile" --epochs 1
 grep -q "epoch 1" "$TMP/out" && fail "trained before refusing the checkpoint directory"
 pass "checkpoint directory checked up front"
