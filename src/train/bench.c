@@ -114,7 +114,7 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, doub
       if (on_device) { /* as the training loop queues a step: nothing waits for the GPU */
         int graphed = 0;
         if (graphs.on &&
-            (st = pt_graph_step_run(&graphs, m, &opt, &dd, b, plan.batch, 0, (uint64_t)i, 1.0f, plan.opt.lr,
+            (st = pt_graph_step_run(&graphs, m, &opt, &dd, b, room, 0, (uint64_t)i, 1.0f, plan.opt.lr,
                                     &graphed)) != PT_OK)
           break;
         if (!graphed) {
