@@ -162,10 +162,13 @@ int pt_cmd_train(int argc, char **argv) {
   if (st == PT_OK) usage = (st = pt_run_check(net, dataset, &c, comm)) == PT_ERR_ARG;
   int said = 0; /* all ranks stop at the checks: 1 another rank says why, 2 this one */
   if (comm && comm->size > 1 && checks_agreed(comm, &st, &usage, &said) != PT_OK) {
-    pt_comm_destroy(comm);
+    /* A rank that did not answer: MPI_Finalize would wait for it too. */
+    pt_cli_fail("train");
+    pt_comm_abort(comm, pt_error_message());
+    pt_comm_destroy(comm); /* where the communicator cannot abort */
     pt_net_free(net);
     pt_comm_mpi_finalize();
-    return pt_cli_fail("train");
+    return 1;
   }
   if (starting(st, comm)) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TRAIN, &train);
   if (starting(st, comm)) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TEST, &test);

@@ -35,6 +35,7 @@ int pt_comm_mpi_launcher_ranks(void) { return (int)launcher_world(); }
 #include <mpi.h>
 
 #include "util/timer.h"
+#include "util/watchdog.h"
 
 /* The heartbeat. A rank that times out waiting sends a ping to every other
  * rank on a communicator of its own (a dup, so that no message of training
@@ -97,6 +98,21 @@ typedef struct {
 } mpi_comm;
 
 static int we_initialized;
+static double world_timeout_s; /* --timeout, for MPI_Finalize's wait */
+
+/* Named as the launcher numbers the ranks: MPI's own numbers are not
+ * there yet, or no longer. */
+static void guard(pt_watchdog *w, double seconds, const char *call, const char *what) {
+  char why[320];
+  const char *r = getenv("OMPI_COMM_WORLD_RANK");
+  if (!r) r = getenv("PMI_RANK");
+  if (!r) r = getenv("SLURM_PROCID");
+  snprintf(why, sizeof why,
+           "ptrain: error: rank %s: no answer for %.0f s in %s, which waits for every rank %s: one is stopped, "
+           "hung (in its file system?) or dead; giving up (--timeout)",
+           r ? r : "?", seconds, call, what);
+  pt_watchdog_start(w, seconds, why);
+}
 
 int pt_comm_mpi_available(void) { return 1; }
 
@@ -604,8 +620,9 @@ static pt_status wrap(MPI_Comm comm, double timeout_s, pt_comm **out) {
   return PT_OK;
 }
 
-pt_status pt_comm_mpi_create(pt_comm **out, double timeout_s) {
-  const long launched = launcher_world();
+/* Every call here waits for every rank (MPI_Init, the communicators' dups,
+ * the gather of the ranks' names), and the heartbeat starts only after. */
+static pt_status create_world(pt_comm **out, double timeout_s) {
   int inited = 0;
   MPI_Initialized(&inited);
   if (!inited) {
@@ -614,11 +631,21 @@ pt_status pt_comm_mpi_create(pt_comm **out, double timeout_s) {
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
       return pt_fail(PT_ERR_COMM, "MPI_Init failed");
     we_initialized = 1;
+    world_timeout_s = timeout_s;
   }
   MPI_Comm world;
   MPI_Comm_dup(MPI_COMM_WORLD, &world);
+  return wrap(world, timeout_s, out);
+}
+
+pt_status pt_comm_mpi_create(pt_comm **out, double timeout_s) {
+  const long launched = launcher_world();
+  pt_watchdog w;
+  guard(&w, timeout_s, "the ranks' start (MPI_Init, MPI_Comm_dup)", "to come");
   pt_comm *c;
-  PT_TRY(wrap(world, timeout_s, &c));
+  const pt_status st = create_world(&c, timeout_s);
+  pt_watchdog_stop(&w);
+  PT_TRY(st);
   if (launched > 1 && c->size != launched) {
     int size = c->size;
     mpi_destroy(c);
@@ -634,7 +661,12 @@ pt_status pt_comm_mpi_create(pt_comm **out, double timeout_s) {
 void pt_comm_mpi_finalize(void) {
   int fin = 0;
   MPI_Finalized(&fin);
-  if (we_initialized && !fin) MPI_Finalize();
+  if (we_initialized && !fin) {
+    pt_watchdog w;
+    guard(&w, world_timeout_s, "MPI_Finalize", "to end");
+    MPI_Finalize();
+    pt_watchdog_stop(&w);
+  }
 }
 
 #else

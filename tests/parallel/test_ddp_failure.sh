@@ -90,3 +90,48 @@ grep -Eq "((no message|the message) from rank 1 .* for the (gradients|activation
   "$TMP/stage.err" ||
   fail "no timeout message naming stage 1 (pid $victim): $(cat "$TMP/stage.err")"
 pass "pipeline stage 1 stopped: stage 0 gave up after --timeout 3, naming rank 1 and its pid (job ended in $elapsed s, exit $rc)"
+
+# Before training and after it the ranks wait for one another inside MPI
+# (MPI_Init and the communicators' making, MPI_Finalize), where no
+# heartbeat runs: a rank held there (stuck in its file system, stopped)
+# ends the others after --timeout too, saying where they waited. Rank 1 is
+# stopped as soon as it exists, wherever in its start that is.
+timeout 120 mpirun -np 2 "$PTRAIN" train --model fmnist-mlp --threads 1 --parallel ddp --max-steps 20 --timeout 3 \
+  --checkpoint-dir "$TMP/ck-start" >"$TMP/start.out" 2>"$TMP/start.err" &
+job=$!
+victim=
+for _ in $(seq 1 2000); do
+  victim=$(rank_pid 1 "$job") && break
+  kill -0 "$job" 2>/dev/null || break
+done
+[[ -n $victim ]] || fail "rank 1's process not found: $(cat "$TMP/start.err")"
+kill -STOP "$victim"
+t0=$(date +%s)
+rc=0
+wait $job || rc=$?
+elapsed=$(($(date +%s) - t0))
+kill -KILL "$victim" 2>/dev/null || true
+[[ $rc != 0 && $rc != 124 && $elapsed -lt 60 ]] || fail "rank 1 stopped at its start: exit $rc after $elapsed s"
+grep -Eq "rank 0: no answer for [0-9]+ s in " "$TMP/start.err" ||
+  fail "rank 0 did not say where it waited: $(cat "$TMP/start.err")"
+pass "rank 1 stopped at its start: rank 0 gave up after --timeout 3 (job ended in $elapsed s, exit $rc)"
+
+# Held by a debugger at chosen points: in the start-up checks, before it
+# reads its data (rank 0 then waits in the making of the run's
+# communicator), and at MPI_Finalize after training.
+if command -v gdb >/dev/null && gdb -q -batch -ex run --args true >/dev/null 2>&1; then
+  for at in pt_comm_agree_checks:"the ranks. start-up checks" pt_data_load:"the ranks' start" pt_comm_mpi_finalize:"MPI_Finalize"; do
+    fn=${at%%:*} where=${at#*:}
+    args=(train --model fmnist-mlp --threads 1 --parallel ddp --max-steps 20 --timeout 3 --quiet
+      --checkpoint-dir "$TMP/ck-$fn")
+    t0=$(date +%s)
+    rc=0
+    timeout 120 mpirun -np 1 "$PTRAIN" "${args[@]}" : -np 1 gdb -q -batch -ex "break $fn" -ex run \
+      -ex 'shell sleep 60' -ex kill --args "$PTRAIN" "${args[@]}" >"$TMP/held.out" 2>"$TMP/held.err" || rc=$?
+    elapsed=$(($(date +%s) - t0))
+    [[ $rc != 0 && $rc != 124 && $elapsed -lt 50 ]] || fail "rank 1 held in $fn: exit $rc after $elapsed s"
+    grep -Eq "rank 0: no answer for 3 s in $where" "$TMP/held.err" ||
+      fail "rank 1 held in $fn: rank 0 did not say it waited in $where: $(cat "$TMP/held.err")"
+    pass "rank 1 held in $fn: rank 0 gave up after --timeout 3, saying where it waited (job ended in $elapsed s)"
+  done
+fi

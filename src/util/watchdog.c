@@ -1,0 +1,49 @@
+#include "util/watchdog.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+static void *watch(void *arg) {
+  pt_watchdog *w = arg;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until); /* pthread_cond_timedwait's clock */
+  const double whole = floor(w->seconds);
+  until.tv_sec += (time_t)whole;
+  until.tv_nsec += (long)((w->seconds - whole) * 1e9);
+  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(&w->mu);
+  int rc = 0;
+  while (!w->done && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&w->cv, &w->mu, &until);
+  const int fired = !w->done;
+  pthread_mutex_unlock(&w->mu);
+  if (fired) {
+    fprintf(stderr, "%s\n", w->why);
+    fflush(stderr);
+    _exit(1); /* exit() would run atexit handlers, MPI_Finalize among them: the very wait */
+  }
+  return NULL;
+}
+
+void pt_watchdog_start(pt_watchdog *w, double seconds, const char *why) {
+  w->done = 0;
+  w->seconds = seconds;
+  snprintf(w->why, sizeof w->why, "%s", why);
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->cv, NULL);
+  w->started = pthread_create(&w->thread, NULL, watch, w) == 0;
+}
+
+void pt_watchdog_stop(pt_watchdog *w) {
+  if (w->started) {
+    pthread_mutex_lock(&w->mu);
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+  }
+  pthread_cond_destroy(&w->cv);
+  pthread_mutex_destroy(&w->mu);
+}
