@@ -12,6 +12,7 @@ packages=(
   libpng-dev libjpeg-dev # ptrain predict reads the user's PNG and JPEG images (libjpeg-turbo)
   libopenmpi-dev openmpi-bin  # --parallel ddp, and its tests under mpirun
   iproute2               # the two-host ddp test builds its hosts with ip netns
+  gdb                    # the ddp failure test holds a rank at chosen points of its start and end
   python3                # the loopback HTTP server of the download tests
   dataset-fashion-mnist  # the default dataset, so a first run needs no download
   qemu-user              # runs the binary as CPUs without AVX-512 or AVX (test_cpu_levels)
