@@ -25,12 +25,13 @@ int pt_cli_usage_fail(const char *cmd) {
 }
 
 int pt_cli_usage(const char *cmd, const char *fmt, ...) {
+  /* One write: under mpirun every rank says it, into one stream. */
+  char what[2048];
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "ptrain %s: ", cmd);
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, " (see 'ptrain %s --help')\n", cmd);
+  vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
+  fprintf(stderr, "ptrain %s: %s (see 'ptrain %s --help')\n", cmd, what, cmd);
   return PT_USAGE_ERROR;
 }
 
