@@ -9,7 +9,7 @@
 static void *watch(void *arg) {
   pt_watchdog *w = arg;
   struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until); /* pthread_cond_timedwait's clock */
+  clock_gettime(CLOCK_MONOTONIC, &until); /* the condition's clock: no jump of the wall clock moves it */
   const double whole = floor(w->seconds);
   until.tv_sec += (time_t)whole;
   until.tv_nsec += (long)((w->seconds - whole) * 1e9);
@@ -32,7 +32,11 @@ void pt_watchdog_start(pt_watchdog *w, double seconds, const char *why) {
   w->seconds = seconds;
   snprintf(w->why, sizeof w->why, "%s", why);
   pthread_mutex_init(&w->mu, NULL);
-  pthread_cond_init(&w->cv, NULL);
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&w->cv, &attr);
+  pthread_condattr_destroy(&attr);
   w->started = pthread_create(&w->thread, NULL, watch, w) == 0;
 }
 
