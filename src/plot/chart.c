@@ -12,6 +12,7 @@
 #include <cairo.h>
 
 #include "io/atomic_file.h"
+#include "plot/axis.h"
 #include "plot/legend.h"
 #include "plot/series_style.h"
 
@@ -20,13 +21,6 @@
 #define LEGEND_ROW 16.0
 #define LEGEND_SWATCH 34.0 /* the line sample and the gap before the label */
 #define FONT "sans-serif"
-
-/* A step of 1, 2 or 5 times a power of ten giving about 5 ticks over span. */
-static double nice_step(double span) {
-  if (!(span > 0)) return 1.0;
-  const double raw = span / 5.0, p = pow(10.0, floor(log10(raw))), f = raw / p;
-  return (f < 1.5 ? 1.0 : f < 3.5 ? 2.0 : f < 7.5 ? 5.0 : 10.0) * p;
-}
 
 static void range(const pt_panel *p, int axis_y, double *lo, double *hi) {
   *lo = INFINITY;
@@ -43,15 +37,9 @@ static void range(const pt_panel *p, int axis_y, double *lo, double *hi) {
   /* A flat series gets a span of its own: 1, or a hundredth of the value
    * where 1 would vanish in its rounding (a diverged loss of 1e16). */
   if (*hi - *lo < 1e-12 * fmax(1.0, fabs(*lo))) *hi = *lo + fmax(1.0, fabs(*lo) * 0.01);
-  const double step = nice_step(*hi - *lo);
+  const double step = pt_axis_step(*hi - *lo);
   *lo = floor(*lo / step) * step;
   *hi = ceil(*hi / step) * step;
-}
-
-/* How many steps of step from lo reach hi: about 5 (nice_step), at most 100. */
-static int ticks(double lo, double hi, double step) {
-  const double n = floor((hi - lo) / step + 1e-9);
-  return n > 0 ? (n < 100 ? (int)n : 100) : 0;
 }
 
 static void text(cairo_t *cr, double x, double y, const char *s, double align_x, double align_y) {
@@ -59,13 +47,6 @@ static void text(cairo_t *cr, double x, double y, const char *s, double align_x,
   cairo_text_extents(cr, s, &e);
   cairo_move_to(cr, x - e.width * align_x - e.x_bearing, y - e.height * align_y - e.y_bearing);
   cairo_show_text(cr, s);
-}
-
-static void tick_label(char *buf, size_t len, double v, double step) {
-  if (fabs(v) < step * 1e-9) v = 0;
-  const int decimals = step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9);
-  if (fabs(v) >= 1e5) snprintf(buf, len, "%.3g", v);
-  else snprintf(buf, len, "%.*f", decimals, v);
 }
 
 /* A panel's plot area and data range, as drawn and as the legend is
@@ -146,30 +127,29 @@ static void draw_panel(cairo_t *cr, const pt_panel *p, double ox, const legend_p
   cairo_set_line_width(cr, 1.0);
   cairo_set_font_size(cr, 11);
   char buf[32];
-  const double xs = nice_step(x1 - x0), ys = nice_step(y1 - y0);
-  /* Ticks counted, not summed: v += step stands still once v is too
-   * large for step to change it. */
-  const int nx = ticks(x0, x1, xs), ny = ticks(y0, y1, ys);
-  for (int k = 0; k <= nx; k++) {
-    const double v = x0 + k * xs;
+  const double xs = pt_axis_step(x1 - x0), ys = pt_axis_step(y1 - y0);
+  double fx, fy;
+  const int nx = pt_axis_ticks(x0, x1, xs, &fx), ny = pt_axis_ticks(y0, y1, ys, &fy);
+  for (int k = 0; k < nx; k++) {
+    const double v = (fx + k) * xs;
     const double X = L + (v - x0) * sx;
     cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
     cairo_move_to(cr, X, T);
     cairo_line_to(cr, X, B);
     cairo_stroke(cr);
     cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
-    tick_label(buf, sizeof buf, v, xs);
+    pt_axis_label(buf, sizeof buf, v, xs);
     text(cr, X, B + 6, buf, 0.5, 0.0);
   }
-  for (int k = 0; k <= ny; k++) {
-    const double v = y0 + k * ys;
+  for (int k = 0; k < ny; k++) {
+    const double v = (fy + k) * ys;
     const double Y = B - (v - y0) * sy;
     cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
     cairo_move_to(cr, L, Y);
     cairo_line_to(cr, R, Y);
     cairo_stroke(cr);
     cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
-    tick_label(buf, sizeof buf, v, ys);
+    pt_axis_label(buf, sizeof buf, v, ys);
     text(cr, L - 6, Y, buf, 1.0, 0.5);
   }
   cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
