@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -47,6 +48,16 @@ int pt_cmd_plot(int argc, char **argv) {
             output);
     return PT_USAGE_ERROR;
   }
+  /* The figure replaces its file whole: never one of the runs it reads
+   * (a slip of the argument order, or a link to one). */
+  struct stat out_st, in_st;
+  if (stat(output, &out_st) == 0)
+    for (int i = 0; i < nfiles; i++)
+      if (stat(files[i], &in_st) == 0 && in_st.st_dev == out_st.st_dev && in_st.st_ino == out_st.st_ino) {
+        fprintf(stderr, "ptrain plot: --output %s is the metrics file %s: writing the figure would replace it "
+                        "(see 'ptrain plot --help')\n", output, files[i]);
+        return PT_USAGE_ERROR;
+      }
   const int by_epoch = !strcmp(xaxis, "epoch");
   pt_run_curve cv[MAX_RUNS];
   char label[MAX_RUNS][96];

@@ -49,6 +49,16 @@ pass "eight runs: the legend below the plots"
 expect_exit 2 "--output FILE.png|FILE.svg is required" -- "$PTRAIN" plot "$TMP/adam.jsonl"
 expect_exit 2 "give one or more metrics files" -- "$PTRAIN" plot --output "$TMP/x.png"
 expect_exit 2 "x.pdf: expected a file name ending in .png or .svg" -- "$PTRAIN" plot --output "$TMP/x.pdf" "$TMP/adam.jsonl"
+# The figure never replaces a run it reads: by name, or through a link.
+cp "$TMP/adam.jsonl" "$TMP/runs.svg"
+ln -s "$TMP/adam.jsonl" "$TMP/link.png"
+cp "$TMP/adam.jsonl" "$TMP/adam.before"
+expect_exit 2 "--output [^ ]*runs.svg is the metrics file [^ ]*runs.svg: writing the figure would replace it" -- \
+  "$PTRAIN" plot --output "$TMP/runs.svg" "$TMP/runs.svg"
+expect_exit 2 "--output [^ ]*link.png is the metrics file [^ ]*adam.jsonl" -- \
+  "$PTRAIN" plot --output "$TMP/link.png" "$TMP/runs.svg" "$TMP/adam.jsonl"
+cmp -s "$TMP/adam.jsonl" "$TMP/adam.before" && cmp -s "$TMP/runs.svg" "$TMP/adam.before" ||
+  fail "a refused plot changed a metrics file"
 # More runs than a figure holds are counted, whether or not past its 16 lines.
 expect_exit 2 "at most 8 runs in one figure, got 9" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP"/run?.jsonl "$TMP/adam.jsonl"
 expect_exit 2 "at most 8 runs in one figure, got 17" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP"/run?.jsonl "$TMP"/run?.jsonl "$TMP/adam.jsonl"
