@@ -546,10 +546,13 @@ int pt_cmd_scale(int argc, char **argv) {
     snprintf(path, sizeof path, "%.4000s/task-%d.jsonl", results, task);
     const pt_status st = pt_scale_result_write(path, task, &cfg[task]);
     if (st == PT_OK) printf("task %d: %s; result in %s\n", task, cfg[task].ran ? "measured" : cfg[task].why, path);
+    /* A run that failed is the task's failure too, for the batch system to
+     * show (its result says why); a configuration skipped by design is not. */
+    const int failed = cfg[task].runnable && !cfg[task].ran;
     free(cfg);
-    return st == PT_OK ? 0 : pt_cli_fail("scale");
+    return st != PT_OK ? pt_cli_fail("scale") : failed ? 1 : 0;
   }
-  char rec[400];
+  char rec[1600];
   pt_scale_judge(cfg, n, (int)cores, target, rec, sizeof rec);
   printf("\n");
   print_table(stdout, cfg, n, target);

@@ -100,7 +100,7 @@ static void last_error(const char *log, char *out, size_t len) {
   while (fgets(line, sizeof line, f)) {
     line[strcspn(line, "\n")] = 0;
     if (strcasestr(line, "error") || strstr(line, "ptrain train:") || strstr(line, "failed"))
-      snprintf(out, len, "%.180s", line);
+      snprintf(out, len, "%.560s", line);
   }
   fclose(f);
 }
@@ -374,7 +374,7 @@ static int run_once(const pt_scale_runner *r, const pt_scale_config *c, int step
     return 1;
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    char msg[200];
+    char msg[561];
     last_error(log, msg, sizeof msg);
     if (WIFSIGNALED(status))
       snprintf(why, why_len, "its run died on signal %d: %s", WTERMSIG(status), msg);
@@ -458,7 +458,7 @@ void pt_scale_run(const pt_scale_runner *r, pt_scale_config *c) {
     snprintf(log, sizeof log, "%s/run2.log", r->tmp_dir);
     char why[sizeof c->why];
     if (run_once(r, c, 0, m3, log, why, sizeof why)) {
-      snprintf(c->why, sizeof c->why, "the run to the target accuracy: %.200s", why);
+      snprintf(c->why, sizeof c->why, "the run to the target accuracy: %.560s", why);
       return; /* measured, but without a time to accuracy; the verdict says why */
     }
     read_curve(m3, c);

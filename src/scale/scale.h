@@ -44,7 +44,7 @@ typedef struct {
   const char *optimizer; /* NULL: the model's own */
   int runnable;         /* 0: skipped, why says why */
   int ran;              /* measured */
-  char why[240];        /* why it was skipped or failed */
+  char why[640];        /* why it was skipped or failed */
   /* steady state, from the two runs' difference */
   double images_per_s, ms_per_step;
   double data_ms, forward_ms, backward_ms, optimizer_ms, comm_ms, other_ms;
@@ -52,7 +52,7 @@ typedef struct {
   double peak_rss_mb;   /* of rank 0's process, the longer run */
   int steps_measured;   /* the difference of the two runs' steps (more than --steps where those took too little time) */
   int rough;            /* the figures are not to be trusted (trust.c): rough_why says why */
-  char rough_why[200];
+  char rough_why[400];
   /* against the baseline (one worker, same threads, batch, optimizer) */
   int baseline;         /* index of the baseline configuration, or -1 */
   double speedup, efficiency;
@@ -60,7 +60,7 @@ typedef struct {
   double target_s;      /* seconds from the start of training to the target; NaN: not reached */
   int curve_n;
   double curve_t[PT_SCALE_MAX_CURVE], curve_loss[PT_SCALE_MAX_CURVE], curve_acc[PT_SCALE_MAX_CURVE];
-  char verdict[400];
+  char verdict[1200];
 } pt_scale_config;
 
 /* Splits "1,2,4" into out (at most PT_SCALE_MAX_LIST positive integers in

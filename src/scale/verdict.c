@@ -118,11 +118,11 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
      * workers could reach is rough whatever the runs looked like. */
     if (!x->rough && base->rough) {
       x->rough = 1;
-      snprintf(x->rough_why, sizeof x->rough_why, "the one-worker figures it is compared with are rough: %.140s",
+      snprintf(x->rough_why, sizeof x->rough_why, "the one-worker figures it is compared with are rough: %.320s",
                base->rough_why);
     }
     if (!x->rough) x->rough = pt_scale_impossible_speedup(x->speedup, x->workers, x->rough_why, sizeof x->rough_why);
-    char why[200];
+    char why[640];
     reason(x, base, cores, why, sizeof why);
     const char *name = pt_scale_strategy_name(x->strategy);
     if (x->rough)
@@ -161,7 +161,7 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
     const pt_scale_config *m = &c[missing];
     describe(&c[best], what, sizeof what);
     snprintf(rec, rec_len, "no recommendation: no parallel configuration was measured (%d without a measurement; "
-             "%s, %d workers: %s: %.200s); %s ran at %.0f images/s, with nothing to compare it with", parallel,
+             "%s, %d workers: %s: %.560s); %s ran at %.0f images/s, with nothing to compare it with", parallel,
              pt_scale_strategy_name(m->strategy), m->workers, m->runnable ? "failed" : "not run", m->why, what,
              c[best].images_per_s);
     return;
@@ -191,7 +191,7 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
   }
   if (rough) {
     const pt_scale_config *r = &c[first];
-    snprintf(rec, rec_len, "none to trust: %d of %d measurements are rough (%s, %d worker%s: %.200s); run again "
+    snprintf(rec, rec_len, "none to trust: %d of %d measurements are rough (%s, %d worker%s: %.560s); run again "
              "with a larger --steps", rough, ran, pt_scale_strategy_name(r->strategy), r->workers,
              r->workers == 1 ? "" : "s", r->rough_why);
     return;
@@ -202,7 +202,7 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
      * worker, which has no rate, nor "use" a speed-up never measured. */
     const pt_scale_config *one = &c[b->baseline];
     describe(b, what, sizeof what);
-    snprintf(rec, rec_len, "no recommendation: the one-worker baseline (%d thread%s) %s: %.200s; %s ran at %.0f "
+    snprintf(rec, rec_len, "no recommendation: the one-worker baseline (%d thread%s) %s: %.560s; %s ran at %.0f "
              "images/s, with nothing to compare it with", one->threads, one->threads == 1 ? "" : "s",
              one->runnable ? "failed" : "was not run", one->why, what, b->images_per_s);
     return;

@@ -232,6 +232,18 @@ grep -Eq "^dp +2 +1 +100 \(50\) +model's +[0-9]+ +[0-9.]+x" "$TMP/c1.out" || fai
 [[ $(grep -c '"ran":true' "$TMP/collected.jsonl") == 2 ]] || fail "--collect --json: $(cat "$TMP/collected.jsonl")"
 pass "--jobscript htcondor: per-job requests, tasks run, --collect reports them (and a missing one as such)"
 
+# A task whose run fails exits 1, its result saying why in full (the
+# train's message and its advice at the end), and --collect shows it.
+"$PTRAIN" scale --model fmnist-mlp --workers 1 --strategies none --steps 5 --warmup 2 --jobscript htcondor \
+  --write "$TMP/condor-bad" -- --data-dir "$TMP/nowhere" >/dev/null || fail "scale --jobscript htcondor, bad data"
+rc=0
+(cd "$TMP/condor-bad" && bash scale-task.sh 0) >"$TMP/bad-task.out" 2>&1 || rc=$?
+[[ $rc == 1 ]] || fail "a task whose run failed exited $rc: $(cat "$TMP/bad-task.out")"
+"$PTRAIN" scale --collect "$TMP/condor-bad" >"$TMP/bad-collect.out" 2>&1 && fail "--collect of a failed task exited 0"
+grep -q "train-images-idx3-ubyte not found .*; run \`ptrain data fetch fashion-mnist --dir [^\`]*nowhere\` or \`apt-get install dataset-fashion-mnist\`" \
+  "$TMP/bad-collect.out" || fail "--collect of a failed task: $(cat "$TMP/bad-collect.out")"
+pass "a task whose run failed exits 1; --collect gives its reason whole"
+
 # request_memory grows with the model and the workers that share a job
 # (cifar-convnet holds GBs each); --sbatch lines land in the job array;
 # lines the submission writes itself are refused.
