@@ -475,7 +475,7 @@ int pt_cmd_scale(int argc, char **argv) {
     char path[PATH_MAX];
     for (int i = 0; i < n; i++) {
       snprintf(path, sizeof path, "%.4000s/task-%d.jsonl", results, i);
-      if (cfg[i].runnable && pt_scale_result_read(path, i, &cfg[i]) != PT_OK) {
+      if (cfg[i].runnable && pt_scale_result_read(path, i, model_file ? model_file : model ? model : "mnist-cnn", &cfg[i]) != PT_OK) {
         free(cfg);
         return pt_cli_fail("scale");
       }
@@ -544,7 +544,7 @@ int pt_cmd_scale(int argc, char **argv) {
   if (task >= 0) { /* one configuration of a submitted sweep: its result for --collect */
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%.4000s/task-%d.jsonl", results, task);
-    const pt_status st = pt_scale_result_write(path, task, &cfg[task]);
+    const pt_status st = pt_scale_result_write(path, task, name, &cfg[task]);
     if (st == PT_OK) printf("task %d: %s; result in %s\n", task, cfg[task].ran ? "measured" : cfg[task].why, path);
     /* A run that failed is the task's failure too, for the batch system to
      * show (its result says why); a configuration skipped by design is not. */

@@ -9,7 +9,10 @@
 #include "io/metrics.h"
 #include "scale/scale.h"
 
-pt_status pt_scale_result_write(const char *path, int index, const pt_scale_config *c) {
+/* What else makes a configuration this sweep's, beside its place in it. */
+static const char *optimizer_of(const pt_scale_config *c) { return c->optimizer ? c->optimizer : "the model's"; }
+
+pt_status pt_scale_result_write(const char *path, int index, const char *model, const pt_scale_config *c) {
   pt_metrics *m;
   PT_TRY(pt_metrics_open(path, 0, &m));
   pt_metrics_begin(m, "result");
@@ -17,6 +20,10 @@ pt_status pt_scale_result_write(const char *path, int index, const pt_scale_conf
   pt_metrics_str(m, "strategy", pt_scale_strategy_name(c->strategy));
   pt_metrics_int(m, "workers", c->workers);
   pt_metrics_int(m, "threads", c->threads);
+  pt_metrics_str(m, "model", model);
+  pt_metrics_int(m, "batch", c->batch);
+  pt_metrics_int(m, "worker_batch", c->worker_batch);
+  pt_metrics_str(m, "optimizer", optimizer_of(c));
   pt_metrics_bool(m, "ran", c->ran);
   pt_metrics_str(m, "why", c->why);
   pt_metrics_num(m, "images_per_s", c->images_per_s);
@@ -50,7 +57,12 @@ static double num(const cJSON *o, const char *key) {
   return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
-pt_status pt_scale_result_read(const char *path, int index, pt_scale_config *c) {
+static int same_str(const cJSON *o, const char *key, const char *want) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsString(v) && !strcmp(v->valuestring, want);
+}
+
+pt_status pt_scale_result_read(const char *path, int index, const char *model, pt_scale_config *c) {
   FILE *f = fopen(path, "r");
   if (!f) {
     snprintf(c->why, sizeof c->why, "no result: %.180s is missing (the task did not finish)", path);
@@ -75,6 +87,11 @@ pt_status pt_scale_result_read(const char *path, int index, pt_scale_config *c) 
         st = pt_fail(PT_ERR_FORMAT, "%s: the result of another configuration than task %d's (%s, %d x %d): was the "
                      "sweep changed after the jobs were written?", path, index, pt_scale_strategy_name(c->strategy),
                      c->workers, c->threads);
+      } else if (!same_str(o, "model", model) || num(o, "batch") != c->batch ||
+                 num(o, "worker_batch") != c->worker_batch || !same_str(o, "optimizer", optimizer_of(c))) {
+        /* A sweep written again (--force) while a task of the old one ran. */
+        st = pt_fail(PT_ERR_FORMAT, "%s: the result of another sweep than this one (%s, batch %d, %s optimizer): run "
+                     "its task again", path, model, c->batch, optimizer_of(c));
       } else {
         c->ran = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "ran"));
         snprintf(c->why, sizeof c->why, "%s", cJSON_IsString(why) ? why->valuestring : "");

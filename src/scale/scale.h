@@ -165,9 +165,11 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
 
 /* One configuration's result as a file (ptrain scale --task), and back
  * (--collect): a missing file leaves c not run with the reason; a file of
- * another configuration is an error. */
-pt_status pt_scale_result_write(const char *path, int index, const pt_scale_config *c);
-pt_status pt_scale_result_read(const char *path, int index, pt_scale_config *c);
+ * another configuration, or of the same one of another sweep (another
+ * model, batch or optimizer), is an error. model: the sweep's preset or
+ * spec file. */
+pt_status pt_scale_result_write(const char *path, int index, const char *model, const pt_scale_config *c);
+pt_status pt_scale_result_read(const char *path, int index, const char *model, pt_scale_config *c);
 
 /* What a submission adds to its scheduler's requests: more #SBATCH lines
  * (slurm), more submit-file lines (htcondor), and each configuration's

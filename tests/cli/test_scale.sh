@@ -231,6 +231,17 @@ done <"$TMP/condor/tasks.txt"
 grep -Eq "^dp +2 +1 +100 \(50\) +model's +[0-9]+ +[0-9.]+x" "$TMP/c1.out" || fail "--collect: $(cat "$TMP/c1.out")"
 [[ $(grep -c '"ran":true' "$TMP/collected.jsonl") == 2 ]] || fail "--collect --json: $(cat "$TMP/collected.jsonl")"
 pass "--jobscript htcondor: per-job requests, tasks run, --collect reports them (and a missing one as such)"
+# Results left by the tasks of another sweep (written again with another
+# model or batch while they ran) are not reported as this one's.
+for change in "s/^fmnist-mlp\$/mnist-cnn/" "1i --batch-sizes\\n64"; do
+  rm -rf "$TMP/condor-other" && cp -r "$TMP/condor" "$TMP/condor-other"
+  sed -i "$change" "$TMP/condor-other/sweep.args"
+  ! cmp -s "$TMP/condor/sweep.args" "$TMP/condor-other/sweep.args" || fail "sed '$change' changed nothing in sweep.args"
+  "$PTRAIN" scale --collect "$TMP/condor-other" >"$TMP/other.out" 2>&1 && fail "--collect of another sweep's results exited 0"
+  grep -q "task-0.jsonl: the result of another sweep than this one" "$TMP/other.out" ||
+    fail "--collect of another sweep's results ($change): $(cat "$TMP/other.out")"
+done
+pass "--collect refuses the results of another sweep (another model, another batch)"
 
 # A task whose run fails exits 1, its result saying why in full (the
 # train's message and its advice at the end), and --collect shows it.
