@@ -64,6 +64,14 @@ pt_status pt_scale_write_jobs(const char *dir, const char *kind, const char *sel
   if (!force && access(path, F_OK) == 0)
     return pt_fail(PT_ERR_IO, "%s already holds a sweep (%s): give another --write DIR, or --force to replace it "
                               "and remove its results", dir, path);
+  /* Files of the names a sweep writes, with no sweep: the user's own. */
+  static const char *const ours[] = {"scale.sbatch", "scale.sub", "scale-task.sh", "tasks.txt"};
+  for (size_t i = 0; !force && i < sizeof ours / sizeof ours[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, ours[i]);
+    if (access(path, F_OK) == 0)
+      return pt_fail(PT_ERR_IO, "%s already holds %s, which the sweep would write over: give another --write DIR, "
+                                "or --force to replace it", dir, path);
+  }
   if (mkdir(dir, 0755) && errno != EEXIST) return pt_fail_errno(PT_ERR_IO, "cannot create %s", dir);
   snprintf(path, sizeof path, "%s/results", dir);
   if (mkdir(path, 0755) && errno != EEXIST) return pt_fail_errno(PT_ERR_IO, "cannot create %s", path);

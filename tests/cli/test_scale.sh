@@ -305,6 +305,12 @@ expect_exit 1 "$TMP/condor already holds a sweep \($TMP/condor/sweep.args\): giv
   "$PTRAIN" scale --model fmnist-mlp --workers 1,2 --strategies none,dp --jobscript htcondor --write "$TMP/condor" \
   -- --data-dir "$FMNIST" --optimizer sgd
 cmp -s "$TMP/condor/sweep.args" "$TMP/sweep.args.before" || fail "the refused submission changed sweep.args"
+# A directory with a file of a sweep's names but no sweep: the user's own.
+mkdir -p "$TMP/own" && echo "#SBATCH --account=mine" >"$TMP/own/scale.sbatch"
+expect_exit 1 "$TMP/own already holds $TMP/own/scale.sbatch, which the sweep would write over: give another --write DIR, or --force" -- \
+  "$PTRAIN" scale --model fmnist-mlp --workers 1,2 --jobscript slurm --write "$TMP/own"
+[[ $(cat "$TMP/own/scale.sbatch") == "#SBATCH --account=mine" && ! -e $TMP/own/sweep.args ]] ||
+  fail "a refused submission changed the user's directory: $(ls "$TMP/own")"
 expect_exit 1 "argument 11 has a line break" -- "$PTRAIN" scale --model fmnist-mlp --workers 1,2 --strategies none,dp \
   --jobscript htcondor --write "$TMP/condor-nl" -- --seed 1 --data-dir $'/data/a\nb'
 [[ ! -e $TMP/condor-nl/sweep.args ]] || fail "a refused submission left $(ls -R "$TMP/condor-nl")"
