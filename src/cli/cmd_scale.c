@@ -395,6 +395,13 @@ int pt_cmd_scale(int argc, char **argv) {
   if (task < 0 && ((json && check_output("--json", json, 0) != PT_OK) ||
                     (report && check_output("--report", report, 1) != PT_OK)))
     return pt_cli_fail("scale");
+  /* Before the measurement, which the result would otherwise not keep. */
+  struct stat rs;
+  if (task >= 0 && (stat(results, &rs) || (!S_ISDIR(rs.st_mode) && (errno = ENOTDIR)) ||
+                    access(results, W_OK | X_OK))) {
+    pt_fail_errno(PT_ERR_IO, "--results %s: expected a directory to write the task's result in", results);
+    return pt_cli_fail("scale");
+  }
   pt_scale_sweep sw = {.per_worker = !strcmp(batch_kind, "per-worker")};
   if (pt_scale_parse_strategies(strategies, &sw) != PT_OK ||
       pt_scale_parse_ints("--workers", workers, 1, 1024, sw.workers, &sw.nworkers) != PT_OK ||

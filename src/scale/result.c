@@ -75,6 +75,7 @@ pt_status pt_scale_result_read(const char *path, int index, const char *model, p
   c->curve_n = 0;
   while (fgets(line, sizeof line, f) && st == PT_OK) {
     lineno++;
+    if (line[strspn(line, " \t\r\n")] == 0) continue; /* a blank line, as an editor leaves at the end */
     cJSON *o = cJSON_Parse(line);
     const cJSON *ev = o ? cJSON_GetObjectItemCaseSensitive(o, "event") : NULL;
     if (!cJSON_IsString(ev)) {
@@ -112,8 +113,10 @@ pt_status pt_scale_result_read(const char *path, int index, const char *model, p
         const cJSON *rw = cJSON_GetObjectItemCaseSensitive(o, "rough_why");
         snprintf(c->rough_why, sizeof c->rough_why, "%s",
                  !c->rough ? "" : cJSON_IsString(rw) ? rw->valuestring : "the task's runs were rough");
-        if (c->ran && !(c->images_per_s > 0))
-          st = pt_fail(PT_ERR_FORMAT, "%s: a result that ran but has no images_per_s", path);
+        if (c->ran && !(c->images_per_s > 0 && isfinite(c->images_per_s) && c->ms_per_step > 0 &&
+                        isfinite(c->ms_per_step)))
+          st = pt_fail(PT_ERR_FORMAT, "%s: a result that ran, but whose images_per_s and ms_per_step are not both "
+                       "positive numbers", path);
         found = 1;
       }
     } else if (!strcmp(ev->valuestring, "curve") && c->curve_n < PT_SCALE_MAX_CURVE) {

@@ -254,6 +254,19 @@ rc=0
 grep -q "train-images-idx3-ubyte not found .*; run \`ptrain data fetch fashion-mnist --dir [^\`]*nowhere\` or \`apt-get install dataset-fashion-mnist\`" \
   "$TMP/bad-collect.out" || fail "--collect of a failed task: $(cat "$TMP/bad-collect.out")"
 pass "a task whose run failed exits 1; --collect gives its reason whole"
+# A --results that cannot take the result is said before the measurement.
+mapfile -t sweep_args <"$TMP/condor-bad/sweep.args"
+expect_exit 1 "--results $TMP/nowhere/results: expected a directory to write the task's result in" -- \
+  "$PTRAIN" scale --task 0 --results "$TMP/nowhere/results" "${sweep_args[@]}"
+[[ ! -s $TMP/out ]] || fail "a task with an unusable --results measured first: $(cat "$TMP/out")"
+# A blank line after a result is no error; a rate that is not a positive
+# number is.
+echo >>"$TMP/condor-bad/results/task-0.jsonl"
+"$PTRAIN" scale --collect "$TMP/condor-bad" >"$TMP/blank.out" 2>&1 || true
+grep -q "not a result line" "$TMP/blank.out" && fail "a blank line after the result: $(cat "$TMP/blank.out")"
+sed -i '1s/"ran":false/"ran":true/; 1s/"images_per_s":0/"images_per_s":1e400/' "$TMP/condor-bad/results/task-0.jsonl"
+expect_exit 1 "task-0.jsonl: a result that ran, but whose images_per_s and ms_per_step are not both positive numbers" -- \
+  "$PTRAIN" scale --collect "$TMP/condor-bad"
 
 # request_memory grows with the model and the workers that share a job
 # (cifar-convnet holds GBs each); --sbatch lines land in the job array;
