@@ -92,6 +92,15 @@ static size_t layer_workspace(const pt_model *m, const pt_layer *L, int threads)
 }
 
 /* Infers L's output shape from its input and registers its parameters. */
+/* Where the model's end is declared, for its errors: the origin and the
+ * last layer's line, as the parser names its own errors. */
+static void last_layer_at(const pt_model *m, const pt_model_spec *spec, char *at, size_t len) {
+  const char *origin = spec->origin[0] ? spec->origin : spec->name;
+  const int line = m->nlayers ? m->layers[m->nlayers - 1].spec.line : 0;
+  if (line > 0) snprintf(at, len, "%s:%d", origin, line);
+  else snprintf(at, len, "%s", origin);
+}
+
 static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
   const pt_layer_spec *s = &L->spec;
   const char *origin = m->spec.origin[0] ? m->spec.origin : m->spec.name;
@@ -301,12 +310,15 @@ static pt_status infer_model(pt_model *m, const pt_model_spec *spec, int max_bat
   } else if (!takes_flat(m, m->nlayers)) {
     /* A 1x1 map too: PyTorch's loss would take (N, C, 1, 1) as a map of
      * one-pixel predictions, with targets of that shape. */
+    char at[PT_ORIGIN_LEN + 16];
+    last_layer_at(m, spec, at, sizeof at);
     return pt_fail(PT_ERR_FORMAT, "%s: the last layer's output is %dx%dx%d; a classifier must end flat "
-                   "(add 'flatten'%s)", spec->origin[0] ? spec->origin : spec->name, c, h, w,
-                   h == 1 && w == 1 ? "" : " and a 'linear' layer");
+                   "(add 'flatten'%s)", at, c, h, w, h == 1 && w == 1 ? "" : " and a 'linear' layer");
   } else if (c < 2) {
-    return pt_fail(PT_ERR_FORMAT, "%s: the model has %d output%s; a classifier needs at least 2",
-                   spec->origin[0] ? spec->origin : spec->name, c, c == 1 ? "" : "s");
+    char at[PT_ORIGIN_LEN + 16];
+    last_layer_at(m, spec, at, sizeof at);
+    return pt_fail(PT_ERR_FORMAT, "%s: the model has %d output%s; a classifier needs at least 2", at, c,
+                   c == 1 ? "" : "s");
   } else {
     m->num_classes = c;
   }

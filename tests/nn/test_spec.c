@@ -152,7 +152,7 @@ static void test_spec_errors(void **s) {
                "model.txt:5: linear l: input 8x1x1: linear takes flat input");
   expect_error("input 3 1 1\nlinear l out=10\n", "model.txt:2: linear l: input 3x1x1: linear takes flat input");
   expect_error("input 1 28 28\nconv2d c out=10 kernel=28\n",
-               "model.txt: the last layer's output is 10x1x1; a classifier must end flat (add 'flatten')");
+               "model.txt:2: the last layer's output is 10x1x1; a classifier must end flat (add 'flatten')");
   expect_error("input 1 28 28\nconv2d c out=10 kernel=28\nlogsoftmax\n", "a classifier must end flat");
   /* Bytes that are not printable ASCII are named, not echoed. */
   expect_error("input 1 28 28\nflatten\nlinear l out=10\x1b[2J\n",
@@ -160,6 +160,8 @@ static void test_spec_errors(void **s) {
   expect_error("input 1 28 28\nflatten\nlinear l\xc3\xa9 out=10\n", "model.txt:3: column 9, byte 0xc3");
   expect_error("input 1 4 4\nconv2d c out=2 kernel=7\n", "kernel larger than the padded input");
   expect_error("input 1 28 28\nconv2d c out=2 kernel=3\n", "a classifier must end flat");
+  expect_error("input 1 28 28\nflatten\nlinear l out=1\n",
+               "model.txt:3: the model has 1 output; a classifier needs at least 2");
   expect_error("input 1 28 28\nflatten\nlinear a out=5\nlinear a out=3\n", "'a' is already used");
   expect_error("input 1 28 28\nsoftmax\n", "unknown directive 'softmax'");
   expect_error("input 1 28 28\nflatten\nlinear l out=2\nloss mse\n", "unknown loss 'mse'");
@@ -200,7 +202,7 @@ static void test_spec_errors(void **s) {
   expect_error("input 1 28 28\nconv2d c out=4 kernel=3\nlinear fc out=10\n",
                "model.txt:3: linear fc: input 4x26x26: linear takes flat input");
   expect_error("name tiny\ninput 1 28 28\nconv2d c out=4 kernel=3\nlinear fc out=10\n", "model.txt:4: linear fc:");
-  expect_error("name tiny\ninput 1 28 28\nconv2d c out=2 kernel=3\n", "model.txt: the last layer's output");
+  expect_error("name tiny\ninput 1 28 28\nconv2d c out=2 kernel=3\n", "model.txt:3: the last layer's output");
   expect_error("input 1 28 28\nflatten\nlinear l out=2\ndefaults optimizer=rmsprop\n",
                "model.txt:4: defaults: optimizer=rmsprop: expected one of sgd|adam|adamw|adadelta");
   expect_error("input 1 28 28\nflatten\nlinear l out=2\ndefaults dataset=imagenet\n",
