@@ -1,4 +1,5 @@
 /* ptrain data fetch: download and verify a dataset. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -7,6 +8,9 @@
 #include "cli/commands.h"
 #include "data/dataset.h"
 #include "fetch/fetch.h"
+#include "util/stop.h"
+
+static void on_stop(int sig) { pt_train_stop_request(sig); }
 
 int pt_cmd_data(int argc, char **argv) {
   const char *dir = NULL, *mirror = NULL;
@@ -50,7 +54,19 @@ int pt_cmd_data(int argc, char **argv) {
   }
   char def[64];
   snprintf(def, sizeof def, "data/%s", pos[1]);
-  if (pt_fetch(spec, dir ? dir : def, mirror, isatty(fileno(stderr)) ? 1 : 1) != PT_OK) return pt_cli_fail("data fetch");
+  /* A download cut by a signal removes its part file before the exit. */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  if (pt_fetch(spec, dir ? dir : def, mirror, isatty(fileno(stderr)) ? 1 : 1) != PT_OK) {
+    pt_cli_fail("data fetch");
+    const int sig = pt_train_stop_signal();
+    return sig ? 128 + sig : 1;
+  }
   printf("%s is ready in %s\n", pos[1], dir ? dir : def);
   return 0;
 }

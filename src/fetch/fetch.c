@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "util/error.h"
+#include "util/stop.h"
 #include "util/timer.h"
 
 /* ---- built-in datasets ------------------------------------------------- */
@@ -297,6 +298,10 @@ static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_of
   dl_state *s = user;
   s->now = dlnow;
   s->total = dltotal;
+  /* A stop request (SIGTERM, Ctrl-C) ends the transfer: the caller then
+   * removes the part file, as after any failure. curl calls this about
+   * once a second even while no byte comes. */
+  if (pt_train_stop_signal()) return 1;
   if (s->verbose && s->tty) {
     double t = pt_now();
     if (t - s->last_print >= 0.25) {
@@ -357,6 +362,9 @@ static pt_status download(CURL *c, char *errbuf, const char *url, int pfd, const
       st = pt_fail(PT_ERR_IO, "writing %s: %s", part_path, strerror(s.write_errno));
     else if (s.md_failed)
       st = pt_fail(PT_ERR_STATE, "md5: digest update failed");
+    else if (rc == CURLE_ABORTED_BY_CALLBACK && pt_train_stop_signal())
+      st = pt_fail(PT_ERR_STATE, "%s: stopped by %s; the partial download %s is removed", name,
+                   strsignal(pt_train_stop_signal()), part_path);
     else if (rc == CURLE_HTTP_RETURNED_ERROR)
       st = pt_fail(PT_ERR_NET, "%s: HTTP status %ld", url, http);
     else
