@@ -375,7 +375,54 @@ int pt_cmd_scale(int argc, char **argv) {
     fprintf(stderr, "ptrain scale: --model and --model-file: give one, not both (see 'ptrain scale --help')\n");
     return PT_USAGE_ERROR;
   }
+  /* --collect makes the report of a sweep written before, whose settings
+   * are its sweep.args': the flags that would set them again here, or
+   * run it, would be ignored. */
+  const struct {
+    int given;
+    const char *flag;
+  } sweep_flags[] = {
+      {model != NULL, "--model"},
+      {model_file != NULL, "--model-file"},
+      {data_dir != NULL, "--data-dir"},
+      {strcmp(workers, "1,2,4") != 0, "--workers"},
+      {strcmp(strategies, "none,dp,ddp,pipeline") != 0, "--strategies"},
+      {strcmp(threads, "1") != 0, "--threads"},
+      {batches != NULL, "--batch-sizes"},
+      {strcmp(batch_kind, "global") != 0, "--batch"},
+      {optimizers != NULL, "--optimizers"},
+      {device != NULL, "--device"},
+      {steps != 30, "--steps"},
+      {warm != 5, "--warmup"},
+      {time_limit != 600, "--time-limit"},
+      {target > 0, "--target-accuracy"},
+      {target_epochs != 10, "--target-epochs"},
+      {eval_every != 100, "--eval-every"},
+      {jobscript != NULL, "--jobscript"},
+      {write_dir != NULL, "--write"},
+      {force, "--force"},
+      {sbatch.n > 0, "--sbatch"},
+      {submit.n > 0, "--submit"},
+      {task >= 0, "--task"},
+      {results != NULL, "--results"},
+      {gather, "--gather"},
+      {split < argc, "TRAIN_ARGS after '--'"},
+  };
+  const char *ignored = NULL;
+  for (size_t i = 0; collect && !ignored && i < sizeof sweep_flags / sizeof sweep_flags[0]; i++)
+    if (sweep_flags[i].given) ignored = sweep_flags[i].flag;
+  if (collect && ignored) {
+    fprintf(stderr, "ptrain scale: %s with --collect: the sweep's settings are those it was written with (%s/sweep.args); "
+                    "--collect takes --report and --json only\n", ignored, collect);
+    return PT_USAGE_ERROR;
+  }
   if (collect) return collect_sweep(collect, report, json);
+  /* A submission's report is made by --collect, where its results are. */
+  if (jobscript && (report || json)) {
+    fprintf(stderr, "ptrain scale: %s with --jobscript: the sweep's report is made once its tasks have ended, by "
+                    "ptrain scale --collect DIR %s\n", report ? "--report" : "--json", report ? "--report DIR" : "--json FILE");
+    return PT_USAGE_ERROR;
+  }
   char **train = argv + split + (split < argc);
   if ((rc = check_train_args(train, split < argc ? argc - split - 1 : 0, model, model_file, optimizers != NULL)))
     return rc;

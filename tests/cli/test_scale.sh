@@ -242,6 +242,15 @@ for change in "s/^fmnist-mlp\$/mnist-cnn/" "1i --batch-sizes\\n64"; do
     fail "--collect of another sweep's results ($change): $(cat "$TMP/other.out")"
 done
 pass "--collect refuses the results of another sweep (another model, another batch)"
+# What would set or run the sweep again is refused with --collect, which
+# reads the settings the sweep was written with; a submission's report is
+# --collect's to make.
+expect_exit 2 "--workers with --collect: the sweep's settings are those it was written with" -- \
+  "$PTRAIN" scale --collect "$TMP/condor" --workers 1,2,4,8
+expect_exit 2 "TRAIN_ARGS after '--' with --collect" -- "$PTRAIN" scale --collect "$TMP/condor" -- --lr 0.1
+expect_exit 2 "--report with --jobscript: the sweep's report is made once its tasks have ended" -- \
+  "$PTRAIN" scale --jobscript slurm --write "$TMP/never" --report "$TMP/never-report"
+[[ ! -e $TMP/never ]] || fail "a refused submission wrote $TMP/never"
 
 # A task whose run fails exits 1, its result saying why in full (the
 # train's message and its advice at the end), and --collect shows it.
