@@ -293,8 +293,15 @@ int pt_cmd_predict(int argc, char **argv) {
       st = predict_dataset_file(&P, files[i], index);
     }
     if (st != PT_OK) {
-      pt_cli_fail("predict"); /* the others are still classified */
-      failed = 1;
+      /* --index missing for a file of many images, or past its last one:
+       * the flag's error, as the other --index errors are (exit 2). */
+      if (st == PT_ERR_ARG) {
+        pt_cli_usage_fail("predict");
+        failed = PT_USAGE_ERROR;
+      } else {
+        pt_cli_fail("predict"); /* the others are still classified */
+        if (!failed) failed = 1;
+      }
     }
   }
   if (!P.probs || !P.order || !x) {

@@ -103,8 +103,8 @@ mkfifo "$TMP/fifo.png"
 expect_exit 1 "fifo.png: not a regular file" -- timeout 60 "$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/fifo.png"
 expect_exit 1 "truncated.png" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/truncated.png" "$TMP/boot.png"
 grep -qF "$TMP/boot.png: $first" "$TMP/out" || fail "the good image after a bad one was not classified"
-expect_exit 1 "holds 10000 images: choose with --index" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$T10K"
-expect_exit 1 "--index 0,10000: 10000 is past the file's last image, 9999" -- \
+expect_exit 2 "holds 10000 images: choose with --index" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$T10K"
+expect_exit 2 "--index 0,10000: 10000 is past the file's last image, 9999" -- \
   "$PTRAIN" predict --checkpoint "$TMP/ck" "$T10K" --index 0,10000
 expect_exit 2 "--index x: expected image numbers" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$T10K" --index x
 expect_exit 2 "--index picks images of IDX and CIFAR-10 files, and none is given" -- \
@@ -114,7 +114,7 @@ expect_exit 2 "no image given" -- "$PTRAIN" predict --checkpoint "$TMP/ck"
 expect_exit 1 "$TMP/none" -- "$PTRAIN" predict --checkpoint "$TMP/none" "$TMP/boot.png"
 expect_exit 1 "$TMP/missing.png" -- "$PTRAIN" predict --checkpoint "$TMP/ck" "$TMP/missing.png"
 make_cifar "$TMP/cifar" 3
-expect_exit 1 "holds 3x32x32 images but model fmnist-mlp takes 1x28x28" -- \
+expect_exit 2 "holds 3x32x32 images but model fmnist-mlp takes 1x28x28" -- \
   "$PTRAIN" predict --checkpoint "$TMP/ck" --index 0 "$TMP/cifar/test_batch.bin"
 
 # A CIFAR-10 batch with a model for it: labels come from the records and
