@@ -743,15 +743,18 @@ static pt_status resume_position(worker_t *W, pt_train_position *pos) {
                    pos->next_batch, pt_loader_num_batches(W->train));
   /* The position in this run's batches, where training goes on: the
    * checkpoint's batch counts the old run's, of another size. */
-  if (W->out && !c->quiet && pos->next_batch == pt_loader_num_batches(W->train)) {
+  /* Damaged generations skipped are said even under --quiet: a checkpoint
+   * lost is not a progress line. */
+  const int say = W->out && (!c->quiet || W->damaged.n > 0);
+  if (say && pos->next_batch == pt_loader_num_batches(W->train)) {
     /* A stop request cut the epoch's evaluation short: it is made again. */
     fprintf(W->out, "resuming from %s at the end of epoch %d, before its evaluation (step %lld)", which,
             pos->next_epoch + 1, (long long)pos->step);
-  } else if (W->out && !c->quiet) {
+  } else if (say) {
     fprintf(W->out, "resuming from %s at epoch %d, batch %d of %d (step %lld)", which, pos->next_epoch + 1,
             pos->next_batch, pt_loader_num_batches(W->train), (long long)pos->step);
   }
-  if (W->out && !c->quiet) {
+  if (say) {
     /* Another worker count may take another batch (to keep the global
      * batch, say): both global batches are said, so a change is seen. */
     if (pos->world != W->world)

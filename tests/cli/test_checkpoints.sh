@@ -36,6 +36,13 @@ grep -q "resuming from $TMP/mid/step-000000000600 .*skipped $TMP/mid/step-000000
   fail "resume did not say it skipped the broken step 700: $(grep resuming "$TMP/mid.out")"
 cmp -s "$TMP/straight/model.safetensors" "$TMP/mid/model.safetensors" || fail "resumed from 600: differs from straight"
 pass "a cut state file: skipped with the reason, resumed from step 600, the straight run's weights"
+# Under --quiet too: a damaged checkpoint skipped is no progress line.
+cp -r "$TMP/mid-orig" "$TMP/quiet"
+truncate -s 1000 "$TMP/quiet/step-000000000700/state.safetensors"
+train_small quiet --resume --quiet
+grep -q "resuming from $TMP/quiet/step-000000000600 .*skipped $TMP/quiet/step-000000000700: " "$TMP/quiet.out" ||
+  fail "--quiet resume did not say it skipped the broken step 700: $(cat "$TMP/quiet.out")"
+pass "--quiet: a damaged checkpoint skipped is still said"
 
 # Saves behind a damaged newer generation: K resumable ones are kept, and
 # the damaged one is left for the run to replace when it gets there.
