@@ -352,14 +352,14 @@ static pt_status no_room(pt_status st, const char *path, const char *ckpt_dir, c
     kept_after_failure(ckpt_dir, kept, sizeof kept);
     return pt_fail(PT_ERR_IO,
                    "%s: the checkpoint is larger than this process may write (its file-size limit, ulimit -f, is "
-                   "%llu KiB): it needs about %.1f MB; %s (raise the limit, or ask the batch system for a larger one)",
+                   "%llu KiB): it needs about %.1f MiB; %s (raise the limit, or ask the batch system for a larger one)",
                    path, (unsigned long long)(lim.rlim_cur / 1024), need, kept);
   }
   /* Measured with the partial save removed: what a retry would have. */
   if (e == EFBIG || statvfs(ckpt_dir, &v)) return st;
   kept_after_failure(ckpt_dir, kept, sizeof kept);
   return pt_fail(PT_ERR_IO,
-                 "%s: no space left for the checkpoint: it needs about %.1f MB, %.1f MB are free; %s (free space, "
+                 "%s: no space left for the checkpoint: it needs about %.1f MiB, %.1f MiB are free; %s (free space, "
                  "or pass --checkpoint-dir on a larger filesystem)",
                  path, need, (double)v.f_bavail * (double)v.f_frsize / 1048576.0, kept);
 }

@@ -114,7 +114,7 @@ if mount -t tmpfs -o size=3m tmpfs "$full" 2>/dev/null; then
   "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$full" --resume --max-steps 100 --save-model \
     --quiet >"$TMP/full2.out" 2>&1 || rc=$?
   [[ $rc != 0 ]] || fail "a second checkpoint fit in 3 MB (expected no room): $(ls -la "$full")"
-  grep -Eq "no space left for the checkpoint: it needs about [0-9.]+ MB, [0-9.]+ MB are free" "$TMP/full2.out" ||
+  grep -Eq "no space left for the checkpoint: it needs about [0-9.]+ MiB, [0-9.]+ MiB are free" "$TMP/full2.out" ||
     fail "the full disk's message: $(cat "$TMP/full2.out")"
   [[ $(cd "$full" && ls -A | tr '\n' ' ') == "model.safetensors step-000000000050 " ]] ||
     fail "after the full disk: $(cd "$full" && ls -A)"
@@ -138,7 +138,7 @@ rc=0
 PTRAIN_TEST_ENOSPC_AFTER=1000000 "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$inj" --resume \
   --max-steps 100 --save-model --quiet >"$TMP/inj2.out" 2>&1 || rc=$?
 [[ $rc == 1 ]] || fail "an injected full disk: exit $rc, expected 1: $(cat "$TMP/inj2.out")"
-grep -Eq "$inj/\.partial-step-000000000100\.[0-9]+@[^/]+/state\.safetensors: no space left for the checkpoint: it needs about [0-9.]+ MB, [0-9.]+ MB are free; the previous checkpoint, $inj/step-000000000050, is kept" \
+grep -Eq "$inj/\.partial-step-000000000100\.[0-9]+@[^/]+/state\.safetensors: no space left for the checkpoint: it needs about [0-9.]+ MiB, [0-9.]+ MiB are free; the previous checkpoint, $inj/step-000000000050, is kept" \
   "$TMP/inj2.out" || fail "the injected full disk's message: $(cat "$TMP/inj2.out")"
 [[ $(cd "$inj" && ls -A | tr '\n' ' ') == "model.safetensors step-000000000050 " ]] ||
   fail "after the injected full disk: $(cd "$inj" && ls -A)"
@@ -156,7 +156,7 @@ rc=0
 PTRAIN_TEST_ENOSPC_AFTER=1000000 "$PTRAIN" train --model fmnist-mlp --threads 1 --checkpoint-dir "$TMP/first-full" \
   --max-steps 50 --save-model --quiet >"$TMP/ff.out" 2>&1 || rc=$?
 [[ $rc == 1 ]] || fail "an injected full disk at the first save: exit $rc: $(cat "$TMP/ff.out")"
-grep -q "MB are free; $TMP/first-full holds no earlier checkpoint, so there is none to resume from" "$TMP/ff.out" ||
+grep -q "MiB are free; $TMP/first-full holds no earlier checkpoint, so there is none to resume from" "$TMP/ff.out" ||
   fail "the full disk's message at the first save: $(cat "$TMP/ff.out")"
 grep -q "previous checkpoint" "$TMP/ff.out" && fail "a previous checkpoint claimed where there was none: $(cat "$TMP/ff.out")"
 pass "a full disk at the first save says there is no earlier checkpoint"

@@ -14,7 +14,7 @@ rc=0
 (ulimit -f 1000; exec "$PTRAIN" train --model fmnist-mlp --threads 1 --max-steps 20 --save-model --checkpoint-every 5 \
   --checkpoint-dir "$ck") >"$TMP/out" 2>"$TMP/err" || rc=$?
 [[ $rc == 1 ]] || fail "a file-size limit: exit $rc, expected 1: $(cat "$TMP/err")"
-grep -Eq "$ck/\.partial-step-000000000005\.[0-9]+@[^/]+/state\.safetensors: the checkpoint is larger than this process may write \(its file-size limit, ulimit -f, is 1000 KiB\): it needs about [0-9.]+ MB; $ck holds no earlier checkpoint" \
+grep -Eq "$ck/\.partial-step-000000000005\.[0-9]+@[^/]+/state\.safetensors: the checkpoint is larger than this process may write \(its file-size limit, ulimit -f, is 1000 KiB\): it needs about [0-9.]+ MiB; $ck holds no earlier checkpoint" \
   "$TMP/err" || fail "the file-size limit's message: $(cat "$TMP/err")"
 grep -qi "no space left" "$TMP/err" && fail "a file-size limit called a full disk: $(cat "$TMP/err")"
 left=$(cd "$ck" && ls -A | grep -v '^\.lock$' || true)
