@@ -22,6 +22,9 @@
 /* Whether a progress bar may be on stderr's current line: the message
  * then starts a line of its own. Set before the handler is installed. */
 static volatile sig_atomic_t bar_on_stderr;
+/* One process still starting (reading the model and the data): a signal
+ * then ends the start, and there is no step to checkpoint. */
+static volatile sig_atomic_t starting_alone;
 
 static void say(const char *msg, size_t len) {
   ssize_t w = write(STDERR_FILENO, msg, len);
@@ -37,7 +40,10 @@ static void on_stop_signal(int sig) {
     else say(quit, sizeof quit - 1);
     _exit(128 + SIGINT);
   }
-  if (n == 1) {
+  if (n == 1 && starting_alone) {
+    static const char msg[] = "ptrain: signal received: stopping before training begins\n";
+    say(msg, sizeof msg - 1);
+  } else if (n == 1) {
     static const char msg[] = "\nptrain: signal received: stopping after this step to write a checkpoint",
                       ctrl_c[] = " (Ctrl-C again quits at once)";
     say(bar_on_stderr ? msg : msg + 1, bar_on_stderr ? sizeof msg - 1 : sizeof msg - 2);
@@ -143,6 +149,7 @@ int pt_cmd_train(int argc, char **argv) {
   /* Before the slow start-up (MPI, the model, the data): a preemption then
    * must still end with the status a requeueing script looks for, not the
    * default action's 143. */
+  starting_alone = !ddp && !pt_comm_mpi_launched();
   catch_stop_signals(c.progress && !c.quiet);
   /* The MPI world first, so that a rank failing to load its data takes the
    * others down at once instead of leaving them waiting. Stages are MPI
@@ -209,6 +216,7 @@ int pt_cmd_train(int argc, char **argv) {
     run->comm = comm; /* the run's from here on */
     comm = NULL;
   }
+  starting_alone = 0; /* from here a signal stops after a step, checkpointed */
   if (st == PT_OK && !stopped_early) st = pt_run_train(run);
   release_stop_signals();
   rc = 0;

@@ -103,6 +103,9 @@ wait $pid || rc=$?
 [[ $rc == 85 ]] || fail "SIGTERM while starting gave exit $rc, expected 85: $(cat "$TMP/early.out")"
 grep -q "stopped by Terminated before training began; nothing to checkpoint (exit status 85" "$TMP/early.out" ||
   fail "SIGTERM while starting: $(cat "$TMP/early.out")"
+# It promised no checkpoint: there is no step to write one of.
+grep -q "^ptrain: signal received: stopping before training begins$" "$TMP/early.out" &&
+  ! grep -q "to write a checkpoint" "$TMP/early.out" || fail "SIGTERM while starting promised: $(cat "$TMP/early.out")"
 [[ ! -e $TMP/early && ! -s $TMP/early.jsonl ]] || fail "SIGTERM while starting: it trained or saved: $(ls -R "$TMP/early")"
 pass "SIGTERM while starting: exit 85 before training, nothing written"
 
