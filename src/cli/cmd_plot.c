@@ -48,9 +48,9 @@ int pt_cmd_plot(int argc, char **argv) {
             output);
     return PT_USAGE_ERROR;
   }
+  struct stat out_st, in_st, other;
   /* The figure replaces its file whole: never one of the runs it reads
    * (a slip of the argument order, or a link to one). */
-  struct stat out_st, in_st;
   if (stat(output, &out_st) == 0)
     for (int i = 0; i < nfiles; i++)
       if (stat(files[i], &in_st) == 0 && in_st.st_dev == out_st.st_dev && in_st.st_ino == out_st.st_ino) {
@@ -66,6 +66,14 @@ int pt_cmd_plot(int argc, char **argv) {
     fprintf(stderr, "ptrain plot: at most %d runs in one figure, got %d\n", MAX_RUNS, nfiles);
     return PT_USAGE_ERROR;
   }
+  /* A run given twice would be drawn twice, under one label. */
+  for (int i = 0; i < nfiles; i++)
+    for (int j = 0; j < i; j++)
+      if (stat(files[i], &in_st) == 0 && stat(files[j], &other) == 0 && in_st.st_dev == other.st_dev &&
+          in_st.st_ino == other.st_ino) {
+        fprintf(stderr, "ptrain plot: %s is given twice (as %s too) (see 'ptrain plot --help')\n", files[i], files[j]);
+        return PT_USAGE_ERROR;
+      }
   for (int i = 0; i < nfiles && !status; i++) {
     const int from = ncurves;
     pt_runs_notes note;

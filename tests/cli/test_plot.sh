@@ -59,6 +59,8 @@ expect_exit 2 "--output [^ ]*link.png is the metrics file [^ ]*adam.jsonl" -- \
   "$PTRAIN" plot --output "$TMP/link.png" "$TMP/runs.svg" "$TMP/adam.jsonl"
 cmp -s "$TMP/adam.jsonl" "$TMP/adam.before" && cmp -s "$TMP/runs.svg" "$TMP/adam.before" ||
   fail "a refused plot changed a metrics file"
+expect_exit 2 "[^ ]*adam.jsonl is given twice \(as [^ ]*adam.jsonl too\)" -- \
+  "$PTRAIN" plot --output "$TMP/twice.png" "$TMP/adam.jsonl" "$TMP/./adam.jsonl"
 # More runs than a figure holds are counted, whether or not past its 16 lines.
 expect_exit 2 "at most 8 runs in one figure, got 9" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP"/run?.jsonl "$TMP/adam.jsonl"
 expect_exit 2 "at most 8 runs in one figure, got 17" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP"/run?.jsonl "$TMP"/run?.jsonl "$TMP/adam.jsonl"
