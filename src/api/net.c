@@ -28,11 +28,12 @@ static pt_status net_from_text(const char *text, const char *origin, pt_net **ou
 
 pt_status pt_net_preset(const char *name, pt_net **out) {
   if (!out) return pt_fail(PT_ERR_ARG, "pt_net_preset: out is NULL");
-  const pt_preset *p = name ? pt_preset_find(name) : NULL;
+  *out = NULL;
+  if (!name) return pt_fail(PT_ERR_ARG, "pt_net_preset: name is NULL; expected a preset's name, as \"mnist-cnn\"");
+  const pt_preset *p = pt_preset_find(name);
   if (!p) {
     pt_model_spec unused;
-    *out = NULL;
-    return pt_preset_spec(name ? name : "(null)", &unused); /* the message lists the presets */
+    return pt_preset_spec(name, &unused); /* the message lists the presets */
   }
   return net_from_text(p->text, p->name, out);
 }

@@ -463,6 +463,13 @@ static void test_errors_name_the_thing(void **state) {
   assert_non_null(strstr(pt_error_message(), "label 9"));
   assert_int_equal(pt_data_load("imagenet", NULL, PT_TRAIN, &d), PT_ERR_ARG);
   assert_non_null(strstr(pt_error_message(), "fashion-mnist"));
+  /* A NULL name is said as such. */
+  assert_int_equal(pt_data_load(NULL, NULL, PT_TRAIN, &d), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "pt_data_load: name is NULL"));
+  net = (pt_net *)1;
+  assert_int_equal(pt_net_preset(NULL, &net), PT_ERR_ARG);
+  assert_null(net);
+  assert_non_null(strstr(pt_error_message(), "pt_net_preset: name is NULL"));
   assert_int_equal(pt_data_load("mnist", "/nonexistent", PT_TRAIN, &d), PT_ERR_IO);
   assert_non_null(strstr(pt_error_message(), "/nonexistent"));
   /* Settings that do not fit together, and a run trained twice. */
