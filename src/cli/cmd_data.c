@@ -10,7 +10,11 @@
 #include "fetch/fetch.h"
 #include "util/stop.h"
 
-static void on_stop(int sig) { pt_train_stop_request(sig); }
+/* The first signal ends the download in hand, which removes its part file;
+ * a second ends the process at once. */
+static void on_stop(int sig) {
+  if (pt_train_stop_request(sig) > 1) _exit(128 + sig);
+}
 
 int pt_cmd_data(int argc, char **argv) {
   const char *dir = NULL, *mirror = NULL;
@@ -55,17 +59,24 @@ int pt_cmd_data(int argc, char **argv) {
   char def[64];
   snprintf(def, sizeof def, "data/%s", pos[1]);
   /* A download cut by a signal removes its part file before the exit. */
-  struct sigaction sa;
+  struct sigaction sa, old;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_stop;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
-  if (pt_fetch(spec, dir ? dir : def, mirror, isatty(fileno(stderr)) ? 1 : 1) != PT_OK) {
+  static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) /* one ignored (nohup) stays ignored */
+    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(sigs[i], &sa, NULL);
+  const pt_status st = pt_fetch(spec, dir ? dir : def, mirror, isatty(fileno(stderr)) ? 1 : 1);
+  const int sig = pt_train_stop_signal();
+  if (st != PT_OK) {
     pt_cli_fail("data fetch");
-    const int sig = pt_train_stop_signal();
     return sig ? 128 + sig : 1;
+  }
+  /* A signal while checksums were checked: the files are whole, but the
+   * fetch was asked to stop, not to succeed. */
+  if (sig) {
+    fprintf(stderr, "ptrain data fetch: stopped by %s; the files fetched are complete and verified\n", strsignal(sig));
+    return 128 + sig;
   }
   printf("%s is ready in %s\n", pos[1], dir ? dir : def);
   return 0;

@@ -26,7 +26,7 @@ int pt_cli_usage_fail(const char *cmd) {
 
 int pt_cli_usage(const char *cmd, const char *fmt, ...) {
   /* One write: under mpirun every rank says it, into one stream. */
-  char what[2048];
+  char what[12288]; /* paths of PATH_MAX, more than once */
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);

@@ -38,6 +38,7 @@
 
 #include "fetch/fetch.h"
 #include "util/error.h"
+#include "util/stop.h"
 
 /* Normalises an entry name into out. Returns 0 on success (out may be empty,
  * meaning the target directory itself), -1 if the name is absolute, has a ".."
@@ -160,6 +161,11 @@ static pt_status write_entry(struct archive *a, int dfd, const char *dir, char *
       goto fail;
     }
     if (r == 0) break;
+    if (pt_train_stop_signal()) { /* SIGTERM, Ctrl-C: the part file goes, as after any failure */
+      st = pt_fail(PT_ERR_STATE, "%s: stopped by %s while extracting %s", archive_path,
+                   strsignal(pt_train_stop_signal()), rel);
+      goto fail;
+    }
     for (la_ssize_t off = 0; off < r;) {
       ssize_t w = write(fd, buf + off, (size_t)(r - off));
       if (w < 0) {

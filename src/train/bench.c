@@ -60,7 +60,9 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, doub
   pt_status st = pt_dataset_load(&ds, plan.dataset, plan.data_dir, 1);
   /* As train checks them: a batch of other images, or labels past the
    * outputs, would be read out of bounds. */
-  if (st == PT_OK) st = pt_train_check_fit(&plan.spec, &ds, plan.data_name, "training", " (use --dataset)");
+  if (st == PT_OK)
+    st = pt_train_check_fit(&plan.spec, &ds, plan.data_name, "training",
+                            cfg->dataset ? " (--dataset names a dataset the model cannot take)" : " (use --dataset)");
   /* A batch larger than the split holds the split, as in training. */
   const int room = st == PT_OK && ds.n < plan.batch ? ds.n : plan.batch;
   if (st == PT_OK) st = pt_model_create_on(&m, &plan.spec, room, be);

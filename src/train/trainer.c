@@ -1100,7 +1100,7 @@ static pt_status train_loop(worker_t *W) {
           continue;
         }
         if (W->graphs.on && k == 1 && !timing) {
-          PT_TRY(pt_graph_step_run(&W->graphs, m, &W->opt, &W->train_dd, &batch, r->batch, epoch, dropout_step,
+          PT_TRY(pt_graph_step_run(&W->graphs, m, &W->opt, &W->train_dd, &batch, r->batch_room, epoch, dropout_step,
                                    scale, lr, &graphed));
           if (graphed) {
             queued += (int64_t)batch.n * W->world;

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,8 +21,12 @@ static void *watch(void *arg) {
   const int fired = !w->done;
   pthread_mutex_unlock(&w->mu);
   if (fired) {
-    fprintf(stderr, "%s\n", w->why);
-    fflush(stderr);
+    /* write(), not stdio: the waiting thread may hold stderr's lock, in a
+     * write that a launcher no longer reading its pipe never lets end. */
+    const size_t len = strlen(w->why);
+    w->why[len] = '\n';
+    ssize_t wr = write(STDERR_FILENO, w->why, len + 1);
+    (void)wr;
     _exit(1); /* exit() would run atexit handlers, MPI_Finalize among them: the very wait */
   }
   return NULL;

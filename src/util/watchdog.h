@@ -16,7 +16,7 @@ typedef struct {
   pthread_t thread;
   int done, started;
   double seconds;
-  char why[320]; /* the line said at the deadline */
+  char why[320]; /* the line said at the deadline (one byte kept for its newline) */
 } pt_watchdog;
 
 /* Arms w for seconds; why is the line said if they pass. Where no thread

@@ -210,13 +210,18 @@ expect_exit 2 "--mirror /srv/mnist: expected a URL \(https://..., or file:///srv
 mkdir -p "$TMP/mirror"
 mkfifo "$TMP/mirror/train-images-idx3-ubyte.gz"
 ( (head -c 3000000 /dev/zero; sleep 30) >"$TMP/mirror/train-images-idx3-ubyte.gz" & echo $! >"$TMP/feeder.pid" )
-"$PTRAIN" data fetch fashion-mnist --mirror "file://$TMP/mirror" --dir "$TMP/stopped" 2>"$TMP/stopped.err" &
+# Started as nohup starts it, SIGHUP ignored: that stays so.
+bash -c 'trap "" HUP; exec "$0" "$@"' "$PTRAIN" data fetch fashion-mnist --mirror "file://$TMP/mirror" \
+  --dir "$TMP/stopped" 2>"$TMP/stopped.err" &
 fetcher=$!
 for _ in $(seq 1 300); do
   [[ -s $TMP/stopped/train-images-idx3-ubyte.gz.part ]] && break
   sleep 0.1
 done
 [[ -s $TMP/stopped/train-images-idx3-ubyte.gz.part ]] || fail "the fetch wrote no part file: $(cat "$TMP/stopped.err")"
+kill -HUP "$fetcher"
+sleep 1.5
+kill -0 "$fetcher" 2>/dev/null || fail "a fetch that ignored SIGHUP (nohup) stopped on it: $(cat "$TMP/stopped.err")"
 kill -TERM "$fetcher"
 rc=0
 wait "$fetcher" || rc=$?
@@ -225,7 +230,7 @@ pkill -P "$(cat "$TMP/feeder.pid")" 2>/dev/null || true
 [[ ! -e $TMP/stopped/train-images-idx3-ubyte.gz.part ]] || fail "a fetch stopped by SIGTERM left its part file"
 grep -q "train-images-idx3-ubyte.gz: stopped by Terminated; the partial download .* is removed" "$TMP/stopped.err" ||
   fail "a fetch stopped by SIGTERM said: $(cat "$TMP/stopped.err")"
-pass "data fetch stopped by SIGTERM: exit 143, no part file left"
+pass "data fetch stopped by SIGTERM: exit 143, no part file left; an ignored SIGHUP stays ignored"
 [[ ! -e $TMP/fetched ]] || fail "a refused fetch created its directory"
 expect_exit 2 "give either --model or --model-file, not both" -- "$PTRAIN" bench --model mnist-cnn --model-file "$TMP/tiny.txt"
 expect_exit 2 "--min-seconds: expected a number in .0, 86400., got '-1'" -- "$PTRAIN" bench --min-seconds -1
