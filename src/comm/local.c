@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "comm/comm.h"
+#include "util/deadline.h"
 #include "util/threadpool.h"
 
 #define MAX_WORKERS 1024
@@ -84,23 +85,6 @@ static pt_status group_failure(const pt_comm_local_group *root, int self) {
 
 static const char *what(const pt_comm *c, const char *otherwise) { return c->what ? c->what : otherwise; }
 
-/* timeout_s may be a fraction of a second; no timeout waits (practically)
- * forever. */
-static struct timespec deadline_in(double timeout_s) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  const double max = (double)((time_t)1 << 30);
-  const double s = timeout_s > 0 && timeout_s < max ? timeout_s : max;
-  const time_t whole = (time_t)s;
-  t.tv_sec += whole;
-  t.tv_nsec += (long)((s - (double)whole) * 1e9);
-  if (t.tv_nsec >= 1000000000L) {
-    t.tv_sec++;
-    t.tv_nsec -= 1000000000L;
-  }
-  return t;
-}
-
 static pt_status barrier(local_comm *lc) {
   pt_comm_local_group *g = lc->g, *root = g->root;
   pt_status st = PT_OK;
@@ -113,7 +97,7 @@ static pt_status barrier(local_comm *lc) {
     pthread_cond_broadcast(&root->cv);
   } else {
     const unsigned gen = g->generation;
-    const struct timespec deadline = deadline_in(lc->base.timeout_s);
+    const struct timespec deadline = pt_deadline_in(lc->base.timeout_s);
     while (gen == g->generation && !root->failed) {
       if (pthread_cond_timedwait(&root->cv, &root->mu, &deadline) != 0 && gen == g->generation && !root->failed) {
         st = pt_fail(PT_ERR_COMM,
@@ -216,7 +200,7 @@ static pt_status local_recv(pt_comm *c, void *buf, size_t bytes, int src, int ta
   local_comm *lc = (local_comm *)c;
   pt_comm_local_group *g = lc->g, *root = g->root;
   local_comm *from = &g->members[src];
-  const struct timespec deadline = deadline_in(c->timeout_s);
+  const struct timespec deadline = pt_deadline_in(c->timeout_s);
   message m = {0};
   int found = 0, timed_out = 0;
   pt_status st = PT_OK;
@@ -279,7 +263,7 @@ static void withdraw(local_comm *lc) {
 static pt_status local_wait_sends(pt_comm *c) {
   local_comm *lc = (local_comm *)c;
   pt_comm_local_group *g = lc->g, *root = g->root;
-  const struct timespec deadline = deadline_in(c->timeout_s);
+  const struct timespec deadline = pt_deadline_in(c->timeout_s);
   int timed_out = 0;
   pt_status st = PT_OK;
   pthread_mutex_lock(&root->mu);
@@ -388,11 +372,7 @@ static pt_comm_local_group *group_alloc(int n, pt_comm_local_group *root) {
   }
   if (!root) {
     pthread_mutex_init(&g->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&g->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    pt_cond_init_monotonic(&g->cv);
   }
   return g;
 }

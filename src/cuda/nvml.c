@@ -17,6 +17,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/deadline.h"
+
 typedef int nvml_return;                 /* nvmlReturn_t; 0 is NVML_SUCCESS */
 typedef struct nvml_device_st *nvml_device; /* nvmlDevice_t */
 typedef struct {
@@ -145,16 +147,6 @@ static void sample_all(pt_nvml *nv) {
   pthread_mutex_unlock(&nv->mu);
 }
 
-static void add_seconds(struct timespec *t, double s) {
-  const time_t whole = (time_t)s;
-  t->tv_sec += whole;
-  t->tv_nsec += (long)((s - (double)whole) * 1e9);
-  if (t->tv_nsec >= 1000000000L) {
-    t->tv_sec++;
-    t->tv_nsec -= 1000000000L;
-  }
-}
-
 /* Deadlines advance by the interval from the previous one rather than from
  * the end of a reading, so the samples stay evenly spaced and the mean
  * weights time evenly. */
@@ -163,7 +155,7 @@ static void *sampler(void *arg) {
   struct timespec next;
   clock_gettime(CLOCK_MONOTONIC, &next);
   for (;;) {
-    add_seconds(&next, nv->interval_s);
+    pt_timespec_add(&next, nv->interval_s);
     pthread_mutex_lock(&nv->mu);
     int r = 0;
     while (!nv->stop && r != ETIMEDOUT) r = pthread_cond_timedwait(&nv->cv, &nv->mu, &next);
@@ -209,11 +201,7 @@ pt_status pt_nvml_open_library(pt_nvml **out, const char *library, const char *c
   nv->n = n;
   nv->interval_s = interval_s;
   pthread_mutex_init(&nv->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&nv->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  pt_cond_init_monotonic(&nv->cv);
   nv->dev = calloc((size_t)n, sizeof *nv->dev);
   nv->stats = calloc((size_t)n, sizeof *nv->stats);
   if (!nv->dev || !nv->stats) {

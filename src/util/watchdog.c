@@ -1,7 +1,8 @@
 #include "util/watchdog.h"
 
+#include "util/deadline.h"
+
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -9,12 +10,7 @@
 
 static void *watch(void *arg) {
   pt_watchdog *w = arg;
-  struct timespec until;
-  clock_gettime(CLOCK_MONOTONIC, &until); /* the condition's clock: no jump of the wall clock moves it */
-  const double whole = floor(w->seconds);
-  until.tv_sec += (time_t)whole;
-  until.tv_nsec += (long)((w->seconds - whole) * 1e9);
-  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+  const struct timespec until = pt_deadline_in(w->seconds);
   pthread_mutex_lock(&w->mu);
   int rc = 0;
   while (!w->done && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&w->cv, &w->mu, &until);
@@ -37,11 +33,7 @@ void pt_watchdog_start(pt_watchdog *w, double seconds, const char *why) {
   w->seconds = seconds;
   snprintf(w->why, sizeof w->why, "%s", why);
   pthread_mutex_init(&w->mu, NULL);
-  pthread_condattr_t attr;
-  pthread_condattr_init(&attr);
-  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-  pthread_cond_init(&w->cv, &attr);
-  pthread_condattr_destroy(&attr);
+  pt_cond_init_monotonic(&w->cv);
   w->started = pthread_create(&w->thread, NULL, watch, w) == 0;
 }
 
