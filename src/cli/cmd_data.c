@@ -56,6 +56,13 @@ int pt_cmd_data(int argc, char **argv) {
                       "absolute path)\n", mirror);
     return PT_USAGE_ERROR;
   }
+  /* The schemes that can serve the files; file:// takes an absolute path
+   * (file://mir would name a host, mir). */
+  if (mirror && strncmp(mirror, "https://", 8) && strncmp(mirror, "http://", 7) && strncmp(mirror, "file:///", 8)) {
+    fprintf(stderr, "ptrain data fetch: --mirror %s: expected https://, http:// or file:// and a directory's absolute "
+                    "path (file:///srv/mnist)\n", mirror);
+    return PT_USAGE_ERROR;
+  }
   char def[64];
   snprintf(def, sizeof def, "data/%s", pos[1]);
   /* A download cut by a signal removes its part file before the exit. */

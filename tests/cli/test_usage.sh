@@ -205,6 +205,11 @@ expect_exit 2 "--steps: expected an integer" -- "$PTRAIN" bench --steps 0
 expect_exit 2 "unknown model 'nosuch'" -- "$PTRAIN" bench --model nosuch
 expect_exit 2 "--mirror /srv/mnist: expected a URL \(https://..., or file:///srv/mnist for that directory\)" -- \
   "$PTRAIN" data fetch mnist --mirror /srv/mnist --dir "$TMP/fetched"
+for m in file://mirror ftp://example.org/mnist; do
+  expect_exit 2 "--mirror $m: expected https://, http:// or file:// and a directory's absolute path" -- \
+    "$PTRAIN" data fetch mnist --mirror "$m" --dir "$TMP/fetched"
+done
+[[ ! -e $TMP/fetched ]] || fail "a refused --mirror made $TMP/fetched"
 # A fetch stopped by SIGTERM mid-download (a mirror that sends 3 MB, then
 # stalls) removes its part file and exits 128 + 15.
 mkdir -p "$TMP/mirror"
