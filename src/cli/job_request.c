@@ -50,6 +50,20 @@ int pt_job_check_sbatch(const char *cmd, const char *v, const pt_job_sbatch_owne
   return 0;
 }
 
+/* condor_submit's other spellings of the commands a generated file may
+ * own (its submit_utils.h): matched as the command they stand for, so
+ * that no table of owned commands need list them. */
+static const struct {
+  const char *alias, *command;
+} kSubmitAliases[] = {
+    {"arguments2", "arguments"},
+    {"stdout", "output"},
+    {"stderr", "error"},
+    {"initial_dir", "initialdir"},
+    {"TransferInputFiles", "transfer_input_files"},
+    {"TransferOutputFiles", "transfer_output_files"},
+};
+
 int pt_job_check_submit(const char *cmd, const char *v, const pt_job_submit_owned *owned, size_t n) {
   static const char key_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.";
   for (const unsigned char *p = (const unsigned char *)v; *p; p++)
@@ -63,11 +77,17 @@ int pt_job_check_submit(const char *cmd, const char *v, const pt_job_submit_owne
                              "own (its queue); end the line otherwise", v);
   /* A job attribute set directly: +Name or MY.Name. */
   const char *key = v + (v[0] == '+' ? 1 : !strncasecmp(v, "MY.", 3) ? 3 : 0);
-  const size_t klen = strspn(key, key_chars);
+  size_t klen = strspn(key, key_chars);
   const char *eq = key + klen + strspn(key + klen, " \t");
   const char *value = *eq == '=' ? eq + 1 + strspn(eq + 1, " \t") : NULL;
   if (!klen || !value || !*value)
     return pt_cli_usage(cmd, "--submit '%s': expected KEY = VALUE, as 'requirements = (OpSysMajorVer == 12)'", v);
+  for (size_t k = 0; k < sizeof kSubmitAliases / sizeof kSubmitAliases[0]; k++)
+    if (strlen(kSubmitAliases[k].alias) == klen && !strncasecmp(key, kSubmitAliases[k].alias, klen)) {
+      key = kSubmitAliases[k].command;
+      klen = strlen(key);
+      break;
+    }
   for (size_t k = 0; k < n; k++) {
     const char *attr = owned[k].attribute;
     if ((strlen(owned[k].name) == klen && !strncasecmp(key, owned[k].name, klen)) ||

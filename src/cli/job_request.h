@@ -40,7 +40,8 @@ int pt_job_check_sbatch(const char *cmd, const char *v, const pt_job_sbatch_owne
 /* A --submit value: KEY = VALUE on one line of printable ASCII (tabs
  * allowed), not continued on the next (a trailing backslash), KEY none of
  * owned[0..n)'s commands or attributes, matched without regard to case
- * (an attribute also as MY.Name or +Name). */
+ * (an attribute also as MY.Name or +Name), nor condor_submit's other
+ * spelling of one (stdout for output). */
 int pt_job_check_submit(const char *cmd, const char *v, const pt_job_submit_owned *owned, size_t n);
 
 /* A size in MiB, as --memory and --disk take it: 4GB, 512MB, 2048 (a bare
