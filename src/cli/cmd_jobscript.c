@@ -263,11 +263,18 @@ typedef struct {
   pt_arg_strs submit;      /* more submit-file lines, KEY = VALUE */
 } condor_opts;
 
+/* path's length without its trailing slashes, which on a directory in
+ * transfer_input_files would send its contents only ("/" stays). */
+static size_t without_trailing_slashes(const char *path) {
+  size_t n = strlen(path);
+  while (n > 1 && path[n - 1] == '/') n--;
+  return n;
+}
+
 /* The name an input file or directory has in the sandbox: its last
  * component (HTCondor drops the path); len excludes trailing slashes. */
 static const char *sandbox_name(const char *path, size_t *len) {
-  size_t n = strlen(path);
-  while (n > 1 && path[n - 1] == '/') n--;
+  const size_t n = without_trailing_slashes(path);
   const char *name = path;
   for (size_t i = 0; i < n; i++)
     if (path[i] == '/') name = path + i + 1;
@@ -516,9 +523,7 @@ static void emit_condor_sub(FILE *f, const condor_opts *o, int argc, char **argv
           o->name, o->name, o->name, o->name, o->cpus, o->memory, o->disk);
   if (o->gpus) fprintf(f, "request_gpus            = %d\n", o->gpus);
   fputs("should_transfer_files   = YES\n", f);
-  /* A directory with a trailing slash would send its contents only. */
-  size_t from_len = o->resume_from ? strlen(o->resume_from) : 0;
-  while (from_len > 1 && o->resume_from[from_len - 1] == '/') from_len--;
+  const size_t from_len = o->resume_from ? without_trailing_slashes(o->resume_from) : 0;
   if (o->transfer_input || o->resume_from)
     fprintf(f, "transfer_input_files    = %s%s%.*s\n", o->transfer_input ? o->transfer_input : "",
             o->transfer_input && o->resume_from ? "," : "", (int)from_len, o->resume_from ? o->resume_from : "");

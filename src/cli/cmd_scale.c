@@ -371,6 +371,7 @@ int pt_cmd_scale(int argc, char **argv) {
     fprintf(stderr, "ptrain scale: --model and --model-file: give one, not both (see 'ptrain scale --help')\n");
     return PT_USAGE_ERROR;
   }
+  const char *name = model_file ? model_file : model ? model : "mnist-cnn";
   /* --collect makes the report of a sweep written before, whose settings
    * are its sweep.args': the flags that would set them again here, or
    * run it, would be ignored. */
@@ -525,7 +526,7 @@ int pt_cmd_scale(int argc, char **argv) {
     char path[PATH_MAX];
     for (int i = 0; i < n; i++) {
       snprintf(path, sizeof path, "%.4000s/task-%d.jsonl", results, i);
-      if (cfg[i].runnable && pt_scale_result_read(path, i, model_file ? model_file : model ? model : "mnist-cnn", &cfg[i]) != PT_OK) {
+      if (cfg[i].runnable && pt_scale_result_read(path, i, name, &cfg[i]) != PT_OK) {
         free(cfg);
         return pt_cli_fail("scale");
       }
@@ -544,7 +545,6 @@ int pt_cmd_scale(int argc, char **argv) {
     fprintf(stderr, "ptrain scale: error: cannot make a temporary directory in %s: %s\n", tmp_root, strerror(errno));
     return 1;
   }
-  const char *name = model_file ? model_file : model ? model : "mnist-cnn";
   pt_scale_runner r = {.self = self, .mpirun = have_mpi ? mpirun : NULL, .model = model, .model_file = model_file,
                        .data_dir = data_dir, .device = device, .train_args = argv + split + (split < argc),
                        .ntrain_args = split < argc ? argc - split - 1 : 0, .steps_short = warm,

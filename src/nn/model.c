@@ -91,7 +91,6 @@ static size_t layer_workspace(const pt_model *m, const pt_layer *L, int threads)
   return 0;
 }
 
-/* Infers L's output shape from its input and registers its parameters. */
 /* Where the model's end is declared, for its errors: the origin and the
  * last layer's line, as the parser names its own errors. */
 static void last_layer_at(const pt_model *m, const pt_model_spec *spec, char *at, size_t len) {
@@ -101,6 +100,7 @@ static void last_layer_at(const pt_model *m, const pt_model_spec *spec, char *at
   else snprintf(at, len, "%s", origin);
 }
 
+/* Infers L's output shape from its input and registers its parameters. */
 static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
   const pt_layer_spec *s = &L->spec;
   const char *origin = m->spec.origin[0] ? m->spec.origin : m->spec.name;

@@ -83,8 +83,7 @@ pt_status pt_scale_result_read(const char *path, int index, const char *model, p
     } else if (!strcmp(ev->valuestring, "result")) {
       const cJSON *why = cJSON_GetObjectItemCaseSensitive(o, "why");
       if ((int)num(o, "index") != index || num(o, "workers") != c->workers || num(o, "threads") != c->threads ||
-          !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "strategy")) ||
-          strcmp(cJSON_GetObjectItemCaseSensitive(o, "strategy")->valuestring, pt_scale_strategy_name(c->strategy))) {
+          !same_str(o, "strategy", pt_scale_strategy_name(c->strategy))) {
         st = pt_fail(PT_ERR_FORMAT, "%s: the result of another configuration than task %d's (%s, %d x %d): was the "
                      "sweep changed after the jobs were written?", path, index, pt_scale_strategy_name(c->strategy),
                      c->workers, c->threads);
