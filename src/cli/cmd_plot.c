@@ -15,6 +15,10 @@
 /* Runs in one figure: two series each in the loss panel. */
 #define MAX_RUNS (PT_CHART_MAX_SERIES / 2)
 
+static int same_file(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
 int pt_cmd_plot(int argc, char **argv) {
   const char *output = NULL, *xaxis = "time";
   const pt_arg flags[] = {
@@ -48,12 +52,16 @@ int pt_cmd_plot(int argc, char **argv) {
             output);
     return PT_USAGE_ERROR;
   }
-  struct stat out_st, in_st, other;
+  /* Each run's file, once, for the two checks below: by device and inode,
+   * so that another name for one (a link, ./x) is the same file. */
+  struct stat out_st, in_st[MAX_FILES_READ];
+  int found[MAX_FILES_READ];
+  for (int i = 0; i < nfiles; i++) found[i] = stat(files[i], &in_st[i]) == 0;
   /* The figure replaces its file whole: never one of the runs it reads
    * (a slip of the argument order, or a link to one). */
   if (stat(output, &out_st) == 0)
     for (int i = 0; i < nfiles; i++)
-      if (stat(files[i], &in_st) == 0 && in_st.st_dev == out_st.st_dev && in_st.st_ino == out_st.st_ino) {
+      if (found[i] && same_file(&in_st[i], &out_st)) {
         fprintf(stderr, "ptrain plot: --output %s is the metrics file %s: writing the figure would replace it "
                         "(see 'ptrain plot --help')\n", output, files[i]);
         return PT_USAGE_ERROR;
@@ -69,8 +77,7 @@ int pt_cmd_plot(int argc, char **argv) {
   /* A run given twice would be drawn twice, under one label. */
   for (int i = 0; i < nfiles; i++)
     for (int j = 0; j < i; j++)
-      if (stat(files[i], &in_st) == 0 && stat(files[j], &other) == 0 && in_st.st_dev == other.st_dev &&
-          in_st.st_ino == other.st_ino) {
+      if (found[i] && found[j] && same_file(&in_st[i], &in_st[j])) {
         fprintf(stderr, "ptrain plot: %s is given twice (as %s too) (see 'ptrain plot --help')\n", files[i], files[j]);
         return PT_USAGE_ERROR;
       }
