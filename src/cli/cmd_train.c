@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/train_args.h"
 #include "comm/comm.h"
+#include "train/trainer.h"
 #include "util/stop.h"
 
 /* SIGTERM (Slurm's time limit and preemption, HTCondor's eviction),
@@ -182,8 +183,8 @@ int pt_cmd_train(int argc, char **argv) {
   if (starting(st, comm)) {
     /* A dataset the model cannot take is a flag that does not fit, though
      * it shows only once the images are there. */
-    int mc, mh, mw, classes;
-    pt_net_shape(net, &mc, &mh, &mw, &classes);
+    int mc, mh, mw;
+    pt_net_shape(net, &mc, &mh, &mw, NULL);
     for (int split = 0; split < 2 && st == PT_OK; split++) {
       const pt_data *d = split ? test : train;
       const pt_dataset *ds = &d->ds;
@@ -203,10 +204,9 @@ int pt_cmd_train(int argc, char **argv) {
                      dataset ? "--dataset names a dataset the model cannot take" : "use --dataset");
         usage = 1;
       } else {
-        /* Labels past the model's outputs: the same misfit, said as early. */
-        char what[64];
-        snprintf(what, sizeof what, "the %s split of %s", which, name);
-        usage = (st = pt_dataset_check_classes(ds, classes, pt_net_name(net), what)) != PT_OK;
+        /* Labels past the model's outputs: the same misfit, said as early
+         * (the shapes fit: train's check of the two says only that). */
+        usage = (st = pt_train_check_fit(&net->spec, ds, name, which, "")) != PT_OK;
       }
     }
   }
