@@ -1005,6 +1005,7 @@ static pt_status train_loop(worker_t *W) {
     fprintf(W->out, "nothing to train: the checkpoint has %lld step%s; ask for more with --max-steps\n",
             (long long)pos.step, pos.step == 1 ? "" : "s");
   const int nb = pt_loader_num_batches(W->train);
+  const int64_t ns = pt_loader_num_samples(W->train); /* this worker's, padded like every worker's */
   const int K = r->accum;
   const double t_run = pt_now();
   /* Single-stage runs only: a stage's pass needs its neighbours. */
@@ -1073,8 +1074,12 @@ static pt_status train_loop(worker_t *W) {
         break;
       }
       /* One optimizer step over k micro-batches; the epoch's last step may
-       * have fewer, and its loss is still their mean. */
+       * have fewer, and its last micro-batch fewer samples. Its loss is the
+       * mean over the step's samples, as one large batch's would be: each
+       * micro-batch counts by its share of them, not as 1/k. */
       const int k = nb - b < K ? nb - b : K;
+      const int64_t step_end = (int64_t)(b + k) * r->batch;
+      const int64_t step_n = (step_end < ns ? step_end : ns) - (int64_t)b * r->batch;
       /* loss * samples, samples, then agreement(): this worker's, then
        * every worker's summed */
       double stats[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
@@ -1093,7 +1098,8 @@ static pt_status train_loop(worker_t *W) {
         }
         W->sync.active = j == k - 1 && W->world > 1;
         const uint64_t dropout_step = (uint64_t)pos.step * (uint64_t)K + (uint64_t)j;
-        const float scale = 1.0f / (float)(W->world * k);
+        /* Both integers are exact in float: full steps get 1/(world k), bit for bit. */
+        const float scale = (float)batch.n / (float)((int64_t)W->world * step_n);
         if (W->r->staged) {
           PT_TRY(staged_micro_step(W, &batch, epoch, dropout_step, scale, stats, timing ? &ph : NULL, pos.step));
           if (on_device) queued += (int64_t)batch.n * W->world;

@@ -1,7 +1,8 @@
 # --parallel dp: N workers at batch b for K steps end with the same weights
 # as one worker at batch N*b (shuffling off, dropout off), within 1e-5
 # relative, for SGD and Adam, N = 2 and 4. Also: gradient accumulation (2
-# workers x 2 micro-batches of b/4 = one batch b), and bit-identical reruns.
+# workers x 2 micro-batches of b/4 = one batch b, also over an epoch whose
+# last step is short), and bit-identical reruns.
 source "$(dirname "$0")/lib.sh"
 need_fmnist
 common=(--model fmnist-mlp --no-shuffle --no-dropout --max-steps 4 --threads 1 --save-model --log-interval 1000)
@@ -21,6 +22,17 @@ done
 "$PTRAIN" train "${common[@]}" --optimizer sgd --batch-size 32 --parallel dp --devices cpu:0,cpu:1 \
   --accum-steps 2 --checkpoint-dir "$TMP/accum" >/dev/null
 check_close "sgd, dp 2 x 2 micro-batches x 32 = 1 x 128" "$TMP/one-sgd" "$TMP/accum"
+
+# A whole epoch, whose last step is short: 60,000 = 234 x 256 + 96, so
+# the accumulating runs end on micro-batches of 64 and 32 (one worker) or
+# 32 and 16 (two). Each must count by its samples, as in one batch of 96.
+epoch=(--model fmnist-mlp --no-shuffle --no-dropout --threads 1 --save-model --quiet --optimizer sgd)
+"$PTRAIN" train "${epoch[@]}" --batch-size 256 --checkpoint-dir "$TMP/epoch-one" >/dev/null
+"$PTRAIN" train "${epoch[@]}" --batch-size 64 --accum-steps 4 --checkpoint-dir "$TMP/epoch-accum" >/dev/null
+check_close "an epoch ending short, 1 x 4 micro-batches x 64 = 1 x 256" "$TMP/epoch-one" "$TMP/epoch-accum"
+"$PTRAIN" train "${epoch[@]}" --batch-size 32 --parallel dp --workers 2 --accum-steps 4 \
+  --checkpoint-dir "$TMP/epoch-dp" >/dev/null
+check_close "an epoch ending short, dp 2 x 4 micro-batches x 32 = 1 x 256" "$TMP/epoch-one" "$TMP/epoch-dp"
 
 # A convolutional model, where each worker's conv kernels run on their own pool.
 cnn=(--model mnist-cnn --no-shuffle --no-dropout --max-steps 3 --save-model --quiet --optimizer sgd)
