@@ -7,51 +7,119 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PT_ERRBUF 1024
+/* Room for two paths of PATH_MAX (4096) and the text around them: a
+ * message names the file, and a rename names two. */
+#define PT_ERRBUF 10240
 static _Thread_local char errbuf[PT_ERRBUF];
 static _Thread_local int err_errno;
 
-static void vset(const char *fmt, va_list ap) { vsnprintf(errbuf, sizeof errbuf, fmt, ap); }
+/* A message is context first and the reason last ("loading X: X: cannot
+ * open: No such file or directory"), and what makes one too long is a part
+ * in between (a path, a name the caller passed). One that does not fit
+ * keeps its start and its end and loses its middle, so that both the
+ * context and the reason survive. */
+#define ELLIPSIS " [...] "
+
+/* The concatenation of n parts, read without building it. */
+typedef struct {
+  const char *s[3];
+  size_t len[3];
+  int n;
+} parts;
+
+static char byte_at(const parts *p, size_t at) {
+  for (int i = 0; i < p->n; at -= p->len[i], i++)
+    if (at < p->len[i]) return p->s[i][at];
+  return 0;
+}
+
+/* Bytes [from, to) of the parts into dst; returns dst past them. */
+static char *copy_range(const parts *p, size_t from, size_t to, char *dst) {
+  size_t base = 0;
+  for (int i = 0; i < p->n && from < to; base += p->len[i], i++) {
+    const size_t end = base + p->len[i];
+    if (from >= end) continue;
+    const size_t k = (to < end ? to : end) - from;
+    memcpy(dst, p->s[i] + (from - base), k);
+    dst += k;
+    from += k;
+  }
+  return dst;
+}
+
+/* A UTF-8 character's continuation byte: a cut there would split it. */
+static int continuation(char c) { return ((unsigned char)c & 0xC0) == 0x80; }
+
+/* The parts into errbuf, which none of them may point into. */
+static void store(const parts *p) {
+  size_t total = 0;
+  for (int i = 0; i < p->n; i++) total += p->len[i];
+  if (total < sizeof errbuf) {
+    *copy_range(p, 0, total, errbuf) = 0;
+    return;
+  }
+  const size_t keep = sizeof errbuf - 1 - (sizeof ELLIPSIS - 1);
+  size_t head = keep / 2, tail = total - (keep - head);
+  while (head > 0 && continuation(byte_at(p, head))) head--;
+  while (tail < total && continuation(byte_at(p, tail))) tail++;
+  char *d = copy_range(p, 0, head, errbuf);
+  memcpy(d, ELLIPSIS, sizeof ELLIPSIS - 1);
+  *copy_range(p, tail, total, d + sizeof ELLIPSIS - 1) = 0;
+}
+
+/* fmt's text: in buf (of PT_ERRBUF bytes) where it fits, else on the heap
+ * (*heap, for the caller to free). Where the heap has no room either, the
+ * start that buf holds has to do. */
+static const char *format(char *buf, char **heap, const char *fmt, va_list ap) {
+  va_list again;
+  va_copy(again, ap);
+  const int n = vsnprintf(buf, PT_ERRBUF, fmt, ap);
+  *heap = NULL;
+  if (n >= PT_ERRBUF && (*heap = malloc((size_t)n + 1))) vsnprintf(*heap, (size_t)n + 1, fmt, again);
+  va_end(again);
+  if (n < 0) buf[0] = 0;
+  return *heap ? *heap : buf;
+}
 
 pt_status pt_fail(pt_status code, const char *fmt, ...) {
   err_errno = 0;
+  char buf[PT_ERRBUF], *heap;
   va_list ap;
   va_start(ap, fmt);
-  vset(fmt, ap);
+  const char *msg = format(buf, &heap, fmt, ap);
   va_end(ap);
+  parts p = {{msg}, {strlen(msg)}, 1};
+  store(&p);
+  free(heap);
   return code;
 }
 
 pt_status pt_fail_errno(pt_status code, const char *fmt, ...) {
-  int e = errno;
+  const int e = errno;
   err_errno = e;
+  char buf[PT_ERRBUF], *heap;
   va_list ap;
   va_start(ap, fmt);
-  vset(fmt, ap);
+  const char *msg = format(buf, &heap, fmt, ap);
   va_end(ap);
-  size_t n = strlen(errbuf);
-  snprintf(errbuf + n, sizeof errbuf - n, ": %s", strerror(e));
+  const char *why = strerror(e);
+  parts p = {{msg, ": ", why}, {strlen(msg), 2, strlen(why)}, 3};
+  store(&p);
+  free(heap);
   return code;
 }
 
 pt_status pt_wrap(pt_status code, const char *fmt, ...) {
-  char prefix[PT_ERRBUF], old[PT_ERRBUF];
+  /* store writes errbuf, so the old message goes in from a copy. */
+  char old[PT_ERRBUF], buf[PT_ERRBUF], *heap;
+  memcpy(old, errbuf, sizeof old);
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  const char *prefix = format(buf, &heap, fmt, ap);
   va_end(ap);
-  memcpy(old, errbuf, sizeof old);
-  /* Truncation is acceptable: the message is for people, and the start of
-   * it, where the context is, survives. */
-  size_t n = strlen(prefix);
-  if (n > sizeof errbuf - 3) n = sizeof errbuf - 3;
-  memcpy(errbuf, prefix, n);
-  errbuf[n] = ':';
-  errbuf[n + 1] = ' ';
-  size_t rest = sizeof errbuf - n - 2;
-  size_t olen = strnlen(old, rest - 1);
-  memcpy(errbuf + n + 2, old, olen);
-  errbuf[n + 2 + olen] = 0;
+  parts p = {{prefix, ": ", old}, {strlen(prefix), 2, strlen(old)}, 3};
+  store(&p);
+  free(heap);
   return code;
 }
 

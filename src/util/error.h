@@ -5,7 +5,9 @@
  * was expected ("train-images-idx3-ubyte.gz: bad magic 0x00000000, expected
  * 0x00000803"). The caller that finally reports the error (the CLI) prints
  * pt_error_message(). Each thread has its own buffer, so a loader thread's
- * error never overwrites the trainer's.
+ * error never overwrites the trainer's. A message too long for the buffer
+ * (paths of up to PATH_MAX fit) loses its middle, marked " [...] ", and keeps
+ * its start and its end: the context and the reason.
  */
 #ifndef PT_UTIL_ERROR_H
 #define PT_UTIL_ERROR_H

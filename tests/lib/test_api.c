@@ -2,6 +2,7 @@
  * links libptrain.so and includes nothing else of ptrain's. A synthetic
  * task (a bright square whose place is the class) stands in for a dataset,
  * so training must learn it, fast. */
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -513,6 +514,39 @@ static void test_errors_name_the_thing(void **state) {
   pt_net_free(net);
 }
 
+static int ends_with(const char *s, const char *end) {
+  const size_t n = strlen(s), k = strlen(end);
+  return n >= k && !strcmp(s + n - k, end);
+}
+
+/* A long path is legal (PATH_MAX is 4096), and a message that names one
+ * still ends with why; one too long for any buffer loses its middle. */
+static void test_long_messages_keep_the_reason(void **state) {
+  (void)state;
+  static char path[4096], name[100 * 1024];
+  /* 1023 characters of directories that do not exist, none past NAME_MAX */
+  memset(path, 'd', 1023);
+  for (size_t i = 0; i < 1023; i += 200) path[i] = '/';
+  snprintf(path + 1023, sizeof path - 1023, "/nope.safetensors");
+  pt_net *net;
+  assert_int_equal(pt_net_load(path, "fmnist-mlp", &net), PT_ERR_IO);
+  if (!ends_with(pt_error_message(), strerror(ENOENT))) fail_msg("%.300s", pt_error_message());
+  assert_non_null(strstr(pt_error_message(), path)); /* the whole path, where it fits */
+  /* PATH_MAX's worth, with its terminating 0 */
+  memset(path, 'p', sizeof path - 1);
+  for (size_t i = 0; i < sizeof path - 1; i += 200) path[i] = '/';
+  path[sizeof path - 1] = 0;
+  assert_int_equal(pt_net_load(path, "fmnist-mlp", &net), PT_ERR_IO);
+  if (!ends_with(pt_error_message(), strerror(ENOENT))) fail_msg("%.300s", pt_error_message());
+  memset(name, 'x', sizeof name - 1);
+  name[sizeof name - 1] = 0;
+  assert_int_equal(pt_net_preset(name, &net), PT_ERR_ARG);
+  const char *m = pt_error_message();
+  assert_true(strncmp(m, "unknown model 'xxx", 18) == 0);
+  assert_non_null(strstr(m, " [...] "));
+  if (!ends_with(m, "or --model-file FILE)")) fail_msg("%s", m + strlen(m) - 200);
+}
+
 /* A program's pt_config can hold what no flag allows: each out-of-range
  * number is refused before training, naming it, and the net keeps no
  * weights from a run that never started. */
@@ -773,6 +807,7 @@ int main(void) {
       cmocka_unit_test(test_parallel_dp),
       cmocka_unit_test(test_silent),
       cmocka_unit_test(test_errors_name_the_thing),
+      cmocka_unit_test(test_long_messages_keep_the_reason),
       cmocka_unit_test(test_config_numbers_out_of_range),
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_predict_after_the_pool_changes),
