@@ -24,7 +24,7 @@
  * are done. The threads that compute for pt_evaluate and pt_predict are a
  * pool of the calling thread's own: pt_evaluate's threads (and pt_train's
  * cfg.threads) resize that thread's pool and no other, and a net runs on
- * whatever pool the thread that uses it has.
+ * whatever pool the thread that uses it has. The pool ends with its thread.
  *
  * Determinism: with the same seed, configuration, device and number of
  * workers, training gives the same bits, whatever the thread timing.
@@ -298,8 +298,8 @@ typedef struct {
  * running statistics, on device ("cpu" or NULL, "cuda", "cuda:N").
  * threads: the calling thread's CPU threads from this call on, for its
  * pt_predict calls too (0: as they are, one in a thread that never set
- * them); threads 1 also ends the pool's other threads, which a thread
- * that set more should do before it exits. */
+ * them); threads 1 also ends the pool's other threads, which otherwise
+ * end when the thread does. */
 PT_API pt_status pt_evaluate(pt_net *net, const pt_data *data, const char *device, int threads, pt_eval *out);
 /* Class probabilities (n, classes) for n images of (c, h, w) floats in
  * [0, 1] (pixel / 255); the model's normalisation is applied here. */

@@ -2,6 +2,7 @@
  * links libptrain.so and includes nothing else of ptrain's. A synthetic
  * task (a bright square whose place is the class) stands in for a dataset,
  * so training must learn it, fast. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -735,6 +736,49 @@ static void test_nets_on_threads_with_their_own_pools(void **state) {
   pt_net_free(b);
 }
 
+static int threads_now(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+static void *train_once(void *arg) {
+  int *st = arg;
+  pt_net *net;
+  pt_config c;
+  config(&c);
+  c.threads = 2;
+  c.max_steps = 2;
+  *st = pt_net_spec(spec_text, &net);
+  if (*st == PT_OK) *st = pt_train(net, train_data, test_data, &c, NULL);
+  pt_net_free(net);
+  return NULL; /* with the pool pt_train gave this thread */
+}
+
+/* A thread that trained takes its pool's threads with it when it ends. */
+static void test_threads_that_trained_leave_no_threads(void **state) {
+  (void)state;
+  if (threads_now() < 1) skip(); /* no /proc */
+  const int before = threads_now();
+  for (int i = 0; i < 6; i++) {
+    pthread_t t;
+    int st = -1;
+    assert_int_equal(pthread_create(&t, NULL, train_once, &st), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(st, PT_OK);
+  }
+  /* A joined thread leaves /proc a moment after its join returns. */
+  int after = threads_now();
+  for (int i = 0; i < 200 && after > before; i++) {
+    usleep(10000);
+    after = threads_now();
+  }
+  assert_int_equal(after, before);
+}
+
 /* Labels past the model's outputs are refused, whichever split has them:
  * they would index outputs that do not exist. */
 static void test_more_classes_than_outputs(void **state) {
@@ -812,6 +856,7 @@ int main(void) {
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_predict_after_the_pool_changes),
       cmocka_unit_test(test_nets_on_threads_with_their_own_pools),
+      cmocka_unit_test(test_threads_that_trained_leave_no_threads),
       cmocka_unit_test(test_more_classes_than_outputs),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -7,6 +7,7 @@
  * count FLOPs and lets another BLAS be linked in.
  */
 #include <cblas.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "ops/cpu/ops.h"
@@ -20,15 +21,47 @@ void openblas_set_num_threads(int num_threads);
 static _Thread_local pt_pool *pool;
 static _Thread_local int pool_threads = 1;
 
+/* A thread that ends with a pool ends its workers too: a program whose
+ * threads each train or evaluate once would otherwise keep every such
+ * thread's workers, asleep, for as long as it runs. The key holds the
+ * thread's pool; its destructor runs on the ending thread, before its
+ * thread-locals go. */
+static pthread_key_t pool_key;
+static pthread_once_t pool_key_once = PTHREAD_ONCE_INIT;
+static int pool_key_made;
+
+static void end_pool_at_exit(void *p) {
+  pt_pool_destroy(p);
+  pool = NULL;
+  pool_threads = 1;
+}
+
+static void make_pool_key(void) { pool_key_made = pthread_key_create(&pool_key, end_pool_at_exit) == 0; }
+
+/* A library unloaded by dlclose must not leave a destructor behind that
+ * points into it. */
+__attribute__((destructor)) static void delete_pool_key(void) {
+  if (pool_key_made) pthread_key_delete(pool_key);
+  pool_key_made = 0;
+}
+
+/* pool becomes p, and the key follows it. */
+static void install(pt_pool *p, int threads) {
+  pool = p;
+  pool_threads = threads;
+  pthread_once(&pool_key_once, make_pool_key);
+  if (pool_key_made) pthread_setspecific(pool_key, p);
+}
+
 int pt_ops_set_threads(int n) {
   if (n < 1) n = 1;
   openblas_set_num_threads(1);
   if (n == pool_threads && (pool || n == 1)) return 0;
   pt_pool_destroy(pool);
-  pool = NULL;
-  pool_threads = 1;
-  if (n > 1 && pt_pool_create(&pool, n) != PT_OK) return -1;
-  pool_threads = n;
+  install(NULL, 1);
+  pt_pool *p = NULL;
+  if (n > 1 && pt_pool_create(&p, n) != PT_OK) return -1;
+  install(p, n);
   return 0;
 }
 

@@ -21,9 +21,11 @@ extern "C" {
 /* Threads the ops called from this thread use: a pool per calling thread,
  * so data-parallel workers (threads themselves) each have their own; the
  * BLAS runs single-threaded inside it. Returns non-zero if the pool cannot
- * start. pt_ops_set_threads(1) on a thread that is about to end frees its pool. */
+ * start. A thread's pool ends with the thread (its workers are joined as
+ * it exits), or at pt_ops_set_threads(1). */
 int pt_ops_set_threads(int n);
 int pt_ops_get_threads(void);
+
 
 /* Runs fn(ctx, lo, hi) over contiguous blocks of [0, total), one block per
  * thread; serially when total < 2 * min_chunk. Blocks depend only on total
