@@ -25,6 +25,8 @@
  * pool of the calling thread's own: pt_evaluate's threads (and pt_train's
  * cfg.threads) resize that thread's pool and no other, and a net runs on
  * whatever pool the thread that uses it has. The pool ends with its thread.
+ * A pt_evaluate inside a run's callback leaves the run's threads, and so
+ * its weights, as they were.
  *
  * Determinism: with the same seed, configuration, device and number of
  * workers, training gives the same bits, whatever the thread timing.
@@ -299,7 +301,10 @@ typedef struct {
  * threads: the calling thread's CPU threads from this call on, for its
  * pt_predict calls too (0: as they are, one in a thread that never set
  * them); threads 1 also ends the pool's other threads, which otherwise
- * end when the thread does. */
+ * end when the thread does. Called from a training run's callback
+ * (cfg.on_step, cfg.on_epoch), threads are this call's alone: the run goes
+ * on with the threads it had, and its weights are those it would have had
+ * without the call. */
 PT_API pt_status pt_evaluate(pt_net *net, const pt_data *data, const char *device, int threads, pt_eval *out);
 /* Class probabilities (n, classes) for n images of (c, h, w) floats in
  * [0, 1] (pixel / 255); the model's normalisation is applied here. */

@@ -38,6 +38,9 @@ struct pt_run {
  * the net's); comm: the MPI world of a ddp run or of stages as ranks. */
 pt_status pt_run_check(const pt_net *net, const char *dataset, const pt_config *cfg, pt_comm *comm);
 
+/* Whether the calling thread is inside pt_run_train: a callback of its run. */
+int pt_run_training_here(void);
+
 /* pt_evaluate in batches of at most batch_max, flushing denormals or not
  * (util/fpmode.h). */
 pt_status pt_evaluate_with(pt_net *net, const pt_data *data, const char *device, int threads, int batch_max,

@@ -185,6 +185,10 @@ pt_status pt_run_check(const pt_net *net, const char *dataset, const pt_config *
 
 /* A stop signal, the trace and MPI belong to the process: one run at a time. */
 static atomic_flag training = ATOMIC_FLAG_INIT;
+/* The thread that trains it, where the callbacks run. */
+static _Thread_local int training_here;
+
+int pt_run_training_here(void) { return training_here; }
 
 static pt_status train_alone(pt_run *run);
 
@@ -194,7 +198,9 @@ pt_status pt_run_train(pt_run *run) {
   if (atomic_flag_test_and_set(&training))
     return pt_fail(PT_ERR_STATE, "another run is training in this process; one trains at a time");
   run->trained = 1;
+  training_here = 1;
   pt_status st = train_alone(run);
+  training_here = 0;
   atomic_flag_clear(&training);
   return st;
 }

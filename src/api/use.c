@@ -24,6 +24,9 @@ static pt_status bind_device(const char *device, const pt_backend **be) {
   return pt_backend_bind(*be, gpu);
 }
 
+static pt_status evaluate(pt_net *net, const pt_data *data, const char *device, int batch_max, int flush,
+                          pt_eval *out);
+
 pt_status pt_evaluate(pt_net *net, const pt_data *data, const char *device, int threads, pt_eval *out) {
   return pt_evaluate_with(net, data, device, threads, 1000, 1, out);
 }
@@ -46,7 +49,23 @@ pt_status pt_evaluate_with(pt_net *net, const pt_data *data, const char *device,
   snprintf(what, sizeof what, "the %s data",
            data->kind >= 0 ? pt_dataset_kind_name((pt_dataset_kind)data->kind) : "given");
   PT_TRY(pt_dataset_check_classes(ds, net->m->num_classes, s->name, what));
-  if (threads > 0 && pt_ops_set_threads(threads)) return pt_fail(PT_ERR_STATE, "cannot start %d threads", threads);
+  /* In a training run's callback the thread's pool is the run's: this
+   * evaluation's threads are its own, and the run goes on with the threads
+   * it had (another count would change its sums, and so its weights). */
+  const int in_run = pt_run_training_here();
+  pt_ops_threads_saved saved;
+  if (threads > 0 && (in_run ? pt_ops_push_threads(threads, &saved) : pt_ops_set_threads(threads)))
+    return pt_fail(PT_ERR_STATE, "cannot start %d threads", threads);
+  const pt_status st = evaluate(net, data, device, batch_max, flush, out);
+  if (threads > 0 && in_run) pt_ops_pop_threads(&saved);
+  return st;
+}
+
+/* pt_evaluate_with's work, its arguments checked and its threads set. */
+static pt_status evaluate(pt_net *net, const pt_data *data, const char *device, int batch_max, int flush,
+                          pt_eval *out) {
+  const pt_dataset *ds = &data->ds;
+  const pt_model_spec *s = &net->spec;
   const int batch = ds->n < batch_max ? ds->n : batch_max;
   pt_model *m = NULL;
   pt_loader *l = NULL;

@@ -736,6 +736,50 @@ static void test_nets_on_threads_with_their_own_pools(void **state) {
   pt_net_free(b);
 }
 
+typedef struct {
+  pt_net *other;
+  int evaluations, fails;
+} eval_in_callback;
+
+static int evaluate_other(const pt_step *s, void *user) {
+  (void)s;
+  eval_in_callback *e = user;
+  pt_eval ev;
+  e->evaluations++;
+  e->fails += pt_evaluate(e->other, test_data, NULL, 1, &ev) != PT_OK;
+  return 0;
+}
+
+/* An evaluation inside a run's callback, on another thread count, leaves
+ * the run's threads as they were: the weights are those of a run without
+ * it, bit for bit. */
+static void test_evaluate_in_a_callback_leaves_the_run_alone(void **state) {
+  (void)state;
+  pt_net *other = trained_conv();
+  float x[PRED * SIDE * SIDE], p[2][PRED * CLASSES];
+  pred_input(x);
+  eval_in_callback e = {other, 0, 0};
+  for (int t = 0; t < 2; t++) {
+    pt_net *net;
+    pt_config c;
+    config(&c);
+    c.threads = 2;
+    c.max_steps = 6;
+    if (t == 1) {
+      c.on_step = evaluate_other;
+      c.user = &e;
+    }
+    assert_int_equal(pt_net_spec(conv_text, &net), PT_OK);
+    assert_int_equal(pt_train(net, train_data, test_data, &c, NULL), PT_OK);
+    assert_int_equal(pt_predict(net, x, PRED, p[t]), PT_OK);
+    pt_net_free(net);
+  }
+  assert_int_equal(e.evaluations, 6);
+  assert_int_equal(e.fails, 0);
+  assert_memory_equal(p[0], p[1], sizeof p[0]);
+  pt_net_free(other);
+}
+
 static int threads_now(void) {
   DIR *d = opendir("/proc/self/task");
   if (!d) return -1;
@@ -856,6 +900,7 @@ int main(void) {
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_predict_after_the_pool_changes),
       cmocka_unit_test(test_nets_on_threads_with_their_own_pools),
+      cmocka_unit_test(test_evaluate_in_a_callback_leaves_the_run_alone),
       cmocka_unit_test(test_threads_that_trained_leave_no_threads),
       cmocka_unit_test(test_more_classes_than_outputs),
   };

@@ -65,6 +65,25 @@ int pt_ops_set_threads(int n) {
   return 0;
 }
 
+int pt_ops_push_threads(int n, pt_ops_threads_saved *saved) {
+  if (n < 1) n = 1;
+  openblas_set_num_threads(1);
+  saved->pool = pool;
+  saved->threads = pool_threads;
+  saved->kept = n == pool_threads && (pool || n == 1);
+  if (saved->kept) return 0;
+  pt_pool *p = NULL;
+  if (n > 1 && pt_pool_create(&p, n) != PT_OK) return -1;
+  install(p, n);
+  return 0;
+}
+
+void pt_ops_pop_threads(const pt_ops_threads_saved *saved) {
+  if (saved->kept) return;
+  pt_pool_destroy(pool);
+  install(saved->pool, saved->threads);
+}
+
 int pt_ops_get_threads(void) { return pool_threads; }
 
 typedef struct {

@@ -26,6 +26,19 @@ extern "C" {
 int pt_ops_set_threads(int n);
 int pt_ops_get_threads(void);
 
+/* The calling thread's pool, set aside by pt_ops_push_threads. */
+typedef struct {
+  void *pool;
+  int threads;
+  int kept; /* the pool asked for was the one there: nothing was set aside */
+} pt_ops_threads_saved;
+/* n threads for this thread's ops until pt_ops_pop_threads(saved), which
+ * puts the pool there before back, its threads untouched: for work inside
+ * another's (an evaluation in a training run's callback) that must leave
+ * the run's pool, and so its results, as they were. Returns non-zero,
+ * with nothing changed, if the pool cannot start. */
+int pt_ops_push_threads(int n, pt_ops_threads_saved *saved);
+void pt_ops_pop_threads(const pt_ops_threads_saved *saved);
 
 /* Runs fn(ctx, lo, hi) over contiguous blocks of [0, total), one block per
  * thread; serially when total < 2 * min_chunk. Blocks depend only on total
