@@ -134,7 +134,8 @@ enum { PT_TEST = 0, PT_TRAIN = 1 };
 
 /* "mnist", "fashion-mnist" or "cifar10" from dir (NULL: the default,
  * /usr/share/datasets/fashion-mnist for Debian's dataset-fashion-mnist,
- * data/<name> otherwise); split is PT_TRAIN or PT_TEST. */
+ * data/<name> otherwise; "" is refused, not searched as the root); split
+ * is PT_TRAIN or PT_TEST. */
 PT_API pt_status pt_data_load(const char *name, const char *dir, int split, pt_data **out);
 /* The caller's arrays, copied: images (n, c, h, w) bytes (0..255, as the
  * files store them; the model's normalisation is applied per batch), and

@@ -11,6 +11,9 @@ pt_status pt_data_load(const char *name, const char *dir, int split, pt_data **o
     return pt_fail(PT_ERR_ARG, "pt_data_load: split %d, expected PT_TRAIN (1) or PT_TEST (0)", split);
   if (!name)
     return pt_fail(PT_ERR_ARG, "pt_data_load: name is NULL; expected \"mnist\", \"fashion-mnist\" or \"cifar10\"");
+  /* "" would be searched as the root: "tried /train-images-idx3-ubyte". */
+  if (dir && !dir[0])
+    return pt_fail(PT_ERR_ARG, "pt_data_load: empty dir: expected the dataset's directory, or NULL for the default");
   pt_dataset_kind kind;
   PT_TRY(pt_dataset_kind_parse(name, &kind));
   pt_data *d = calloc(1, sizeof *d);

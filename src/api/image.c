@@ -7,6 +7,7 @@
 pt_status pt_image_load(const char *path, const pt_net *net, float *pixels, char *note, size_t note_size) {
   if (note && note_size) note[0] = 0;
   if (!path || !net || !pixels) return pt_fail(PT_ERR_ARG, "pt_image_load: path, net or pixels is NULL");
+  if (!path[0]) return pt_fail(PT_ERR_ARG, "pt_image_load: empty path: expected a PNG or JPEG file's path");
   const pt_model_spec *s = &net->spec;
   const size_t n = (size_t)s->in_c * s->in_h * s->in_w;
   uint8_t *bytes = pt_malloc(n); /* (c, h, w) */

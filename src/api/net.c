@@ -46,6 +46,7 @@ pt_status pt_net_spec(const char *text, pt_net **out) {
 pt_status pt_net_spec_file(const char *path, pt_net **out) {
   if (!out || !path) return pt_fail(PT_ERR_ARG, "pt_net_spec_file: path or out is NULL");
   *out = NULL;
+  if (!path[0]) return pt_fail(PT_ERR_ARG, "pt_net_spec_file: empty path: expected a spec file's path");
   char *text;
   PT_TRY(pt_spec_read_file(path, &text));
   pt_status st = net_from_text(text, path, out);
@@ -57,6 +58,11 @@ pt_status pt_net_load(const char *checkpoint, const char *model, pt_net **out) {
   if (!out) return pt_fail(PT_ERR_ARG, "pt_net_load: out is NULL");
   *out = NULL;
   if (!checkpoint) return pt_fail(PT_ERR_ARG, "pt_net_load: checkpoint is NULL");
+  if (!checkpoint[0])
+    return pt_fail(PT_ERR_ARG, "pt_net_load: empty checkpoint: expected a .safetensors file or a checkpoint directory");
+  if (model && !model[0])
+    return pt_fail(PT_ERR_ARG, "pt_net_load: empty model: expected a preset's name or a spec file's path, or NULL "
+                               "for the layers the checkpoint records");
   pt_status st;
   if (model) {
     /* A preset's name, or else a spec file's path. A name with a dot or a
@@ -89,6 +95,7 @@ pt_status pt_net_load(const char *checkpoint, const char *model, pt_net **out) {
 
 pt_status pt_net_save(const pt_net *net, const char *path) {
   if (!net || !path) return pt_fail(PT_ERR_ARG, "pt_net_save: net or path is NULL");
+  if (!path[0]) return pt_fail(PT_ERR_ARG, "pt_net_save: empty path: expected a .safetensors file's path");
   if (!net->m)
     return pt_fail(PT_ERR_STATE, "%s: model %s has no weights to save yet (train it or load a checkpoint)", path,
                    net->spec.name);

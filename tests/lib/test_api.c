@@ -474,6 +474,33 @@ static void test_errors_name_the_thing(void **state) {
   assert_non_null(strstr(pt_error_message(), "pt_net_preset: name is NULL"));
   assert_int_equal(pt_data_load("mnist", "/nonexistent", PT_TRAIN, &d), PT_ERR_IO);
   assert_non_null(strstr(pt_error_message(), "/nonexistent"));
+  /* An empty path is a slip, not the root or the current directory. */
+  d = (pt_data *)1;
+  assert_int_equal(pt_data_load("fashion-mnist", "", PT_TEST, &d), PT_ERR_ARG);
+  assert_null(d);
+  assert_non_null(strstr(pt_error_message(), "pt_data_load: empty dir"));
+  net = (pt_net *)1;
+  assert_int_equal(pt_net_load("", NULL, &net), PT_ERR_ARG);
+  assert_null(net);
+  assert_non_null(strstr(pt_error_message(), "pt_net_load: empty checkpoint"));
+  assert_int_equal(pt_net_load("/nonexistent/model.safetensors", "", &net), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "pt_net_load: empty model"));
+  net = (pt_net *)1;
+  assert_int_equal(pt_net_spec_file("", &net), PT_ERR_ARG);
+  assert_null(net);
+  assert_non_null(strstr(pt_error_message(), "pt_net_spec_file: empty path"));
+  {
+    pt_net *mlp;
+    static float px[28 * 28];
+    char note[64] = "x";
+    assert_int_equal(pt_net_preset("fmnist-mlp", &mlp), PT_OK);
+    assert_int_equal(pt_image_load("", mlp, px, note, sizeof note), PT_ERR_ARG);
+    assert_non_null(strstr(pt_error_message(), "pt_image_load: empty path"));
+    assert_string_equal(note, "");
+    assert_int_equal(pt_net_save(mlp, ""), PT_ERR_ARG);
+    assert_non_null(strstr(pt_error_message(), "pt_net_save: empty path"));
+    pt_net_free(mlp);
+  }
   /* Settings that do not fit together, and a run trained twice. */
   assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
   float x[SIDE * SIDE] = {0}, p[CLASSES];
