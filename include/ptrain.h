@@ -244,14 +244,16 @@ typedef struct {
 
 PT_API void pt_config_defaults(pt_config *cfg);
 
-/* How the run went. */
+/* How the run went. Before a run trains, and after one that could not
+ * (pt_train's or pt_run_train's failure), the losses, the accuracy and
+ * target_seconds are NaN, target_step -1 and the rest 0. */
 typedef struct {
   int epochs_done;                        /* a resumed run's include the checkpoint's, as steps do */
   int64_t steps;
   double train_loss, test_loss, test_acc; /* of the last epoch evaluated; NaN where this run ran none */
   double images_per_s, seconds;
   double target_seconds;  /* time to target_accuracy; NaN: not reached or not asked */
-  int64_t target_step;
+  int64_t target_step;    /* -1: not reached or not asked */
   int stopped;            /* one of the below */
 } pt_result;
 
@@ -276,7 +278,8 @@ PT_API pt_status pt_run_train(pt_run *run);
 PT_API const pt_result *pt_run_result(const pt_run *run);
 PT_API void pt_run_free(pt_run *run);
 
-/* pt_run_create, pt_run_train and pt_run_free in one call; result may be NULL. */
+/* pt_run_create, pt_run_train and pt_run_free in one call; result may be
+ * NULL, and is filled in whatever the status (see pt_result). */
 PT_API pt_status pt_train(pt_net *net, const pt_data *train, const pt_data *test, const pt_config *cfg,
                           pt_result *result);
 /* Asks this process's training run to stop after its current step, as

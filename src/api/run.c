@@ -93,6 +93,16 @@ static void to_trainer(const pt_config *p, pt_train_config *t) {
   t->user = p->user;
 }
 
+/* A run's result before it trained, or where it could not: the header's
+ * NaN for numbers it has none of, so that no caller reads 0 as a loss or
+ * an accuracy. */
+static void result_none(pt_result *r) {
+  memset(r, 0, sizeof *r);
+  r->train_loss = r->test_loss = r->test_acc = NAN;
+  r->target_seconds = NAN;
+  r->target_step = -1;
+}
+
 static int is(const char *a, const char *b) { return a && !strcmp(a, b); }
 
 /* ddp, and stages when a launcher started several processes: MPI's world,
@@ -164,8 +174,7 @@ pt_status pt_run_create(pt_net *net, const pt_data *train, const pt_data *test, 
   t->data_dir = train->dir;
   t->data_name = train->kind >= 0 ? pt_dataset_kind_name((pt_dataset_kind)train->kind) : "the caller's data";
   t->init_model = net->m;
-  run->result.target_seconds = NAN;
-  run->result.target_step = -1;
+  result_none(&run->result);
   *out = run;
   return PT_OK;
 }
@@ -256,8 +265,12 @@ void pt_request_stop(int sig) { pt_train_stop_request(sig > 0 ? sig : SIGTERM); 
 
 pt_status pt_train(pt_net *net, const pt_data *train, const pt_data *test, const pt_config *cfg, pt_result *result) {
   pt_run *run;
-  PT_TRY(pt_run_create(net, train, test, cfg, &run));
-  pt_status st = pt_run_train(run);
+  pt_status st = pt_run_create(net, train, test, cfg, &run);
+  if (st != PT_OK) {
+    if (result) result_none(result);
+    return st;
+  }
+  st = pt_run_train(run);
   if (result) *result = run->result;
   pt_run_free(run);
   return st;

@@ -575,6 +575,62 @@ static void test_long_messages_keep_the_reason(void **state) {
   if (!ends_with(m, "or --model-file FILE)")) fail_msg("%s", m + strlen(m) - 200);
 }
 
+/* A pt_train from inside a run's callback, refused, its result into user;
+ * stops the run where that went otherwise. */
+static int train_inside(const pt_step *s, void *user) {
+  (void)s;
+  pt_config c;
+  config(&c);
+  pt_net *other;
+  if (pt_net_spec(spec_text, &other) != PT_OK) return 1;
+  const pt_status st = pt_train(other, train_data, test_data, &c, user);
+  pt_net_free(other);
+  return st != PT_ERR_STATE;
+}
+
+static void assert_no_result(const pt_result *r) {
+  assert_true(isnan(r->train_loss) && isnan(r->test_loss) && isnan(r->test_acc) && isnan(r->target_seconds));
+  assert_int_equal(r->epochs_done, 0);
+  assert_int_equal(r->steps, 0);
+  assert_int_equal(r->target_step, -1);
+}
+
+/* A result is defined whenever the caller asks for one: NaN for what no
+ * run computed, not zeros, and never what the memory held. */
+static void test_result_of_a_run_that_did_not_train(void **state) {
+  (void)state;
+  pt_net *net;
+  pt_config c;
+  config(&c);
+  assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+  pt_run *run;
+  assert_int_equal(pt_run_create(net, train_data, test_data, &c, &run), PT_OK);
+  assert_no_result(pt_run_result(run)); /* before pt_run_train */
+  pt_run_free(run);
+  pt_result r;
+  /* refused with PT_ERR_STATE while another run trains */
+  memset(&r, 0x55, sizeof r);
+  c.max_steps = 1;
+  c.on_step = train_inside;
+  c.user = &r;
+  pt_result outer;
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &outer), PT_OK);
+  assert_int_equal(outer.stopped, PT_RUN_COMPLETE); /* the refusal was PT_ERR_STATE */
+  assert_no_result(&r);
+  /* refused by pt_run_create */
+  memset(&r, 0x55, sizeof r);
+  config(&c);
+  c.parallel = "ddp"; /* not started by mpirun */
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_ERR_ARG);
+  assert_no_result(&r);
+  memset(&r, 0x55, sizeof r);
+  config(&c);
+  c.lr = INFINITY;
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_ERR_ARG);
+  assert_no_result(&r);
+  pt_net_free(net);
+}
+
 /* A program's pt_config can hold what no flag allows: each out-of-range
  * number is refused before training, naming it, and the net keeps no
  * weights from a run that never started. */
@@ -923,6 +979,7 @@ int main(void) {
       cmocka_unit_test(test_silent),
       cmocka_unit_test(test_errors_name_the_thing),
       cmocka_unit_test(test_long_messages_keep_the_reason),
+      cmocka_unit_test(test_result_of_a_run_that_did_not_train),
       cmocka_unit_test(test_config_numbers_out_of_range),
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_predict_after_the_pool_changes),
