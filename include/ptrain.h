@@ -204,7 +204,8 @@ typedef struct {
   const char *devices;        /* dp: "cpu:0,cpu:1" or "cuda:0,cuda:1"; model, pipeline: a stage each */
   const char *precision;      /* GPUs: "fp32" (NULL), "tf32" or "bf16" */
   int cuda_graphs;            /* one GPU: run the training step as a CUDA graph, the same bits: 0 where
-                               * the run allows it (the default), 1 always (an error where not), -1 never */
+                               * the run allows it (the default), 1 always (an error where not), -1 never;
+                               * any other value is refused */
   int stages;                 /* model, pipeline under mpirun: ranks per replica (0: all) */
   int micro_batches;          /* pipeline (0: 4) */
   const char *schedule;       /* pipeline: "gpipe" or "1f1b" (NULL: 1f1b) */

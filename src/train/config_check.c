@@ -55,5 +55,11 @@ pt_status pt_train_config_check_numbers(const pt_train_config *c) {
   PT_TRY(within("--workers", c->workers, 1, PT_WORKERS_MAX, "from --devices, else 2"));
   PT_TRY(within("--stages", c->stages, 1, PT_STAGES_MAX, "every rank"));
   PT_TRY(within("--micro-batches", c->micro_batches, 1, PT_MICRO_BATCHES_MAX, "4"));
+  /* No flag takes a number here (--cuda-graphs is 1, --no-cuda-graphs -1),
+   * so the field is named; out of range, a CPU run ignored it and a GPU
+   * one blamed the GPU. */
+  if (c->cuda_graphs < -1 || c->cuda_graphs > 1)
+    return pt_fail(PT_ERR_ARG, "cuda_graphs %d: expected -1, 0 or 1 (never, where the run allows it, always)",
+                   c->cuda_graphs);
   return PT_OK;
 }

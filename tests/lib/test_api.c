@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -663,7 +664,10 @@ static void test_config_numbers_out_of_range(void **state) {
                {"bucket_mb", "--bucket-mb nan"},
                {"timeout_s", "--timeout inf"},
                {"accum_steps", "--accum-steps 2000000"},
-               {"micro_batches", "--micro-batches 20000"}};
+               {"micro_batches", "--micro-batches 20000"},
+               {"cuda_graphs", "cuda_graphs 7: expected -1, 0 or 1"},
+               {"cuda_graphs_negative", "cuda_graphs -5: expected -1, 0 or 1"},
+               {"cuda_graphs_min", "cuda_graphs -2147483648: expected -1, 0 or 1"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     pt_config c;
     config(&c);
@@ -689,6 +693,9 @@ static void test_config_numbers_out_of_range(void **state) {
     else if (!strcmp(f, "timeout_s")) c.timeout_s = INFINITY;
     else if (!strcmp(f, "accum_steps")) c.accum_steps = 2000000;
     else if (!strcmp(f, "micro_batches")) c.micro_batches = 20000;
+    else if (!strcmp(f, "cuda_graphs")) c.cuda_graphs = 7;
+    else if (!strcmp(f, "cuda_graphs_negative")) c.cuda_graphs = -5;
+    else if (!strcmp(f, "cuda_graphs_min")) c.cuda_graphs = INT_MIN;
     else c.workers = -1, c.parallel = "dp";
     if (pt_train(net, train_data, test_data, &c, NULL) != PT_ERR_ARG) fail_msg("%s: accepted", f);
     if (!strstr(pt_error_message(), cases[i].says)) fail_msg("%s: %s", f, pt_error_message());
