@@ -31,7 +31,9 @@ static int show_layers(const char *what) {
     if (L->w >= 0) params += m->params[L->w].numel;
     if (L->b >= 0) params += m->params[L->b].numel;
     char shape[48];
-    if (L->out_h == 1 && L->out_w == 1) snprintf(shape, sizeof shape, "%d", L->out_c);
+    /* a 1x1 map stays CxHxW: shown as "C" it would read as flat, and a
+     * linear layer after it would fail for want of a flatten */
+    if (pt_model_output_flat(m, i)) snprintf(shape, sizeof shape, "%d", L->out_c);
     else snprintf(shape, sizeof shape, "%dx%dx%d", L->out_c, L->out_h, L->out_w);
     printf("%5d  %-28s %-12s %12zu %12.2f\n", i, L->label, shape, params, pt_layer_flops(L) / 1e6);
   }

@@ -52,10 +52,26 @@ static int takes_flat(const pt_model *m, int index) {
   return 0;
 }
 
-static pt_status shape_error(const pt_layer *L, const char *origin, const char *what) {
-  return pt_fail(PT_ERR_FORMAT, "%s:%d: %s%s%s: input %dx%dx%d: %s", origin, L->spec.line,
-                 pt_layer_kind_name(L->spec.kind), L->spec.name[0] ? " " : "", L->spec.name, L->in_c,
-                 L->in_h, L->in_w, what);
+int pt_model_output_flat(const pt_model *m, int index) { return takes_flat(m, index + 1); }
+
+/* A flat input prints as its length alone: "784x1x1" would read as an
+ * image of 784 channels, which a conv or a pool could take. */
+static pt_status shape_error(const pt_model *m, const pt_layer *L, const char *origin, const char *what) {
+  char in[48];
+  if (takes_flat(m, L->index)) snprintf(in, sizeof in, "%d", L->in_c);
+  else snprintf(in, sizeof in, "%dx%dx%d", L->in_c, L->in_h, L->in_w);
+  return pt_fail(PT_ERR_FORMAT, "%s:%d: %s%s%s: input %s: %s", origin, L->spec.line, pt_layer_kind_name(L->spec.kind),
+                 L->spec.name[0] ? " " : "", L->spec.name, in, what);
+}
+
+/* Conv2d and MaxPool2d take (N, C, H, W) in PyTorch: after a flatten or a
+ * linear, the input is (N, C) and PyTorch would fail, so the spec must. */
+static pt_status needs_image(const pt_model *m, const pt_layer *L, const char *origin) {
+  if (!takes_flat(m, L->index)) return PT_OK;
+  char msg[128];
+  snprintf(msg, sizeof msg, "%s needs an image input (C x H x W); the input here is flat (%d)",
+           pt_layer_kind_name(L->spec.kind), L->in_c);
+  return shape_error(m, L, origin, msg);
 }
 
 /* Whether layer i sees the model's input as it is (nothing but flatten
@@ -76,11 +92,11 @@ static int zeros_kept(const pt_model *m, int i) {
 /* The kernels index a sample's activation and a parameter tensor with
  * int, so n values (counted in int64, where no spec can overflow them) of
  * either must fit one. */
-static pt_status check_size(const pt_layer *L, const char *origin, const char *what, int64_t n) {
+static pt_status check_size(const pt_model *m, const pt_layer *L, const char *origin, const char *what, int64_t n) {
   if (n <= INT_MAX) return PT_OK;
   char msg[160];
   snprintf(msg, sizeof msg, "%s of %lld values: at most %d", what, (long long)n, INT_MAX);
-  return shape_error(L, origin, msg);
+  return shape_error(m, L, origin, msg);
 }
 
 /* Floats of workspace layer L needs when its op is split among threads. */
@@ -110,16 +126,17 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
   L->w = L->b = L->rmean = L->rvar = -1;
   switch (s->kind) {
     case PT_L_CONV2D: {
+      PT_TRY(needs_image(m, L, origin));
       pt_conv_geom g = {.c = L->in_c, .h = L->in_h, .w = L->in_w, .oc = s->out, .kh = s->kernel, .kw = s->kernel,
                         .stride = s->stride, .pad = s->padding};
-      if (!pt_conv_init(&g)) return shape_error(L, origin, "kernel larger than the padded input");
+      if (!pt_conv_init(&g)) return shape_error(m, L, origin, "kernel larger than the padded input");
       L->conv = g;
       L->out_c = s->out;
       L->out_h = g.oh;
       L->out_w = g.ow;
       int64_t ws[4] = {s->out, L->in_c, s->kernel, s->kernel}, bs[1] = {s->out};
-      PT_TRY(check_size(L, origin, "weight", ws[0] * ws[1] * ws[2] * ws[3]));
-      PT_TRY(check_size(L, origin, "output", (int64_t)g.oc * g.oh * g.ow)); /* before the workspace's sums */
+      PT_TRY(check_size(m, L, origin, "weight", ws[0] * ws[1] * ws[2] * ws[3]));
+      PT_TRY(check_size(m, L, origin, "output", (int64_t)g.oc * g.oh * g.ow)); /* before the workspace's sums */
       L->w = add_param(m, s->name, "weight", 4, ws);
       if (s->bias) L->b = add_param(m, s->name, "bias", 1, bs);
       size_t need = layer_workspace(m, L, pt_ops_get_threads());
@@ -130,10 +147,10 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
       /* PyTorch's Linear acts on the last dimension, so a 1x1 map, which
        * is (N, C, 1, 1), needs its flatten too. */
       if (!takes_flat(m, L->index))
-        return shape_error(L, origin, "linear takes flat input: add 'flatten' before it");
+        return shape_error(m, L, origin, "linear takes flat input: add 'flatten' before it");
       L->out_c = s->out;
       int64_t ws[2] = {s->out, L->in_c}, bs[1] = {s->out};
-      PT_TRY(check_size(L, origin, "weight", ws[0] * ws[1]));
+      PT_TRY(check_size(m, L, origin, "weight", ws[0] * ws[1]));
       L->w = add_param(m, s->name, "weight", 2, ws);
       if (s->bias) L->b = add_param(m, s->name, "bias", 1, bs);
       const pt_backend *be = m->be ? m->be : pt_backend_cpu();
@@ -144,7 +161,7 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
     }
     case PT_L_BATCHNORM2D: {
       if (takes_flat(m, L->index))
-        return shape_error(L, origin, "batchnorm2d needs (C, H, W) input, not flat (PyTorch's BatchNorm2d takes "
+        return shape_error(m, L, origin, "batchnorm2d needs (C, H, W) input, not flat (PyTorch's BatchNorm2d takes "
                                       "4-D input)");
       int64_t cs[1] = {L->in_c};
       L->w = add_param(m, s->name, "weight", 1, cs);
@@ -154,25 +171,26 @@ static pt_status infer_layer(pt_model *m, pt_layer *L, size_t *ws_max) {
       break;
     }
     case PT_L_MAXPOOL2D:
+      PT_TRY(needs_image(m, L, origin));
       if (L->in_h < s->kernel || L->in_w < s->kernel)
-        return shape_error(L, origin, "pooling kernel larger than the input");
+        return shape_error(m, L, origin, "pooling kernel larger than the input");
       L->out_h = (L->in_h - s->kernel) / s->stride + 1;
       L->out_w = (L->in_w - s->kernel) / s->stride + 1;
       break;
     case PT_L_FLATTEN: {
       const int64_t n = (int64_t)L->in_c * L->in_h * L->in_w;
-      PT_TRY(check_size(L, origin, "output", n));
+      PT_TRY(check_size(m, L, origin, "output", n));
       L->out_c = (int)n;
       L->out_h = L->out_w = 1;
       break;
     }
     case PT_L_LOGSOFTMAX:
-      if (L->in_h != 1 || L->in_w != 1) return shape_error(L, origin, "logsoftmax takes flat input");
+      if (L->in_h != 1 || L->in_w != 1) return shape_error(m, L, origin, "logsoftmax takes flat input");
       break;
     case PT_L_RELU:
     case PT_L_DROPOUT: break;
   }
-  return check_size(L, origin, "output", (int64_t)L->out_c * L->out_h * L->out_w);
+  return check_size(m, L, origin, "output", (int64_t)L->out_c * L->out_h * L->out_w);
 }
 
 static size_t out_size(const pt_layer *L) { return (size_t)L->out_c * L->out_h * L->out_w; }

@@ -215,6 +215,10 @@ pt_status pt_model_summarize(const pt_model_spec *spec, pt_model_summary *out);
  * allocated behind them (no weights, no activations): what a layer
  * listing or a stage partition needs. Free it with free(). */
 pt_status pt_model_shapes(pt_model **out, const pt_model_spec *spec);
+/* Whether layer index's output is flat, (N, C) as PyTorch sees it, rather
+ * than a map: a conv's 1x1 output is still (N, C, 1, 1), and needs a
+ * flatten before a linear layer. */
+int pt_model_output_flat(const pt_model *m, int index);
 /* The tensor called name, and (data) where it is in hparam or hbuffer, in
  * the model's order (see pt_tensor_info.panels). */
 const pt_tensor_info *pt_model_find(const pt_model *m, const char *name, const float **data, int *is_buffer);

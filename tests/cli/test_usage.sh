@@ -118,6 +118,16 @@ grep -Eq "^ +3  linear lin2 +10 +2010 " "$TMP/show" || fail "models --show: lin2
 "$PTRAIN" models --show mnist-cnn | grep -E "^ +0  conv2d conv1 +32x26x26 +320 " >/dev/null || fail "models --show mnist-cnn"
 printf 'input 1 28 28\nflatten\nlinear fc out=10\n' >"$TMP/tiny.txt"
 "$PTRAIN" models --show "$TMP/tiny.txt" | grep -E "^ +1  linear fc +10 +7850 " >/dev/null || fail "models --show FILE"
+# a conv's 1x1 output is a map, not flat: shown as "4" it would read as
+# what a linear layer takes without a flatten
+printf 'input 1 28 28\nconv2d c out=4 kernel=28\nflatten\nlinear fc out=10\n' >"$TMP/one.txt"
+"$PTRAIN" models --show "$TMP/one.txt" >"$TMP/show"
+grep -Eq "^ +0  conv2d c +4x1x1 " "$TMP/show" || fail "models --show: a 1x1 map: $(cat "$TMP/show")"
+grep -Eq "^ +1  flatten +4 " "$TMP/show" || fail "models --show: flatten's output: $(cat "$TMP/show")"
+# conv2d and maxpool2d after a flatten: PyTorch would fail, so the spec does
+printf 'input 1 28 28\nflatten\nconv2d c out=2 kernel=1\nflatten\nlinear a out=10\n' >"$TMP/convflat.txt"
+expect_exit 1 "convflat.txt:3: conv2d c: input 784: conv2d needs an image input \(C x H x W\); the input here is flat \(784\)" -- \
+  "$PTRAIN" train --model-file "$TMP/convflat.txt" --max-steps 2
 expect_exit 2 "unknown model 'nosuch'" -- "$PTRAIN" models --show nosuch
 expect_exit 2 "unknown model 'nosuch'" -- "$PTRAIN" models nosuch
 expect_exit 2 "tiny.txt is a spec file, not a preset: 'ptrain models --show .*tiny.txt' lists its layers" -- \

@@ -197,7 +197,19 @@ static void test_spec_errors(void **s) {
    * PyTorch's BatchNorm2d refuses 2-D input; after a convolution's 1x1
    * output it is 4-D and taken (below). */
   expect_error("input 1 28 28\nflatten\nlinear fc out=10\nbatchnorm2d bn\n",
-               "model.txt:4: batchnorm2d bn: input 10x1x1: batchnorm2d needs (C, H, W) input, not flat");
+               "model.txt:4: batchnorm2d bn: input 10: batchnorm2d needs (C, H, W) input, not flat");
+  /* conv2d and maxpool2d take (N, C, H, W) in PyTorch, so not the (N, C)
+   * a flatten or a linear makes, even where a ReLU is between. */
+  expect_error("input 1 28 28\nflatten\nconv2d c out=2 kernel=1\nflatten\nlinear a out=10\n",
+               "model.txt:3: conv2d c: input 784: conv2d needs an image input (C x H x W); the input here is flat "
+               "(784)");
+  expect_error("input 1 28 28\nflatten\nlinear a out=16\nrelu\nconv2d c out=2 kernel=1\nflatten\nlinear b out=10\n",
+               "model.txt:5: conv2d c: input 16: conv2d needs an image input (C x H x W); the input here is flat (16)");
+  expect_error("input 1 28 28\nflatten\nmaxpool2d kernel=2\nlinear a out=10\n",
+               "model.txt:3: maxpool2d: input 784: maxpool2d needs an image input (C x H x W); the input here is flat "
+               "(784)");
+  expect_error("input 1 28 28\nflatten\nmaxpool2d kernel=1\nlinear a out=10\n",
+               "maxpool2d needs an image input");
   /* Shape errors name the file and line, with or without a 'name' line. */
   expect_error("input 1 28 28\nconv2d c out=4 kernel=3\nlinear fc out=10\n",
                "model.txt:3: linear fc: input 4x26x26: linear takes flat input");
@@ -216,9 +228,9 @@ static void test_spec_errors(void **s) {
   expect_error("input 3 4096 4096\nconv2d c out=1048576 kernel=1\nflatten\nlinear fc out=10\n",
                "model.txt:2: conv2d c: input 3x4096x4096: output of 17592186044416 values");
   expect_error("input 1 28 28\nconv2d c out=1048576 kernel=1\nflatten\nlinear fc out=10\n",
-               "model.txt:4: linear fc: input 822083584x1x1: weight of 8220835840 values");
+               "model.txt:4: linear fc: input 822083584: weight of 8220835840 values");
   expect_error("input 1 28 28\nflatten\nlinear fc out=1048576\nlinear fc2 out=1048576\n",
-               "model.txt:4: linear fc2: input 1048576x1x1: weight of 1099511627776 values");
+               "model.txt:4: linear fc2: input 1048576: weight of 1099511627776 values");
   /* Normalisation, the loader and images know grey and colour only. */
   expect_error("name c4\ninput 4 8 8\nflatten\nlinear l out=2\n", "model.txt:2: input C=4: expected an integer in [1, 3]");
 }
