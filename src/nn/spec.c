@@ -320,9 +320,11 @@ pt_status pt_spec_parse(const char *text, const char *origin, pt_model_spec *spe
   while (*p) {
     c.line++;
     size_t len = strcspn(p, "\n");
-    if (len >= sizeof line) return err(&c, "line longer than %s characters", "1023", NULL);
-    memcpy(line, p, len);
-    line[len] = 0;
+    /* A CRLF line's \r is its end, not one of its 1,023 characters. */
+    const size_t body = len - (len && p[len - 1] == '\r');
+    if (body >= sizeof line) return err(&c, "line longer than %s characters", "1023", NULL);
+    memcpy(line, p, body);
+    line[body] = 0;
     p += len + (p[len] == '\n');
     char *hash = strchr(line, '#');
     if (hash) *hash = 0;

@@ -108,6 +108,20 @@ static void test_spec_bom_and_bn_after_1x1(void **s) {
   assert_int_equal(pt_spec_parse("\xef\xbb\xbfinput 1 28 28\r\nflatten\r\nlinear fc out=10\r\n", "bom.txt", &spec),
                    PT_OK);
   assert_int_equal(spec.in_c, 1);
+  /* A line of 1,023 characters is taken with either line end: the \r of
+   * CRLF is not counted; one more character is refused with both. */
+  for (int crlf = 0; crlf < 2; crlf++) {
+    const char *eol = crlf ? "\r\n" : "\n";
+    char text[1200], x[1022];
+    memset(x, 'x', 1021);
+    x[1021] = 0;
+    snprintf(text, sizeof text, "# %s%sinput 1 28 28%sflatten%slinear fc out=10%s", x, eol, eol, eol, eol);
+    assert_int_equal(pt_spec_parse(text, "long.txt", &spec), PT_OK);
+    char longer[1201] = "# x";
+    memcpy(longer + 3, text + 2, strlen(text + 2) + 1);
+    assert_int_not_equal(pt_spec_parse(longer, "long.txt", &spec), PT_OK);
+    assert_non_null(strstr(pt_error_message(), "long.txt:1: line longer than 1023 characters"));
+  }
   assert_int_equal(pt_spec_parse("input 1 28 28\nconv2d c out=4 kernel=28\nbatchnorm2d bn\nflatten\nlinear fc out=10\n",
                                  "bn.txt", &spec),
                    PT_OK);
