@@ -1,6 +1,7 @@
 /* ptrain eval: test loss and accuracy of a checkpoint. The model comes from
  * the checkpoint's own metadata when ptrain wrote it, or from --model /
  * --model-file for weights saved elsewhere (PyTorch). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,11 @@ int pt_cmd_eval(int argc, char **argv) {
     usage = data->ds.c != mc || data->ds.h != mh || data->ds.w != mw;
   }
   if (st == PT_OK) st = pt_evaluate_with(net, data, device, threads, batch, !keep_denormals, &ev);
+  /* Finite weights can still overflow float arithmetic: a NaN loss is no
+   * measure of the model, and is said as predict says it. */
+  if (st == PT_OK && !isfinite(ev.loss))
+    st = pt_fail(PT_ERR_FORMAT, "%s: the model's test loss is not finite (NaN or infinity): these weights overflow "
+                 "float arithmetic", ckpt);
   pt_notice_flush(stderr); /* a backend's fallback to a slower path */
   if (st == PT_OK)
     printf("%s on %s test: loss %.4f, accuracy %.4f (%lld/%lld)\n", pt_net_name(net),

@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 
 typedef struct {
   pt_net *net;
+  const char *ckpt; /* as given, for the errors about its weights */
   int top, json, classes;
   float *probs; /* (classes) */
   int *order;   /* (classes) */
@@ -75,6 +77,21 @@ static void report(predictor *P, const char *file, int index, int label, const c
   if (label >= 0) printf(" (label: %s)", class_name(P, label, buf));
   if (note && note[0]) printf(" (%s)", note);
   printf("\n");
+}
+
+/* One image's class probabilities, which must be finite: weights that
+ * overflow float arithmetic make NaN or infinity, which no ranking means
+ * and JSON cannot hold. index < 0: file is the image itself. */
+static pt_status predict_one(predictor *P, const float *x, const char *file, int index) {
+  PT_TRY(pt_predict(P->net, x, 1, P->probs));
+  for (int k = 0; k < P->classes; k++)
+    if (!isfinite(P->probs[k])) {
+      char at[32] = "";
+      if (index >= 0) snprintf(at, sizeof at, "[%d]", index);
+      return pt_fail(PT_ERR_FORMAT, "%s: the model's outputs for %s%s are not finite (NaN or infinity): these weights "
+                     "overflow float arithmetic", P->ckpt, file, at);
+    }
+  return PT_OK;
 }
 
 static int is_picture(const char *path) {
@@ -214,7 +231,7 @@ static pt_status predict_dataset_file(predictor *P, const char *path, const char
   for (int i = 0; i < count && st == PT_OK; i++) {
     const uint8_t *im = ds.images + (size_t)idx[i] * per;
     for (size_t j = 0; j < per; j++) x[j] = im[j] / 255.0f;
-    st = pt_predict(P->net, x, 1, P->probs);
+    st = predict_one(P, x, path, idx[i]);
     if (st == PT_OK) report(P, path, idx[i], ds.labels ? ds.labels[idx[i]] : -1, NULL);
   }
   free(x);
@@ -273,7 +290,7 @@ int pt_cmd_predict(int argc, char **argv) {
   }
   /* The flag's default is every core; a fresh pool has one thread. */
   pt_ops_set_threads(threads == 0 ? pt_cli_cores() : threads);
-  predictor P = {.top = top, .json = json};
+  predictor P = {.ckpt = ckpt, .top = top, .json = json};
   if (pt_net_load(ckpt, model ? model : model_file, &P.net) != PT_OK) return pt_cli_fail("predict");
   pt_net_shape(P.net, NULL, NULL, NULL, &P.classes);
   P.probs = malloc(sizeof(float) * (size_t)P.classes);
@@ -287,7 +304,7 @@ int pt_cmd_predict(int argc, char **argv) {
     if (is_picture(files[i])) {
       char note[256];
       st = pt_image_load(files[i], P.net, x, note, sizeof note);
-      if (st == PT_OK) st = pt_predict(P.net, x, 1, P.probs);
+      if (st == PT_OK) st = predict_one(&P, x, files[i], -1);
       if (st == PT_OK) report(&P, files[i], -1, -1, note);
     } else {
       st = predict_dataset_file(&P, files[i], index);

@@ -164,3 +164,31 @@ assert any(e["class"] == "class %d" % e["index"] for e in top if e["index"] >= 1
 assert any(e["index"] >= 256 for e in top), sorted(e["index"] for e in top)
 PY
 pass "a 300-class model: 256 classes ranked of 300"
+
+# Finite weights whose outputs overflow float (+-3e38, a PyTorch-style file
+# without ptrain's metadata): predict and eval say so, naming the checkpoint,
+# rather than print "-nan" as a probability (invalid JSON) or a loss.
+python3 - "$TMP/ckw/model.safetensors" "$TMP/huge.safetensors" <<'PY'
+import json, struct, sys
+src, out = sys.argv[1:]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+header = json.loads(b[8:8 + n])
+header.pop("__metadata__", None)
+data = bytearray(b[8 + n:])
+begin, end = header["fc.weight"]["data_offsets"]
+for i in range(begin, end, 4):
+    data[i:i + 4] = struct.pack("<f", 3e38 if (i // 4) % 2 else -3e38)
+h = json.dumps(header, separators=(",", ":")).encode()
+h += b" " * (-len(h) % 8)
+open(out, "wb").write(struct.pack("<Q", len(h)) + h + bytes(data))
+PY
+expect_exit 1 "$TMP/huge.safetensors: the model's outputs for $T10K\[0\] are not finite \(NaN or infinity\)" -- \
+  "$PTRAIN" predict --model-file "$TMP/wide.spec" --checkpoint "$TMP/huge.safetensors" --json "$T10K" --index 0
+[[ -s $TMP/out ]] && fail "predict printed output for non-finite outputs: $(cat "$TMP/out")"
+expect_exit 1 "$TMP/huge.safetensors: the model's outputs for $TMP/boot.png are not finite" -- \
+  "$PTRAIN" predict --model-file "$TMP/wide.spec" --checkpoint "$TMP/huge.safetensors" "$TMP/boot.png"
+expect_exit 1 "$TMP/huge.safetensors: the model's test loss is not finite \(NaN or infinity\)" -- \
+  "$PTRAIN" eval --model-file "$TMP/wide.spec" --checkpoint "$TMP/huge.safetensors"
+grep -q "loss" "$TMP/out" && fail "eval printed a loss for non-finite outputs: $(cat "$TMP/out")"
+pass "outputs that overflow float: predict and eval refuse them, naming the checkpoint"
