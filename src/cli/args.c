@@ -1,6 +1,7 @@
 #include "cli/args.h"
 
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -96,7 +97,19 @@ static int set_value(const char *cmd, const pt_arg *a, const char *v) {
         snprintf(range, sizeof range, "a number in [%g, %g]", a->lo, a->hi);
         return usage(cmd, "%s: expected %s, got '%s'", a->name, range, v);
       }
-      *(float *)a->dst = (float)x;
+      /* The range is checked in double, but the value is kept as a float:
+       * "1e-50" would become 0 (an --lr of 0, a --target-accuracy of none)
+       * and "1e-40" a denormal, which the kernels flush to 0. */
+      const float f = (float)x;
+      if (x != 0 && !isnormal(f)) {
+        if (a->lo == 0) snprintf(range, sizeof range, "0 or a number in [%g, %g]", FLT_MIN, a->hi);
+        else snprintf(range, sizeof range, "a number in [%g, %g]", a->lo, a->hi);
+        char got[320];
+        snprintf(got, sizeof got, "'%.256s' (%s as a float)", v,
+                 isinf(f) ? "infinite" : f == 0 ? "0" : "a denormal");
+        return usage(cmd, "%s: expected %s, got %s", a->name, range, got);
+      }
+      *(float *)a->dst = f;
       return 0;
     }
     case ARG_CHOICE:
