@@ -5,6 +5,7 @@
 #include "nn/spec.h"
 
 #include <errno.h>
+#include <float.h>
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
@@ -53,7 +54,13 @@ static pt_status parse_float(const ctx_t *c, const char *key, const char *v, dou
   if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi)
     return pt_fail(PT_ERR_FORMAT, "%s:%d: %s=%s: expected a number in [%g, %g]", c->origin, c->line,
                    key, v, lo, hi);
-  *out = (float)x;
+  /* Checked in double, kept as a float: lr=1e-50 would train at lr 0. */
+  const float f = (float)x;
+  if (x != 0 && !isnormal(f))
+    return pt_fail(PT_ERR_FORMAT, "%s:%d: %s=%s: expected %sa number in [%g, %g] (it is %s as a float)", c->origin,
+                   c->line, key, v, lo == 0 ? "0 or " : "", lo == 0 ? FLT_MIN : lo, hi,
+                   isinf(f) ? "infinite" : f == 0 ? "0" : "a denormal");
+  *out = f;
   return PT_OK;
 }
 
