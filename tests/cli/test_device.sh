@@ -9,6 +9,14 @@ T=("$PTRAIN" train --model fmnist-mlp --max-steps 2 --quiet)
 expect_exit 2 "'gpu' is not a device; expected cpu, cpu:N, cuda or cuda:N" -- "${T[@]}" --device gpu
 expect_exit 2 "'cuda:x': expected cuda:N" -- "${T[@]}" --device cuda:x
 expect_exit 2 "'cuda:' : expected|'cuda:': expected cuda:N" -- "${T[@]}" --device cuda:
+# The index is decimal digits alone: no space, no sign, no "-0" (strtol
+# took those, while a trailing space was refused).
+for d in "cpu: 1" "cpu:-0" "cpu:+1" "cpu:1 "; do
+  expect_exit 2 "--devices: '${d/+/\\+}': expected cpu:N with N from 0 to" -- "${T[@]}" --parallel dp --devices "cpu:0,$d"
+done
+expect_exit 2 "--device: 'cpu:\+0': expected cpu:N" -- "${T[@]}" --device cpu:+0
+expect_exit 2 "--device: 'cuda:-0': expected cuda:N" -- "$PTRAIN" eval --checkpoint x --device cuda:-0
+expect_exit 2 "--device: 'cuda: 1': expected cuda:N" -- "${T[@]}" --device "cuda: 1"
 # The CPU is one device: cpu:N names only a stage or a dp worker of --devices.
 expect_exit 2 "--device: 'cpu:1': the CPU is one device, cpu [(]or cpu:0[)]" -- "${T[@]}" --device cpu:1
 expect_exit 2 "--device: 'cpu:3': the CPU is one device" -- "$PTRAIN" eval --checkpoint x --model fmnist-mlp --device cpu:3

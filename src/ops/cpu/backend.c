@@ -170,9 +170,12 @@ pt_status pt_device_parse(const char *dev, const char *flag, pt_backend_kind *ki
   }
   *index = 0;
   if (!*num) return PT_OK;
-  char *end;
-  long k = *num == ':' && num[1] ? strtol(num + 1, &end, 10) : -1;
-  if (k < 0 || *end || k >= PT_MAX_DEVICES)
+  /* Decimal digits only: strtol would also take a space, a sign or "-0",
+   * so "cpu: 1" and "cpu:+1" named devices that "cpu:1 " did not. */
+  const char *digits = *num == ':' ? num + 1 : "";
+  const size_t nd = strspn(digits, "0123456789");
+  long k = nd && !digits[nd] && nd <= 9 ? strtol(digits, NULL, 10) : -1;
+  if (k < 0 || k >= PT_MAX_DEVICES)
     return pt_fail(PT_ERR_ARG, "%s: '%s': expected %s:N with N from 0 to %d", flag, dev,
                    *kind == PT_BACKEND_CUDA ? "cuda" : "cpu", PT_MAX_DEVICES - 1);
   *index = (int)k;
