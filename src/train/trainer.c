@@ -1281,13 +1281,12 @@ static pt_status train_loop(worker_t *W) {
      * rate is the run's that trained it. */
     double ips = fresh > 0 && train_s > 0 ? fresh / train_s : prior_seconds > 0 ? samples / prior_seconds : 0.0;
     double train_loss = samples ? loss_sum / (double)samples : NAN;
-    if (W->rank == 0 && !skip_eval && !eval_cut)
-      PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &ev, ips, prior_seconds + train_s, lr, b < nb));
     /* A run that met its target inside the epoch ends with that epoch's
      * line too, from the evaluation that met it: readers of the epoch
-     * lines (ptrain plot) see where it ended. */
-    else if (W->rank == 0 && target_hit && b < nb)
-      PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, &E.hit_ev, ips, prior_seconds + train_s, lr, 1));
+     * lines (ptrain plot) and the epoch callback see where it ended. */
+    const pt_eval_sums *line_ev = !skip_eval && !eval_cut ? &ev : target_hit && b < nb ? &E.hit_ev : NULL;
+    if (W->rank == 0 && line_ev)
+      PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, line_ev, ips, prior_seconds + train_s, lr, b < nb));
     if (!skip_eval && !evaluated && !eval_cut && (c->eval_every || c->target_accuracy > 0)) {
       int hit;
       PT_TRY(report_eval(W, epoch + 1, pos.step, train_loss, &ev, pt_now() - t_run, &hit));
@@ -1303,11 +1302,12 @@ static pt_status train_loop(worker_t *W) {
      * last step no step follows to carry it, and its message promised a
      * checkpoint. Read after the callback, which may ask for a stop. */
     double v[2] = {0.0, 0.0};
-    const int callback = c->on_epoch && !skip_eval && !eval_cut;
+    const int callback = c->on_epoch && line_ev;
     if (callback && W->caller) {
       const pt_epoch info = {.epoch = epoch + 1, .step = pos.step, .train_loss = train_loss,
-                             .test_loss = ev.count ? ev.loss_sum / ev.count : NAN,
-                             .test_acc = ev.count ? (double)ev.correct / ev.count : NAN, .images_per_s = ips,
+                             .test_loss = line_ev->count ? line_ev->loss_sum / line_ev->count : NAN,
+                             .test_acc = line_ev->count ? (double)line_ev->correct / line_ev->count : NAN,
+                             .images_per_s = ips,
                              .seconds = prior_seconds + train_s, .lr = lr};
       v[0] = c->on_epoch(&info, c->user) != 0;
     }

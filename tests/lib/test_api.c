@@ -350,6 +350,38 @@ static void test_stop_during_evaluation(void **state) {
 }
 
 /* A second run starts from the weights the first ended with. */
+static pt_epoch last_epoch_seen;
+static int keep_epoch(const pt_epoch *e, void *user) {
+  (*(int *)user)++;
+  last_epoch_seen = *e;
+  return 0;
+}
+
+/* A target met inside an epoch ends the run there, and the epoch callback
+ * hears of it, with the evaluation that met it, as the epoch line does. */
+static void test_target_met_inside_an_epoch_reaches_the_epoch_callback(void **state) {
+  (void)state;
+  pt_config c;
+  config(&c);
+  c.target_accuracy = 0.01;
+  c.eval_every = 3; /* of 20 steps an epoch */
+  int calls = 0;
+  c.on_epoch = keep_epoch;
+  c.user = &calls;
+  pt_net *net;
+  pt_result r;
+  assert_int_equal(pt_net_spec(spec_text, &net), PT_OK);
+  assert_int_equal(pt_train(net, train_data, test_data, &c, &r), PT_OK);
+  assert_int_equal(r.target_step, 3);
+  assert_int_equal(r.steps, 3);
+  assert_int_equal(calls, 1);
+  assert_int_equal(last_epoch_seen.epoch, 1);
+  assert_int_equal(last_epoch_seen.step, 3);
+  assert_true(last_epoch_seen.test_acc == r.test_acc);
+  assert_true(last_epoch_seen.test_loss == r.test_loss);
+  pt_net_free(net);
+}
+
 static void test_training_continues_from_the_nets_weights(void **state) {
   (void)state;
   pt_net *net;
@@ -979,6 +1011,7 @@ int main(void) {
       cmocka_unit_test(test_request_stop),
       cmocka_unit_test(test_request_stop_after_the_last_step),
       cmocka_unit_test(test_stop_during_evaluation),
+      cmocka_unit_test(test_target_met_inside_an_epoch_reaches_the_epoch_callback),
       cmocka_unit_test(test_callbacks_see_every_step_and_stop_the_run),
       cmocka_unit_test(test_training_continues_from_the_nets_weights),
       cmocka_unit_test(test_save_and_load),
