@@ -568,6 +568,7 @@ static pt_status weights_path(const char *path, char *buf, size_t size, const ch
 }
 
 pt_status pt_checkpoint_load_weights(const char *path, pt_model *m) {
+  if (!*path) return pt_fail(PT_ERR_ARG, "empty path; expected a .safetensors file or a checkpoint directory");
   char buf[4400];
   PT_TRY(weights_path(path, buf, sizeof buf, &path));
   pt_st_file f;

@@ -990,7 +990,10 @@ static pt_status train_loop(worker_t *W) {
   if (resume) {
     PT_TRY(resume_position(W, &pos));
     PT_TRY(pt_rank_position_agree(W->comm, pos.step, pos.next_epoch + 1, pos.next_batch, &res->failed_alike));
-  } else if (c->init_from) PT_TRY(pt_checkpoint_load_weights(c->init_from, W->whole));
+  } else if (c->init_from) {
+    const pt_status st = pt_checkpoint_load_weights(c->init_from, W->whole);
+    if (st != PT_OK) return pt_wrap(st, "--init-from");
+  }
   PT_TRY(sync_initial_state(W));
   const int64_t first_step = pos.step;
   /* What a run that trains nothing (a resume past its end) reports: the

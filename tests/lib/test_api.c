@@ -557,6 +557,14 @@ static void test_errors_name_the_thing(void **state) {
   c.optimizer = "rmsprop";
   assert_int_equal(pt_train(net, train_data, test_data, &c, NULL), PT_ERR_ARG);
   assert_non_null(strstr(pt_error_message(), "rmsprop"));
+  /* Starting weights that cannot be read say they were the starting weights. */
+  config(&c);
+  c.init_from = "";
+  assert_int_equal(pt_train(net, train_data, test_data, &c, NULL), PT_ERR_ARG);
+  assert_non_null(strstr(pt_error_message(), "--init-from: empty path"));
+  c.init_from = "/nonexistent/w.safetensors";
+  assert_int_equal(pt_train(net, train_data, test_data, &c, NULL), PT_ERR_IO);
+  assert_non_null(strstr(pt_error_message(), "--init-from: /nonexistent/w.safetensors"));
   config(&c);
   c.epochs = 1;
   pt_run *run;
