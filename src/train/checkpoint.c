@@ -22,6 +22,7 @@
 
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "nn/spec_compare.h"
 
 #define META_FMT_VERSION "1"
 /* Both files carry a CRC-32 of their own bytes (safetensors.h): a
@@ -631,7 +632,40 @@ static pt_status check_same_run(const pt_st_file *f, const char *path, const pt_
   if (strcmp(kind, want))
     return pt_fail(PT_ERR_ARG, "%s: the run being resumed used --optimizer %s, not %s; resume with --optimizer %s",
                    path, kind, want, kind);
+  /* SGD keeps momentum buffers only with momentum: without this check a
+   * resume without --momentum dropped them and trained on as plain SGD,
+   * and one with it read their absence as damage. */
+  if (opt->cfg.kind == PT_OPT_SGD && m->nparams > 0) {
+    char name[PT_NAME_LEN + 64];
+    snprintf(name, sizeof name, "optimizer.%s.momentum_buffer", m->params[0].name);
+    const int saved = pt_st_find(f, name) != NULL, now = opt->nstate > 0;
+    if (saved && !now)
+      return pt_fail(PT_ERR_ARG, "%s: the run being resumed used SGD with momentum (its state holds momentum "
+                     "buffers), and this one has none; resume with the --momentum it used", path);
+    if (!saved && now)
+      return pt_fail(PT_ERR_ARG, "%s: the run being resumed used SGD without momentum, and this one has --momentum "
+                     "%g; resume without --momentum (or with --momentum 0)", path, (double)opt->cfg.momentum);
+  }
   return PT_OK;
+}
+
+/* The model the weights record against the one being trained: a spec file
+ * edited between the runs keeps its name, and often its tensors' shapes.
+ * Weights with no recorded spec (from PyTorch, or older) pass. */
+static pt_status check_same_model(const pt_st_file *f, const char *path, const pt_model *m) {
+  const char *text = pt_st_meta(f, "ptrain.spec");
+  if (!text) return PT_OK;
+  pt_model_spec *saved = malloc(sizeof *saved);
+  if (!saved) return pt_fail(PT_ERR_NOMEM, "%s: out of memory for its model spec", path);
+  pt_status st = pt_spec_parse(text, path, saved);
+  char what[256];
+  if (st != PT_OK)
+    st = pt_wrap(PT_ERR_FORMAT, "%s: the model it records does not parse", path);
+  else if (pt_spec_differs(&m->spec, saved, what, sizeof what))
+    st = pt_fail(PT_ERR_ARG, "%s: the run being resumed trained another model named '%s': in its model, %s; resume "
+                 "with the model it trained", path, m->spec.name, what);
+  free(saved);
+  return st;
 }
 
 /* meta_int, held to [lo, hi]: a hand-edited state (its CRC dropped) must
@@ -720,6 +754,7 @@ static pt_status resume_pair(const char *dir, pt_model *m, pt_optimizer *opt, pt
                  "resuming would pair these weights with another step's optimizer state and data position",
                  dir, mid ? mid : "unnamed", sid ? sid : "unnamed");
   if (st == PT_OK) st = check_same_run(&sf, spath, m, opt);
+  if (st == PT_OK) st = check_same_model(&mf, mpath, m);
   if (st == PT_OK) st = load_weights_from(&mf, mpath, m);
   if (st == PT_OK) st = load_state(&sf, spath, m, opt, pos);
   pt_st_free(&mf);

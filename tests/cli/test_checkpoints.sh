@@ -242,6 +242,31 @@ expect_exit 1 "the run being resumed used --accum-steps 1; resume with --accum-s
 # named as the model, not as the optimizer that follows from it.
 expect_exit 1 "the run being resumed trained model 'fmnist-mlp', not 'mnist-cnn'" -- \
   "$PTRAIN" train --threads 1 --batch-size 10 --max-steps 50 --resume --checkpoint-dir "$TMP/other-run"
+# A spec edited between the runs keeps its name, and here its tensors'
+# shapes: the model the checkpoint records is compared, not only its name.
+# A comment or a blank line is no change.
+"$PTRAIN" models fmnist-mlp >"$TMP/mlp.txt"
+sed 's/^logsoftmax$/relu/' "$TMP/mlp.txt" >"$TMP/mlp-relu.txt"
+{ echo "# the same model"; echo; cat "$TMP/mlp.txt"; } >"$TMP/mlp-commented.txt"
+"$PTRAIN" train --model-file "$TMP/mlp.txt" --threads 1 --batch-size 10 --max-steps 10 --checkpoint-every 5 --quiet \
+  --checkpoint-dir "$TMP/respec" >/dev/null || fail "a run from the printed preset"
+expect_exit 1 "the run being resumed trained another model named 'fmnist-mlp': in its model, layer 3 is logsoftmax, not relu; resume with the model it trained" -- \
+  "$PTRAIN" train --model-file "$TMP/mlp-relu.txt" --threads 1 --batch-size 10 --max-steps 20 --resume \
+  --checkpoint-dir "$TMP/respec"
+"$PTRAIN" train --model-file "$TMP/mlp-commented.txt" --threads 1 --batch-size 10 --max-steps 20 --resume --quiet \
+  --checkpoint-dir "$TMP/respec" >"$TMP/respec.out" 2>&1 || fail "a resume with comments added: $(cat "$TMP/respec.out")"
+# SGD's momentum buffers: dropped, or missing, is the run's setting, not damage.
+"$PTRAIN" train --model fmnist-mlp --optimizer sgd --momentum 0.9 --threads 1 --batch-size 10 --max-steps 10 \
+  --checkpoint-every 5 --quiet --checkpoint-dir "$TMP/momentum" >/dev/null || fail "a run with momentum"
+expect_exit 1 "the run being resumed used SGD with momentum \(its state holds momentum buffers\), and this one has none; resume with the --momentum it used" -- \
+  "$PTRAIN" train --model fmnist-mlp --optimizer sgd --threads 1 --batch-size 10 --max-steps 20 --resume \
+  --checkpoint-dir "$TMP/momentum"
+"$PTRAIN" train --model fmnist-mlp --optimizer sgd --threads 1 --batch-size 10 --max-steps 10 \
+  --checkpoint-every 5 --quiet --checkpoint-dir "$TMP/no-momentum" >/dev/null || fail "a run without momentum"
+expect_exit 1 "the run being resumed used SGD without momentum, and this one has --momentum 0.9; resume without --momentum" -- \
+  "$PTRAIN" train --model fmnist-mlp --optimizer sgd --momentum 0.9 --threads 1 --batch-size 10 --max-steps 20 \
+  --resume --checkpoint-dir "$TMP/no-momentum"
+pass "resuming another model of the same name, or SGD with momentum changed: said directly"
 
 # Another optimizer: the same direct error as another seed, not a list of skipped generations.
 expect_exit 1 "step-000000000100/state.safetensors: the run being resumed used --optimizer adam, not sgd; resume with --optimizer adam" -- \
