@@ -235,6 +235,11 @@ static pt_status train_alone(pt_run *run) {
   if (final) {
     pt_model_destroy(run->net->m);
     run->net->m = final;
+    /* The weights now belong to this data: a save records it, and the
+     * net's dataset (eval's split, predict's class names) is this one. */
+    if (run->train->kind >= 0)
+      snprintf(run->net->spec.defaults.dataset, sizeof run->net->spec.defaults.dataset, "%s",
+               pt_dataset_kind_name((pt_dataset_kind)run->train->kind));
   }
   pt_result *o = &run->result;
   o->epochs_done = r.epochs_done;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "data/dataset.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "nn/spec_compare.h"
@@ -98,7 +99,11 @@ static pt_status meta_num(pt_st_writer *w, const char *key, double v) {
   return pt_st_writer_meta(w, key, buf);
 }
 
-static pt_status write_model(const char *path, const pt_model *m, const char *spec_text, const char *id) {
+/* dataset: what the weights were trained on, recorded where it is one of
+ * ours (eval's test split and predict's class names follow it); NULL or
+ * the caller's arrays: none. */
+static pt_status write_model(const char *path, const pt_model *m, const char *spec_text, const char *dataset,
+                             const char *id) {
   float *room;
   PT_TRY(room_for(m, 1, &room));
   pt_st_writer *w = pt_st_writer_new();
@@ -125,6 +130,9 @@ static pt_status write_model(const char *path, const pt_model *m, const char *sp
   if (st == PT_OK) st = pt_st_writer_meta(w, "format", "pt");
   if (st == PT_OK) st = pt_st_writer_meta(w, "ptrain.model", m->spec.name);
   if (st == PT_OK && spec_text) st = pt_st_writer_meta(w, "ptrain.spec", spec_text);
+  pt_dataset_kind kind;
+  if (st == PT_OK && dataset && pt_dataset_kind_parse(dataset, &kind) == PT_OK)
+    st = pt_st_writer_meta(w, "ptrain.dataset", pt_dataset_kind_name(kind));
   if (st == PT_OK) st = pt_st_writer_meta(w, "ptrain.checkpoint", id);
   if (st == PT_OK) st = pt_st_writer_checksum(w, CRC_KEY);
   if (st == PT_OK) st = pt_st_writer_write(w, path);
@@ -410,7 +418,7 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
   if (mkdir(part, 0755)) return pt_fail_errno(PT_ERR_IO, "cannot create directory %s", part);
   fault_point(); /* 1: an empty partial directory */
   snprintf(path, sizeof path, "%s/model.safetensors", part);
-  pt_status st = write_model(path, m, spec_text, id);
+  pt_status st = write_model(path, m, spec_text, pos->dataset, id);
   if (st == PT_OK) {
     fault_point(); /* 2: the weights alone */
     snprintf(path, sizeof path, "%s/state.safetensors", part);
@@ -875,13 +883,15 @@ pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, 
   return PT_OK;
 }
 
-pt_status pt_checkpoint_save_weights(const char *path, const pt_model *m, const char *spec_text) {
+pt_status pt_checkpoint_save_weights(const char *path, const pt_model *m, const char *spec_text,
+                                     const char *dataset) {
   /* A lone weights file pairs with no state file: its id only says so. */
-  return write_model(path, m, spec_text, "weights");
+  return write_model(path, m, spec_text, dataset, "weights");
 }
 
-pt_status pt_checkpoint_spec_text(const char *path, char **text) {
+pt_status pt_checkpoint_spec_text(const char *path, char **text, char *dataset, size_t dataset_size) {
   *text = NULL;
+  if (dataset_size) dataset[0] = 0;
   char buf[4400];
   PT_TRY(weights_path(path, buf, sizeof buf, &path));
   pt_st_file f;
@@ -892,6 +902,10 @@ pt_status pt_checkpoint_spec_text(const char *path, char **text) {
     st = pt_fail(PT_ERR_ARG, "%s is a checkpoint's optimizer state, not its weights: give the model.safetensors "
                              "beside it, or the checkpoint directory", path);
   else if (s && !(*text = strdup(s))) st = pt_fail(PT_ERR_NOMEM, "%s: out of memory for the model spec", path);
+  const char *ds = pt_st_meta(&f, "ptrain.dataset");
+  pt_dataset_kind kind;
+  if (st == PT_OK && ds && pt_dataset_kind_parse(ds, &kind) == PT_OK && dataset_size)
+    snprintf(dataset, dataset_size, "%s", pt_dataset_kind_name(kind));
   pt_st_free(&f);
   return st;
 }

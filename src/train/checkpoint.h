@@ -94,11 +94,15 @@ int pt_checkpoint_none_yet(const char *dir);
 pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, pt_train_position *pos,
                                char *note, size_t note_size, pt_checkpoint_skipped *skipped);
 /* The weights alone (hparam, hbuffer) as one safetensors file, replaced
- * atomically, with the spec in its metadata: what pt_net_save writes. */
-pt_status pt_checkpoint_save_weights(const char *path, const pt_model *m, const char *spec_text);
+ * atomically, with the spec and the dataset trained on (NULL: none of
+ * ours) in its metadata: what pt_net_save writes. */
+pt_status pt_checkpoint_save_weights(const char *path, const pt_model *m, const char *spec_text,
+                                     const char *dataset);
 /* The model spec stored in a checkpoint's metadata (malloc'd) in *text, or
- * NULL where the file records none (weights saved by another program);
- * an error where the file cannot be read or fails its CRC. */
-pt_status pt_checkpoint_spec_text(const char *path, char **text);
+ * NULL where the file records none (weights saved by another program),
+ * and the dataset it was trained on in dataset ("" where none is
+ * recorded: earlier versions, or the caller's arrays); an error where the
+ * file cannot be read or fails its CRC. */
+pt_status pt_checkpoint_spec_text(const char *path, char **text, char *dataset, size_t dataset_size);
 
 #endif

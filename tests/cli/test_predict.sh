@@ -25,6 +25,22 @@ expect_exit 2 "--index 99999999999999999999: an index past 2147483647" -- \
   "$PTRAIN" predict --checkpoint "$TMP/ck" "$T10K" --index 99999999999999999999
 grep -q "^$T10K\[0\]: Ankle boot" "$TMP/idx.out" || fail "image 0 (an ankle boot) not called one: $(head -1 "$TMP/idx.out")"
 
+# Weights trained on another dataset than their model's default (here
+# Fashion-MNIST's files posing as MNIST) record it: eval takes that test
+# split, and predict that dataset's class names, also with --model given.
+mkdir -p "$TMP/as-mnist"
+ln -s "$FMNIST"/*.gz "$TMP/as-mnist/"
+"$PTRAIN" train --model fmnist-mlp --dataset mnist --data-dir "$TMP/as-mnist" --max-steps 5 --save-model --quiet \
+  --checkpoint-dir "$TMP/ck-mnist" >/dev/null || fail "training fmnist-mlp on MNIST's files"
+for model in "" "--model fmnist-mlp"; do
+  "$PTRAIN" eval --checkpoint "$TMP/ck-mnist" $model --data-dir "$TMP/as-mnist" >"$TMP/eval-mnist.out" ||
+    fail "eval of weights trained on MNIST"
+  grep -q "^fmnist-mlp on mnist test:" "$TMP/eval-mnist.out" || fail "eval ${model:-without --model} did not take MNIST's test split: $(cat "$TMP/eval-mnist.out")"
+  "$PTRAIN" predict --checkpoint "$TMP/ck-mnist" $model "$TMP/as-mnist/t10k-images-idx3-ubyte.gz" --index 0 >"$TMP/pred-mnist.out"
+  grep -q "(label: 9)$" "$TMP/pred-mnist.out" || fail "predict ${model:-without --model} did not name MNIST's classes: $(cat "$TMP/pred-mnist.out")"
+done
+pass "weights trained on MNIST: eval takes its test split and predict its class names"
+
 # The labels beside, as the training reader finds them: the other of plain
 # and gzipped, under a directory whose name has images-idx3 in it; labels
 # that are there but do not fit are said, not dropped.
