@@ -44,6 +44,10 @@ typedef struct {
   int shuffle;                /* 1: the epoch's order is drawn; 0: --no-shuffle */
   int accum;                  /* --accum-steps */
   char dataset[48];           /* the data set's name */
+  /* 1: stopped at --max-steps inside an epoch before the evaluation that
+   * ends the run (a signal cut it): a resume to the same --max-steps makes
+   * it, epoch line and all, rather than find nothing to do. */
+  int eval_due;
 } pt_train_position;
 
 /* Creates dir if needed and checks that files can be created in it, so a

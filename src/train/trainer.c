@@ -1004,7 +1004,7 @@ static pt_status train_loop(worker_t *W) {
   if (pos.next_epoch >= c->epochs && W->out && !c->quiet)
     fprintf(W->out, "nothing to train: the checkpoint has %d epoch%s; ask for more with --epochs\n", pos.next_epoch,
             pos.next_epoch == 1 ? "" : "s");
-  else if (c->max_steps && pos.step >= c->max_steps && W->out && !c->quiet)
+  else if (c->max_steps && pos.step >= c->max_steps && !pos.eval_due && W->out && !c->quiet)
     fprintf(W->out, "nothing to train: the checkpoint has %lld step%s; ask for more with --max-steps\n",
             (long long)pos.step, pos.step == 1 ? "" : "s");
   const int nb = pt_loader_num_batches(W->train);
@@ -1044,7 +1044,7 @@ static pt_status train_loop(worker_t *W) {
   int64_t samples_total = 0;
   double train_seconds_total = 0.0;
   for (int epoch = pos.next_epoch; epoch < c->epochs; epoch++) {
-    if (c->max_steps && pos.step >= c->max_steps) break;
+    if (c->max_steps && pos.step >= c->max_steps && !(pos.eval_due && epoch == pos.next_epoch)) break;
     const float lr = pt_sched_lr(r->sched, r->opt.lr, r->gamma, epoch, c->epochs);
     int b = epoch == pos.next_epoch ? pos.next_batch : 0;
     if (b > nb) b = nb;
@@ -1322,7 +1322,10 @@ static pt_status train_loop(worker_t *W) {
     if (v[0] > 0.0) cb_stopped = stopped = 1;
     if (v[1] > 0.0) signalled = 1;
     if (cb_stopped) res->stopped_by = PT_STOP_CALLBACK;
-    if ((saving || signalled) && saved_step != pos.step) {
+    /* Ended at --max-steps inside the epoch with no line to end the run:
+     * a signal cut its evaluation (or came before it). The resume makes it. */
+    pos.eval_due = c->max_steps && pos.step >= c->max_steps && b < nb && !line_ev;
+    if ((saving || signalled) && (saved_step != pos.step || pos.eval_due)) {
       PT_TRY(save_checkpoint(W, &pos));
       /* With exit_after_checkpoint the interval runs from the start of
        * training, not from the last epoch's end: short epochs would otherwise

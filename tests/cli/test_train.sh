@@ -243,3 +243,25 @@ done
   fail "evaluations across --exit-after-checkpoint: $(evals "$TMP/ex.jsonl"), straight: $(evals "$TMP/ev1.jsonl")"
 cmp -s "$TMP/ev1/model.safetensors" "$TMP/ex/model.safetensors" || fail "--exit-after-checkpoint's weights differ"
 pass "an --eval-every evaluation cut by a stop, or after an --exit-after-checkpoint save, is made on resuming"
+
+# The same for the evaluation that ends a --max-steps run inside an epoch,
+# alone or at an --eval-every step: the resume to the same --max-steps
+# makes it, where it once found nothing to do and never reported the run.
+lines() { python3 -c 'import json,sys; print([(e["event"], e["step"], e["test_loss"], e["test_acc"]) for e in map(json.loads, open(sys.argv[1])) if e["event"] in ("eval", "epoch")])' "$1"; }
+for every in "" "--eval-every 5"; do
+  ms=(--model fmnist-mlp --threads 1 --max-steps 5 --save-model --quiet $every)
+  rm -rf "$TMP/ms-straight" "$TMP/ms-cut" "$TMP"/ms-*.jsonl
+  "$PTRAIN" train "${ms[@]}" --checkpoint-dir "$TMP/ms-straight" --metrics "$TMP/ms-straight.jsonl" >/dev/null
+  rc=0
+  PTRAIN_TEST_STOP_IN_EVAL=2 "$PTRAIN" train "${ms[@]}" --checkpoint-dir "$TMP/ms-cut" --metrics "$TMP/ms-cut.jsonl" \
+    >"$TMP/ms.out" 2>&1 || rc=$?
+  [[ $rc == 85 ]] || fail "stop in the closing evaluation${every:+ ($every)}: exit $rc: $(cat "$TMP/ms.out")"
+  "$PTRAIN" train "${ms[@]}" --checkpoint-dir "$TMP/ms-cut" --metrics "$TMP/ms-cut.jsonl" --resume >"$TMP/ms.out" 2>&1 ||
+    fail "resuming a cut closing evaluation: $(cat "$TMP/ms.out")"
+  [[ $(lines "$TMP/ms-cut.jsonl") == "$(lines "$TMP/ms-straight.jsonl")" ]] ||
+    fail "resumed${every:+ ($every)}: $(lines "$TMP/ms-cut.jsonl"), straight: $(lines "$TMP/ms-straight.jsonl")"
+  "$PTRAIN" train "${ms[@]}" --checkpoint-dir "$TMP/ms-cut" --metrics "$TMP/ms-cut.jsonl" --resume >/dev/null 2>&1
+  [[ $(lines "$TMP/ms-cut.jsonl") == "$(lines "$TMP/ms-straight.jsonl")" ]] ||
+    fail "a second resume evaluated again: $(lines "$TMP/ms-cut.jsonl")"
+done
+pass "the evaluation closing a --max-steps run, cut by a stop, is made on resuming, once"
