@@ -36,9 +36,14 @@ static void on_stop_signal(int sig) {
   const int n = pt_train_stop_request(sig);
   if (n > 1 && sig == SIGINT) {
     static const char quit[] = "\nptrain: Ctrl-C again: quitting now, without a checkpoint of this step\n",
-                      done[] = "\nptrain: Ctrl-C again: quitting now; the checkpoint is written\n";
-    if (pt_train_stop_is_saved()) say(done, sizeof done - 1);
-    else say(quit, sizeof quit - 1);
+                      done[] = "\nptrain: Ctrl-C again: quitting now; the checkpoint is written (exit status 85: resume with --resume)\n";
+    /* Written already: the status says so, as the first Ctrl-C's would
+     * have, so a requeue that looks for 85 resumes it. */
+    if (pt_train_stop_is_saved()) {
+      say(done, sizeof done - 1);
+      _exit(PT_EXIT_CHECKPOINTED);
+    }
+    say(quit, sizeof quit - 1);
     _exit(128 + SIGINT);
   }
   if (n == 1 && starting_alone) {
@@ -72,14 +77,26 @@ static void catch_stop_signals(int progress) {
   sigaction(SIGUSR1, &sa, NULL);
 }
 
+static void on_late_signal(int sig) {
+  (void)sig;
+  static const char msg[] =
+      "\nptrain: signal while exiting: the run stopped with its checkpoint written (exit status 85: resume with "
+      "--resume)\n";
+  say(msg, sizeof msg - 1);
+  _exit(PT_EXIT_CHECKPOINTED);
+}
+
 /* Once the run is over there is no step to finish nor checkpoint to
- * write: a signal then takes its default action, so that a batch
- * system's SIGTERM ends a process that hangs while tearing down (in a
- * library's exit handlers) rather than only printing a promise. */
-static void release_stop_signals(void) {
-  signal(SIGTERM, SIG_DFL);
-  signal(SIGINT, SIG_DFL);
-  signal(SIGUSR1, SIG_DFL);
+ * write: a signal then ends the process at once, so that a batch system's
+ * SIGTERM ends one that hangs while tearing down (in a library's exit
+ * handlers) rather than only printing a promise. A run that stopped
+ * checkpointed still exits 85, which a requeue looks for: the default
+ * action's 130 or 143 would say the checkpoint is the one before. */
+static void release_stop_signals(int checkpointed) {
+  void (*late)(int) = checkpointed ? on_late_signal : SIG_DFL;
+  signal(SIGTERM, late);
+  signal(SIGINT, late);
+  signal(SIGUSR1, late);
 }
 
 /* After the model and the flags are checked, before the data is read:
@@ -218,7 +235,8 @@ int pt_cmd_train(int argc, char **argv) {
   }
   starting_alone = 0; /* from here a signal stops after a step, checkpointed */
   if (st == PT_OK && !stopped_early) st = pt_run_train(run);
-  release_stop_signals();
+  const int stopped = st == PT_OK && run ? pt_run_result(run)->stopped : PT_RUN_COMPLETE;
+  release_stop_signals(stopped_early || stopped == PT_RUN_STOPPED_SIGNAL || stopped == PT_RUN_STOPPED_CHECKPOINT);
   rc = 0;
   if (st != PT_OK && usage) {
     rc = said == 1 ? PT_USAGE_ERROR : pt_cli_usage_fail("train"); /* every rank knows, and stops alike */
