@@ -33,10 +33,12 @@ struct pt_run {
 };
 
 /* The checks pt_run_train makes of cfg's settings against each other and
- * the net, without data: what the command line reports as usage errors
- * (PT_ERR_ARG) before it reads any. dataset: the one to be loaded (NULL:
+ * the net: what the command line reports as usage errors (PT_ERR_ARG).
+ * train NULL: without data, before it is read; given, also whether its
+ * size gives every worker a batch. dataset: the one to be loaded (NULL:
  * the net's); comm: the MPI world of a ddp run or of stages as ranks. */
-pt_status pt_run_check(const pt_net *net, const char *dataset, const pt_config *cfg, pt_comm *comm);
+pt_status pt_run_check(const pt_net *net, const char *dataset, const pt_config *cfg, pt_comm *comm,
+                       const pt_data *train);
 
 /* Whether the calling thread is inside pt_run_train: a callback of its run. */
 int pt_run_training_here(void);

@@ -188,6 +188,16 @@ pt_status pt_train_check_fit(const pt_model_spec *s, const pt_dataset *ds, const
   return pt_dataset_check_classes(ds, sum.classes, s->name, what);
 }
 
+pt_status pt_train_check_batches(const pt_train_plan *r, int drop_last, int64_t n) {
+  /* The sampler drops the split's tail to a multiple of the replicas, and
+   * each replica its last short batch; without --drop-last it pads. */
+  const int64_t shard = n / r->replicas;
+  if (drop_last && shard < r->batch)
+    return pt_fail(PT_ERR_ARG, "no training batch: %lld samples per worker with --drop-last and batch %d; give a "
+                   "smaller --batch-size or leave out --drop-last", (long long)shard, r->batch);
+  return PT_OK;
+}
+
 pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   memset(r, 0, sizeof *r);
   if (c->spec) {
@@ -546,8 +556,8 @@ static pt_status setup_worker(worker_t *W) {
   PT_TRY(pt_loader_create(&W->train, W->train_ds, &lc));
   PT_TRY(pt_device_data_init(&W->train_dd, be, W->train_ds, &lc, r->batch_room));
   pt_graph_step_init(&W->graphs, r->cuda_graphs);
-  if (pt_loader_num_batches(W->train) == 0)
-    return pt_fail(PT_ERR_ARG, "no training batch: %d samples per worker with --drop-last and batch %d",
+  if (pt_loader_num_batches(W->train) == 0) /* pt_train_check_batches said so before */
+    return pt_fail(PT_ERR_STATE, "no training batch: %d samples per worker with batch %d",
                    pt_loader_num_samples(W->train), r->batch);
   worker_loader_config(W, r->eval_batch, 0, &lc);
   lc.uneven = 1;
@@ -1459,6 +1469,7 @@ static pt_status load_shared(const pt_train_config *c, shared_t *S) {
   for (int i = 0; i < 2; i++)
     PT_TRY(pt_train_check_fit(s, i ? S->test_ds : S->train_ds, r->data_name, i ? "test" : "training",
                               c->train_data ? "" : " (use --dataset)"));
+  PT_TRY(pt_train_check_batches(r, c->drop_last, S->train_ds->n));
   /* Each worker evaluates 1/world of the test split, so its share of the
    * evaluation batch is enough; results do not depend on the cut. */
   /* A batch larger than the split (allowed, as PyTorch's DataLoader

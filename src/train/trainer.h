@@ -157,6 +157,9 @@ void pt_train_loader_config(const pt_model_spec *spec, int batch, int augment, p
  * with hint after the shapes. */
 pt_status pt_train_check_fit(const pt_model_spec *spec, const pt_dataset *ds, const char *data_name,
                              const char *which, const char *hint);
+/* Whether the training split of n samples gives each replica a batch of
+ * the plan's: with drop_last, one smaller than the batch gives none. */
+pt_status pt_train_check_batches(const pt_train_plan *r, int drop_last, int64_t n);
 
 pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *result);
 

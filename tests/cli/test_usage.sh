@@ -208,6 +208,13 @@ PY
     -- "$PTRAIN" bench --model-file "$TMP/five.txt" --steps 1
   expect_exit 2 "train: model custom has 5 outputs, but the training split of fashion-mnist has labels up to 9" \
     -- "$PTRAIN" train --model-file "$TMP/five.txt" --max-steps 1 --checkpoint-dir "$TMP/five-ck"
+  # A batch the split cannot fill once --drop-last drops the short one:
+  # a flag that does not fit the data, as above, per worker under dp.
+  expect_exit 2 "train: no training batch: 60000 samples per worker with --drop-last and batch 70000; give a smaller --batch-size" \
+    -- "$PTRAIN" train --model fmnist-mlp --drop-last --batch-size 70000 --checkpoint-dir "$TMP/drop-ck"
+  expect_exit 2 "train: no training batch: 20000 samples per worker with --drop-last and batch 20001" \
+    -- "$PTRAIN" train --model fmnist-mlp --parallel dp --workers 3 --drop-last --batch-size 20001 \
+    --checkpoint-dir "$TMP/drop-ck"
   # Fewer batches than bench cycles through (9 of 7000), and one batch
   # larger than the split, which it then holds whole.
   for b in 7000 70000; do
