@@ -867,6 +867,18 @@ static void agreement(const worker_t *W, double last_save, double v[3]) {
  * value; the name alone says what happened. */
 static const char *non_finite_name(double v) { return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
 
+/* A loss that went bad at the run's very first step came before any
+ * update: the learning rate is not the cause, the starting weights are
+ * (--init-from's, or an initialisation the model's scale overflows). */
+static pt_status loss_went_bad(const worker_t *W, double loss, int epoch, int64_t step, float lr) {
+  if (step == 0)
+    return pt_fail(PT_ERR_STATE, "loss is %s at the first step, before any update: the starting weights%s%s%s give it, "
+                   "not the learning rate", non_finite_name(loss), W->cfg->init_from ? " (--init-from " : "",
+                   W->cfg->init_from ? W->cfg->init_from : "", W->cfg->init_from ? ")" : "");
+  return pt_fail(PT_ERR_STATE, "loss became %s at epoch %d, step %lld: lower the learning rate (now %g)",
+                 non_finite_name(loss), epoch + 1, (long long)step, lr);
+}
+
 /* A GPU worker's losses since the last read: summed over every worker,
  * added to the epoch's sums, and checked. A loss that went bad is caught
  * here rather than at its step, so up to a log interval of updates ran
@@ -1163,9 +1175,7 @@ static pt_status train_loop(worker_t *W) {
         if (timing) ph.comm_s += waited;
       }
       /* Every worker sees the same sums, so all stop together here. */
-      if (!isfinite(stats[0]))
-        return pt_fail(PT_ERR_STATE, "loss became %s at epoch %d, step %lld: lower the learning rate (now %g)",
-                       non_finite_name(stats[0]), epoch + 1, (long long)pos.step, lr);
+      if (!isfinite(stats[0])) return loss_went_bad(W, stats[0], epoch, pos.step, lr);
       if (!graphed) pt_train_update(m, &W->opt, lr, timing ? &ph : NULL);
       if (W->graphs.why_off[0] && !W->graphs_noted) {
         W->graphs_noted = 1;

@@ -208,3 +208,8 @@ expect_exit 1 "$TMP/huge.safetensors: the model's test loss is not finite \(NaN 
   "$PTRAIN" eval --model-file "$TMP/wide.spec" --checkpoint "$TMP/huge.safetensors"
 grep -q "loss" "$TMP/out" && fail "eval printed a loss for non-finite outputs: $(cat "$TMP/out")"
 pass "outputs that overflow float: predict and eval refuse them, naming the checkpoint"
+# Training from them: the loss is bad before any update, and the advice
+# names the starting weights, not the learning rate.
+expect_exit 1 "loss is (nan|inf) at the first step, before any update: the starting weights \(--init-from $TMP/huge.safetensors\) give it, not the learning rate" -- \
+  "$PTRAIN" train --model-file "$TMP/wide.spec" --init-from "$TMP/huge.safetensors" --max-steps 2 --checkpoint-dir "$TMP/huge-ck"
+pass "training from weights whose loss overflows: the weights named, not the learning rate"
