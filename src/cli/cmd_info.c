@@ -10,6 +10,7 @@
 #include "data/dataset.h"
 #include "ops/cpu/isa/cpu_level.h"
 #include "ops/cpu/ops.h"
+#include "util/cores.h"
 
 char *openblas_get_config(void);
 
@@ -55,8 +56,11 @@ int pt_cmd_info(int argc, char **argv) {
     return 0;
   }
   printf("ptrain %s\n", PT_VERSION);
-  printf("devices:\n  cpu: %s, %ld cores online, BLAS %s\n", pt_cpu_model(), sysconf(_SC_NPROCESSORS_ONLN),
-         openblas_get_config());
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const int usable = pt_cores_usable();
+  char mine[64] = "";
+  if (usable != online) snprintf(mine, sizeof mine, " (%d this process may use)", usable);
+  printf("devices:\n  cpu: %s, %ld cores online%s, BLAS %s\n", pt_cpu_model(), online, mine, openblas_get_config());
   char have[256], built[64] = "";
   pt_cpu_features(have, sizeof have);
   for (int l = 0; l < PT_CPU_LEVELS; l++)

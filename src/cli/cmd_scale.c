@@ -20,6 +20,7 @@
 #include "pipe/partition.h"
 #include "scale/scale.h"
 #include "train/trainer.h"
+#include "util/cores.h"
 
 /* mpirun on PATH, into out; 0 when there is none. */
 static int find_on_path(const char *name, char *out, size_t len) {
@@ -469,8 +470,7 @@ int pt_cmd_scale(int argc, char **argv) {
   }
   if (!sw.noptimizers) sw.optimizers[sw.noptimizers++] = NULL;
 
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cores < 1) cores = 1;
+  long cores = pt_cores_usable();
   char self[PATH_MAX], mpirun[PATH_MAX];
   const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0) {

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "nn/presets.h"
 #include "ops/cpu/isa/cpu_level.h"
+#include "util/cores.h"
 #include "util/error.h"
 
 int pt_cli_fail(const char *cmd) {
@@ -35,10 +36,7 @@ int pt_cli_usage(const char *cmd, const char *fmt, ...) {
   return PT_USAGE_ERROR;
 }
 
-int pt_cli_cores(void) {
-  const long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 1 ? (int)n : 1;
-}
+int pt_cli_cores(void) { return pt_cores_usable(); }
 
 int pt_cli_check_model(const char *cmd, const char *model, const char *model_file) {
   /* --model takes a preset's name or a spec file's path (pt_net_load) */

@@ -38,6 +38,7 @@
 #include "train/stages.h"
 #include "train/warm_up.h"
 #include "train/step.h"
+#include "util/cores.h"
 #include "util/fpmode.h"
 #include "util/notice.h"
 #include "util/philox.h"
@@ -319,11 +320,10 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
     free(shapes);
     PT_TRY(st);
   }
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cores < 1) cores = 1;
+  const int cores = pt_cores_usable();
   r->threads = c->threads > 0 ? c->threads : (int)(cores / local > 0 ? cores / local : 1);
   r->local = local;
-  r->cores = (int)cores;
+  r->cores = cores;
   r->accum = c->accum_steps > 0 ? c->accum_steps : 1;
   if (c->bucket_mb <= 0) return pt_fail(PT_ERR_ARG, "--bucket-mb %g: expected a positive size", c->bucket_mb);
   if (!r->staged) r->replicas = r->world;

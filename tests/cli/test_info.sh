@@ -29,6 +29,19 @@ grep -qF 'data/mnist  (not found: run `ptrain data fetch mnist --dir data/mnist`
 grep -Eq '^  cifar10 +data/cifar10$' "$TMP/info-empty" || fail "cifar10's files not found: $(cat "$TMP/info-empty")"
 pass "ptrain info: a missing dataset's fetch command"
 
+# The default thread count is the CPUs this process may use (taskset, a
+# batch system's cpuset), not those online.
+if command -v taskset >/dev/null && (($(nproc --all) > 1)); then
+  taskset -c 0 "$PTRAIN" info >"$TMP/info-one"
+  grep -Eq "cores online \(1 this process may use\)" "$TMP/info-one" ||
+    fail "info under taskset -c 0: $(grep cpu: "$TMP/info-one")"
+  taskset -c 0 "$PTRAIN" bench --sgemm --size 64 >"$TMP/sgemm-one"
+  grep -q ", 1 thread:" "$TMP/sgemm-one" || fail "bench under taskset -c 0: $(cat "$TMP/sgemm-one")"
+  taskset -c 0 "$PTRAIN" train --model fmnist-mlp --max-steps 1 --checkpoint-dir "$TMP/one-cpu" >"$TMP/train-one"
+  grep -q "batch 100, 1 thread," "$TMP/train-one" || fail "train under taskset -c 0: $(head -2 "$TMP/train-one")"
+  pass "under taskset -c 0: info says 1 usable CPU, bench and train default to 1 thread"
+fi
+
 # A CUDA build loads cuBLAS when a GPU run first needs it: linked, it would
 # cost every run (CPU runs too) about 210 MB at start-up.
 if command -v ldd >/dev/null && ! ldd "$PTRAIN" | grep -q "not a dynamic"; then
