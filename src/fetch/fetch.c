@@ -393,7 +393,21 @@ static pt_status fetch_one(CURL *c, char *errbuf, int dfd, const char *dir, cons
     goto done;
   }
 
-  int fd = openat(dfd, f->file, O_RDONLY | O_CLOEXEC);
+  /* Non-blocking to open: a FIFO at the name, which no process writes,
+   * would otherwise hold the fetch for good. Only a regular file is read. */
+  int fd = openat(dfd, f->file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat sb;
+  if (fd >= 0 && fstat(fd, &sb) != 0) {
+    st = pt_fail_errno(PT_ERR_IO, "%s", path);
+    close(fd);
+    goto done;
+  }
+  if (fd >= 0 && !S_ISREG(sb.st_mode)) {
+    close(fd);
+    st = pt_fail(PT_ERR_IO, "%s is %s, not a file: expected the dataset's file there, or nothing (move it away)", path,
+                 S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a FIFO" : "a special file");
+    goto done;
+  }
   if (fd >= 0) {
     st = md5_fd(fd, path, have);
     close(fd);

@@ -764,6 +764,26 @@ static void test_redownload_corrupt_and_stale_part(void **state) {
   assert_false(has_part_files(out));
 }
 
+/* A FIFO or a directory at a file's name: refused at once, not opened for
+ * a read that waits for a writer (the fetch hung until killed). Needs no
+ * server: the name is looked at before any download. */
+static void test_not_a_file_at_the_name(void **state) {
+  (void)state;
+  char out[PATH_MAX], p[PATH_MAX];
+  pathf(out, "%s/out_fifo", F.root);
+  make_dir(out);
+  pathf(p, "%s/" IMG, out);
+  assert_int_equal(mkfifo(p, 0600), 0);
+  pt_fetch_file files[] = {{IMG, F.img_md5}};
+  assert_int_equal(pt_fetch_files(F.dead_base, files, 1, out, 0, 0), PT_ERR_IO);
+  assert_non_null(strstr(pt_error_message(), "is a FIFO, not a file"));
+  assert_int_equal(unlink(p), 0);
+  assert_int_equal(mkdir(p, 0700), 0);
+  assert_int_equal(pt_fetch_files(F.dead_base, files, 1, out, 0, 0), PT_ERR_IO);
+  assert_non_null(strstr(pt_error_message(), "is a directory, not a file"));
+  assert_false(has_part_files(out));
+}
+
 static void test_checksum_mismatch(void **state) {
   (void)state;
   require_server();
@@ -964,6 +984,7 @@ int main(void) {
       cmocka_unit_test(test_connection_refused),
       cmocka_unit_test(test_fetch_then_skip),
       cmocka_unit_test(test_redownload_corrupt_and_stale_part),
+      cmocka_unit_test(test_not_a_file_at_the_name),
       cmocka_unit_test(test_checksum_mismatch),
       cmocka_unit_test(test_http_404),
       cmocka_unit_test(test_redirects),
