@@ -80,12 +80,15 @@ int pt_cmd_info(int argc, char **argv) {
   const pt_dataset_kind kinds[] = {PT_DS_FASHION_MNIST, PT_DS_MNIST, PT_DS_CIFAR10};
   for (int i = 0; i < 3; i++) {
     const char *dir = pt_dataset_default_dir(kinds[i]);
-    /* The files, not the directory: a failed fetch can leave it empty. */
-    const int found = pt_dataset_present(kinds[i], dir);
-    char hint[512] = "";
-    if (!found) pt_dataset_fetch_hint(hint, sizeof hint, kinds[i], dir);
-    printf("  %-14s %s%s%s%s\n", pt_dataset_kind_name(kinds[i]), dir, found ? "" : "  (not found: ", hint,
-           found ? "" : ")");
+    /* Every file, not the directory: a failed fetch can leave it empty,
+     * or holding the files it verified before it stopped. */
+    char first[64];
+    const int missing = pt_dataset_missing(kinds[i], dir, first, sizeof first), all = kinds[i] == PT_DS_CIFAR10 ? 6 : 4;
+    char hint[512] = "", what[128] = "";
+    if (missing) pt_dataset_fetch_hint(hint, sizeof hint, kinds[i], dir);
+    if (missing == all) snprintf(what, sizeof what, "  (not found: ");
+    else if (missing) snprintf(what, sizeof what, "  (incomplete: %s%s missing; ", first, missing > 1 ? " and more" : "");
+    printf("  %-14s %s%s%s%s\n", pt_dataset_kind_name(kinds[i]), dir, what, hint, missing ? ")" : "");
   }
   return 0;
 }

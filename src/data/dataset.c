@@ -60,17 +60,29 @@ const char *pt_dataset_class_name(pt_dataset_kind kind, int label) {
 
 static int is_file(const char *path);
 
-int pt_dataset_present(pt_dataset_kind kind, const char *dir) {
-  static const char *const idx[] = {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz"};
-  static const char *const cifar[] = {"data_batch_1.bin", "cifar-10-batches-bin/data_batch_1.bin"};
-  const char *const *names = kind == PT_DS_CIFAR10 ? cifar : idx;
-  for (int i = 0; i < 2; i++) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-    if (is_file(path)) return 1;
+int pt_dataset_missing(pt_dataset_kind kind, const char *dir, char *first, size_t first_size) {
+  /* Each file plain or gzipped (IDX), or in dir or its archive's
+   * subdirectory (CIFAR-10): as the loader finds them. */
+  static const char *const idx[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                                    "t10k-labels-idx1-ubyte"};
+  static const char *const cifar[] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                                      "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"};
+  const int is_cifar = kind == PT_DS_CIFAR10, n = is_cifar ? 6 : 4;
+  const char *const *names = is_cifar ? cifar : idx;
+  int missing = 0;
+  if (first_size) first[0] = 0;
+  for (int i = 0; i < n; i++) {
+    char a[4200], b[4200];
+    snprintf(a, sizeof a, "%s/%s", dir, names[i]);
+    if (is_cifar) snprintf(b, sizeof b, "%s/cifar-10-batches-bin/%s", dir, names[i]);
+    else snprintf(b, sizeof b, "%s/%s.gz", dir, names[i]);
+    if (is_file(a) || is_file(b)) continue;
+    if (!missing++ && first_size) snprintf(first, first_size, "%s", names[i]);
   }
-  return 0;
+  return missing;
 }
+
+int pt_dataset_present(pt_dataset_kind kind, const char *dir) { return pt_dataset_missing(kind, dir, NULL, 0) == 0; }
 
 const char *pt_dataset_first_present(const char *const *dirs, int n) {
   for (int i = 0; i < n; i++)
@@ -81,8 +93,11 @@ const char *pt_dataset_first_present(const char *const *dirs, int n) {
 /* Debian's package first (dataset-fashion-mnist: a first run needs no
  * download), then where 'ptrain data fetch fashion-mnist' puts it; with
  * neither, Debian's, which the missing-file error then names. */
+#define FASHION_DEBIAN "/usr/share/datasets/fashion-mnist"
+#define FASHION_FETCHED "data/fashion-mnist"
+
 static const char *fashion_dir(void) {
-  static const char *const dirs[2] = {"/usr/share/datasets/fashion-mnist", "data/fashion-mnist"};
+  static const char *const dirs[2] = {FASHION_DEBIAN, FASHION_FETCHED};
   return pt_dataset_first_present(dirs, 2);
 }
 
@@ -116,6 +131,13 @@ static pt_status join(char *out, size_t cap, const char *dir, const char *sub, c
 }
 
 void pt_dataset_fetch_hint(char *out, size_t cap, pt_dataset_kind kind, const char *dir) {
+  /* Debian's directory is the package's to fill: a user cannot write it,
+   * and root should not. The fetch's own default is searched too. */
+  if (kind == PT_DS_FASHION_MNIST && !strcmp(dir, FASHION_DEBIAN)) {
+    snprintf(out, cap, "neither there nor in " FASHION_FETCHED "; run `apt-get install dataset-fashion-mnist`, or `ptrain data "
+             "fetch fashion-mnist` (into " FASHION_FETCHED ")");
+    return;
+  }
   int r = snprintf(out, cap, "run `ptrain data fetch %s --dir %s`", pt_dataset_kind_name(kind),
                    dir);
   if (kind == PT_DS_FASHION_MNIST && r >= 0 && (size_t)r < cap)

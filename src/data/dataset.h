@@ -30,9 +30,12 @@ const char *pt_dataset_class_name(pt_dataset_kind kind, int label);
 /* Default directory: /usr/share/datasets/fashion-mnist for fashion-mnist (Debian's
  * dataset-fashion-mnist), data/<name> otherwise. */
 const char *pt_dataset_default_dir(pt_dataset_kind kind);
-/* Whether dir holds kind's training split (its first file). */
+/* How many of kind's files (both splits) dir lacks, the first of them
+ * named in first (may be NULL with first_size 0). */
+int pt_dataset_missing(pt_dataset_kind kind, const char *dir, char *first, size_t first_size);
+/* Whether dir holds all of kind's files. */
 int pt_dataset_present(pt_dataset_kind kind, const char *dir);
-/* The first of dirs holding an MNIST-style training split (its images file,
+/* The first of dirs holding all of an MNIST-style dataset's files (each
  * gzipped or not); dirs[0] where none does. */
 const char *pt_dataset_first_present(const char *const *dirs, int n);
 /* How to get the dataset into dir: "run `ptrain data fetch NAME --dir DIR`"

@@ -20,14 +20,19 @@ grep -q "NAME --dir DIR" "$TMP/info" && fail "a placeholder for the fetch comman
 (cd "$TMP" && "$PTRAIN" info) >"$TMP/info-here"
 grep -qF 'data/mnist  (not found: run `ptrain data fetch mnist --dir data/mnist`)' "$TMP/info-here" ||
   fail "no fetch command for mnist: $(cat "$TMP/info-here")"
-# an empty directory (what a failed fetch leaves) is no dataset; one holding the files is
+# an empty directory (what a failed fetch leaves) is no dataset, nor is
+# one holding some of the files (a fetch cut short); one holding them all is
 mkdir -p "$TMP/data/mnist" "$TMP/data/cifar10/cifar-10-batches-bin"
-: >"$TMP/data/cifar10/cifar-10-batches-bin/data_batch_1.bin"
+for f in data_batch_{1..5}.bin test_batch.bin; do : >"$TMP/data/cifar10/cifar-10-batches-bin/$f"; done
 (cd "$TMP" && "$PTRAIN" info) >"$TMP/info-empty"
 grep -qF 'data/mnist  (not found: run `ptrain data fetch mnist --dir data/mnist`)' "$TMP/info-empty" ||
   fail "an empty data/mnist counted as the dataset: $(cat "$TMP/info-empty")"
 grep -Eq '^  cifar10 +data/cifar10$' "$TMP/info-empty" || fail "cifar10's files not found: $(cat "$TMP/info-empty")"
-pass "ptrain info: a missing dataset's fetch command"
+rm "$TMP/data/cifar10/cifar-10-batches-bin/test_batch.bin"
+(cd "$TMP" && "$PTRAIN" info) >"$TMP/info-part"
+grep -qF 'data/cifar10  (incomplete: test_batch.bin missing; run `ptrain data fetch cifar10 --dir data/cifar10`)' \
+  "$TMP/info-part" || fail "a cifar10 without its test batch counted as the dataset: $(cat "$TMP/info-part")"
+pass "ptrain info: a missing or incomplete dataset's fetch command"
 
 # The default thread count is the CPUs this process may use (taskset, a
 # batch system's cpuset), not those online.

@@ -43,25 +43,45 @@ static void test_default_dirs(void **state) {
   if (strcmp(fm, "/usr/share/datasets/fashion-mnist") && strcmp(fm, "data/fashion-mnist")) fail_msg("%s", fm);
   assert_string_equal(pt_dataset_default_dir(PT_DS_MNIST), "data/mnist");
   assert_string_equal(pt_dataset_default_dir(PT_DS_CIFAR10), "data/cifar10");
-  /* The first directory holding a training split, plain or gzipped; the
-   * first of all where none does. */
-  char a[128], b[128], c[128];
+  /* The first directory holding all four files, each plain or gzipped;
+   * the first of all where none does. One holding some of them (a fetch
+   * cut short) is not a dataset, and says which file it lacks. */
+  char a[128], b[128], c[128], d[128];
   subdir(a, "first-empty");
   subdir(b, "first-plain");
   subdir(c, "first-gz");
+  subdir(d, "first-part");
+  static const char *const files[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                                      "t10k-labels-idx1-ubyte"};
   char path[200];
-  snprintf(path, sizeof path, "%s/train-images-idx3-ubyte", b);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fclose(f);
-  snprintf(path, sizeof path, "%s/train-images-idx3-ubyte.gz", c);
-  f = fopen(path, "w");
-  assert_non_null(f);
-  fclose(f);
-  const char *const ab[2] = {a, b}, *const ca[2] = {c, a}, *const aa[2] = {a, a};
+  for (int i = 0; i < 4; i++) {
+    const char *in[3] = {b, c, d};
+    for (int k = 0; k < 3; k++) {
+      if (k == 2 && i == 3) continue; /* d lacks the test labels */
+      snprintf(path, sizeof path, "%s/%s%s", in[k], files[i], k == 1 || (k == 2 && i == 0) ? ".gz" : "");
+      FILE *f = fopen(path, "w");
+      assert_non_null(f);
+      fclose(f);
+    }
+  }
+  const char *const ab[2] = {a, b}, *const ca[2] = {c, a}, *const aa[2] = {a, a}, *const db[2] = {d, b};
   assert_ptr_equal(pt_dataset_first_present(ab, 2), ab[1]);
   assert_ptr_equal(pt_dataset_first_present(ca, 2), ca[0]);
   assert_ptr_equal(pt_dataset_first_present(aa, 2), aa[0]);
+  assert_ptr_equal(pt_dataset_first_present(db, 2), db[1]);
+  char first[64];
+  assert_int_equal(pt_dataset_missing(PT_DS_MNIST, d, first, sizeof first), 1);
+  assert_string_equal(first, "t10k-labels-idx1-ubyte");
+  assert_int_equal(pt_dataset_missing(PT_DS_MNIST, a, first, sizeof first), 4);
+  assert_string_equal(first, "train-images-idx3-ubyte");
+  /* Debian's directory is not one to fetch into: the hint names the
+   * package and the fetch's own directory, searched too. */
+  char hint[512];
+  pt_dataset_fetch_hint(hint, sizeof hint, PT_DS_FASHION_MNIST, "/usr/share/datasets/fashion-mnist");
+  assert_string_equal(hint, "neither there nor in data/fashion-mnist; run `apt-get install dataset-fashion-mnist`, "
+                            "or `ptrain data fetch fashion-mnist` (into data/fashion-mnist)");
+  pt_dataset_fetch_hint(hint, sizeof hint, PT_DS_MNIST, "data/mnist");
+  assert_string_equal(hint, "run `ptrain data fetch mnist --dir data/mnist`");
 }
 
 /* Writes one split: n images of h x w and n labels, gzipped or not. */
