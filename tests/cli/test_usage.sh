@@ -220,7 +220,9 @@ PY
   for b in 7000 70000; do
     "$PTRAIN" bench --model fmnist-mlp --batch-size $b --steps 2 --warmup 0 --threads 1 --json >"$TMP/big.json" ||
       fail "bench --batch-size $b"
-    python3 -c 'import json, sys; o = json.load(open(sys.argv[1])); assert o["batch"] == int(sys.argv[2]), o' \
+    # and each timed step trains that many images: no short last batch among them
+    python3 -c 'import json, sys; o = json.load(open(sys.argv[1])); b = int(sys.argv[2]); assert o["batch"] == b, o
+assert abs(o["images_per_s"] * o["step_ms"] / 1000 - b) < 0.01 * b, o' \
       "$TMP/big.json" "$((b < 60000 ? b : 60000))" || fail "bench --batch-size $b: $(cat "$TMP/big.json")"
   done
   # --device and --precision, as train takes them; a GPU that is not there is an error naming it
