@@ -179,6 +179,7 @@ static pt_status write_state(const char *path, const pt_model *m, const pt_optim
   if (st == PT_OK && pos->shuffle >= 0) st = meta_i64(w, "shuffle", pos->shuffle);
   if (st == PT_OK && pos->accum > 0) st = meta_i64(w, "accum_steps", pos->accum);
   if (st == PT_OK && pos->dataset[0]) st = pt_st_writer_meta(w, "dataset", pos->dataset);
+  if (st == PT_OK && pos->train_samples >= 0) st = meta_i64(w, "train_samples", pos->train_samples);
   if (st == PT_OK && pos->eval_due) st = meta_i64(w, "eval_due", 1);
   if (st == PT_OK) st = pt_st_writer_meta(w, "ptrain.checkpoint", id);
   if (st == PT_OK) st = pt_st_writer_checksum(w, CRC_KEY);
@@ -732,6 +733,8 @@ static pt_status load_state(const pt_st_file *f, const char *path, pt_model *m, 
   }
   const char *ds = pt_st_meta(f, "dataset");
   if (ds) snprintf(pos->dataset, sizeof pos->dataset, "%s", ds);
+  pos->train_samples = -1;
+  if (pt_st_meta(f, "train_samples")) PT_TRY(meta_in(f, path, "train_samples", 0, big, &pos->train_samples));
   pos->eval_due = 0;
   if (pt_st_meta(f, "eval_due")) {
     PT_TRY(meta_in(f, path, "eval_due", 0, 1, &v));

@@ -40,10 +40,12 @@ typedef struct {
   int64_t epoch_samples;      /* samples of the partial epoch, all workers */
   double epoch_seconds;
   /* What else decides the data position and the steps, compared on resume;
-   * states of earlier versions lack them: shuffle and accum -1, dataset "". */
+   * states of earlier versions lack them: shuffle, accum and train_samples -1,
+   * dataset "". */
   int shuffle;                /* 1: the epoch's order is drawn; 0: --no-shuffle */
   int accum;                  /* --accum-steps */
   char dataset[48];           /* the data set's name */
+  int64_t train_samples;      /* its training split's size (-1: not recorded) */
   /* 1: stopped at --max-steps inside an epoch before the evaluation that
    * ends the run (a signal cut it): a resume to the same --max-steps makes
    * it, epoch line and all, rather than find nothing to do. */

@@ -745,6 +745,12 @@ static pt_status resume_position(worker_t *W, pt_train_position *pos) {
   if (pos->dataset[0] && strcmp(pos->dataset, W->r->data_name))
     return pt_fail(PT_ERR_ARG, "%s: the run being resumed trained on %s, not %s; resume with the same data",
                    c->checkpoint_dir, pos->dataset, W->r->data_name);
+  /* The same name, other files (another --data-dir): each epoch's order
+   * is a permutation of the split, and would be of another one. */
+  if (pos->train_samples >= 0 && pos->train_samples != W->train_ds->n)
+    return pt_fail(PT_ERR_ARG, "%s: the run being resumed trained on %lld %s images, this one has %d; resume with "
+                   "the same data (--data-dir)", c->checkpoint_dir, (long long)pos->train_samples, W->r->data_name,
+                   W->train_ds->n);
   const int64_t old_global = (int64_t)pos->batch_size * pos->world, new_global = (int64_t)W->r->batch * W->world;
   int64_t done = (int64_t)pos->next_batch * old_global;
   if (old_global != new_global && done > 0) pos->next_batch = (int)(done / new_global);
@@ -781,6 +787,7 @@ static pt_status resume_position(worker_t *W, pt_train_position *pos) {
   pos->shuffle = !c->no_shuffle;
   pos->accum = W->r->accum;
   snprintf(pos->dataset, sizeof pos->dataset, "%s", W->r->data_name);
+  pos->train_samples = W->train_ds->n;
   return PT_OK;
 }
 
@@ -993,6 +1000,7 @@ static pt_status train_loop(worker_t *W) {
   pos.shuffle = !c->no_shuffle;
   pos.accum = r->accum;
   snprintf(pos.dataset, sizeof pos.dataset, "%s", r->data_name);
+  pos.train_samples = W->train_ds->n;
   /* With both, a checkpoint wins and init_from starts the run only where
    * there is none yet: the same command then starts a job and continues
    * it after a requeue or an eviction. */

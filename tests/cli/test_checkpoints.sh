@@ -267,6 +267,23 @@ expect_exit 1 "the run being resumed used SGD without momentum, and this one has
   "$PTRAIN" train --model fmnist-mlp --optimizer sgd --momentum 0.9 --threads 1 --batch-size 10 --max-steps 20 \
   --resume --checkpoint-dir "$TMP/no-momentum"
 pass "resuming another model of the same name, or SGD with momentum changed: said directly"
+# The same dataset's name from other files (another --data-dir): the
+# order would be a permutation of another split.
+mkdir -p "$TMP/small-data"
+python3 - "$FMNIST" "$TMP/small-data" <<'PY'
+import gzip, struct, sys
+src, out = sys.argv[1:]
+for kind, per, head in (("images-idx3", 784, 16), ("labels-idx1", 1, 8)):
+    b = gzip.open(f"{src}/train-{kind}-ubyte.gz").read()
+    h = bytearray(b[:head])
+    h[4:8] = struct.pack(">I", 1000)
+    open(f"{out}/train-{kind}-ubyte", "wb").write(bytes(h) + b[head:head + 1000 * per])
+PY
+ln -s "$FMNIST"/t10k-* "$TMP/small-data/"
+expect_exit 1 "the run being resumed trained on 60000 fashion-mnist images, this one has 1000; resume with the same data \(--data-dir\)" -- \
+  "$PTRAIN" train --model fmnist-mlp --optimizer sgd --threads 1 --batch-size 10 --max-steps 20 --resume \
+  --data-dir "$TMP/small-data" --checkpoint-dir "$TMP/no-momentum"
+pass "resuming on another split of the same name: said directly"
 
 # Another optimizer: the same direct error as another seed, not a list of skipped generations.
 expect_exit 1 "step-000000000100/state.safetensors: the run being resumed used --optimizer adam, not sgd; resume with --optimizer adam" -- \
