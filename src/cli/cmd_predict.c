@@ -195,13 +195,21 @@ static pt_status predict_dataset_file(predictor *P, const char *path, const char
   pt_dataset ds = {0};
   pt_status st;
   int cifar = 0;
-  if (len >= 4 && buf[0] == 0 && buf[1] == 0 && buf[2] == 8 && buf[3] == 3) {
+  const int idx_magic = len >= 4 && buf[0] == 0 && buf[1] == 0 && buf[2] == 8 && buf[3] == 3;
+  if (idx_magic) {
     st = pt_idx_adopt_images(buf, len, path, &ds);
     if (st == PT_OK) buf = NULL; /* now ds.images */
-  } else if (len > 0 && len % 3073 == 0) {
-    st = pt_cifar_parse_batch(buf, len, path, &ds);
-    cifar = 1;
-  } else {
+  }
+  /* A CIFAR-10 batch's first record may start with those bytes (label 0,
+   * three dark red pixels): where the IDX header does not hold, its length
+   * decides, and the IDX account is kept for a file that is neither. */
+  if ((!idx_magic || st != PT_OK) && len > 0 && len % 3073 == 0) {
+    char idx_error[1024] = "";
+    if (idx_magic) snprintf(idx_error, sizeof idx_error, "%s", pt_error_message());
+    const pt_status cst = pt_cifar_parse_batch(buf, len, path, &ds);
+    cifar = cst == PT_OK;
+    st = !idx_magic || cst == PT_OK ? cst : pt_fail(st, "%s", idx_error);
+  } else if (!idx_magic) {
     /* The image reader's account of the first bytes names what the file is. */
     uint8_t px;
     char what[1024] = "";

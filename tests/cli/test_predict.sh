@@ -152,6 +152,18 @@ done
 grep -Eq ": (airplane|automobile|bird|cat|deer|dog|frog|horse|ship|truck) [0-9.]+%" "$TMP/cifar.out" ||
   fail "CIFAR-10 classes not named: $(cat "$TMP/cifar.out")"
 pass "CIFAR-10 batch: labels and class names"
+# A batch whose first record begins as IDX's magic (label 0, pixels 0, 8,
+# 3) is still a CIFAR-10 batch: its length says so where the header fails.
+python3 - "$TMP/cifar/test_batch.bin" "$TMP/magic_batch.bin" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[0:4] = bytes([0, 0, 8, 3])
+open(sys.argv[2], "wb").write(b)
+PY
+"$PTRAIN" predict --checkpoint "$TMP/ckc" --index 0 "$TMP/magic_batch.bin" >"$TMP/magic.out" 2>&1 ||
+  fail "a CIFAR-10 batch starting as IDX's magic: $(cat "$TMP/magic.out")"
+grep -q "(label: airplane)$" "$TMP/magic.out" || fail "the record's label 0 not read: $(cat "$TMP/magic.out")"
+pass "a CIFAR-10 batch that begins with IDX's magic is read as one"
 "$PTRAIN" eval --checkpoint "$TMP/ck" >"$TMP/eval.out"
 grep -q "fmnist-mlp on fashion-mnist test: loss .*, accuracy" "$TMP/eval.out" || fail "eval: $(cat "$TMP/eval.out")"
 pass "eval of the same checkpoint"
