@@ -66,6 +66,32 @@ int pt_cmd_bench(int argc, char **argv) {
                        flags, n);
     return 0;
   }
+  /* Each mode's flags, given to the other, would be ignored: a slip (a
+   * forgotten --sgemm, a model for the SGEMM rate) must not pass as a
+   * setting that took effect. --threads and --json serve both. */
+  const struct {
+    int given;
+    const char *flag;
+  } training_flags[] = {
+      {c.model != NULL, "--model"},
+      {c.model_file != NULL, "--model-file"},
+      {c.dataset != NULL, "--dataset"},
+      {c.data_dir != NULL, "--data-dir"},
+      {c.batch_size != PT_UNSET_INT, "--batch-size"},
+      {c.optimizer != NULL, "--optimizer"},
+      {c.precision != NULL, "--precision"},
+      {no_graphs, "--no-cuda-graphs"},
+      {steps != 50, "--steps"},
+      {warmup != 5, "--warmup"},
+      {min_seconds != 0.0f, "--min-seconds"},
+      {profile, "--profile"},
+      {c.keep_denormals, "--keep-denormals"},
+  };
+  for (size_t i = 0; sgemm && i < sizeof training_flags / sizeof training_flags[0]; i++)
+    if (training_flags[i].given)
+      return pt_cli_usage("bench", "%s is for the training benchmark; --sgemm measures SGEMM alone (it takes --size, "
+                          "--threads and --json)", training_flags[i].flag);
+  if (!sgemm && size != 2048) return pt_cli_usage("bench", "--size is the SGEMM's: give --sgemm too");
   if (sgemm) {
     if (c.device && strcmp(c.device, "cpu") != 0)
       return pt_cli_usage("bench", "--sgemm measures this CPU's SGEMM; not with --device %s", c.device);

@@ -194,8 +194,11 @@ PY
   "$PTRAIN" bench --model-file "$odd" --steps 2 --warmup 1 --threads 1 --json >"$TMP/odd.json" || fail "bench --model-file $odd"
   python3 -c 'import json, sys; o = json.load(open(sys.argv[1])); assert o["model"] == sys.argv[2], o' "$TMP/odd.json" "$odd" ||
     fail "bench --json with an odd path: $(cat "$TMP/odd.json")"
-  # the SGEMM rate reads no model
-  "$PTRAIN" bench --sgemm --size 64 --threads 1 --model-file "$TMP/nowhere.txt" >/dev/null || fail "bench --sgemm read a model"
+  # the SGEMM rate reads no model, and the other mode's flags are slips, not settings
+  expect_exit 2 "bench: --model-file is for the training benchmark; --sgemm measures SGEMM alone" -- \
+    "$PTRAIN" bench --sgemm --size 64 --threads 1 --model-file "$TMP/nowhere.txt"
+  expect_exit 2 "bench: --steps is for the training benchmark" -- "$PTRAIN" bench --sgemm --size 64 --steps 3
+  expect_exit 2 "bench: --size is the SGEMM's: give --sgemm too" -- "$PTRAIN" bench --size 64 --steps 1
   expect_exit 2 "bench: --sgemm measures this CPU's SGEMM; not with --device cuda" -- \
     "$PTRAIN" bench --sgemm --size 64 --device cuda
   # A model that does not fit the data is train's usage error here too, not
