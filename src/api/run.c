@@ -10,6 +10,7 @@
 #include "comm/comm.h"
 #include "train/config_bounds.h"
 #include "util/stop.h"
+#include "util/error.h"
 
 void pt_config_defaults(pt_config *c) {
   if (!c) return;
@@ -150,7 +151,7 @@ pt_status pt_run_create(pt_net *net, const pt_data *train, const pt_data *test, 
   if (st == PT_OK) {
     st = check_run(run, net, train, test, cfg);
     int first, kind;
-    char why[1024];
+    char why[PT_ERROR_MAX];
     if (run->comm && run->comm->size > 1) {
       const pt_status agreed = pt_comm_agree_checks(run->comm, st != PT_OK, &first, &kind, why, sizeof why);
       if (agreed != PT_OK) st = agreed;

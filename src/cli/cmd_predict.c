@@ -19,6 +19,7 @@
 #include "data/dataset.h"
 #include "image/image.h"
 #include "ops/cpu/ops.h"
+#include "util/error.h"
 
 typedef struct {
   pt_net *net;
@@ -204,7 +205,7 @@ static pt_status predict_dataset_file(predictor *P, const char *path, const char
    * three dark red pixels): where the IDX header does not hold, its length
    * decides, and the IDX account is kept for a file that is neither. */
   if ((!idx_magic || st != PT_OK) && len > 0 && len % 3073 == 0) {
-    char idx_error[1024] = "";
+    char idx_error[PT_ERROR_MAX] = "";
     if (idx_magic) snprintf(idx_error, sizeof idx_error, "%s", pt_error_message());
     const pt_status cst = pt_cifar_parse_batch(buf, len, path, &ds);
     cifar = cst == PT_OK;

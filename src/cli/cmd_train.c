@@ -14,6 +14,7 @@
 #include "comm/comm.h"
 #include "train/trainer.h"
 #include "util/stop.h"
+#include "util/error.h"
 
 /* SIGTERM (Slurm's time limit and preemption, HTCondor's eviction),
  * SIGINT (Ctrl-C) and SIGUSR1 (sbatch --signal): finish the step, write a
@@ -117,7 +118,7 @@ static pt_status checks_agreed(pt_comm *comm, pt_status *st, int *usage, int *sa
   } else if (first >= 0) {
     *said = 2; /* by this rank, for all: no abort needed, every rank stops */
     if (comm->rank) {
-      char why[2048];
+      char why[PT_ERROR_MAX];
       snprintf(why, sizeof why, "%s", pt_error_message());
       pt_fail(*st, "rank %d: %s", comm->rank, why);
     }

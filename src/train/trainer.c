@@ -399,7 +399,7 @@ typedef struct {
    * before its last epoch (--max-steps, a target, a signal) to end with it */
   char quiet_line[512];
   pt_status status;
-  char error[1024];       /* a dp worker's failure, for the main thread */
+  char error[PT_ERROR_MAX]; /* a dp worker's failure, for the main thread */
 } worker_t;
 
 /* Whether the run writes checkpoints other than on a signal. A resumed

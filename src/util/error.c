@@ -9,7 +9,7 @@
 
 /* Room for two paths of PATH_MAX (4096) and the text around them: a
  * message names the file, and a rename names two. */
-#define PT_ERRBUF 10240
+#define PT_ERRBUF PT_ERROR_MAX
 static _Thread_local char errbuf[PT_ERRBUF];
 static _Thread_local int err_errno;
 

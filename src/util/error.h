@@ -21,6 +21,11 @@
 extern "C" {
 #endif
 
+/* The longest message kept, with its NUL: room for two paths of PATH_MAX
+ * and the text around them. A copy of a message (to say it for another
+ * thread or rank) keeps it whole in a buffer of this size. */
+#define PT_ERROR_MAX 10240
+
 /* pt_status, pt_error_message and pt_status_name are the public API's
  * (include/ptrain.h): one definition for the library and its users. */
 
