@@ -12,6 +12,10 @@ struct pt_net {
   pt_model_spec spec;
   char *spec_text;  /* recorded in every checkpoint and save */
   pt_model *m;      /* the weights, on the CPU; NULL until trained or loaded */
+  /* The data set the weights were trained on, where it is one of ours:
+   * recorded by the run that trained them or read from their file; ""
+   * where none is known (the caller's arrays, PyTorch's weights). */
+  char trained_on[24];
 };
 
 struct pt_data {

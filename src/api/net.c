@@ -64,7 +64,7 @@ pt_status pt_net_load(const char *checkpoint, const char *model, pt_net **out) {
     return pt_fail(PT_ERR_ARG, "pt_net_load: empty model: expected a preset's name or a spec file's path, or NULL "
                                "for the layers the checkpoint records");
   pt_status st;
-  char trained_on[sizeof (*out)->spec.defaults.dataset] = "";
+  char trained_on[sizeof (*out)->trained_on] = "";
   if (model) {
     /* A preset's name, or else a spec file's path. A name with a dot or a
      * slash is a path (no preset has either): a missing file says so. */
@@ -74,7 +74,7 @@ pt_status pt_net_load(const char *checkpoint, const char *model, pt_net **out) {
     char *text;
     /* A file that cannot be read says why first; only a readable one
      * without a spec needs the model named. */
-    PT_TRY(pt_checkpoint_spec_text(checkpoint, &text, trained_on, sizeof trained_on));
+    PT_TRY(pt_checkpoint_spec_text(checkpoint, &text));
     if (!text)
       return pt_fail(PT_ERR_ARG, "%s records no model (its metadata has no ptrain.spec: weights saved by another "
                                  "program); name the model's preset or spec file (--model or --model-file)",
@@ -86,13 +86,10 @@ pt_status pt_net_load(const char *checkpoint, const char *model, pt_net **out) {
   pt_net *net = *out;
   st = pt_model_create(&net->m, &net->spec, 1);
   if (st != PT_OK) st = pt_wrap(st, "%s: model %s", checkpoint, net->spec.name);
-  if (st == PT_OK) st = pt_checkpoint_load_weights(checkpoint, net->m);
-  char *text;
-  if (st == PT_OK && model && pt_checkpoint_spec_text(checkpoint, &text, trained_on, sizeof trained_on) == PT_OK)
-    free(text);
+  if (st == PT_OK) st = pt_checkpoint_load_weights(checkpoint, net->m, trained_on, sizeof trained_on);
   /* Trained on another dataset than the spec's default (mnist-cnn on
    * MNIST): eval's test split and predict's class names are that one's. */
-  if (st == PT_OK && trained_on[0]) memcpy(net->spec.defaults.dataset, trained_on, sizeof trained_on);
+  if (st == PT_OK) memcpy(net->trained_on, trained_on, sizeof trained_on);
   if (st != PT_OK) {
     pt_net_free(net);
     *out = NULL;
@@ -106,7 +103,7 @@ pt_status pt_net_save(const pt_net *net, const char *path) {
   if (!net->m)
     return pt_fail(PT_ERR_STATE, "%s: model %s has no weights to save yet (train it or load a checkpoint)", path,
                    net->spec.name);
-  return pt_checkpoint_save_weights(path, net->m, net->spec_text, net->spec.defaults.dataset);
+  return pt_checkpoint_save_weights(path, net->m, net->spec_text, net->trained_on[0] ? net->trained_on : NULL);
 }
 
 void pt_net_free(pt_net *net) {
@@ -134,7 +131,9 @@ size_t pt_net_parameters(const pt_net *net) {
 }
 
 int pt_net_has_weights(const pt_net *net) { return net && net->m; }
-const char *pt_net_dataset(const pt_net *net) { return net ? net->spec.defaults.dataset : NULL; }
+const char *pt_net_dataset(const pt_net *net) {
+  return !net ? NULL : net->trained_on[0] ? net->trained_on : net->spec.defaults.dataset;
+}
 const char *pt_net_spec_text(const pt_net *net) { return net ? net->spec_text : NULL; }
 
 const char *pt_preset_name(int i) {
@@ -167,6 +166,6 @@ pt_status pt_net_model_for(pt_net *net, int want, pt_model **m) {
 
 const char *pt_net_class_name(const pt_net *net, int label) {
   pt_dataset_kind kind;
-  if (!net || pt_dataset_kind_parse(net->spec.defaults.dataset, &kind) != PT_OK) return NULL;
+  if (!net || pt_dataset_kind_parse(pt_net_dataset(net), &kind) != PT_OK) return NULL;
   return pt_dataset_class_name(kind, label);
 }

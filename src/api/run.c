@@ -239,10 +239,10 @@ static pt_status train_alone(pt_run *run) {
     pt_model_destroy(run->net->m);
     run->net->m = final;
     /* The weights now belong to this data: a save records it, and the
-     * net's dataset (eval's split, predict's class names) is this one. */
-    if (run->train->kind >= 0)
-      snprintf(run->net->spec.defaults.dataset, sizeof run->net->spec.defaults.dataset, "%s",
-               pt_dataset_kind_name((pt_dataset_kind)run->train->kind));
+     * net's dataset (eval's split, predict's class names) is this one;
+     * the caller's arrays are none of ours, and record none. */
+    snprintf(run->net->trained_on, sizeof run->net->trained_on, "%s",
+             run->train->kind >= 0 ? pt_dataset_kind_name((pt_dataset_kind)run->train->kind) : "");
   }
   pt_result *o = &run->result;
   o->epochs_done = r.epochs_done;

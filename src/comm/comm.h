@@ -70,6 +70,10 @@ struct pt_comm {
   const pt_comm_ops *ops;
   int rank, size;
   int local_rank, local_size;  /* within this machine */
+  /* Of those, the ranks whose CPUs overlap this one's, itself included:
+   * the ones its CPUs are divided among (all of them unbound, one where
+   * each is bound to its own cores); 0: not known, take local_size. */
+  int cpu_sharers;
   double timeout_s;
   const char *what;            /* the operation in progress, for error messages */
   int64_t step;                /* the training step, for error messages */

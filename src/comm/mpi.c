@@ -7,6 +7,7 @@
  */
 #include <limits.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -568,6 +569,30 @@ static const pt_comm_ops mpi_ops = {
     .roll_call = mpi_roll_call,
 };
 
+/* How many of this machine's ranks may run on a CPU this one may: a
+ * launcher that binds each rank to its own cores (srun's task binding,
+ * mpirun's) gives each its share already, and dividing it again among
+ * every local rank would leave cores idle; unbound, or all held to one
+ * set (taskset around mpirun), they share it. */
+static int cpu_sharers(MPI_Comm node, int local_size) {
+  cpu_set_t mine;
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_ZERO(&mine);
+  cpu_set_t *all = malloc(sizeof *all * (size_t)local_size);
+  if (!all) return local_size;
+  int n = local_size;
+  if (MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, node) == MPI_SUCCESS &&
+      CPU_COUNT(&mine) > 0) {
+    n = 0;
+    for (int r = 0; r < local_size; r++) {
+      cpu_set_t both;
+      CPU_AND(&both, &mine, &all[r]);
+      n += CPU_COUNT(&both) > 0;
+    }
+  }
+  free(all);
+  return n > 0 ? n : local_size;
+}
+
 /* Takes comm over (it is freed on failure too). */
 static pt_status wrap(MPI_Comm comm, double timeout_s, pt_comm **out) {
   mpi_comm *mc = calloc(1, sizeof *mc);
@@ -590,6 +615,7 @@ static pt_status wrap(MPI_Comm comm, double timeout_s, pt_comm **out) {
   MPI_Comm_split_type(mc->comm, MPI_COMM_TYPE_SHARED, mc->base.rank, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &mc->base.local_rank);
   MPI_Comm_size(node, &mc->base.local_size);
+  mc->base.cpu_sharers = cpu_sharers(node, mc->base.local_size);
   MPI_Comm_free(&node);
   /* The heartbeat's communicator and every rank's identity: collective, as
    * creating comm was, so no rank can be missing here. Without them the

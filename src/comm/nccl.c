@@ -780,6 +780,7 @@ pt_status pt_comm_nccl_create(pt_comm **out, pt_comm *mpi, int device, double ti
   init_member(nc, mpi->rank, mpi->size, device, timeout_s);
   nc->base.local_rank = mpi->local_rank;
   nc->base.local_size = mpi->local_size;
+  nc->base.cpu_sharers = mpi->cpu_sharers;
   nc->mpi = mpi;
 
   ncclConfig_t cfg = nonblocking_config();

@@ -578,13 +578,24 @@ static pt_status weights_path(const char *path, char *buf, size_t size, const ch
   return PT_OK;
 }
 
-pt_status pt_checkpoint_load_weights(const char *path, pt_model *m) {
+/* The data set the file records, into dataset ("" where none). */
+static void recorded_dataset(const pt_st_file *f, char *dataset, size_t dataset_size) {
+  if (!dataset_size) return;
+  dataset[0] = 0;
+  const char *ds = pt_st_meta(f, "ptrain.dataset");
+  pt_dataset_kind kind;
+  if (ds && pt_dataset_kind_parse(ds, &kind) == PT_OK) snprintf(dataset, dataset_size, "%s", pt_dataset_kind_name(kind));
+}
+
+pt_status pt_checkpoint_load_weights(const char *path, pt_model *m, char *dataset, size_t dataset_size) {
+  if (dataset_size) dataset[0] = 0;
   if (!*path) return pt_fail(PT_ERR_ARG, "empty path; expected a .safetensors file or a checkpoint directory");
   char buf[4400];
   PT_TRY(weights_path(path, buf, sizeof buf, &path));
   pt_st_file f;
   PT_TRY(read_checked(path, &f));
   pt_status st = load_weights_from(&f, path, m);
+  if (st == PT_OK) recorded_dataset(&f, dataset, dataset_size);
   pt_st_free(&f);
   if (st == PT_OK) pt_model_from_host(m); /* a GPU model's own copy */
   return st;
@@ -898,9 +909,8 @@ pt_status pt_checkpoint_save_weights(const char *path, const pt_model *m, const 
   return write_model(path, m, spec_text, dataset, "weights");
 }
 
-pt_status pt_checkpoint_spec_text(const char *path, char **text, char *dataset, size_t dataset_size) {
+pt_status pt_checkpoint_spec_text(const char *path, char **text) {
   *text = NULL;
-  if (dataset_size) dataset[0] = 0;
   char buf[4400];
   PT_TRY(weights_path(path, buf, sizeof buf, &path));
   pt_st_file f;
@@ -911,10 +921,6 @@ pt_status pt_checkpoint_spec_text(const char *path, char **text, char *dataset, 
     st = pt_fail(PT_ERR_ARG, "%s is a checkpoint's optimizer state, not its weights: give the model.safetensors "
                              "beside it, or the checkpoint directory", path);
   else if (s && !(*text = strdup(s))) st = pt_fail(PT_ERR_NOMEM, "%s: out of memory for the model spec", path);
-  const char *ds = pt_st_meta(&f, "ptrain.dataset");
-  pt_dataset_kind kind;
-  if (st == PT_OK && ds && pt_dataset_kind_parse(ds, &kind) == PT_OK && dataset_size)
-    snprintf(dataset, dataset_size, "%s", pt_dataset_kind_name(kind));
   pt_st_free(&f);
   return st;
 }

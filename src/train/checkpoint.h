@@ -74,8 +74,10 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
 /* Loads weights (and batch-norm buffers) by name from any safetensors file
  * (ours or PyTorch's), or a checkpoint directory's newest, checking every
  * shape; names missing from the file or extra in it are errors that list
- * them. */
-pt_status pt_checkpoint_load_weights(const char *path, pt_model *m);
+ * them. dataset (may be NULL with dataset_size 0) gets the data set the
+ * file records its weights were trained on, "" where none (PyTorch's,
+ * earlier versions', the caller's arrays'). */
+pt_status pt_checkpoint_load_weights(const char *path, pt_model *m, char *dataset, size_t dataset_size);
 /* PT_OK where DIR holds something to resume from (a generation, or the
  * single pair of earlier versions); otherwise an error that says what DIR
  * holds and what to do instead. */
@@ -105,10 +107,8 @@ pt_status pt_checkpoint_resume(const char *dir, pt_model *m, pt_optimizer *opt, 
 pt_status pt_checkpoint_save_weights(const char *path, const pt_model *m, const char *spec_text,
                                      const char *dataset);
 /* The model spec stored in a checkpoint's metadata (malloc'd) in *text, or
- * NULL where the file records none (weights saved by another program),
- * and the dataset it was trained on in dataset ("" where none is
- * recorded: earlier versions, or the caller's arrays); an error where the
- * file cannot be read or fails its CRC. */
-pt_status pt_checkpoint_spec_text(const char *path, char **text, char *dataset, size_t dataset_size);
+ * NULL where the file records none (weights saved by another program);
+ * an error where the file cannot be read or fails its CRC. */
+pt_status pt_checkpoint_spec_text(const char *path, char **text);
 
 #endif

@@ -116,6 +116,10 @@ static float torch_default_lr(pt_opt_kind k) {
   return 0.001f;
 }
 
+/* The ranks this one's CPUs are shared with (comm.h): what the cores a
+ * process may use are divided among for its threads. */
+static int cpu_sharers(const pt_comm *comm) { return comm->cpu_sharers > 0 ? comm->cpu_sharers : comm->local_size; }
+
 /* --parallel model and pipeline: stages are the --devices of this process
  * (threads), or the ranks of an MPI launch, stages * replicas of them. */
 static pt_status plan_stages(const pt_train_config *c, pt_train_plan *r, int pipeline, int *local) {
@@ -145,7 +149,7 @@ static pt_status plan_stages(const pt_train_config *c, pt_train_plan *r, int pip
       return pt_fail(PT_ERR_ARG, "--stages %d: the %d ranks cannot form whole replicas of %d stages", r->stages,
                      r->world, r->stages);
     r->replicas = r->world / r->stages;
-    *local = c->comm->local_size;
+    *local = cpu_sharers(c->comm);
   } else {
     int n;
     /* Stages are threads here, each on its device; two may share a GPU,
@@ -262,7 +266,7 @@ pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
       return pt_fail(PT_ERR_ARG, "--workers and --devices are for --parallel dp; under ddp the launcher starts "
                                  "one process per rank (mpirun -np N)");
     r->world = c->comm->size;
-    local = c->comm->local_size;
+    local = cpu_sharers(c->comm);
   } else if (!strcmp(par, "model") || !strcmp(par, "pipeline")) {
     PT_TRY(plan_stages(c, r, !strcmp(par, "pipeline"), &local));
   } else if (strcmp(par, "none")) {
@@ -1021,7 +1025,7 @@ static pt_status train_loop(worker_t *W) {
     PT_TRY(resume_position(W, &pos));
     PT_TRY(pt_rank_position_agree(W->comm, pos.step, pos.next_epoch + 1, pos.next_batch, &res->failed_alike));
   } else if (c->init_from) {
-    const pt_status st = pt_checkpoint_load_weights(c->init_from, W->whole);
+    const pt_status st = pt_checkpoint_load_weights(c->init_from, W->whole, NULL, 0);
     if (st != PT_OK) return pt_wrap(st, "--init-from");
   }
   PT_TRY(sync_initial_state(W));
@@ -1368,7 +1372,10 @@ static pt_status train_loop(worker_t *W) {
     res->test_loss = last->count && !eval_cut ? last->loss_sum / last->count : NAN;
     res->test_acc = last->count && !eval_cut ? (double)last->correct / last->count : NAN;
     if (signalled) {
-      pt_train_stop_saved();
+      /* Rank 0 alone writes the checkpoint, and has by now: a second
+       * Ctrl-C may then exit 85. The others (dp's threads share the flag)
+       * would claim it while rank 0 still writes. */
+      if (W->rank == 0) pt_train_stop_saved();
       res->stopped_by = ckpt_exit ? PT_STOP_CHECKPOINT_EXIT : pt_train_stop_signal() ? pt_train_stop_signal() : -1;
       break;
     }

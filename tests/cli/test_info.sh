@@ -36,7 +36,7 @@ pass "ptrain info: a missing or incomplete dataset's fetch command"
 
 # The default thread count is the CPUs this process may use (taskset, a
 # batch system's cpuset), not those online.
-if command -v taskset >/dev/null && (($(nproc --all) > 1)); then
+if command -v taskset >/dev/null && (($(nproc) > 1)); then
   taskset -c 0 "$PTRAIN" info >"$TMP/info-one"
   grep -Eq "cores online \(1 this process may use\)" "$TMP/info-one" ||
     fail "info under taskset -c 0: $(grep cpu: "$TMP/info-one")"

@@ -423,6 +423,19 @@ static void test_save_and_load(void **state) {
   assert_int_not_equal(pt_net_load(path, "fmnist-mlp", &wrong), PT_OK);
   assert_non_null(strstr(pt_error_message(), "lin1.weight"));
   pt_net_free(back);
+  /* Trained on the caller's arrays, the weights record no data set of
+   * ours: loaded under a spec whose default is MNIST, MNIST it is. */
+  char digits[160];
+  snprintf(digits, sizeof digits, "%s/digits.txt", tmpdir);
+  FILE *f = fopen(digits, "w");
+  assert_non_null(f);
+  fputs("name squares\ninput 1 12 12\nflatten\nlinear fc1 out=32\nrelu\nlinear fc2 out=4\nloss cross-entropy\n"
+        "defaults dataset=mnist\n", f);
+  fclose(f);
+  assert_string_equal(pt_net_dataset(net), "fashion-mnist"); /* its spec's default still */
+  assert_int_equal(pt_net_load(path, digits, &back), PT_OK);
+  assert_string_equal(pt_net_dataset(back), "mnist");
+  pt_net_free(back);
   pt_net_free(net);
 }
 

@@ -76,3 +76,18 @@ common=(--model fmnist-mlp --threads 1 --max-steps 8 --timeout 20 --resume)
 differ resume "--checkpoint-dir $TMP/ck5" \
   "rank 1's checkpoint to resume from is at step 5 .*, rank 0's is at step 3 .*: every rank must see the same checkpoints" \
   --parallel ddp --checkpoint-dir "$TMP/ck3"
+
+# The default threads divide a rank's CPUs among the ranks that share
+# them: two ranks held to one CPU (taskset around mpirun) take turns on
+# it, and say so; each bound to a CPU of its own shares with none.
+if command -v taskset >/dev/null && (($(nproc) > 1)); then
+  taskset -c 0 timeout -k 10 120 mpirun -np 2 --bind-to none "$PTRAIN" train --model fmnist-mlp --max-steps 1 \
+    --parallel ddp --checkpoint-dir "$TMP/shared-cpu" >"$TMP/shared.out" 2>&1 || fail "two ranks on one CPU: $(cat "$TMP/shared.out")"
+  grep -q "^note: 2 workers x 1 thread on 1 core" "$TMP/shared.out" ||
+    fail "two ranks held to one CPU: not said as sharing it: $(cat "$TMP/shared.out")"
+  timeout -k 10 120 mpirun -np 2 --bind-to core "$PTRAIN" train --model fmnist-mlp --max-steps 1 --parallel ddp \
+    --checkpoint-dir "$TMP/own-cpu" >"$TMP/own.out" 2>&1 || fail "two ranks bound to a core each: $(cat "$TMP/own.out")"
+  grep -q ", 1 thread, " "$TMP/own.out" && ! grep -q "^note: .* take turns" "$TMP/own.out" ||
+    fail "two ranks bound to a core each: $(cat "$TMP/own.out")"
+  pass "default threads: ranks on one CPU share it; ranks bound to their own cores do not"
+fi
