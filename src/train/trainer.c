@@ -1354,9 +1354,10 @@ static pt_status train_loop(worker_t *W) {
     if (v[0] > 0.0) cb_stopped = stopped = 1;
     if (v[1] > 0.0) signalled = 1;
     if (cb_stopped) res->stopped_by = PT_STOP_CALLBACK;
-    /* Ended at --max-steps inside the epoch with no line to end the run:
-     * a signal cut its evaluation (or came before it). The resume makes it. */
-    pos.eval_due = c->max_steps && pos.step >= c->max_steps && b < nb && !line_ev;
+    /* Ended at --max-steps with no line to end the run: a signal cut its
+     * evaluation (or came before it), inside the epoch or at its end. The
+     * resume to the same --max-steps makes it. */
+    pos.eval_due = c->max_steps && pos.step >= c->max_steps && !line_ev;
     if ((saving || signalled) && (saved_step != pos.step || pos.eval_due)) {
       PT_TRY(save_checkpoint(W, &pos));
       /* With exit_after_checkpoint the interval runs from the start of

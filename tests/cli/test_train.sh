@@ -244,12 +244,12 @@ done
 cmp -s "$TMP/ev1/model.safetensors" "$TMP/ex/model.safetensors" || fail "--exit-after-checkpoint's weights differ"
 pass "an --eval-every evaluation cut by a stop, or after an --exit-after-checkpoint save, is made on resuming"
 
-# The same for the evaluation that ends a --max-steps run inside an epoch,
-# alone or at an --eval-every step: the resume to the same --max-steps
+# The same for the evaluation that ends a --max-steps run, inside an epoch
+# (alone or at an --eval-every step) or at its end: the resume to the same --max-steps
 # makes it, where it once found nothing to do and never reported the run.
 lines() { python3 -c 'import json,sys; print([(e["event"], e["step"], e["test_loss"], e["test_acc"]) for e in map(json.loads, open(sys.argv[1])) if e["event"] in ("eval", "epoch")])' "$1"; }
-for every in "" "--eval-every 5"; do
-  ms=(--model fmnist-mlp --threads 1 --max-steps 5 --save-model --quiet $every)
+for every in "--max-steps 5" "--max-steps 5 --eval-every 5" "--max-steps 600 --epochs 2"; do # the last at an epoch's end
+  ms=(--model fmnist-mlp --threads 1 --save-model --quiet $every)
   rm -rf "$TMP/ms-straight" "$TMP/ms-cut" "$TMP"/ms-*.jsonl
   "$PTRAIN" train "${ms[@]}" --checkpoint-dir "$TMP/ms-straight" --metrics "$TMP/ms-straight.jsonl" >/dev/null
   rc=0
