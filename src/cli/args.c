@@ -102,8 +102,9 @@ static int set_value(const char *cmd, const pt_arg *a, const char *v) {
        * and "1e-40" a denormal, which the kernels flush to 0. */
       const float f = (float)x;
       if (x != 0 && !isnormal(f)) {
-        if (a->lo == 0) snprintf(range, sizeof range, "0 or a number in [%g, %g]", FLT_MIN, a->hi);
-        else snprintf(range, sizeof range, "a number in [%g, %g]", a->lo, a->hi);
+        /* FLT_MIN to 9 digits: %g's 1.17549e-38 is below it, itself refused */
+        if (a->lo == 0) snprintf(range, sizeof range, "0 or a number in [%.9g, %g]", FLT_MIN, a->hi);
+        else snprintf(range, sizeof range, "a number in [%g, %g], 0 or at least %.9g in size", a->lo, a->hi, FLT_MIN);
         char got[320];
         snprintf(got, sizeof got, "'%.256s' (%s as a float)", v,
                  isinf(f) ? "infinite" : f == 0 ? "0" : "a denormal");

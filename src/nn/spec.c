@@ -57,9 +57,12 @@ static pt_status parse_float(const ctx_t *c, const char *key, const char *v, dou
   /* Checked in double, kept as a float: lr=1e-50 would train at lr 0. */
   const float f = (float)x;
   if (x != 0 && !isnormal(f))
-    return pt_fail(PT_ERR_FORMAT, "%s:%d: %s=%s: expected %sa number in [%g, %g] (it is %s as a float)", c->origin,
-                   c->line, key, v, lo == 0 ? "0 or " : "", lo == 0 ? FLT_MIN : lo, hi,
-                   isinf(f) ? "infinite" : f == 0 ? "0" : "a denormal");
+    return lo == 0 ? pt_fail(PT_ERR_FORMAT, "%s:%d: %s=%s: expected 0 or a number in [%.9g, %g] (it is %s as a "
+                             "float)", c->origin, c->line, key, v, FLT_MIN, hi,
+                             isinf(f) ? "infinite" : f == 0 ? "0" : "a denormal")
+                   : pt_fail(PT_ERR_FORMAT, "%s:%d: %s=%s: expected a number in [%g, %g], 0 or at least %.9g in size "
+                             "(it is %s as a float)", c->origin, c->line, key, v, lo, hi, FLT_MIN,
+                             isinf(f) ? "infinite" : f == 0 ? "0" : "a denormal");
   *out = f;
   return PT_OK;
 }

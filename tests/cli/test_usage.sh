@@ -11,16 +11,19 @@ expect_exit 2 "--lr: expected a number .*got '-1'" -- "$PTRAIN" train --lr -1
 expect_exit 2 "--lr: expected a number in \[0, 1000\], got '0x1p-3'" -- "$PTRAIN" train --lr 0x1p-3
 # In range as typed, but 0 or a denormal once kept as a float: an lr of 0,
 # a --target-accuracy of none.
-expect_exit 2 "--lr: expected 0 or a number in \[1.17549e-38, 1000\], got '1e-50' \(0 as a float\)" -- \
+# FLT_MIN as the message writes it is itself taken
+"$PTRAIN" train --model fmnist-mlp --lr 1.17549435e-38 --max-steps 1 --quiet --checkpoint-dir "$TMP/lr-min" >/dev/null ||
+  fail "--lr at FLT_MIN, as the message writes it, refused"
+expect_exit 2 "--lr: expected 0 or a number in \[1.17549435e-38, 1000\], got '1e-50' \(0 as a float\)" -- \
   "$PTRAIN" train --lr 1e-50
-expect_exit 2 "--lr: expected 0 or a number in \[1.17549e-38, 1000\], got '1e-40' \(a denormal as a float\)" -- \
+expect_exit 2 "--lr: expected 0 or a number in \[1.17549435e-38, 1000\], got '1e-40' \(a denormal as a float\)" -- \
   "$PTRAIN" train --lr 1e-40
-expect_exit 2 "--target-accuracy: expected 0 or a number in \[1.17549e-38, 1\], got '1e-50'" -- \
+expect_exit 2 "--target-accuracy: expected 0 or a number in \[1.17549435e-38, 1\], got '1e-50'" -- \
   "$PTRAIN" train --target-accuracy 1e-50
-expect_exit 2 "--target-accuracy: expected 0 or a number in \[1.17549e-38, 1\], got '1e-50'" -- \
+expect_exit 2 "--target-accuracy: expected 0 or a number in \[1.17549435e-38, 1\], got '1e-50'" -- \
   "$PTRAIN" scale --target-accuracy 1e-50
 for f in --gamma --weight-decay --momentum; do
-  expect_exit 2 "$f: expected 0 or a number in \[1.17549e-38, .*\], got '1e-45' \(a denormal as a float\)" -- \
+  expect_exit 2 "$f: expected 0 or a number in \[1.17549435e-38, .*\], got '1e-45' \(a denormal as a float\)" -- \
     "$PTRAIN" train $f 1e-45
 done
 expect_exit 2 "--seed: expected an integer in \[0, 18446744073709551615\], got '-1'" -- "$PTRAIN" train --seed -1

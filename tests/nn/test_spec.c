@@ -201,10 +201,12 @@ static void test_spec_errors(void **s) {
                "model.txt:4: mean=0.1,0.2,0.3,: an empty value");
   /* In range as typed, but 0 or a denormal as the float it is kept in. */
   expect_error("input 1 28 28\nflatten\nlinear fc out=10\ndefaults lr=1e-50\n",
-               "model.txt:4: lr=1e-50: expected 0 or a number in [1.17549e-38, 1000] (it is 0 as a float)");
+               "model.txt:4: lr=1e-50: expected 0 or a number in [1.17549435e-38, 1000] (it is 0 as a float)");
   expect_error("input 1 28 28\nflatten\nlinear fc out=10\ndefaults weight-decay=1e-40\n",
-               "model.txt:4: weight-decay=1e-40: expected 0 or a number in [1.17549e-38, 1] (it is a denormal as a float)");
+               "model.txt:4: weight-decay=1e-40: expected 0 or a number in [1.17549435e-38, 1] (it is a denormal as a float)");
   expect_error("input 1 28 28\nflatten\nlinear fc out=10\ndropout p=1e-45\n", "p=1e-45: expected 0 or");
+  expect_error("input 1 28 28\nflatten\nlinear fc out=10\nnormalize mean=1e-40 std=1\n",
+               "0 or at least 1.17549435e-38 in size (it is a denormal as a float)");
   expect_error("input 1 28 28\nflatten\nlinear fc out=10\ndefaults lr=0.1 lr=0.2\n",
                "model.txt:4: defaults: 'lr' given twice");
   expect_error("input 1 28 28\nflatten\nlinear fc out=10\ndefaults lr=0.1\ndefaults batch=32 lr=0.2\n",
