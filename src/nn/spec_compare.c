@@ -6,7 +6,8 @@
  * Left out of the comparison: the name (checked on its own, with its own
  * advice), the lines and origin (where the text came from), the training
  * defaults (flags override them, and the state records the optimizer) and
- * dropout's p, which --no-dropout sets after the text is read. */
+ * dropout's p where this run's is 0: --no-dropout sets it so after the
+ * text is read, and the weights record the text. */
 #include "nn/spec_compare.h"
 
 #include <stdio.h>
@@ -34,6 +35,10 @@ static int layer_differs(const pt_layer_spec *a, const pt_layer_spec *b, int i, 
                v[k].y, v[k].x);
       return 1;
     }
+  if (a->kind == PT_L_DROPOUT && a->p != 0 && a->p != b->p) {
+    snprintf(what, n, "layer %d (dropout) has p=%g, not %g", i + 1, b->p, a->p);
+    return 1;
+  }
   return 0;
 }
 

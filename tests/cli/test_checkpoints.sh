@@ -255,6 +255,12 @@ expect_exit 1 "the run being resumed trained another model named 'fmnist-mlp': i
   --checkpoint-dir "$TMP/respec"
 "$PTRAIN" train --model-file "$TMP/mlp-commented.txt" --threads 1 --batch-size 10 --max-steps 20 --resume --quiet \
   --checkpoint-dir "$TMP/respec" >"$TMP/respec.out" 2>&1 || fail "a resume with comments added: $(cat "$TMP/respec.out")"
+# Dropout's p is compared too, but not under --no-dropout, which sets it to 0.
+sed 's/^dropout p=0.2$/dropout p=0.5/' "$TMP/small.txt" >"$TMP/small-p5.txt"
+expect_exit 1 "the run being resumed trained another model named 'small-dropout': in its model, layer 3 \(dropout\) has p=0.2, not 0.5" -- \
+  "$PTRAIN" train --model-file "$TMP/small-p5.txt" --threads 1 --epochs 2 --resume --checkpoint-dir "$TMP/straight"
+"$PTRAIN" train --model-file "$TMP/small.txt" --threads 1 --epochs 2 --resume --no-dropout --quiet \
+  --checkpoint-dir "$TMP/straight" >"$TMP/nodrop.out" 2>&1 || fail "a resume with --no-dropout: $(cat "$TMP/nodrop.out")"
 # SGD's momentum buffers: dropped, or missing, is the run's setting, not damage.
 "$PTRAIN" train --model fmnist-mlp --optimizer sgd --momentum 0.9 --threads 1 --batch-size 10 --max-steps 10 \
   --checkpoint-every 5 --quiet --checkpoint-dir "$TMP/momentum" >/dev/null || fail "a run with momentum"
