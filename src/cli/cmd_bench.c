@@ -36,7 +36,7 @@ int pt_cmd_bench(int argc, char **argv) {
       {"--data-dir", ARG_STR, &c.data_dir, 0, 0, NULL, "DIR", "where the dataset files are"},
       {"--batch-size", ARG_INT, &c.batch_size, 1, 1 << 20, NULL, "N", "batch size (default: the preset's)"},
       {"--optimizer", ARG_CHOICE, &c.optimizer, 0, 0, "sgd|adam|adamw|adadelta", "NAME", "optimizer (default: the preset's)"},
-      {"--threads", ARG_INT, &c.threads, 1, 1024, NULL, "N", "CPU threads (default: all cores)"},
+      {"--threads", ARG_INT, &c.threads, 1, 1024, NULL, "N", "CPU threads (default: the cores this process may use)"},
       {"--device", ARG_STR, &c.device, 0, 0, NULL, "DEV",
        "cpu (default) or cuda[:N]: on a GPU the data is in its memory and the steps are queued as training "
        "queues them"},

@@ -23,7 +23,7 @@ int pt_cmd_eval(int argc, char **argv) {
       {"--dataset", ARG_CHOICE, &dataset, 0, 0, "fashion-mnist|mnist|cifar10", "NAME", "dataset (default: the model's)"},
       {"--data-dir", ARG_STR, &data_dir, 0, 0, NULL, "DIR", "where the dataset files are"},
       {"--test-batch-size", ARG_INT, &batch, 1, PT_BATCH_MAX, NULL, "N", "evaluation batch size (default 1000)"},
-      {"--threads", ARG_INT, &threads, 1, 1024, NULL, "N", "CPU threads (default: all cores)"},
+      {"--threads", ARG_INT, &threads, 1, 1024, NULL, "N", "CPU threads (default: the cores this process may use)"},
       {"--device", ARG_STR, &device, 0, 0, NULL, "DEV", "cpu (default), cuda or cuda:N"},
       {"--keep-denormals", ARG_FLAG, &keep_denormals, 0, 0, NULL, NULL,
        "compute with denormal floats as IEEE 754 asks (default: flush them to zero, which is faster)"},

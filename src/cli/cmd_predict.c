@@ -260,7 +260,7 @@ int pt_cmd_predict(int argc, char **argv) {
        "images of IDX and CIFAR-10 files to classify: 3, 0,5,17 or 0-9"},
       {"--top", ARG_INT, &top, 1, 256, NULL, "K", "classes to show per image (default 3)"},
       {"--json", ARG_FLAG, &json, 0, 0, NULL, NULL, "one JSON object per image"},
-      {"--threads", ARG_INT, &threads, 1, 1024, NULL, "N", "CPU threads (default: all cores)"},
+      {"--threads", ARG_INT, &threads, 1, 1024, NULL, "N", "CPU threads (default: the cores this process may use)"},
   };
   const int n = (int)(sizeof flags / sizeof flags[0]);
   const char *files[4096];
