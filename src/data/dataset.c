@@ -133,6 +133,11 @@ static pt_status join(char *out, size_t cap, const char *dir, const char *sub, c
 void pt_dataset_fetch_hint(char *out, size_t cap, pt_dataset_kind kind, const char *dir) {
   /* Debian's directory is the package's to fill: a user cannot write it,
    * and root should not. The fetch's own default is searched too. */
+  if (kind == PT_DS_FASHION_MNIST && !strcmp(dir, FASHION_DEBIAN) && pt_dataset_present(kind, FASHION_FETCHED)) {
+    snprintf(out, cap, FASHION_FETCHED " has it: give --data-dir " FASHION_FETCHED ", or run `apt-get install "
+             "dataset-fashion-mnist`");
+    return;
+  }
   if (kind == PT_DS_FASHION_MNIST && !strcmp(dir, FASHION_DEBIAN)) {
     snprintf(out, cap, "neither there nor in " FASHION_FETCHED "; run `apt-get install dataset-fashion-mnist`, or `ptrain data "
              "fetch fashion-mnist` (into " FASHION_FETCHED ")");
