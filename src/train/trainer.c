@@ -913,9 +913,16 @@ static pt_status flush_device_loss(worker_t *W, int epoch, int64_t step, float l
   if (stop) *stop = sums[2] > 0.0;
   if (save_due) *save_due = sums[3] > 0.0;
   if (cb_stop) *cb_stop = sums[4] > 0.0;
-  if (!isfinite(sums[0]))
-    return pt_fail(PT_ERR_STATE, "loss became %s at epoch %d, by step %lld: lower the learning rate (now %g)",
-                   non_finite_name(sums[0]), epoch + 1, (long long)step, lr);
+  if (!isfinite(sums[0])) {
+    /* Read once per log interval: a bad loss in the run's first interval
+     * may have come before any update, from the starting weights. */
+    const int first = step <= (W->cfg->log_interval > 0 ? W->cfg->log_interval : 10);
+    const char *from = W->cfg->init_from;
+    return pt_fail(PT_ERR_STATE, "loss became %s at epoch %d, by step %lld: lower the learning rate (now %g)%s%s%s%s",
+                   non_finite_name(sums[0]), epoch + 1, (long long)step, lr,
+                   first ? ", or, this early, check the starting weights" : "", first && from ? " (--init-from " : "",
+                   first && from ? from : "", first && from ? ")" : "");
+  }
   *loss_sum += sums[0];
   *samples += (int64_t)sums[1];
   return PT_OK;
