@@ -300,15 +300,22 @@ static int partial_is_stale(const char *dir, const char *name, const char *host)
   return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
+#define LINK_PREFIX ".model.safetensors.link."
+
 /* DIR/model.safetensors, the newest complete weights where PyTorch users
  * (and ptrain eval) look: a hard link to the generation's file, put in
  * place by a rename; a copy where the filesystem has no hard links. */
 static pt_status publish_latest(const char *dir, const char *gen_model) {
   char tmp[4400], dst[4400];
   snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
-  snprintf(tmp, sizeof tmp, "%s/.model.safetensors.link.%d", dir, (int)getpid());
+  char host[256];
+  partial_host(host, sizeof host);
+  /* Named as a partial save is: one left by a kill -9 between the link
+   * and the rename is swept as those are. */
+  snprintf(tmp, sizeof tmp, "%s/" LINK_PREFIX "%d@%s", dir, (int)getpid(), host);
   unlink(tmp);
   if (link(gen_model, tmp) == 0) {
+    fault_point(); /* 5: the link made, not yet renamed into place */
     if (rename(tmp, dst)) {
       unlink(tmp);
       return pt_fail_errno(PT_ERR_IO, "cannot rename %s to %s", tmp, dst);
@@ -408,15 +415,18 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
   /* Listed first and removed after: whether readdir still returns every
    * entry while others are removed is unspecified, and a skipped one
    * would stay. */
+  /* The same for the hard link publish_latest renames into place. */
   DIR *d = opendir(dir);
   struct dirent *e;
   char stale[16][4400];
   int nstale = 0;
   while (d && nstale < 16 && (e = readdir(d)))
-    if (!strncmp(e->d_name, ".partial-", 9) && partial_is_stale(dir, e->d_name, host))
+    if ((!strncmp(e->d_name, ".partial-", 9) || !strncmp(e->d_name, LINK_PREFIX, strlen(LINK_PREFIX))) &&
+        partial_is_stale(dir, e->d_name, host))
       snprintf(stale[nstale++], sizeof stale[0], "%s/%s", dir, e->d_name);
   if (d) closedir(d);
-  for (int i = 0; i < nstale; i++) remove_tree(stale[i]);
+  for (int i = 0; i < nstale; i++)
+    if (unlink(stale[i])) remove_tree(stale[i]);
   if (mkdir(part, 0755)) return pt_fail_errno(PT_ERR_IO, "cannot create directory %s", part);
   fault_point(); /* 1: an empty partial directory */
   snprintf(path, sizeof path, "%s/model.safetensors", part);
@@ -443,7 +453,7 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
   fault_point(); /* 4: published; DIR/model.safetensors still the one before */
   snprintf(path, sizeof path, "%s/model.safetensors", gen);
   PT_TRY(publish_latest(dir, path));
-  fault_point(); /* 5: DIR/model.safetensors moved on */
+  fault_point(); /* 6: DIR/model.safetensors moved on */
   /* A state file of the old single-pair layout would pair with nothing now. */
   snprintf(path, sizeof path, "%s/state.safetensors", dir);
   unlink(path);
@@ -459,7 +469,7 @@ pt_status pt_checkpoint_save(const char *dir, const pt_model *m, const pt_optimi
     if ((steps[i] != pos->step && among(damaged, steps[i])) || kept++ < (keep > 0 ? keep : 1)) continue;
     snprintf(path, sizeof path, "%s/" GEN_PREFIX "%012lld", dir, (long long)steps[i]);
     remove_tree(path);
-    fault_point(); /* 6...: each older generation removed */
+    fault_point(); /* 7...: each older generation removed */
   }
   free(steps);
   return PT_OK;
