@@ -651,11 +651,16 @@ static double as_written(float v) {
  * line, against the wall-clock seconds since training started (what time
  * to accuracy is measured in), and a line when the target is first met.
  * Returns through *hit whether this evaluation met the target. */
+/* Whether an evaluation meets --target-accuracy. */
+static int target_met(const pt_train_config *c, const pt_eval_sums *ev) {
+  return c->target_accuracy > 0 && ev->count && (double)ev->correct / ev->count >= c->target_accuracy;
+}
+
 static pt_status report_eval(worker_t *W, int epoch, int64_t step, double train_loss, const pt_eval_sums *ev,
                              double seconds, int *hit) {
   const pt_train_config *c = W->cfg;
   const double acc = ev->count ? (double)ev->correct / ev->count : NAN;
-  *hit = c->target_accuracy > 0 && acc >= c->target_accuracy;
+  *hit = target_met(c, ev);
   if (W->rank != 0) return PT_OK; /* rank 0 reports; every rank has the same sums */
   if (*hit && !c->quiet && W->out)
     fprintf(W->out, "target accuracy %g reached: test accuracy %.4f at step %lld, %.1f s into training\n",
@@ -1327,17 +1332,24 @@ static pt_status train_loop(worker_t *W) {
      * line too, from the evaluation that met it: readers of the epoch
      * lines (ptrain plot) and the epoch callback see where it ended. */
     const pt_eval_sums *line_ev = !skip_eval && !eval_cut ? &ev : target_hit && b < nb ? &E.hit_ev : NULL;
+    /* A metrics line that cannot be written (a full disk under --metrics)
+     * ends the run, but after the checkpoint the epoch makes, whose
+     * directory may have room: the error is said once it is written. */
+    pt_status reported = PT_OK;
+    char report_error[PT_ERROR_MAX] = "";
     if (W->rank == 0 && line_ev)
-      PT_TRY(report_epoch(W, epoch + 1, pos.step, train_loss, line_ev, ips, prior_seconds + train_s, lr, b < nb));
+      reported = report_epoch(W, epoch + 1, pos.step, train_loss, line_ev, ips, prior_seconds + train_s, lr, b < nb);
     if (!skip_eval && !evaluated && !eval_cut && (c->eval_every || c->target_accuracy > 0)) {
       int hit;
-      PT_TRY(report_eval(W, epoch + 1, pos.step, train_loss, &ev, pt_now() - t_run, &hit));
+      if (reported == PT_OK) reported = report_eval(W, epoch + 1, pos.step, train_loss, &ev, pt_now() - t_run, &hit);
+      else hit = target_met(c, &ev);
       if (hit) {
         target_hit = stopped = 1;
         res->target_seconds = pt_now() - t_run;
         res->target_step = pos.step;
       }
     }
+    if (reported != PT_OK) snprintf(report_error, sizeof report_error, "%s", pt_error_message());
     /* One agreement after the epoch, every worker together: whether the
      * epoch callback asked to stop (v[0]), and whether a signal came after
      * the epoch's last step, during its evaluation (v[1]): after the run's
@@ -1373,6 +1385,10 @@ static pt_status train_loop(worker_t *W) {
       if (!c->exit_after_checkpoint) last_save = pt_now();
       saved_step = pos.step;
     }
+    if (reported != PT_OK)
+      return pt_fail(reported, "%s%s", report_error,
+                     saved_step == pos.step ? "; the epoch's checkpoint is written: --resume goes on from it once "
+                                              "there is room" : "");
     res->epochs_done = epoch + 1;
     res->train_loss = train_loss;
     /* A target met inside the epoch: that evaluation is the run's last. */

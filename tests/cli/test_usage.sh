@@ -166,6 +166,15 @@ for args in "models fmnist-mlp" "--version" "models" "bench --sgemm --size 64 --
     fail "ptrain $args >/dev/full: exit $rc, $(cat "$TMP/full.err")"
 done
 pass "a full standard output is exit 1, said"
+# A --metrics file on a full disk ends the run, after the epoch's
+# checkpoint, whose directory has room; --resume goes on from it.
+if [[ -w /dev/full && -f $FMNIST/train-images-idx3-ubyte.gz ]]; then
+  expect_exit 1 "/dev/full: writing metrics failed: No space left on device; the epoch's checkpoint is written" -- \
+    "$PTRAIN" train --model fmnist-mlp --threads 1 --epochs 2 --metrics /dev/full --quiet --save-model \
+    --checkpoint-dir "$TMP/full-metrics"
+  [[ -d $TMP/full-metrics/step-000000000600 ]] || fail "no checkpoint of epoch 1: $(ls -A "$TMP/full-metrics")"
+  pass "--metrics on a full disk: the epoch's checkpoint written first"
+fi
 
 # ptrain bench measures what it says: a JSON line with consistent fields.
 if [[ -f $FMNIST/train-images-idx3-ubyte.gz ]]; then
