@@ -5,6 +5,12 @@
 
 #include "util/stop.h"
 
+void pt_evaluate_test_hook(long batch) {
+  const char *hook = getenv("PTRAIN_TEST_STOP_IN_EVAL");
+  const long stop_after = hook ? strtol(hook, NULL, 10) : 0;
+  if (stop_after > 0 && batch == stop_after) pt_train_stop_request(SIGTERM);
+}
+
 pt_status pt_evaluate_batches(pt_model *m, pt_loader *loader, pt_device_data *dd, pt_eval_sums *s,
                               int stoppable) {
   s->loss_sum = 0.0;
@@ -17,12 +23,8 @@ pt_status pt_evaluate_batches(pt_model *m, pt_loader *loader, pt_device_data *dd
   /* Sums kept by a training run stopped by an error must not leak in. */
   pt_status st = pt_device_data_take_sums(dd, sums, &correct);
   if (st == PT_OK) st = pt_loader_start_epoch(loader, 0, 0);
-  /* Tests only: PTRAIN_TEST_STOP_IN_EVAL=K asks for a stop, as a signal's
-   * handler would, after the K-th batch of a stoppable evaluation. */
-  const char *hook = stoppable ? getenv("PTRAIN_TEST_STOP_IN_EVAL") : NULL;
-  const long stop_after = hook ? strtol(hook, NULL, 10) : 0;
   for (long batches = 0; st == PT_OK; batches++) {
-    if (stop_after > 0 && batches == stop_after) pt_train_stop_request(SIGTERM);
+    if (stoppable) pt_evaluate_test_hook(batches);
     pt_batch b;
     st = pt_loader_next(loader, &b);
     if (st != PT_OK || b.n == 0) break;

@@ -21,4 +21,9 @@ typedef struct {
 pt_status pt_evaluate_batches(pt_model *m, pt_loader *loader, pt_device_data *dd, pt_eval_sums *sums,
                               int stoppable);
 
+/* Tests only: PTRAIN_TEST_STOP_IN_EVAL=K asks for a stop, as a signal's
+ * handler would, before the K-th batch (from 0) of a stoppable
+ * evaluation; call it with each batch's number. */
+void pt_evaluate_test_hook(long batch);
+
 #endif

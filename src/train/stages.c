@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "pipe/partition.h"
+#include "util/stop.h"
 
 pt_status pt_stages_init(pt_stages *S, pt_model *whole, pt_comm *world, int stages, const char *split,
                          pt_pipe_schedule kind, int micro, int batch, int direct, int device) {
@@ -64,10 +65,22 @@ pt_status pt_stages_evaluate(pt_stages *S, pt_loader *test, pt_device_data *dd, 
   }
   pt_status st = on_device ? pt_device_data_take_sums(dd, dev, &correct) : PT_OK;
   if (st == PT_OK) st = pt_loader_start_epoch(test, 0, 0);
-  while (st == PT_OK) {
+  for (long batches = 0; st == PT_OK; batches++) {
+    pt_evaluate_test_hook(batches);
     pt_batch b;
     st = pt_loader_next(test, &b);
     if (st != PT_OK || b.n == 0) break;
+    /* A stop request cuts the evaluation between batches, as on one
+     * device, but every stage of the replica at the same one: a stage
+     * that stopped alone would leave its neighbours waiting on it. */
+    double stop = pt_train_stop_signal() ? 1.0 : 0.0;
+    S->pipe->what = "the agreement to cut the evaluation short";
+    st = pt_comm_allreduce_f64(S->pipe, &stop, 1);
+    if (st != PT_OK) break;
+    if (stop > 0.0) {
+      ev->cut = 1;
+      break;
+    }
     const float *x;
     const int32_t *y;
     pt_device_data_batch(dd, &b, 0, &x, &y);

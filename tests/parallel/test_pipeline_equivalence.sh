@@ -114,6 +114,27 @@ pass "--trace: a track per stage with F and B spans per micro-batch"
 "$PTRAIN" train "${common[@]}" --parallel pipeline --resume --checkpoint-dir "$TMP/res" >/dev/null
 cmp -s "$TMP/res/model.safetensors" "$TMP/1f1b-4/model.safetensors" || fail "a resumed pipeline run differs"
 pass "pipeline: stopped at step 2 and resumed = 4 steps straight, bit for bit"
+# A stop during the stages' evaluation cuts it short, every stage at the
+# same test batch (it once ran to its end, eating into the time before
+# SIGKILL); the resumed run makes it again: the straight run's lines.
+lines() { python3 -c 'import json,sys; print([(e["event"], e["step"], e["test_loss"]) for e in map(json.loads, open(sys.argv[1]))])' "$1"; }
+for par in "pipeline --micro-batches 2" "model"; do
+  ev=(--model fmnist-mlp --threads 1 --epochs 2 --max-steps 650 --batch-size 100 --parallel $par --save-model --quiet)
+  rm -rf "$TMP/evs" "$TMP/evc" "$TMP"/ev?.jsonl
+  "$PTRAIN" train "${ev[@]}" --checkpoint-dir "$TMP/evs" --metrics "$TMP/evs.jsonl" >/dev/null
+  rc=0
+  PTRAIN_TEST_STOP_IN_EVAL=3 "$PTRAIN" train "${ev[@]}" --checkpoint-dir "$TMP/evc" --metrics "$TMP/evc.jsonl" \
+    >"$TMP/evc.out" 2>&1 || rc=$?
+  [[ $rc == 85 ]] && grep -q "stopped by Terminated after step 600" "$TMP/evc.out" ||
+    fail "$par: a stop in the evaluation of epoch 1: exit $rc: $(cat "$TMP/evc.out")"
+  [[ ! -s $TMP/evc.jsonl ]] || fail "$par: a cut evaluation reported: $(cat "$TMP/evc.jsonl")"
+  "$PTRAIN" train "${ev[@]}" --checkpoint-dir "$TMP/evc" --metrics "$TMP/evc.jsonl" --resume >/dev/null ||
+    fail "$par: resuming a cut evaluation"
+  [[ $(lines "$TMP/evc.jsonl") == "$(lines "$TMP/evs.jsonl")" ]] ||
+    fail "$par: resumed $(lines "$TMP/evc.jsonl"), straight $(lines "$TMP/evs.jsonl")"
+  cmp -s "$TMP/evs/model.safetensors" "$TMP/evc/model.safetensors" || fail "$par: the resumed weights differ"
+done
+pass "model and pipeline: a stop during evaluation cuts it at one batch for every stage; the resume makes it"
 
 # Stages on GPUs hand pieces over by reference (a token, the neighbour's
 # event, a device-to-device copy, an acknowledgement); the tests run the
