@@ -78,23 +78,33 @@ static void catch_stop_signals(int progress) {
   sigaction(SIGUSR1, &sa, NULL);
 }
 
+/* The status a signal after the run ends the process with (set before
+ * the handler is installed). */
+static volatile sig_atomic_t late_status;
+
 static void on_late_signal(int sig) {
   (void)sig;
-  static const char msg[] =
+  static const char stopped[] =
       "\nptrain: signal while exiting: the run stopped with its checkpoint written (exit status 85: resume with "
-      "--resume)\n";
-  say(msg, sizeof msg - 1);
-  _exit(PT_EXIT_CHECKPOINTED);
+      "--resume)\n",
+                    finished[] = "\nptrain: signal while exiting: the run had finished (exit status 0)\n";
+  if (late_status == PT_EXIT_CHECKPOINTED) say(stopped, sizeof stopped - 1);
+  else say(finished, sizeof finished - 1);
+  _exit(late_status);
 }
 
 /* Once the run is over there is no step to finish nor checkpoint to
  * write: a signal then ends the process at once, so that a batch system's
  * SIGTERM ends one that hangs while tearing down (in a library's exit
- * handlers) rather than only printing a promise. A run that stopped
- * checkpointed still exits 85, which a requeue looks for: the default
- * action's 130 or 143 would say the checkpoint is the one before. */
-static void release_stop_signals(int checkpointed) {
-  void (*late)(int) = checkpointed ? on_late_signal : SIG_DFL;
+ * handlers) rather than only printing a promise. It ends with the status
+ * the run earned: 85 where it stopped checkpointed, which a requeue looks
+ * for, 0 where it finished (its weights saved); the default action's 130
+ * or 143 would say the checkpoint is the one before, or that the job
+ * failed. status < 0 (a run that failed): the default action. */
+static void release_stop_signals(int status) {
+  fflush(NULL); /* what was printed stays, whatever comes */
+  late_status = status;
+  void (*late)(int) = status >= 0 ? on_late_signal : SIG_DFL;
   signal(SIGTERM, late);
   signal(SIGINT, late);
   signal(SIGUSR1, late);
@@ -239,7 +249,10 @@ int pt_cmd_train(int argc, char **argv) {
   starting_alone = 0; /* from here a signal stops after a step, checkpointed */
   if (st == PT_OK && !stopped_early) st = pt_run_train(run);
   const int stopped = st == PT_OK && run ? pt_run_result(run)->stopped : PT_RUN_COMPLETE;
-  release_stop_signals(stopped_early || stopped == PT_RUN_STOPPED_SIGNAL || stopped == PT_RUN_STOPPED_CHECKPOINT);
+  release_stop_signals(stopped_early || stopped == PT_RUN_STOPPED_SIGNAL || stopped == PT_RUN_STOPPED_CHECKPOINT
+                           ? PT_EXIT_CHECKPOINTED
+                       : st == PT_OK && stopped == PT_RUN_COMPLETE ? 0
+                                                                   : -1);
   rc = 0;
   if (st != PT_OK && usage) {
     rc = said == 1 ? PT_USAGE_ERROR : pt_cli_usage_fail("train"); /* every rank knows, and stops alike */

@@ -166,3 +166,27 @@ ddp_case() {
 rc=0
 (ddp_case) || rc=$?
 [[ $rc == 0 || $rc == 77 ]] || exit $rc
+
+# A signal after the run is over (a scheduler's SIGTERM while the process
+# tears down): the process ends at once, with the status the run earned,
+# 0 or 85, not the default action's 143, which would read as a failed job
+# or a lost checkpoint. gdb holds the process where teardown begins.
+if command -v gdb >/dev/null; then
+  cat >"$TMP/late.gdb" <<'GDB'
+set pagination off
+handle SIGTERM nostop noprint pass
+break pt_comm_mpi_finalize
+run
+signal SIGTERM
+GDB
+  late() { # late EXPECTED-EXIT-LINE MESSAGE -- ptrain flags
+    local want=$1 msg=$2; shift 3
+    timeout -k 5 120 gdb -batch -x "$TMP/late.gdb" --args "$PTRAIN" train "$@" >"$TMP/late.out" 2>&1
+    grep -q "$msg" "$TMP/late.out" && grep -q "$want" "$TMP/late.out" || fail "a late SIGTERM: $(tail -5 "$TMP/late.out")"
+  }
+  late "exited normally" "signal while exiting: the run had finished (exit status 0)" -- \
+    --model fmnist-mlp --threads 1 --max-steps 3 --quiet --checkpoint-dir "$TMP/late-done"
+  PTRAIN_TEST_STOP_IN_EVAL=2 late "exited with code 0125" "the run stopped with its checkpoint written (exit status 85" -- \
+    --model fmnist-mlp --threads 1 --max-steps 3 --quiet --checkpoint-dir "$TMP/late-stopped"
+  pass "a signal during teardown: exit 0 after a finished run, 85 after a checkpointed stop"
+fi
