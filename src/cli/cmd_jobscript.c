@@ -473,10 +473,6 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
         "  echo \"resuming from the newest checkpoint in $ckpt/ (restart ${SLURM_RESTART_COUNT:-0})\"\n"
         "  set -- \"$@\" --resume\n"
         "fi\n"
-        "# Preemption sends SIGTERM to this shell too, which must outlive ptrain's\n"
-        "# checkpoint to requeue the job: a handler (run once srun is done), not\n"
-        "# an ignore, which srun and ptrain would inherit.\n"
-        "trap 'echo \"SIGTERM: waiting for ptrain to checkpoint\"' TERM\n"
         "rc=0\n",
         f);
   if (tasks > 1)

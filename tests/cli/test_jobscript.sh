@@ -79,30 +79,6 @@ expect_argv "$TMP/rq.argv" "$SELF" train --threads 1 --save-model --model fmnist
 grep -q "resuming from the newest checkpoint in checkpoints/job-77/" "$TMP/rq.log" ||
   fail "no resume line: $(cat "$TMP/rq.log")"
 pass "slurm script: --resume where a checkpoint is, and exit 85 requeues the job"
-# Preemption: Slurm sends SIGTERM to the whole job, the batch shell
-# included, which must outlive the task's checkpoint to requeue (it died
-# with it). srun runs a stand-in that checkpoints on SIGTERM: exit 85.
-cat >"$TMP/bin/srun" <<'EOF2'
-#!/bin/bash
-trap 'kill "$sleeper"; exit 85' TERM
-sleep 60 &
-sleeper=$!
-: >"$READY"
-wait
-EOF2
-chmod +x "$TMP/bin/srun"
-mkdir -p "$TMP/pre"
-(cd "$TMP/pre" && READY=$TMP/pre.ready SCONTROL_OUT=$TMP/pre.scontrol SLURM_JOB_ID=78 PATH="$TMP/bin:$PATH" \
-  exec setsid bash "$TMP/one.sh" >"$TMP/pre.log" 2>&1) &
-job=$!
-for _ in $(seq 1 600); do [[ -e $TMP/pre.ready ]] && break; sleep 0.1; done
-[[ -e $TMP/pre.ready ]] || fail "the preempted job's task did not start: $(cat "$TMP/pre.log")"
-kill -TERM -- "-$job" # the process group, as Slurm signals a job
-status=0
-wait "$job" || status=$?
-[[ $status == 0 && $(cat "$TMP/pre.scontrol" 2>/dev/null) == "requeue 78" ]] ||
-  fail "a preempted job: exit $status, scontrol got '$(cat "$TMP/pre.scontrol" 2>/dev/null)': $(cat "$TMP/pre.log")"
-pass "slurm script: preemption's SIGTERM to the whole job still requeues it"
 rm "$TMP/bin/srun" "$TMP/bin/scontrol"
 ln -s argv "$TMP/bin/srun"
 
