@@ -651,6 +651,17 @@ static double as_written(float v) {
  * line, against the wall-clock seconds since training started (what time
  * to accuracy is measured in), and a line when the target is first met.
  * Returns through *hit whether this evaluation met the target. */
+/* pos as the end of epoch, its training done and its evaluation not: the
+ * resumed run makes that evaluation, and reports the epoch, again. */
+static void before_evaluation(pt_train_position *pos, int epoch, int nb, double loss_sum, int64_t samples,
+                              double seconds) {
+  pos->next_epoch = epoch;
+  pos->next_batch = nb;
+  pos->epoch_loss_sum = loss_sum;
+  pos->epoch_samples = samples;
+  pos->epoch_seconds = seconds;
+}
+
 /* Whether an evaluation meets --target-accuracy. */
 static int target_met(const pt_train_config *c, const pt_eval_sums *ev) {
   return c->target_accuracy > 0 && ev->count && (double)ev->correct / ev->count >= c->target_accuracy;
@@ -1316,13 +1327,7 @@ static pt_status train_loop(worker_t *W) {
     const int eval_cut = ev.cut;
     if (eval_cut) {
       signalled = 1;
-      if (b == nb) {
-        pos.next_epoch = epoch;
-        pos.next_batch = nb;
-        pos.epoch_loss_sum = loss_sum;
-        pos.epoch_samples = samples;
-        pos.epoch_seconds = prior_seconds + train_s;
-      }
+      if (b == nb) before_evaluation(&pos, epoch, nb, loss_sum, samples, prior_seconds + train_s);
     }
     /* An epoch resumed only for its evaluation trained nothing here: its
      * rate is the run's that trained it. */
@@ -1349,7 +1354,12 @@ static pt_status train_loop(worker_t *W) {
         res->target_step = pos.step;
       }
     }
-    if (reported != PT_OK) snprintf(report_error, sizeof report_error, "%s", pt_error_message());
+    /* The checkpoint is then of the epoch before its evaluation, as after
+     * a cut one: the resumed run makes it again, and writes its lines. */
+    if (reported != PT_OK) {
+      snprintf(report_error, sizeof report_error, "%s", pt_error_message());
+      if (b == nb) before_evaluation(&pos, epoch, nb, loss_sum, samples, prior_seconds + train_s);
+    }
     /* One agreement after the epoch, every worker together: whether the
      * epoch callback asked to stop (v[0]), and whether a signal came after
      * the epoch's last step, during its evaluation (v[1]): after the run's
@@ -1376,7 +1386,7 @@ static pt_status train_loop(worker_t *W) {
     /* Ended at --max-steps with no line to end the run: a signal cut its
      * evaluation (or came before it), inside the epoch or at its end. The
      * resume to the same --max-steps makes it. */
-    pos.eval_due = c->max_steps && pos.step >= c->max_steps && !line_ev;
+    pos.eval_due = c->max_steps && pos.step >= c->max_steps && (!line_ev || reported != PT_OK);
     if ((saving || signalled) && (saved_step != pos.step || pos.eval_due)) {
       PT_TRY(save_checkpoint(W, &pos));
       /* With exit_after_checkpoint the interval runs from the start of
@@ -1387,8 +1397,8 @@ static pt_status train_loop(worker_t *W) {
     }
     if (reported != PT_OK)
       return pt_fail(reported, "%s%s", report_error,
-                     saved_step == pos.step ? "; the epoch's checkpoint is written: --resume goes on from it once "
-                                              "there is room" : "");
+                     saved_step == pos.step ? "; the epoch's checkpoint is written: --resume goes on from it, "
+                                              "its lines written again, once the metrics file can be" : "");
     res->epochs_done = epoch + 1;
     res->train_loss = train_loss;
     /* A target met inside the epoch: that evaluation is the run's last. */

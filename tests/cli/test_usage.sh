@@ -173,7 +173,12 @@ if [[ -w /dev/full && -f $FMNIST/train-images-idx3-ubyte.gz ]]; then
     "$PTRAIN" train --model fmnist-mlp --threads 1 --epochs 2 --metrics /dev/full --quiet --save-model \
     --checkpoint-dir "$TMP/full-metrics"
   [[ -d $TMP/full-metrics/step-000000000600 ]] || fail "no checkpoint of epoch 1: $(ls -A "$TMP/full-metrics")"
-  pass "--metrics on a full disk: the epoch's checkpoint written first"
+  # the checkpoint is of the epoch before its evaluation: its line comes again
+  "$PTRAIN" train --model fmnist-mlp --threads 1 --epochs 2 --metrics "$TMP/full-metrics.jsonl" --quiet --save-model \
+    --checkpoint-dir "$TMP/full-metrics" --resume >/dev/null || fail "resuming after a full --metrics"
+  [[ $(python3 -c 'import json, sys; print([e["epoch"] for e in map(json.loads, open(sys.argv[1])) if e["event"] == "epoch"])' \
+    "$TMP/full-metrics.jsonl") == "[1, 2]" ]] || fail "the resumed run's epoch lines: $(cat "$TMP/full-metrics.jsonl")"
+  pass "--metrics on a full disk: the epoch's checkpoint written first, its line written on resuming"
 fi
 
 # ptrain bench measures what it says: a JSON line with consistent fields.
