@@ -33,6 +33,7 @@ struct pt_run {
   pt_result result;
   int trained;
   int stop_signal;       /* the signal a stop was requested by here (0: none, or only another rank's) */
+  int stop_saved;        /* and its checkpoint was written (rank 0 knows) */
   int failed_alike;      /* pt_run_train failed on every rank alike (settings that differ between ranks) */
 };
 

@@ -228,6 +228,7 @@ static pt_status train_alone(pt_run *run) {
    * process starts without it. */
   pt_train_result r;
   pt_status st = pt_train_run(t, run->pub.log, &r);
+  run->stop_saved = pt_train_stop_is_saved();
   run->stop_signal = pt_train_stop_take();
   run->failed_alike = st != PT_OK && r.failed_alike;
   t->final_model = NULL;

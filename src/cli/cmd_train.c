@@ -263,6 +263,11 @@ int pt_cmd_train(int argc, char **argv) {
      * and rank 0 says it for all. */
     if (!run->comm || !run->comm->rank) pt_cli_fail("train");
     rc = PT_USAGE_ERROR;
+  } else if (st != PT_OK && run && run->stop_signal > 0 && run->stop_saved) {
+    /* The checkpoint written, then an error (a metrics line that could
+     * not be written), which says so: 1, and the signal said with it. */
+    fprintf(stderr, "ptrain train: error: after %s: %s\n", strsignal(run->stop_signal), pt_error_message());
+    rc = 1;
   } else if (st != PT_OK && run && run->stop_signal > 0) {
     /* The signal's message promised a checkpoint: say that there is none,
      * and exit 1, not 85, on which a requeueing script would resume. */

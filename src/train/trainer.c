@@ -1395,6 +1395,9 @@ static pt_status train_loop(worker_t *W) {
       if (!c->exit_after_checkpoint) last_save = pt_now();
       saved_step = pos.step;
     }
+    /* The checkpoint of this step is written (rank 0 writes it): a signal
+     * that came meanwhile is said with that, not as a lost checkpoint. */
+    if (reported != PT_OK && saved_step == pos.step && W->rank == 0) pt_train_stop_saved();
     if (reported != PT_OK)
       return pt_fail(reported, "%s%s", report_error,
                      saved_step == pos.step ? "; the epoch's checkpoint is written: --resume goes on from it, "

@@ -189,4 +189,16 @@ GDB
   PTRAIN_TEST_STOP_IN_EVAL=2 late "exited with code 0125" "the run stopped with its checkpoint written (exit status 85" -- \
     --model fmnist-mlp --threads 1 --max-steps 3 --quiet --checkpoint-dir "$TMP/late-stopped"
   pass "a signal during teardown: exit 0 after a finished run, 85 after a checkpointed stop"
+  # A signal during the epoch's save, then a --metrics line that cannot be
+  # written: the error says the checkpoint is there, not that none was.
+  if [[ -w /dev/full ]]; then
+    printf 'set pagination off\nhandle SIGTERM nostop noprint pass\nbreak pt_checkpoint_save\nrun\ndelete\nsignal SIGTERM\n' \
+      >"$TMP/insave.gdb"
+    timeout -k 5 120 gdb -batch -x "$TMP/insave.gdb" --args "$PTRAIN" train --model fmnist-mlp --threads 1 --epochs 2 \
+      --metrics /dev/full --save-model --quiet --checkpoint-dir "$TMP/insave" >"$TMP/insave.out" 2>&1
+    grep -q "error: after Terminated: /dev/full: writing metrics failed: .*; the epoch's checkpoint is written" \
+      "$TMP/insave.out" && grep -q "exited with code 01" "$TMP/insave.out" && [[ -d $TMP/insave/step-000000000600 ]] ||
+      fail "a signal in the save, then a failed --metrics line: $(tail -4 "$TMP/insave.out")"
+    pass "a signal during the save, then a failed --metrics line: exit 1, the checkpoint said written"
+  fi
 fi
