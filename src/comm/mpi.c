@@ -586,7 +586,7 @@ static int cpu_sharers(MPI_Comm node, int local_size) {
     for (int r = 0; r < local_size; r++) {
       cpu_set_t both;
       CPU_AND(&both, &mine, &all[r]);
-      n += CPU_COUNT(&both) > 0;
+      n += CPU_COUNT(&both) > 0 || CPU_COUNT(&all[r]) == 0; /* a rank that could not say shares them all */
     }
   }
   free(all);

@@ -1409,10 +1409,13 @@ static pt_status train_loop(worker_t *W) {
     res->test_loss = last->count && !eval_cut ? last->loss_sum / last->count : NAN;
     res->test_acc = last->count && !eval_cut ? (double)last->correct / last->count : NAN;
     if (signalled) {
-      /* Rank 0 alone writes the checkpoint, and has by now: a second
-       * Ctrl-C may then exit 85. The others (dp's threads share the flag)
-       * would claim it while rank 0 still writes. */
-      if (W->rank == 0) pt_train_stop_saved();
+      /* Rank 0 alone writes the checkpoint, and reaches here only with it
+       * written: its word lets every rank's second Ctrl-C exit 85, not
+       * claim it sooner (dp's threads share the flag) nor deny it. */
+      int32_t written = 1;
+      W->comm->what = "the word that the checkpoint is written";
+      PT_TRY(pt_comm_bcast(W->comm, &written, sizeof written, 0));
+      pt_train_stop_saved();
       res->stopped_by = ckpt_exit ? PT_STOP_CHECKPOINT_EXIT : pt_train_stop_signal() ? pt_train_stop_signal() : -1;
       break;
     }
