@@ -647,10 +647,6 @@ static double as_written(float v) {
   return strtod(b, NULL);
 }
 
-/* With --eval-every or --target-accuracy: every evaluation as a metrics
- * line, against the wall-clock seconds since training started (what time
- * to accuracy is measured in), and a line when the target is first met.
- * Returns through *hit whether this evaluation met the target. */
 /* pos as the end of epoch, its training done and its evaluation not: the
  * resumed run makes that evaluation, and reports the epoch, again. */
 static void before_evaluation(pt_train_position *pos, int epoch, int nb, double loss_sum, int64_t samples,
@@ -667,6 +663,10 @@ static int target_met(const pt_train_config *c, const pt_eval_sums *ev) {
   return c->target_accuracy > 0 && ev->count && (double)ev->correct / ev->count >= c->target_accuracy;
 }
 
+/* With --eval-every or --target-accuracy: every evaluation as a metrics
+ * line, against the wall-clock seconds since training started (what time
+ * to accuracy is measured in), and a line when the target is first met.
+ * Returns through *hit whether this evaluation met the target. */
 static pt_status report_eval(worker_t *W, int epoch, int64_t step, double train_loss, const pt_eval_sums *ev,
                              double seconds, int *hit) {
   const pt_train_config *c = W->cfg;
