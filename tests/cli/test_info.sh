@@ -49,7 +49,7 @@ fi
 
 # A CUDA build loads cuBLAS when a GPU run first needs it: linked, it would
 # cost every run (CPU runs too) about 210 MB at start-up.
-if command -v ldd >/dev/null && ! ldd "$PTRAIN" | grep -q "not a dynamic"; then
+if command -v ldd >/dev/null && ! grep -q "not a dynamic" <<<"$(ldd "$PTRAIN" 2>&1)"; then
   ! ldd "$PTRAIN" | grep "libcublas" >/dev/null || fail "ptrain links libcublas: $(ldd "$PTRAIN" | grep cublas)"
   pass "cuBLAS is not loaded at start-up"
 fi

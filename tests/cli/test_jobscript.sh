@@ -525,16 +525,16 @@ for t in 10 10:00 25:00 1:2:3 00:60:00 00:00:60 1-24:00:00 1-1:00:00 00:00:00 0-
   expect_exit 2 "--time: expected HH:MM:SS or D-HH:MM:SS, more than zero, got '$t'" -- "${J[@]}" slurm --time "$t" --
 done
 for t in 00:04:00 72:00:00 7-00:00:00 1-23:59:59; do
-  "${J[@]}" slurm --time "$t" -- | grep -qx "#SBATCH --time=$t" || fail "--time $t refused"
+  grep -qx "#SBATCH --time=$t" <<<"$("${J[@]}" slurm --time "$t" --)" || fail "--time $t refused"
 done
-"${J[@]}" slurm --time 00:00:02 --signal-lead 1 -- | grep -qx "#SBATCH --time=00:00:02" || fail "--time 00:00:02 refused"
+grep -qx "#SBATCH --time=00:00:02" <<<"$("${J[@]}" slurm --time 00:00:02 --signal-lead 1 --)" || fail "--time 00:00:02 refused"
 # A signal lead near the time limit: Slurm would signal ptrain as it starts
 # and the job would requeue without end.
 expect_exit 2 "--signal-lead 600: expected at most half the time limit, --time 00:01:00 \(60 s\), so at most 30 s" -- \
   "${J[@]}" slurm --signal-lead 600 --time 00:01:00 --
 expect_exit 2 "--signal-lead 120 \(the default\): expected at most half the time limit, --time 00:03:59 \(239 s\)" -- \
   "${J[@]}" slurm --time 00:03:59 --
-"${J[@]}" slurm --time 00:01:00 --signal-lead 30 -- | grep -qx "#SBATCH --signal=USR1@30" || fail "--signal-lead 30 refused"
+grep -qx "#SBATCH --signal=USR1@30" <<<"$("${J[@]}" slurm --time 00:01:00 --signal-lead 30 --)" || fail "--signal-lead 30 refused"
 expect_exit 2 "--nodes: expected an integer in \[1, 100000\], got '-1'" -- "${J[@]}" slurm --nodes -1 --
 expect_exit 2 "--nodes: expected an integer in \[1, 100000\], got '0'" -- "${J[@]}" slurm --nodes 0 --
 expect_exit 2 "--gpus-per-node: expected an integer in \[0, 1024\], got '-2'" -- "${J[@]}" slurm --gpus-per-node -2 --

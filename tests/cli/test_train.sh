@@ -156,7 +156,9 @@ pass "--trace to a missing directory, a directory or a FIFO: refused before trai
 # run ends: OpenBLAS's idle threads, whose buffers the limit refused, hung
 # the exit for ever. Not under sanitizers, whose shadow memory the limit
 # would refuse first.
-if ! ldd "$PTRAIN" | grep -q 'libasan\|libubsan'; then
+# (ldd's whole output first: grep -q ending the pipe early kills ldd, and
+# pipefail then read a sanitizer build as a plain one.)
+if ! grep -q 'libasan\|libubsan' <<<"$(ldd "$PTRAIN")"; then
   rc=0
   (ulimit -v 400000; timeout -k 5 60 "$PTRAIN" train --model fmnist-mlp --threads 1 --max-steps 5 --quiet \
     >"$TMP/vlimit.out" 2>&1) || rc=$?
