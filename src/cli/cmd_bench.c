@@ -10,6 +10,7 @@
 #include "data/dataset.h"
 #include "ops/cpu/isa/cpu_level.h"
 #include "train/bench.h"
+#include "util/cores.h"
 
 /* A number as the JSON line always wrote it: decimals fixed (%.Nf), or
  * for negative N, N significant digits (%.Ng). */
@@ -96,7 +97,7 @@ int pt_cmd_bench(int argc, char **argv) {
     if (c.device && strcmp(c.device, "cpu") != 0)
       return pt_cli_usage("bench", "--sgemm measures this CPU's SGEMM; not with --device %s", c.device);
     /* No model is read: the default is every core, as for training. */
-    const int threads = c.threads > 0 ? c.threads : pt_cli_cores();
+    const int threads = c.threads > 0 ? c.threads : pt_cores_usable();
     if (pt_ops_set_threads(threads)) return pt_cli_fail("bench");
     double g;
     if (pt_bench_sgemm(size, &g) != PT_OK) return pt_cli_fail("bench");

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "train/config_bounds.h"
 #include "util/notice.h"
+#include "util/cores.h"
 
 int pt_cmd_eval(int argc, char **argv) {
   const char *ckpt = NULL, *model = NULL, *model_file = NULL, *dataset = NULL, *data_dir = NULL, *device = "cpu";
@@ -57,7 +58,7 @@ int pt_cmd_eval(int argc, char **argv) {
   if (st == PT_OK) st = pt_data_load(dataset ? dataset : pt_net_dataset(net), data_dir, PT_TEST, &data);
   /* The library's 0 keeps the calling thread's pool (one thread here): the
    * flag's default is every core. */
-  if (threads == 0) threads = pt_cli_cores();
+  if (threads == 0) threads = pt_cores_usable();
   /* --dataset naming images the model cannot take is a usage error, as in
    * ptrain train; the library's message says which sizes. */
   int usage = 0;

@@ -20,6 +20,7 @@
 #include "image/image.h"
 #include "ops/cpu/ops.h"
 #include "util/error.h"
+#include "util/cores.h"
 
 typedef struct {
   pt_net *net;
@@ -298,7 +299,7 @@ int pt_cmd_predict(int argc, char **argv) {
     return PT_USAGE_ERROR;
   }
   /* The flag's default is every core; a fresh pool has one thread. */
-  pt_ops_set_threads(threads == 0 ? pt_cli_cores() : threads);
+  pt_ops_set_threads(threads == 0 ? pt_cores_usable() : threads);
   predictor P = {.ckpt = ckpt, .top = top, .json = json};
   if (pt_net_load(ckpt, model ? model : model_file, &P.net) != PT_OK) return pt_cli_fail("predict");
   pt_net_shape(P.net, NULL, NULL, NULL, &P.classes);

@@ -27,7 +27,5 @@ int pt_cli_unknown_model(const char *cmd, const char *name);
  * --model-file (an existing file), checked before anything is read: 0, or
  * the exit status with the message printed. */
 int pt_cli_check_model(const char *cmd, const char *model, const char *model_file);
-/* The cores online, at least 1: a --threads flag's default. */
-int pt_cli_cores(void);
 
 #endif

@@ -12,7 +12,6 @@
 #include "cli/commands.h"
 #include "nn/presets.h"
 #include "ops/cpu/isa/cpu_level.h"
-#include "util/cores.h"
 #include "util/error.h"
 
 int pt_cli_fail(const char *cmd) {
@@ -35,8 +34,6 @@ int pt_cli_usage(const char *cmd, const char *fmt, ...) {
   fprintf(stderr, "ptrain %s: %s (see 'ptrain %s --help')\n", cmd, what, cmd);
   return PT_USAGE_ERROR;
 }
-
-int pt_cli_cores(void) { return pt_cores_usable(); }
 
 int pt_cli_check_model(const char *cmd, const char *model, const char *model_file) {
   /* --model takes a preset's name or a spec file's path (pt_net_load) */
