@@ -1,12 +1,13 @@
 #include "cli/args.h"
 
 #include <errno.h>
-#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "util/float_narrow.h"
 
 static int usage(const char *cmd, const char *fmt, const char *a, const char *b, const char *c) {
   fprintf(stderr, "ptrain %s: ", cmd);
@@ -98,19 +99,14 @@ static int set_value(const char *cmd, const pt_arg *a, const char *v) {
         return usage(cmd, "%s: expected %s, got '%s'", a->name, range, v);
       }
       /* The range is checked in double, but the value is kept as a float:
-       * "1e-50" would become 0 (an --lr of 0, a --target-accuracy of none)
-       * and "1e-40" a denormal, which the kernels flush to 0. */
-      const float f = (float)x;
-      if (x != 0 && !isnormal(f)) {
-        /* FLT_MIN to 9 digits: %g's 1.17549e-38 is below it, itself refused */
-        if (a->lo == 0) snprintf(range, sizeof range, "0 or a number in [%.9g, %g]", FLT_MIN, a->hi);
-        else snprintf(range, sizeof range, "a number in [%g, %g], 0 or at least %.9g in size", a->lo, a->hi, FLT_MIN);
+       * "1e-50" would become 0 (an --lr of 0, a --target-accuracy of none). */
+      const char *lost = pt_float_narrow(x, (float *)a->dst);
+      if (lost) {
+        pt_float_range_text(range, sizeof range, a->lo, a->hi);
         char got[320];
-        snprintf(got, sizeof got, "'%.256s' (%s as a float)", v,
-                 isinf(f) ? "infinite" : f == 0 ? "0" : "a denormal");
+        snprintf(got, sizeof got, "'%.256s' (%s as a float)", v, lost);
         return usage(cmd, "%s: expected %s, got %s", a->name, range, got);
       }
-      *(float *)a->dst = f;
       return 0;
     }
     case ARG_CHOICE:

@@ -5,7 +5,6 @@
 #include "nn/spec.h"
 
 #include <errno.h>
-#include <float.h>
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
@@ -17,6 +16,7 @@
 
 #include "data/dataset.h"
 #include "optim/optimizer.h"
+#include "util/float_narrow.h"
 #include "util/list.h"
 #include "util/stop.h"
 
@@ -55,15 +55,13 @@ static pt_status parse_float(const ctx_t *c, const char *key, const char *v, dou
     return pt_fail(PT_ERR_FORMAT, "%s:%d: %s=%s: expected a number in [%g, %g]", c->origin, c->line,
                    key, v, lo, hi);
   /* Checked in double, kept as a float: lr=1e-50 would train at lr 0. */
-  const float f = (float)x;
-  if (x != 0 && !isnormal(f))
-    return lo == 0 ? pt_fail(PT_ERR_FORMAT, "%s:%d: %s=%s: expected 0 or a number in [%.9g, %g] (it is %s as a "
-                             "float)", c->origin, c->line, key, v, FLT_MIN, hi,
-                             isinf(f) ? "infinite" : f == 0 ? "0" : "a denormal")
-                   : pt_fail(PT_ERR_FORMAT, "%s:%d: %s=%s: expected a number in [%g, %g], 0 or at least %.9g in size "
-                             "(it is %s as a float)", c->origin, c->line, key, v, lo, hi, FLT_MIN,
-                             isinf(f) ? "infinite" : f == 0 ? "0" : "a denormal");
-  *out = f;
+  const char *lost = pt_float_narrow(x, out);
+  if (lost) {
+    char range[160];
+    pt_float_range_text(range, sizeof range, lo, hi);
+    return pt_fail(PT_ERR_FORMAT, "%s:%d: %s=%s: expected %s (it is %s as a float)", c->origin, c->line, key, v, range,
+                   lost);
+  }
   return PT_OK;
 }
 
