@@ -83,10 +83,10 @@ int pt_cmd_info(int argc, char **argv) {
     /* Every file, not the directory: a failed fetch can leave it empty,
      * or holding the files it verified before it stopped. */
     char first[64];
-    const int missing = pt_dataset_missing(kinds[i], dir, first, sizeof first), all = kinds[i] == PT_DS_CIFAR10 ? 6 : 4;
+    const int missing = pt_dataset_missing(kinds[i], dir, first, sizeof first);
     char hint[512] = "", what[128] = "";
     if (missing) pt_dataset_fetch_hint(hint, sizeof hint, kinds[i], dir);
-    if (missing == all) snprintf(what, sizeof what, "  (not found: ");
+    if (missing == pt_dataset_files(kinds[i])) snprintf(what, sizeof what, "  (not found: ");
     else if (missing) snprintf(what, sizeof what, "  (incomplete: %s%s missing; ", first, missing > 1 ? " and more" : "");
     printf("  %-14s %s%s%s%s\n", pt_dataset_kind_name(kinds[i]), dir, what, hint, missing ? ")" : "");
   }

@@ -60,15 +60,21 @@ const char *pt_dataset_class_name(pt_dataset_kind kind, int label) {
 
 static int is_file(const char *path);
 
+/* Both splits' files, each plain or gzipped (IDX), or in dir or its
+ * archive's subdirectory (CIFAR-10): as the loader finds them. */
+static const char *const idx_files[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+static const char *const cifar_files[] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                                          "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"};
+
+int pt_dataset_files(pt_dataset_kind kind) {
+  return kind == PT_DS_CIFAR10 ? (int)(sizeof cifar_files / sizeof cifar_files[0])
+                               : (int)(sizeof idx_files / sizeof idx_files[0]);
+}
+
 int pt_dataset_missing(pt_dataset_kind kind, const char *dir, char *first, size_t first_size) {
-  /* Each file plain or gzipped (IDX), or in dir or its archive's
-   * subdirectory (CIFAR-10): as the loader finds them. */
-  static const char *const idx[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-                                    "t10k-labels-idx1-ubyte"};
-  static const char *const cifar[] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
-                                      "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"};
-  const int is_cifar = kind == PT_DS_CIFAR10, n = is_cifar ? 6 : 4;
-  const char *const *names = is_cifar ? cifar : idx;
+  const int is_cifar = kind == PT_DS_CIFAR10, n = pt_dataset_files(kind);
+  const char *const *names = is_cifar ? cifar_files : idx_files;
   int missing = 0;
   if (first_size) first[0] = 0;
   for (int i = 0; i < n; i++) {
@@ -133,14 +139,13 @@ static pt_status join(char *out, size_t cap, const char *dir, const char *sub, c
 void pt_dataset_fetch_hint(char *out, size_t cap, pt_dataset_kind kind, const char *dir) {
   /* Debian's directory is the package's to fill: a user cannot write it,
    * and root should not. The fetch's own default is searched too. */
-  if (kind == PT_DS_FASHION_MNIST && !strcmp(dir, FASHION_DEBIAN) && pt_dataset_present(kind, FASHION_FETCHED)) {
-    snprintf(out, cap, FASHION_FETCHED " has it: give --data-dir " FASHION_FETCHED ", or run `apt-get install "
-             "dataset-fashion-mnist`");
-    return;
-  }
   if (kind == PT_DS_FASHION_MNIST && !strcmp(dir, FASHION_DEBIAN)) {
-    snprintf(out, cap, "neither there nor in " FASHION_FETCHED "; run `apt-get install dataset-fashion-mnist`, or `ptrain data "
-             "fetch fashion-mnist` (into " FASHION_FETCHED ")");
+    if (pt_dataset_present(kind, FASHION_FETCHED))
+      snprintf(out, cap, FASHION_FETCHED " has it: give --data-dir " FASHION_FETCHED ", or run `apt-get install "
+               "dataset-fashion-mnist`");
+    else
+      snprintf(out, cap, "neither there nor in " FASHION_FETCHED "; run `apt-get install dataset-fashion-mnist`, or "
+               "`ptrain data fetch fashion-mnist` (into " FASHION_FETCHED ")");
     return;
   }
   int r = snprintf(out, cap, "run `ptrain data fetch %s --dir %s`", pt_dataset_kind_name(kind),

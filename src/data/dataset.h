@@ -30,6 +30,8 @@ const char *pt_dataset_class_name(pt_dataset_kind kind, int label);
 /* Default directory: /usr/share/datasets/fashion-mnist for fashion-mnist (Debian's
  * dataset-fashion-mnist), data/<name> otherwise. */
 const char *pt_dataset_default_dir(pt_dataset_kind kind);
+/* How many files kind's two splits are. */
+int pt_dataset_files(pt_dataset_kind kind);
 /* How many of kind's files (both splits) dir lacks, the first of them
  * named in first (may be NULL with first_size 0). */
 int pt_dataset_missing(pt_dataset_kind kind, const char *dir, char *first, size_t first_size);
