@@ -38,12 +38,13 @@ struct pt_run {
 };
 
 /* The checks pt_run_train makes of cfg's settings against each other and
- * the net: what the command line reports as usage errors (PT_ERR_ARG).
- * train NULL: without data, before it is read; given, also whether its
- * size gives every worker a batch. dataset: the one to be loaded (NULL:
- * the net's); comm: the MPI world of a ddp run or of stages as ranks. */
+ * the net, without data: what the command line reports as usage errors
+ * (PT_ERR_ARG) before it reads any. dataset: the one to be loaded (NULL:
+ * the net's); comm: the MPI world of a ddp run or of stages as ranks.
+ * plan (may be NULL) gets the run's plan, for the checks against the data
+ * once it is read (pt_train_check_batches). */
 pt_status pt_run_check(const pt_net *net, const char *dataset, const pt_config *cfg, pt_comm *comm,
-                       const pt_data *train);
+                       pt_train_plan *plan);
 
 /* Whether the calling thread is inside pt_run_train: a callback of its run. */
 int pt_run_training_here(void);

@@ -181,7 +181,7 @@ pt_status pt_run_create(pt_net *net, const pt_data *train, const pt_data *test, 
 }
 
 pt_status pt_run_check(const pt_net *net, const char *dataset, const pt_config *cfg, pt_comm *comm,
-                       const pt_data *train) {
+                       pt_train_plan *plan) {
   if (!net || !cfg) return pt_fail(PT_ERR_ARG, "pt_run_check: %s is NULL", !net ? "net" : "cfg");
   pt_train_config t;
   to_trainer(cfg, &t);
@@ -190,9 +190,8 @@ pt_status pt_run_check(const pt_net *net, const char *dataset, const pt_config *
   t.spec_text = net->spec_text;
   t.dataset = dataset;
   t.comm = comm;
-  pt_train_plan plan;
-  PT_TRY(pt_train_plan_make(&t, &plan));
-  return train ? pt_train_check_batches(&plan, t.drop_last, train->ds.n) : PT_OK;
+  pt_train_plan own;
+  return pt_train_plan_make(&t, plan ? plan : &own);
 }
 
 /* A stop signal, the trace and MPI belong to the process: one run at a time. */

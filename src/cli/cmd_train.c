@@ -195,7 +195,8 @@ int pt_cmd_train(int argc, char **argv) {
   /* Settings that do not fit together or the model are usage errors, and
    * said before the data is read; what goes wrong from here on is not. */
   int usage = 0;
-  if (st == PT_OK) usage = (st = pt_run_check(net, dataset, &c, comm, NULL)) == PT_ERR_ARG;
+  pt_train_plan plan;
+  if (st == PT_OK) usage = (st = pt_run_check(net, dataset, &c, comm, &plan)) == PT_ERR_ARG;
   int said = 0; /* all ranks stop at the checks: 1 another rank says why, 2 this one */
   if (comm && comm->size > 1 && checks_agreed(comm, &st, &usage, &said) != PT_OK) {
     /* A rank that did not answer: MPI_Finalize would wait for it too. */
@@ -238,7 +239,7 @@ int pt_cmd_train(int argc, char **argv) {
       }
     }
     /* A batch the split cannot fill with --drop-last: a flag again. */
-    if (st == PT_OK) usage = (st = pt_run_check(net, dataset, &c, comm, train)) != PT_OK;
+    if (st == PT_OK) usage = (st = pt_train_check_batches(&plan, c.drop_last, train->ds.n)) != PT_OK;
   }
   if (starting(st, comm)) st = pt_run_create(net, train, test, &c, &run);
   const int stopped_early = st == PT_OK && !starting(st, comm);
