@@ -197,6 +197,13 @@ int pt_cmd_train(int argc, char **argv) {
   int usage = 0;
   pt_train_plan plan;
   if (st == PT_OK) usage = (st = pt_run_check(net, dataset, &c, comm, &plan)) == PT_ERR_ARG;
+  /* Stages of one replica sum no gradients between workers: a bucket size
+   * there would be a setting that took no effect. */
+  if (st == PT_OK && plan.staged && plan.replicas == 1 && ta.bucket_mb >= 0) {
+    st = pt_fail(PT_ERR_ARG, "--bucket-mb sizes the gradient buckets that data-parallel replicas sum; these %d "
+                 "stages are one replica (under mpirun, --stages S below the ranks makes replicas)", plan.stages);
+    usage = 1;
+  }
   int said = 0; /* all ranks stop at the checks: 1 another rank says why, 2 this one */
   if (comm && comm->size > 1 && checks_agreed(comm, &st, &usage, &said) != PT_OK) {
     /* A rank that did not answer: MPI_Finalize would wait for it too. */

@@ -183,6 +183,8 @@ expect_usage "only 'flatten'" --parallel model --split 1
 expect_usage "more than the batch size" --parallel pipeline --micro-batches 101
 expect_usage "are for --parallel model or pipeline" --micro-batches 4
 expect_usage "cpu:1 is named twice" --parallel model --devices cpu:0,cpu:1,cpu:1
+expect_usage "--bucket-mb sizes the gradient buckets that data-parallel replicas sum; these 2 stages are one replica" \
+  --parallel pipeline --bucket-mb 4
 pass "mistakes in the flags are refused with a message naming them"
 
 # MPI ranks as stages.
@@ -194,7 +196,7 @@ check_close "MPI: 2 ranks as pipeline stages = one device" "$TMP/one" "$TMP/mpi2
 cmp -s "$TMP/mpi2/model.safetensors" "$TMP/1f1b-4/model.safetensors" || fail "ranks and threads differ"
 pass "MPI stages and thread stages give the same bits"
 timeout 300 mpirun -np 4 "$PTRAIN" train "${common[@]}" --batch-size 32 --parallel pipeline --stages 2 \
-  --micro-batches 2 --checkpoint-dir "$TMP/mpi4" >/dev/null || fail "mpirun -np 4 pipeline"
+  --micro-batches 2 --bucket-mb 0.5 --checkpoint-dir "$TMP/mpi4" >/dev/null || fail "mpirun -np 4 pipeline"
 check_close "MPI: 2 stages x 2 replicas at batch 32 = one device at 64" "$TMP/one64" "$TMP/mpi4"
 timeout 300 mpirun -np 3 "$PTRAIN" train --model fmnist-mlp --max-steps 1 --parallel pipeline --stages 2 \
   >"$TMP/mpi3.out" 2>&1 && fail "3 ranks as replicas of 2 stages were accepted"
