@@ -20,6 +20,8 @@
 # set of the same shape is written once into a temporary directory and
 # every framework trains on it; results then name the data set
 # "synthetic-...", and their accuracies only show that training worked.
+# So do those of a directory that --make-synthetic wrote (it leaves a
+# file SYNTHETIC there), as CIFAR_DIR or FASHION_DIR.
 #
 # Writes JSON lines to bench/results/gpu-<date>.jsonl (a "meta" line, then
 # one per run with "round", "wall_seconds" and, where nvidia-smi exists,
@@ -154,7 +156,9 @@ for m in $MODELS; do
     *) die "MODELS: no data set known for '$m' (expected mnist-cnn, tutorial-cnn or cifar-convnet)" ;;
   esac
   [[ -n ${data_dir[$ds]:-} ]] && continue
-  if [[ -f $dir/$probe || -f $dir/cifar-10-batches-bin/$probe ]]; then
+  if [[ -f $dir/SYNTHETIC ]]; then
+    data_dir[$ds]=$dir data_label[$ds]=synthetic-$ds
+  elif [[ -f $dir/$probe || -f $dir/cifar-10-batches-bin/$probe ]]; then
     data_dir[$ds]=$dir data_label[$ds]=$ds
   else
     echo "gpu.sh: no $ds in $dir: training on a synthetic $ds-shaped set instead (accuracies then only show that training worked)"

@@ -267,6 +267,10 @@ def synthetic(dataset, out_dir, seed=0):
         return images, labels
 
     os.makedirs(out_dir, exist_ok=True)
+    # A mark that bench/gpu.sh reads, so that a set made beforehand (a GPU
+    # host without the real one) is not named as the real one in results.
+    with open(os.path.join(out_dir, "SYNTHETIC"), "w") as f:
+        f.write(f"synthetic {dataset}-shaped data from bench/pytorch_gpu_bench.py --make-synthetic, seed {seed}\n")
     if dataset == "cifar10":
         for name, n in [(f"data_batch_{i}.bin", 10000) for i in range(1, 6)] + [("test_batch.bin", 10000)]:
             images, labels = draw(n)
