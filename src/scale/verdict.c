@@ -6,27 +6,28 @@
 
 #include "scale/scale.h"
 
-/* The largest loss of the step, as a clause: cores shared, communication,
- * the pipeline's bubble, waiting for data, or a step too small to split. */
+/* The largest loss of the step, as a clause: cores shared (said first
+ * where it holds, as it has no share of its own to weigh), then the
+ * largest measured share of the pipeline's bubble, communication and
+ * waiting for data, else a step too small to split. */
 static void reason(const pt_scale_config *c, const pt_scale_config *base, int cores, char *out, size_t len) {
   const double step = c->ms_per_step > 0 ? c->ms_per_step : 1.0;
   const double comm = c->comm_ms / step, data = c->data_ms / step;
+  const double bubble = isfinite(c->bubble) ? c->bubble : 0;
   const int threads = c->workers * c->threads;
+  char loss[160] = "";
+  if (bubble > 0.2 && bubble >= comm && bubble >= data)
+    snprintf(loss, sizeof loss, "the stages sit idle %.0f%% of the time (the pipeline's bubble)", 100.0 * bubble);
+  else if (comm > 0.15 && comm >= data)
+    snprintf(loss, sizeof loss, "%.0f%% of each step is communication", 100.0 * comm);
+  else if (data > 0.15)
+    snprintf(loss, sizeof loss, "%.0f%% of each step waits for data", 100.0 * data);
   if (threads > cores) {
-    snprintf(out, len, "its %d threads share %d cores%s", threads, cores,
-             comm > 0.2 ? ", and communication takes a large share" : "");
+    snprintf(out, len, "its %d threads share %d cores%s%s", threads, cores, loss[0] ? ", and " : "", loss);
     return;
   }
-  if (isfinite(c->bubble) && c->bubble > 0.2) {
-    snprintf(out, len, "the stages sit idle %.0f%% of the time (the pipeline's bubble)", 100.0 * c->bubble);
-    return;
-  }
-  if (comm > 0.15) {
-    snprintf(out, len, "%.0f%% of each step is communication", 100.0 * comm);
-    return;
-  }
-  if (data > 0.15) {
-    snprintf(out, len, "%.0f%% of each step waits for data", 100.0 * data);
+  if (loss[0]) {
+    snprintf(out, len, "%s", loss);
     return;
   }
   if (base && base->ran && base->ms_per_step < 5.0) {
@@ -84,14 +85,27 @@ static int fewest_workers_near(const pt_scale_config *c, int n, int soonest) {
   return pick;
 }
 
+/* "dp, 2 workers", and where the sweep has several settings (threads,
+ * batch, optimizer), which: " (1 thread, global batch 200, adam)". */
+static void name_of(const pt_scale_config *x, int settings, char *out, size_t len) {
+  const int k = snprintf(out, len, "%s, %d worker%s", pt_scale_strategy_name(x->strategy), x->workers,
+                         x->workers == 1 ? "" : "s");
+  if (settings > 1 && k > 0 && (size_t)k < len)
+    snprintf(out + k, len - (size_t)k, " (%d thread%s, global batch %d%s%s)", x->threads, x->threads == 1 ? "" : "s",
+             x->batch, x->optimizer ? ", " : "", x->optimizer ? x->optimizer : "");
+}
+
 void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *rec, size_t rec_len) {
-  int best = -1, soonest = -1;
+  int best = -1, soonest = -1, settings = 0;
+  for (int i = 0; i < n; i++)
+    if (c[i].baseline < 0) settings++;
   for (int i = 0; i < n; i++) {
     pt_scale_config *x = &c[i];
     x->speedup = x->efficiency = NAN;
+    char name[200];
+    name_of(x, settings, name, sizeof name);
     if (!x->ran) {
-      snprintf(x->verdict, sizeof x->verdict, "%s, %d worker%s: %s: %s", pt_scale_strategy_name(x->strategy),
-               x->workers, x->workers == 1 ? "" : "s", x->runnable ? "failed" : "not run", x->why);
+      snprintf(x->verdict, sizeof x->verdict, "%s: %s: %s", name, x->runnable ? "failed" : "not run", x->why);
       continue;
     }
     if (best < 0 || x->images_per_s > c[best].images_per_s) best = i;
@@ -99,8 +113,13 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
     const pt_scale_config *base = x->baseline >= 0 ? &c[x->baseline] : NULL;
     if (!base) {
       x->speedup = x->efficiency = 1.0;
-      snprintf(x->verdict, sizeof x->verdict, "the baseline: one worker, %d thread%s", x->threads,
-               x->threads == 1 ? "" : "s");
+      if (settings > 1)
+        snprintf(x->verdict, sizeof x->verdict, "the baseline: one worker, %d thread%s, global batch %d%s%s",
+                 x->threads, x->threads == 1 ? "" : "s", x->batch, x->optimizer ? ", " : "",
+                 x->optimizer ? x->optimizer : "");
+      else
+        snprintf(x->verdict, sizeof x->verdict, "the baseline: one worker, %d thread%s", x->threads,
+                 x->threads == 1 ? "" : "s");
       if (x->rough) {
         const size_t used = strlen(x->verdict);
         snprintf(x->verdict + used, sizeof x->verdict - used, " (rough: %s)", x->rough_why);
@@ -109,7 +128,7 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
       continue;
     }
     if (!base->ran) {
-      snprintf(x->verdict, sizeof x->verdict, "no baseline to compare with (one worker did not run)");
+      snprintf(x->verdict, sizeof x->verdict, "%s: no baseline to compare with (one worker did not run)", name);
       continue;
     }
     x->speedup = x->images_per_s / base->images_per_s;
@@ -124,22 +143,19 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
     if (!x->rough) x->rough = pt_scale_impossible_speedup(x->speedup, x->workers, x->rough_why, sizeof x->rough_why);
     char why[640];
     reason(x, base, cores, why, sizeof why);
-    const char *name = pt_scale_strategy_name(x->strategy);
     if (x->rough)
-      snprintf(x->verdict, sizeof x->verdict, "%s, %d workers: %.2fx, %.0f%% efficiency: rough, not to be trusted: %s",
-               name, x->workers, x->speedup, 100.0 * x->efficiency, x->rough_why);
+      snprintf(x->verdict, sizeof x->verdict, "%s: %.2fx, %.0f%% efficiency: rough, not to be trusted: %s", name,
+               x->speedup, 100.0 * x->efficiency, x->rough_why);
     else if (x->efficiency >= 0.9)
-      snprintf(x->verdict, sizeof x->verdict, "%s, %d workers: %.2fx, %.0f%% efficiency: pays", name, x->workers,
-               x->speedup, 100.0 * x->efficiency);
+      snprintf(x->verdict, sizeof x->verdict, "%s: %.2fx, %.0f%% efficiency: pays", name, x->speedup,
+               100.0 * x->efficiency);
     else if (x->speedup >= 1.1)
-      snprintf(x->verdict, sizeof x->verdict, "%s, %d workers: %.2fx, %.0f%% efficiency: pays in part: %s", name,
-               x->workers, x->speedup, 100.0 * x->efficiency, why);
+      snprintf(x->verdict, sizeof x->verdict, "%s: %.2fx, %.0f%% efficiency: pays in part: %s", name, x->speedup,
+               100.0 * x->efficiency, why);
     else if (x->speedup >= 0.95)
-      snprintf(x->verdict, sizeof x->verdict, "%s, %d workers: %.2fx, no faster: %s", name, x->workers, x->speedup,
-               why);
+      snprintf(x->verdict, sizeof x->verdict, "%s: %.2fx, no faster: %s", name, x->speedup, why);
     else
-      snprintf(x->verdict, sizeof x->verdict, "%s, %d workers: %.2fx, slower: %s", name, x->workers, x->speedup,
-               why);
+      snprintf(x->verdict, sizeof x->verdict, "%s: %.2fx, slower: %s", name, x->speedup, why);
     append_target(x, c, target);
   }
   if (best < 0) {

@@ -236,6 +236,49 @@ static void test_judge_baseline_failed(void **st) {
   assert_null(strstr(rec, " 0 images/s"));
 }
 
+/* The loss the verdict names is the largest measured: a pipeline's bubble
+ * of 72% over communication's 29%, also where threads share the cores. */
+static void test_judge_names_the_largest_loss(void **st) {
+  (void)st;
+  pt_scale_config c[2];
+  char rec[400];
+  sweep(c, 1000, 700);
+  c[1].strategy = PT_SCALE_PIPELINE, c[1].workers = 3;
+  c[1].bubble = 0.72, c[1].comm_ms = 0.29 * 20;
+  pt_scale_judge(c, 2, 2, 0, rec, sizeof rec);
+  assert_has(c[1].verdict, "pipeline, 3 workers: 0.70x, slower: its 3 threads share 2 cores, and the stages sit "
+                           "idle 72% of the time");
+  c[1].bubble = 0.25, c[1].comm_ms = 0.40 * 20;
+  pt_scale_judge(c, 2, 4, 0, rec, sizeof rec);
+  assert_has(c[1].verdict, "slower: 40% of each step is communication");
+  c[1].comm_ms = 0.16 * 20, c[1].data_ms = 0.30 * 20;
+  pt_scale_judge(c, 2, 4, 0, rec, sizeof rec);
+  assert_has(c[1].verdict, "slower: 30% of each step waits for data");
+}
+
+/* A sweep of several settings (threads, optimizers): each verdict says
+ * which it is about, the rows of one strategy being otherwise alike. */
+static void test_judge_names_the_setting(void **st) {
+  (void)st;
+  pt_scale_config c[4];
+  char rec[600];
+  sweep(c, 1000, 900);
+  sweep(c + 2, 1000, 1900);
+  for (int i = 0; i < 4; i++) c[i].optimizer = i < 2 ? "sgd" : "adam";
+  c[2].threads = c[3].threads = 2;
+  c[3].baseline = 2;
+  pt_scale_judge(c, 4, 8, 0, rec, sizeof rec);
+  assert_has(c[0].verdict, "the baseline: one worker, 1 thread, global batch 100, sgd");
+  assert_has(c[1].verdict, "dp, 2 workers (1 thread, global batch 100, sgd): 0.90x, slower");
+  assert_has(c[3].verdict, "dp, 2 workers (2 threads, global batch 100, adam): 1.90x");
+  c[2].ran = 0;
+  pt_scale_judge(c, 4, 8, 0, rec, sizeof rec);
+  assert_has(c[3].verdict, "dp, 2 workers (2 threads, global batch 100, adam): no baseline to compare with");
+  /* One setting: the short names, as before. */
+  pt_scale_judge(c, 2, 8, 0, rec, sizeof rec);
+  assert_has(c[1].verdict, "dp, 2 workers: 0.90x");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_steady_runs),
@@ -251,6 +294,8 @@ int main(void) {
       cmocka_unit_test(test_judge_target_tie_keeps_fewer_workers),
       cmocka_unit_test(test_judge_no_parallel_measured),
       cmocka_unit_test(test_judge_baseline_failed),
+      cmocka_unit_test(test_judge_names_the_largest_loss),
+      cmocka_unit_test(test_judge_names_the_setting),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
