@@ -22,7 +22,7 @@
 #define LEGEND_SWATCH 34.0 /* the line sample and the gap before the label */
 #define FONT "sans-serif"
 
-static void range(const pt_panel *p, int axis_y, double *lo, double *hi) {
+void pt_chart_range(const pt_panel *p, int axis_y, double *lo, double *hi) {
   *lo = INFINITY;
   *hi = -INFINITY;
   for (int s = 0; s < p->nseries; s++)
@@ -33,13 +33,18 @@ static void range(const pt_panel *p, int axis_y, double *lo, double *hi) {
       if (v > *hi) *hi = v;
     }
   if (!isfinite(*lo)) *lo = 0, *hi = 1;
-  if (axis_y && p->y_from_zero && *lo > 0) *lo = 0;
+  const int from_zero = axis_y ? p->y_from_zero : p->x_from_zero;
+  if (from_zero && *lo > 0) *lo = 0;
   /* A flat series gets a span of its own: 1, or a hundredth of the value
    * where 1 would vanish in its rounding (a diverged loss of 1e16). */
   if (*hi - *lo < 1e-12 * fmax(1.0, fabs(*lo))) *hi = *lo + fmax(1.0, fabs(*lo) * 0.01);
-  const double step = pt_axis_step(*hi - *lo);
-  *lo = floor(*lo / step) * step;
-  *hi = ceil(*hi / step) * step;
+  /* A margin of 5% each side, so that no point or marker sits on the
+   * frame (a target line at the lowest accuracy would vanish into it);
+   * none below an axis that starts at 0 by design. The ticks fall inside
+   * at round values; the ends need not be round. */
+  const double pad = 0.05 * (*hi - *lo);
+  if (!(from_zero && *lo == 0)) *lo -= pad;
+  *hi += pad;
 }
 
 static void text(cairo_t *cr, double x, double y, const char *s, double align_x, double align_y) {
@@ -53,8 +58,8 @@ static void text(cairo_t *cr, double x, double y, const char *s, double align_x,
  * placed against. */
 static pt_chart_frame frame_of(const pt_panel *p, double ox) {
   pt_chart_frame f = {.L = ox + 70, .R = ox + PANEL_W - 20, .T = 40, .B = PANEL_H - 55};
-  range(p, 0, &f.x0, &f.x1);
-  range(p, 1, &f.y0, &f.y1);
+  pt_chart_range(p, 0, &f.x0, &f.x1);
+  pt_chart_range(p, 1, &f.y0, &f.y1);
   return f;
 }
 
@@ -127,7 +132,7 @@ static void draw_panel(cairo_t *cr, const pt_panel *p, double ox, const legend_p
   cairo_set_line_width(cr, 1.0);
   cairo_set_font_size(cr, 11);
   char buf[32];
-  const double xs = pt_axis_step(x1 - x0), ys = pt_axis_step(y1 - y0);
+  const double xs = p->x_whole && pt_axis_step(x1 - x0) < 1 ? 1 : pt_axis_step(x1 - x0), ys = pt_axis_step(y1 - y0);
   double fx, fy;
   const int nx = pt_axis_ticks(x0, x1, xs, &fx), ny = pt_axis_ticks(y0, y1, ys, &fy);
   for (int k = 0; k < nx; k++) {

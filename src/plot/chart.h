@@ -22,12 +22,18 @@ typedef struct {
   pt_series series[PT_CHART_MAX_SERIES];
   int nseries;
   int y_from_zero; /* the y axis starts at 0 */
+  int x_from_zero; /* the x axis starts at 0 (time since the start) */
+  int x_whole;     /* x counts things (workers): ticks at whole numbers */
 } pt_panel;
 
 typedef struct {
   pt_panel panels[PT_CHART_MAX_PANELS];
   int npanels;
 } pt_figure;
+
+/* The span a panel's axis shows (axis_y: the y axis): its series' finite
+ * values with a margin of 5% each side, or from 0 where the panel says so. */
+void pt_chart_range(const pt_panel *p, int axis_y, double *lo, double *hi);
 
 /* Writes f to path, as SVG where path ends in ".svg" and PNG where it ends
  * in ".png" (anything else is refused); the series' data are only read. */

@@ -16,6 +16,17 @@ typedef struct {
   int n;
 } points;
 
+/* One cell of the table: v * scale in fmt, or "-" where v is not a number. */
+static void cell(FILE *f, const char *fmt, double v, double scale) {
+  if (!isfinite(v)) {
+    fprintf(f, " - |");
+    return;
+  }
+  fputc(' ', f);
+  fprintf(f, fmt, v * scale);
+  fprintf(f, " |");
+}
+
 static int same_setting(const pt_scale_config *a, const pt_scale_config *b) {
   return a->baseline == b->baseline;
 }
@@ -32,6 +43,7 @@ static pt_status write_curves(const char *dir, const pt_scale_config *c, int n, 
   snprintf(a->xlabel, sizeof a->xlabel, "seconds of training");
   snprintf(l->ylabel, sizeof l->ylabel, "loss");
   snprintf(a->ylabel, sizeof a->ylabel, "accuracy");
+  l->x_from_zero = a->x_from_zero = 1; /* both from the start, as the target line is */
   for (int i = 0; i < n && l->nseries < PT_CHART_MAX_SERIES - 1; i++) {
     const pt_scale_config *x = &c[i];
     if (!x->ran || x->curve_n == 0) continue;
@@ -72,6 +84,7 @@ pt_status pt_scale_report(const char *dir, const char *title, const pt_scale_con
   snprintf(p->xlabel, sizeof p->xlabel, "workers");
   snprintf(p->ylabel, sizeof p->ylabel, "speed-up (images/s over one worker's)");
   p->y_from_zero = 1;
+  p->x_whole = 1; /* workers */
   static points pts[PT_CHART_MAX_SERIES];
   int settings = 0, maxw = 1;
   for (int i = 0; i < n; i++)
@@ -100,10 +113,11 @@ pt_status pt_scale_report(const char *dir, const char *title, const pt_scale_con
       else
         snprintf(p->series[s].label, sizeof p->series[s].label, "%s", pt_scale_strategy_name(x->strategy));
     }
-    if (pts[s].n < PT_SCALE_MAX_LIST) {
-      pts[s].x[pts[s].n] = x->workers;
-      pts[s].y[pts[s].n] = x->speedup;
-      pts[s].n++;
+    if (pts[s].n < PT_SCALE_MAX_LIST) { /* in order of workers, as --workers 4,3,2 may not be */
+      int j = pts[s].n++;
+      for (; j > 0 && pts[s].x[j - 1] > x->workers; j--) pts[s].x[j] = pts[s].x[j - 1], pts[s].y[j] = pts[s].y[j - 1];
+      pts[s].x[j] = x->workers;
+      pts[s].y[j] = x->speedup;
     }
   }
   for (int k = 0; k < p->nseries; k++) {
@@ -138,20 +152,26 @@ pt_status pt_scale_report(const char *dir, const char *title, const pt_scale_con
   fprintf(f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < n; i++) {
     const pt_scale_config *x = &c[i];
-    fprintf(f, "| %s | %d | %d | %d | %d | %s |", pt_scale_strategy_name(x->strategy), x->workers, x->threads,
-            x->batch, x->worker_batch, x->optimizer ? x->optimizer : "the model's");
+    fprintf(f, "| %s | %d | %d | %d |", pt_scale_strategy_name(x->strategy), x->workers, x->threads, x->batch);
+    /* A figure not measured (a run that did not happen, a result without
+     * it, a speed-up with no baseline) is "-", as in the printed table. */
+    if (x->worker_batch > 0) fprintf(f, " %d |", x->worker_batch);
+    else fprintf(f, " - |");
+    fprintf(f, " %s |", x->optimizer ? x->optimizer : "the model's");
     if (!x->ran) {
       fprintf(f, " - | - | - | - | - | - | - | - |\n");
       continue;
     }
     const double step = x->ms_per_step > 0 ? x->ms_per_step : 1;
-    fprintf(f, " %.0f | %.2fx | %.0f%% | %.0f%% | %.0f%% |", x->images_per_s, x->speedup, 100 * x->efficiency,
-            100 * x->comm_ms / step, 100 * x->data_ms / step);
-    if (isfinite(x->bubble)) fprintf(f, " %.0f%% |", 100 * x->bubble);
-    else fprintf(f, " - |");
-    fprintf(f, " %.0f |", x->peak_rss_mb);
-    if (isfinite(x->target_s)) fprintf(f, " %.1f |\n", x->target_s);
-    else fprintf(f, " - |\n");
+    cell(f, "%.0f", x->images_per_s, 1);
+    cell(f, "%.2fx", x->speedup, 1);
+    cell(f, "%.0f%%", x->efficiency, 100);
+    cell(f, "%.0f%%", x->comm_ms / step, 100);
+    cell(f, "%.0f%%", x->data_ms / step, 100);
+    cell(f, "%.0f%%", x->bubble, 100);
+    cell(f, "%.0f", x->peak_rss_mb, 1);
+    cell(f, "%.1f", x->target_s, 1);
+    fprintf(f, "\n");
   }
   fprintf(f, "\n## Verdicts\n\n");
   for (int i = 0; i < n; i++) fprintf(f, "- %s\n", c[i].verdict);

@@ -1,8 +1,10 @@
 /* One configuration's measurements as a file, for sweeps run as a cluster's
  * tasks (ptrain scale --task) and gathered afterwards (--collect). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -64,10 +66,17 @@ static int same_str(const cJSON *o, const char *key, const char *want) {
 
 pt_status pt_scale_result_read(const char *path, int index, const char *model, pt_scale_config *c) {
   FILE *f = fopen(path, "r");
-  if (!f) {
+  if (!f && errno == ENOENT) {
     snprintf(c->why, sizeof c->why, "no result: %.180s is missing (the task did not finish)", path);
     c->ran = 0;
     return PT_OK;
+  }
+  if (!f) return pt_fail_errno(PT_ERR_IO, "cannot read the task result %s", path);
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && !S_ISREG(sb.st_mode)) {
+    fclose(f);
+    return pt_fail(PT_ERR_FORMAT, "%s: a %s, where ptrain scale --task writes its result file", path,
+                   S_ISDIR(sb.st_mode) ? "directory" : "special file");
   }
   char line[8192];
   int found = 0, lineno = 0;
@@ -126,6 +135,7 @@ pt_status pt_scale_result_read(const char *path, int index, const char *model, p
     }
     cJSON_Delete(o);
   }
+  if (st == PT_OK && ferror(f)) st = pt_fail_errno(PT_ERR_IO, "cannot read the task result %s", path);
   fclose(f);
   if (st == PT_OK && !found) st = pt_fail(PT_ERR_FORMAT, "%s: no result line (expected ptrain scale --task's)", path);
   return st;

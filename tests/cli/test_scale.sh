@@ -231,6 +231,19 @@ done <"$TMP/condor/tasks.txt"
 grep -Eq "^dp +2 +1 +100 \(50\) +model's +[0-9]+ +[0-9.]+x" "$TMP/c1.out" || fail "--collect: $(cat "$TMP/c1.out")"
 [[ $(grep -c '"ran":true' "$TMP/collected.jsonl") == 2 ]] || fail "--collect --json: $(cat "$TMP/collected.jsonl")"
 pass "--jobscript htcondor: per-job requests, tasks run, --collect reports them (and a missing one as such)"
+# Without the one-worker result, the speed-ups are not numbers: "-" in the
+# report as in the printed table, never "nan". A directory where a result
+# should be is named as one.
+cp -r "$TMP/condor" "$TMP/condor-nobase"
+mv "$TMP/condor-nobase/results/task-0.jsonl" "$TMP/task-0.jsonl"
+"$PTRAIN" scale --collect "$TMP/condor-nobase" --report "$TMP/nobase-report" >"$TMP/nobase.out" 2>&1
+! grep -qi "nan" "$TMP/nobase-report/report.md" || fail "report without a baseline: $(cat "$TMP/nobase-report/report.md")"
+grep -Eq "^\| dp \| 2 \| 1 \| 100 \| 50 \| the model's \| [0-9]+ \| - \| - \|" "$TMP/nobase-report/report.md" ||
+  fail "report without a baseline: $(cat "$TMP/nobase-report/report.md")"
+mkdir "$TMP/condor-nobase/results/task-0.jsonl"
+expect_exit 1 "task-0.jsonl: a directory, where ptrain scale --task writes its result file" -- \
+  "$PTRAIN" scale --collect "$TMP/condor-nobase"
+pass "--collect without the baseline: '-' for what has no number; a directory for a result is named"
 # Results left by the tasks of another sweep (written again with another
 # model or batch while they ran) are not reported as this one's.
 for change in "s/^fmnist-mlp\$/mnist-cnn/" "1i --batch-sizes\\n64"; do

@@ -95,6 +95,32 @@ static void test_legend_goes_below_when_no_corner_is_free(void **st) {
   assert_int_equal(pt_legend_place(&empty, &frame, 150, 60, &lx, &ly), PT_LEGEND_UPPER_LEFT);
 }
 
+/* Every point, and so its marker, lies inside the frame with room to
+ * spare: a target line at the lowest accuracy drawn is not hidden in the
+ * frame's edge. An axis that starts at 0 starts there exactly. */
+static void test_range_keeps_points_off_the_frame(void **st) {
+  (void)st;
+  const double t[] = {0.087, 0.090, 0.094}, acc[] = {0.750, 0.753, 0.756};
+  pt_panel p = panel_of(t, acc, 3);
+  double lo, hi;
+  pt_chart_range(&p, 1, &lo, &hi);
+  const double span = 0.756 - 0.750;
+  assert_true(lo <= 0.750 - 0.04 * span && hi >= 0.756 + 0.04 * span);
+  assert_true(lo > 0.7 && hi < 0.8); /* a margin, not a zoom out */
+  pt_chart_range(&p, 0, &lo, &hi);
+  assert_true(lo < 0.087 && hi > 0.094 && lo > 0.08);
+  p.x_from_zero = 1;
+  pt_chart_range(&p, 0, &lo, &hi);
+  assert_true(lo == 0 && hi > 0.094);
+  const double w[] = {1, 2, 4}, up[] = {1, 1.8, 3.1};
+  p = panel_of(w, up, 3);
+  p.y_from_zero = 1;
+  pt_chart_range(&p, 1, &lo, &hi);
+  assert_true(lo == 0 && hi > 3.1);
+  pt_chart_range(&p, 0, &lo, &hi);
+  assert_true(lo < 1 && hi > 4);
+}
+
 static int only_entry(const char *dir, const char *name) {
   DIR *d = opendir(dir);
   if (!d) return 0;
@@ -212,6 +238,7 @@ static void test_run_labels_tell_runs_apart(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_series_looks_different),
+      cmocka_unit_test(test_range_keeps_points_off_the_frame),
       cmocka_unit_test(test_legend_avoids_a_falling_curve),
       cmocka_unit_test(test_legend_avoids_lines_not_only_points),
       cmocka_unit_test(test_legend_goes_below_when_no_corner_is_free),
