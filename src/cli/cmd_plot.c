@@ -106,6 +106,10 @@ int pt_cmd_plot(int argc, char **argv) {
       fprintf(stderr, "ptrain plot: %s: %d lines that are not JSON objects (the first, line %d) left out (writes "
               "cut short, as by a full disk, or lines that --metrics did not write)\n",
               path, note.not_json, note.first_not_json);
+    if (note.evals_left_out)
+      fprintf(stderr, "ptrain plot: %s: %d evaluation%s after the last epoch line left out: no epoch has ended to "
+                      "place them by (they are drawn against training time)\n", path, note.evals_left_out,
+              note.evals_left_out == 1 ? "" : "s");
     if (note.nonfinite)
       fprintf(stderr, "ptrain plot: %s: %d epoch%s with a NaN or infinite loss or accuracy, drawn as gaps\n", path,
               note.nonfinite, note.nonfinite == 1 ? "" : "s");

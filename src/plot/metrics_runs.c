@@ -33,7 +33,8 @@ static double num(const cJSON *o, const char *key) {
 
 /* The "eval" lines of the epoch in progress (--eval-every): their x is
  * known only at its epoch line, between the end of the epoch before and
- * its own, by step. (n, 4): step, train loss, test loss, accuracy. */
+ * its own, by step. (n, 5): step, train loss, test loss, accuracy, and
+ * the seconds since the run's start (for a run with no epoch line yet). */
 typedef struct {
   double *v;
   int n, cap;
@@ -42,13 +43,14 @@ typedef struct {
 static int pending_add(pending_evals *p, const cJSON *o) {
   if (p->n == p->cap) {
     const int cap = p->cap ? 2 * p->cap : 64;
-    double *v = realloc(p->v, (size_t)cap * 4 * sizeof(double));
+    double *v = realloc(p->v, (size_t)cap * 5 * sizeof(double));
     if (!v) return -1;
     p->v = v;
     p->cap = cap;
   }
-  double *e = p->v + (size_t)p->n++ * 4;
+  double *e = p->v + (size_t)p->n++ * 5;
   e[0] = num(o, "step"), e[1] = num(o, "train_loss"), e[2] = num(o, "test_loss"), e[3] = num(o, "test_acc");
+  e[4] = num(o, "seconds");
   return 0;
 }
 
@@ -67,9 +69,34 @@ static int place_pending(pt_run_curve *c, pending_evals *p, double step0, double
                          int *nonfinite) {
   int drawn = 0;
   for (int i = 0; i < p->n; i++) {
-    const double *e = p->v + (size_t)i * 4;
+    const double *e = p->v + (size_t)i * 5;
     if (!(e[0] > step0 && e[0] < step1)) continue;
     if (add_point(c, x0 + (e[0] - step0) / (step1 - step0) * (x1 - x0), e[1], e[2], e[3])) return -1;
+    const int finite = isfinite(e[1]) + isfinite(e[2]) + isfinite(e[3]);
+    *nonfinite += finite < 3;
+    drawn += finite > 0;
+  }
+  return drawn;
+}
+
+/* The evaluations after a file's last epoch line (a run inside an epoch,
+ * still writing or stopped): no line ends their epoch, so their x is
+ * carried on from the last epoch line at the run's pace so far, x per
+ * step (NaN: unknown), or, in a run with no epoch line yet, on the time
+ * axis, their own seconds since the start. Returns -1 out of memory, else
+ * how many were drawn; *left counts those that could not be placed. */
+static int place_trailing(pt_run_curve *c, const pending_evals *p, double step0, double x0, double per_step,
+                          int own_seconds, int *nonfinite, int *left) {
+  int drawn = 0;
+  for (int i = 0; i < p->n; i++) {
+    const double *e = p->v + (size_t)i * 5;
+    if (!own_seconds && !(e[0] > step0)) continue; /* the last epoch line's own point */
+    const double x = own_seconds ? e[4] : x0 + (e[0] - step0) * per_step;
+    if (!isfinite(x)) {
+      (*left)++;
+      continue;
+    }
+    if (add_point(c, x, e[1], e[2], e[3])) return -1;
     const int finite = isfinite(e[1]) + isfinite(e[2]) + isfinite(e[3]);
     *nonfinite += finite < 3;
     drawn += finite > 0;
@@ -92,6 +119,7 @@ pt_status pt_plot_read_runs(const char *path, int by_epoch, pt_run_curve *out, i
   double clock = 0.0, last_step = -1.0, partial_secs = 0.0, partial_epoch = NAN;
   double prev_step = 0.0, prev_x = 0.0; /* the last epoch line's step and x: where the pending evaluations start */
   double partial_epoch_seen = NAN;      /* the epoch of the last line, where it was partial */
+  double steps_per_epoch = NAN;         /* from an epoch line that ended its epoch */
   pending_evals pend = {0};
   pt_run_curve *c = NULL;
   pt_status st = PT_OK;
@@ -162,9 +190,29 @@ pt_status pt_plot_read_runs(const char *path, int by_epoch, pt_run_curve *out, i
       nonfinite += drawn < 3;
       points += (drawn > 0) + placed;
       if (isfinite(step)) prev_step = step, prev_x = x;
+      if (!partial && step > 0 && epoch >= 1) steps_per_epoch = step / epoch;
       partial_epoch_seen = partial ? epoch : NAN;
     }
     cJSON_Delete(o);
+  }
+  if (st == PT_OK && pend.n > 0) {
+    const int own_seconds = !c && !by_epoch;
+    if (!c && !by_epoch && *n == max)
+      st = pt_fail(PT_ERR_ARG, "%s: with the files before it, more than %d runs, which is what one figure holds", path,
+                   max);
+    if (st == PT_OK && !c && !by_epoch) {
+      c = &out[(*n)++];
+      memset(c, 0, sizeof *c);
+    }
+    if (st == PT_OK && c) {
+      const double per_step = by_epoch ? 1.0 / steps_per_epoch : prev_step > 0 ? prev_x / prev_step : NAN;
+      const int placed = place_trailing(c, &pend, prev_step, prev_x, per_step, own_seconds, &nonfinite,
+                                        &notes->evals_left_out);
+      if (placed < 0) st = pt_fail(PT_ERR_NOMEM, "%s: out of memory at its end", path);
+      else points += placed;
+    } else if (st == PT_OK) {
+      notes->evals_left_out = pend.n;
+    }
   }
   free(line);
   free(pend.v);
@@ -172,8 +220,12 @@ pt_status pt_plot_read_runs(const char *path, int by_epoch, pt_run_curve *out, i
   if (st == PT_OK && !objects && bad)
     st = pt_fail(PT_ERR_FORMAT, "%s:%d: not a JSON object (expected the JSON lines of ptrain train --metrics)", path,
                  first_bad);
+  else if (st == PT_OK && *n == first && notes->evals_left_out)
+    st = pt_fail(PT_ERR_FORMAT, "%s: evaluations, but no epoch has ended, so they have no place on the epoch axis: "
+                                "plot them against training time (leave out --x epoch)", path);
   else if (st == PT_OK && *n == first)
-    st = pt_fail(PT_ERR_FORMAT, "%s: no \"epoch\" lines (expected a file written by ptrain train --metrics)", path);
+    st = pt_fail(PT_ERR_FORMAT, "%s: no \"epoch\" or \"eval\" lines (expected a file written by ptrain train "
+                                "--metrics)", path);
   else if (st == PT_OK && !points)
     st = pt_fail(PT_ERR_FORMAT, "%s: no epoch line has a finite loss or accuracy (NaN or infinite: a run that "
                                 "diverged?): nothing to draw", path);

@@ -16,6 +16,7 @@ typedef struct {
   int not_json, first_not_json; /* lines that are not JSON objects, left out */
   int unfinished_line;          /* the number of a last line cut short (0: none), left out */
   int nonfinite;                /* epochs with a NaN or infinite value */
+  int evals_left_out;           /* evaluations after the last epoch line that have no place on the axis */
 } pt_runs_notes;
 
 /* Appends the runs of the metrics file path to out[*n..max): x is the

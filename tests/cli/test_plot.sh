@@ -77,7 +77,7 @@ grep -q "torn.jsonl:3: an unfinished last line, left out" "$TMP/torn.err" || fai
 python3 -c 'import json; print(json.dumps({"event": "epoch", "epoch": 1, "train_loss": 0.5, "test_loss": 0.4, "test_acc": 0.8, "seconds": 1, "pad": "x" * 40000}))' >"$TMP/long.jsonl"
 "$PTRAIN" plot --output "$TMP/long.svg" "$TMP/long.jsonl" >/dev/null || fail "a 40 kB line"
 printf '{"event":"profile","steps":3}\n' >"$TMP/none.jsonl"
-expect_exit 1 "none.jsonl: no \"epoch\" lines" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/none.jsonl"
+expect_exit 1 "none.jsonl: no \"epoch\" or \"eval\" lines" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/none.jsonl"
 expect_exit 1 "cannot open .*missing.jsonl" -- "$PTRAIN" plot --output "$TMP/x.png" "$TMP/missing.jsonl"
 expect_exit 1 "nowhere/x.png: cannot" -- "$PTRAIN" plot --output "$TMP/nowhere/x.png" "$TMP/adam.jsonl"
 pass "bad input: the flag, the file and line, or the path, named"

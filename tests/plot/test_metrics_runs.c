@@ -125,6 +125,48 @@ static void test_evaluations_between_epochs(void **st) {
   }
 }
 
+/* A run inside an epoch (still writing, or stopped): its evaluations
+ * after the last epoch line go on at the run's pace so far, and a run with
+ * no epoch line yet is drawn by its evaluations' own seconds. Without an
+ * epoch's length the epoch axis has no place for them, and says so. */
+static void test_evaluations_after_the_last_epoch(void **st) {
+  (void)st;
+  FILE *f = start("tail.jsonl");
+  epoch_line(f, 1, 100, 0.3, 4.0, 0);
+  eval_line(f, 1, 100, 0.3); /* the epoch line's own point, written after it */
+  eval_line(f, 2, 150, 0.4);
+  eval_line(f, 2, 180, 0.5);
+  fclose(f);
+  pt_run_curve c[1];
+  pt_runs_notes notes;
+  for (int by_epoch = 0; by_epoch < 2; by_epoch++) {
+    int n = 0;
+    assert_int_equal(pt_plot_read_runs(path, by_epoch, c, &n, 1, &notes), PT_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(c[0].n, 3);
+    assert_int_equal(notes.evals_left_out, 0);
+    const double t_time[3] = {4.0, 6.0, 7.2}, t_epoch[3] = {1.0, 1.5, 1.8};
+    for (int i = 0; i < 3; i++) assert_float_equal(c[0].t[i], by_epoch ? t_epoch[i] : t_time[i], 1e-12);
+    assert_float_equal(c[0].acc[2], 0.5, 1e-12);
+    pt_run_curve_free(&c[0]);
+  }
+  f = start("evals-only.jsonl");
+  fputs("{\"event\":\"eval\",\"epoch\":1,\"step\":100,\"seconds\":0.5,\"train_loss\":1,\"test_loss\":0.9,"
+        "\"test_acc\":0.7}\n{\"event\":\"eval\",\"epoch\":1,\"step\":200,\"seconds\":1.25,\"train_loss\":0.8,"
+        "\"test_loss\":0.7,\"test_acc\":0.75}\n", f);
+  fclose(f);
+  int n = 0;
+  assert_int_equal(pt_plot_read_runs(path, 0, c, &n, 1, &notes), PT_OK);
+  assert_int_equal(n, 1);
+  assert_int_equal(c[0].n, 2);
+  assert_true(c[0].t[0] == 0.5 && c[0].t[1] == 1.25 && c[0].acc[1] == 0.75);
+  pt_run_curve_free(&c[0]);
+  n = 0;
+  assert_int_equal(pt_plot_read_runs(path, 1, c, &n, 1, &notes), PT_ERR_FORMAT);
+  assert_int_equal(n, 0);
+  assert_non_null(strstr(pt_error_message(), "no epoch has ended"));
+}
+
 static void test_cut_lines_and_gaps(void **st) {
   (void)st;
   FILE *f = start("cut.jsonl");
@@ -169,7 +211,7 @@ static void test_nothing_to_draw(void **st) {
   fputs("{\"event\":\"profile\"}\n", f);
   fclose(f);
   assert_int_equal(pt_plot_read_runs(path, 1, c, &n, 1, &notes), PT_ERR_FORMAT);
-  assert_non_null(strstr(pt_error_message(), "no \"epoch\" lines"));
+  assert_non_null(strstr(pt_error_message(), "no \"epoch\" or \"eval\" lines"));
   assert_int_equal(n, 0);
 }
 
@@ -178,6 +220,7 @@ int main(void) {
       cmocka_unit_test(test_every_epoch_is_read),
       cmocka_unit_test(test_runs_and_resumes),
       cmocka_unit_test(test_evaluations_between_epochs),
+      cmocka_unit_test(test_evaluations_after_the_last_epoch),
       cmocka_unit_test(test_cut_lines_and_gaps),
       cmocka_unit_test(test_nothing_to_draw),
   };
