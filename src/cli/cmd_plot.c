@@ -68,7 +68,7 @@ int pt_cmd_plot(int argc, char **argv) {
       }
   const int by_epoch = !strcmp(xaxis, "epoch");
   pt_run_curve cv[MAX_RUNS];
-  char label[MAX_RUNS][96];
+  char label[MAX_RUNS][100];
   int ncurves = 0, status = 0;
   if (nfiles > MAX_RUNS) {
     fprintf(stderr, "ptrain plot: at most %d runs in one figure, got %d\n", MAX_RUNS, nfiles);
@@ -90,8 +90,10 @@ int pt_cmd_plot(int argc, char **argv) {
     }
     const char *name = pt_run_label(files, nfiles, i), *path = files[i];
     for (int k = from; k < ncurves; k++) {
-      if (ncurves - from == 1) snprintf(label[k], sizeof label[k], "%.80s", name);
-      else snprintf(label[k], sizeof label[k], "%.70s, run %d", name, k - from + 1);
+      char fit[80];
+      pt_run_label_fit(fit, sizeof fit, name, ncurves - from == 1 ? 72 : 64);
+      if (ncurves - from == 1) snprintf(label[k], sizeof label[k], "%s", fit);
+      else snprintf(label[k], sizeof label[k], "%s, run %d", fit, k - from + 1);
     }
     if (ncurves - from > 1)
       fprintf(stderr, "ptrain plot: %s holds %d runs (its steps start again), drawn one by one\n", path,

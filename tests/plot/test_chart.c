@@ -231,6 +231,20 @@ static void test_run_labels_tell_runs_apart(void **st) {
   const char *const b[2] = {"/runs/1/m.jsonl", "m.jsonl"};
   assert_string_equal(pt_run_label(b, 2, 0), "1/m.jsonl");
   assert_string_equal(pt_run_label(b, 2, 1), "m.jsonl");
+  /* Long names that differ only at the end stay apart when shortened. */
+  const char *base = "experiment_fashion_mnist_mlp_sweep_learning_rate_schedule_cosine_warmup_500_steps";
+  char la[100], lb[100], name[200];
+  snprintf(name, sizeof name, "%s_adam.jsonl", base);
+  pt_run_label_fit(la, sizeof la, name, 72);
+  snprintf(name, sizeof name, "%s_sgd.jsonl", base);
+  pt_run_label_fit(lb, sizeof lb, name, 72);
+  assert_int_equal(strlen(la), 72);
+  assert_string_not_equal(la, lb);
+  assert_non_null(strstr(la, "..."));
+  assert_non_null(strstr(lb, "steps_sgd.jsonl"));
+  assert_int_equal(strncmp(la, "experiment_", 11), 0);
+  pt_run_label_fit(la, sizeof la, "short.jsonl", 72);
+  assert_string_equal(la, "short.jsonl");
   const char *const same[2] = {"r/m.jsonl", "r/m.jsonl"}; /* the same file twice: its whole path */
   assert_string_equal(pt_run_label(same, 2, 0), "r/m.jsonl");
 }
