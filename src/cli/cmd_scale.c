@@ -16,6 +16,7 @@
 #include "comm/comm.h"
 #include "cuda/device.h"
 #include "io/metrics.h"
+#include "nn/presets.h"
 #include "ops/cpu/isa/cpu_level.h"
 #include "pipe/partition.h"
 #include "scale/scale.h"
@@ -226,6 +227,9 @@ static int check_train_args(char **train, int ntrain, const char *model, const c
               swept[i].flag, swept[i].instead ? "; give scale's own " : "", swept[i].instead ? swept[i].instead : "");
       return PT_USAGE_ERROR;
     }
+  /* Scale's own flag, said as scale's, not as train refusing what came
+   * after '--'. */
+  if (model && !model_file && !pt_preset_find(model)) return pt_cli_unknown_model("scale", model);
   const char *pre[2] = {model_file ? "--model-file" : "--model", model_file ? model_file : model ? model : "mnist-cnn"};
   pt_train_args ta;
   return pt_train_args_check("scale", pre, 2, train, ntrain, &ta);

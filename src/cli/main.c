@@ -54,7 +54,7 @@ int pt_cli_unknown_model(const char *cmd, const char *name) {
   size_t used = 0;
   for (int i = 0; i < pt_preset_count() && used < sizeof presets; i++)
     used += (size_t)snprintf(presets + used, sizeof presets - used, "%s%s", i ? ", " : "", pt_preset_at(i)->name);
-  const int train = !strcmp(cmd, "train");
+  const int train = !strcmp(cmd, "train") || !strcmp(cmd, "scale"); /* the commands with --model-file */
   if (!train && (strchr(name, '/') || strchr(name, '.')))
     fprintf(stderr, "ptrain %s: %s: no such model spec file, and no preset of that name (presets: %s)\n", cmd, name,
             presets);

@@ -12,6 +12,9 @@ expect_exit 2 "--strategies: unknown strategy 'horovod'" -- "$PTRAIN" scale --st
 expect_exit 2 "--optimizers: unknown optimizer 'lamb'" -- "$PTRAIN" scale --optimizers sgd,lamb
 expect_exit 2 "--batch: expected one of global|per-worker" -- "$PTRAIN" scale --batch both
 expect_exit 2 "--workers: a trailing comma in '1,2,'" -- "$PTRAIN" scale --workers 1,2,
+# scale's own --model, said as scale's (not as train refusing what follows '--', when nothing does)
+expect_exit 2 "ptrain scale: unknown model 'nope' \(expected one of: mnist-cnn, .*; or --model-file FILE\)" -- \
+  "$PTRAIN" scale --model nope
 expect_exit 2 "--workers: an entry given twice in '2,2'" -- "$PTRAIN" scale --workers 2,2
 expect_exit 2 "--strategies: a trailing comma in 'none,'" -- "$PTRAIN" scale --strategies none,
 expect_exit 2 "--optimizers: an empty entry in 'sgd,,adam'" -- "$PTRAIN" scale --optimizers sgd,,adam
