@@ -104,6 +104,12 @@ static const pt_job_sbatch_owned kSbatchOwn[] = {
     {"--ntasks-per-node", 0, "the script writes it itself; give it with --ntasks-per-node"},
     {"--ntasks", 'n', "the script writes --ntasks-per-node; give --nodes and --ntasks-per-node"},
     {"--cpus-per-task", 'c', "the script writes it itself; give it with --cpus-per-task"},
+    /* sbatch's other spellings and requests of the same things */
+    {"--tasks-per-node", 0, "sbatch reads it as --ntasks-per-node, which the script writes itself; give it with "
+                            "--ntasks-per-node"},
+    {"--cpus-per-gpu", 0, "the script gives each task its CPUs with --cpus-per-task"},
+    {"--tres-per-task", 0, "CPUs and GPUs are asked for with --cpus-per-task and --gpus-per-node or --gres, which "
+                           "the script also hands to its tasks"},
     {"--gpus-per-node", 0, GPU_WHY},
     {"--gpus", 'G', GPU_WHY},
     {"--gpus-per-task", 0, GPU_WHY},
@@ -149,6 +155,10 @@ static const pt_job_submit_owned kSubmitOwn[] = {
     {"checkpoint_destination", "CheckpointDestination", CHECKPOINT_WHY},
     {"when_to_transfer_output", "WhenToTransferOutput", CHECKPOINT_WHY},
     {"queue", NULL, CHECKPOINT_WHY},
+    {"kill_sig", "KillSig", "ptrain checkpoints on the SIGTERM that an eviction sends, and another signal would end "
+                            "it without one"},
+    {"initialdir", "Iwd", "the submit file runs the wrapper and sends its files from the directory it is in"},
+    {"transfer_executable", "TransferExecutable", WRAPPER_WHY},
 };
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -231,6 +241,7 @@ typedef struct {
 typedef struct {
   int nodes, ntasks, gpus, cpus;
   int signal_lead; /* seconds before the time limit that ptrain is told to checkpoint */
+  int local;       /* workers in one task, each with --threads (dp's replicas, model's stages), else 1 */
   int no_save_model, force;
   gpu_device dev; /* what the script adds to put the run on the GPUs asked for */
   const char *time, *partition, *output, *error, *job_name, *mpi, *ptrain, *write_file;
@@ -257,6 +268,7 @@ static const char *train_arg_value(char **v, int n, const char *flag, const char
 typedef struct {
   int gpus, cpus, force, checkpoint_interval;
   int ranks;     /* processes: ddp's mpirun -np, or 1 */
+  int local;     /* workers in one process, each with --threads (as slurm_opts') */
   gpu_device dev; /* as slurm_opts' */
   const char *memory, *disk, *name, *transfer_input, *write_dir, *ptrain;
   const char *resume_from; /* an earlier job's checkpoint directory, sent with the job */
@@ -445,11 +457,21 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
   fputs("set -euo pipefail\n\n", f);
   fputs("# Slurm sets SLURM_CPUS_PER_TASK only when --cpus-per-task is given, and\n"
         "# gives one CPU per task otherwise: use what the job was given, no more.\n"
-        "threads=${SLURM_CPUS_PER_TASK:-1}\n"
-        "export OMP_NUM_THREADS=$threads\n",
+        "cpus=${SLURM_CPUS_PER_TASK:-1}\n",
         f);
-  fputs("echo \"ptrain job ${SLURM_JOB_ID:-?} on ${SLURM_JOB_NODELIST:-?}: ${SLURM_NTASKS:-1} task(s), $threads thread(s) each\"\n\n",
-        f);
+  if (o->local > 1)
+    fprintf(f, "# %d workers in the task, each with --threads: they share its CPUs.\n"
+               "threads=$((cpus / %d > 0 ? cpus / %d : 1))\n", o->local, o->local, o->local);
+  else
+    fputs("threads=$cpus\n", f);
+  fputs("export OMP_NUM_THREADS=$threads\n", f);
+  if (o->local > 1)
+    fprintf(f, "echo \"ptrain job ${SLURM_JOB_ID:-?} on ${SLURM_JOB_NODELIST:-?}: ${SLURM_NTASKS:-1} task(s), %d workers "
+               "of $threads thread(s) each\"\n\n", o->local);
+  else
+    fputs("echo \"ptrain job ${SLURM_JOB_ID:-?} on ${SLURM_JOB_NODELIST:-?}: ${SLURM_NTASKS:-1} task(s), $threads "
+          "thread(s) each\"\n\n",
+          f);
   /* Without a --checkpoint-dir of the user's, each job keeps its own under
    * its ID, which a requeue keeps: a new submission (another batch size,
    * another optimizer, as the tutorials' exercises have it) once resumed
@@ -469,7 +491,11 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
   if (own_dir) put_word(f, train_arg_value(train, ntrain, "--checkpoint-dir", PT_JOB_CKPT_DIR));
   fputs("\nset --\n", f);
   if (!own_dir) fputs("set -- --checkpoint-dir \"$ckpt\"\n", f);
-  fputs("if compgen -G \"$ckpt/step-*\" >/dev/null; then\n"
+  fputs("# A checkpoint is a directory step-N, published whole. (A glob, not\n"
+        "# compgen -G: the quoted directory is no pattern, whatever its characters.)\n"
+        "has_checkpoint=\n"
+        "for step in \"$ckpt\"/step-*; do [[ -e $step ]] && has_checkpoint=1 && break; done\n"
+        "if [[ -n $has_checkpoint ]]; then\n"
         "  echo \"resuming from the newest checkpoint in $ckpt/ (restart ${SLURM_RESTART_COUNT:-0})\"\n"
         "  set -- \"$@\" --resume\n"
         "fi\n"
@@ -479,7 +505,9 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
     fputs("# A task that dies ends the step at once (--kill-on-bad-exit); the others\n"
           "# would otherwise wait for it until ptrain's --timeout.\n",
           f);
-  fputs("srun", f);
+  /* From Slurm 22.05 to 23.02 srun does not take --cpus-per-task from
+   * sbatch: a task would get one CPU for all its threads. */
+  fputs("srun --cpus-per-task=\"$cpus\"", f);
   if (tasks > 1) fputs(" --kill-on-bad-exit=1", f);
   if (tasks > 1 && strcmp(o->mpi, "default")) fprintf(f, " --mpi=%s", o->mpi);
   fputc(' ', f);
@@ -544,7 +572,10 @@ static void emit_condor_sub(FILE *f, const condor_opts *o, int argc, char **argv
 
 static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrain, int argc, char **argv,
                                 char **train, int ntrain) {
-  int threads = o->gpus > 1 ? (o->cpus / o->gpus > 0 ? o->cpus / o->gpus : 1) : o->cpus;
+  /* The job's CPUs shared among its ranks (one per GPU) or the workers of
+   * its one process (dp's replicas, model's stages). */
+  const int share = o->ranks > 1 ? o->ranks : o->local;
+  const int threads = o->cpus / share > 0 ? o->cpus / share : 1;
   fputs("#!/bin/bash\n"
         "# Runs ptrain train in the HTCondor job's sandbox.\n",
         f);
@@ -560,8 +591,11 @@ static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrai
         "# A checkpoint is a directory step-N published whole (or, from earlier\n"
         "# versions, the pair of files): one is there when HTCondor restarts an\n"
         "# evicted job, and ptrain takes the newest complete one.\n"
+        "# (A glob, not compgen -G: the quoted directory is no pattern.)\n"
         "has_checkpoint() {\n"
-        "  compgen -G \"$1/step-*\" >/dev/null || [[ -f $1/state.safetensors && -f $1/model.safetensors ]]\n"
+        "  local step\n"
+        "  for step in \"$1\"/step-*; do [[ -e $step ]] && return 0; done\n"
+        "  [[ -f $1/state.safetensors && -f $1/model.safetensors ]]\n"
         "}\n",
         f);
   if (o->resume_from) {
@@ -599,7 +633,9 @@ static void emit_condor_wrapper(FILE *f, const condor_opts *o, const char *ptrai
             "# its ranks did, but passes SIGUSR1 on to them and ends with their status:\n"
             "# an eviction's SIGTERM goes to the ranks as SIGUSR1, they checkpoint, and\n"
             "# their 85 is this job's.\n"
-            "mpirun -np %d ",
+            "# Each rank unbound (--bind-to none): Open MPI would pin each of 2 ranks\n"
+            "# to one core, where its --threads would take turns.\n"
+            "mpirun -np %d --bind-to none ",
             o->ranks);
   else
     fputs("exec ", f);
@@ -683,6 +719,15 @@ static int in_one_process(const char *par) {
   return par && (!strcmp(par, "dp") || !strcmp(par, "model") || !strcmp(par, "pipeline"));
 }
 
+/* The workers one process runs, each with --threads: dp's replicas
+ * (--workers, else one per --devices entry, else 2), and model's and
+ * pipeline's stages (--devices, 2 by default); 1 for one worker or ddp. */
+static int local_workers(const pt_train_args *ta) {
+  if (!in_one_process(ta->c.parallel)) return 1;
+  if (!strcmp(ta->c.parallel, "dp") && ta->c.workers > 0) return ta->c.workers;
+  return ta->c.devices ? pt_list_count(ta->c.devices) : 2;
+}
+
 /* The device words for gpus GPUs (see gpu_device); 0, or a usage error.
  * Added where GPUs are asked for and the training arguments name no
  * device: without them ptrain trains on the CPU while the job holds (and
@@ -719,6 +764,41 @@ static int check_gpu_device(const char *cmd, const char *ask, int gpus, const pt
   return pt_cli_usage(cmd, "%s %s after '--' but %s asks for GPUs: the job would hold them and train on the CPU; "
                           "leave out %.*s, or %s %s",
                      flag, dev, ask, (int)strcspn(ask, " "), ask, flag, dev);
+}
+
+/* The GPUs of a node the run trains on: one a rank (ranks_per_node of
+ * them, each taking its local rank's), or the distinct GPUs of one
+ * process's --devices; one where --device names it by number, which every
+ * rank then takes. */
+static int gpus_used(const pt_train_args *ta, int ranks_per_node) {
+  if (ta->c.devices) {
+    int distinct = 0;
+    for (const char *a = ta->c.devices; *a; a += strcspn(a, ",") + (a[strcspn(a, ",")] == ',')) {
+      const size_t n = strcspn(a, ",");
+      int seen = 0;
+      for (const char *b = ta->c.devices; b < a && !seen; b += strcspn(b, ",") + 1)
+        seen = strcspn(b, ",") == n && !strncmp(a, b, n);
+      distinct += !seen && !strncmp(a, "cuda", 4);
+    }
+    return distinct;
+  }
+  if (ta->c.device && strchr(ta->c.device, ':')) return 1;
+  return ranks_per_node;
+}
+
+/* GPUs that the job would hold and leave idle: said, not refused (a
+ * request may have reasons of its own, as a node taken whole). */
+static void note_idle_gpus(const char *ask, int gpus, const pt_train_args *ta, int ranks_per_node) {
+  const int used = gpus_used(ta, ranks_per_node);
+  if (gpus <= 0 || used >= gpus) return;
+  if (ta->c.device && strchr(ta->c.device, ':') && ranks_per_node > 1)
+    fprintf(stderr, "ptrain jobscript: note: --device %s after '--' puts every one of the %d ranks of a node on that "
+                    "GPU, and %d of the %d that %s asks for sit idle; leave out --device to give each rank its own\n",
+            ta->c.device, ranks_per_node, gpus - used, gpus, ask);
+  else
+    fprintf(stderr, "ptrain jobscript: note: %s asks for %d GPUs a node, and the run trains on %d: %d sit idle "
+                    "(a rank takes one GPU; dp, model and pipeline take their --devices)\n",
+            ask, gpus, used, gpus - used);
 }
 
 static int run_slurm(const slurm_opts *o, const char *ptrain, int argc, char **argv, char **train, int ntrain) {
@@ -965,6 +1045,8 @@ int pt_cmd_jobscript(int argc, char **argv) {
     if (adds_save_model(&so, train, ntrain)) pre[npre++] = "--save-model";
     if ((rc = pt_train_args_check(cmd, pre, npre, train, ntrain, &ta))) return rc;
     if ((rc = check_gpu_device(cmd, ask, so.gpus, &ta))) return rc;
+    so.local = local_workers(&ta);
+    note_idle_gpus(ask, so.gpus, &ta, so.ntasks);
     if (tasks == 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
       return pt_cli_usage(cmd, "--parallel ddp after '--': one task has no other ranks; ask for more with --nodes or "
                               "--ntasks-per-node, and the script passes --parallel ddp itself");
@@ -1017,6 +1099,7 @@ int pt_cmd_jobscript(int argc, char **argv) {
       pre[npre++] = "--checkpoint-interval", pre[npre++] = interval;
     if ((rc = pt_train_args_check(cmd, pre, npre, train, ntrain, &ta))) return rc;
     if ((rc = check_gpu_device(cmd, ask, co.gpus, &ta))) return rc;
+    note_idle_gpus(ask, co.gpus, &ta, co.ranks);
     if (co.gpus <= 1 && ta.c.parallel && !strcmp(ta.c.parallel, "ddp"))
       return pt_cli_usage(cmd, "--parallel ddp after '--': one process has no other ranks; ask for --gpus 2 or more, "
                               "and the wrapper passes --parallel ddp itself");
@@ -1026,12 +1109,9 @@ int pt_cmd_jobscript(int argc, char **argv) {
     const pt_job_need need = pt_job_estimate(&run, dataset, sizeof dataset);
     /* Every ddp rank, and every dp replica, holds the model; the disk
      * holds rank 0's checkpoints only. */
+    co.local = local_workers(&ta);
     const int dp = ta.c.parallel && !strcmp(ta.c.parallel, "dp");
-    const int replicas = co.ranks > 1 ? co.ranks
-                         : !dp        ? 1
-                         : ta.c.workers > 0 ? ta.c.workers
-                         : ta.c.devices ? pt_list_count(ta.c.devices)
-                                        : 2;
+    const int replicas = co.ranks > 1 ? co.ranks : dp ? co.local : 1;
     size_request(&co.memory, "--memory", "hold (weights, gradients, optimizer state, a batch's activations, the data)",
                  need.memory_mib * replicas, 2, &ta, memory);
     size_request(&co.disk, "--disk", "write (its checkpoints, final weights and data)", need.disk_mib, 1, &ta, disk);

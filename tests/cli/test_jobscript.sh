@@ -30,10 +30,10 @@ expect_argv() {
 for l in "#SBATCH --job-name=ptrain" "#SBATCH --nodes=1" "#SBATCH --ntasks-per-node=1" \
   "#SBATCH --output=ptrain-%j.out" "set -euo pipefail" \
   "#SBATCH --signal=USR1@120" "#SBATCH --requeue" "#SBATCH --open-mode=append" \
-  "srun $SELF train --threads \"\$threads\" --save-model --model fmnist-mlp --epochs 2 \"\$@\" || rc=\$?"; do
+  "srun --cpus-per-task=\"\$cpus\" $SELF train --threads \"\$threads\" --save-model --model fmnist-mlp --epochs 2 \"\$@\" || rc=\$?"; do
   has "$TMP/one.sh" "$l"
 done
-for l in "--gpus-per-node" "--cpus-per-task=" "--time" "--partition" "--mpi" "--parallel"; do lacks "$TMP/one.sh" "$l"; done
+for l in "--gpus-per-node" "#SBATCH --cpus-per-task=" "--time" "--partition" "--mpi" "--parallel"; do lacks "$TMP/one.sh" "$l"; done
 # sbatch reads directives only above the first command.
 awk '/^#SBATCH/ && seen { exit 1 } !/^#/ && !/^$/ { seen = 1 }' "$TMP/one.sh" || fail "#SBATCH after a command"
 bash -n "$TMP/one.sh" || fail "one.sh is not valid bash"
@@ -41,11 +41,11 @@ pass "slurm, one task"
 
 ARGV_OUT=$TMP/one.argv SLURM_CPUS_PER_TASK=3 SLURM_JOB_ID=41 PATH="$TMP/bin:$PATH" bash "$TMP/one.sh" \
   >"$TMP/one.log" || fail "running one.sh: $(cat "$TMP/one.log")"
-expect_argv "$TMP/one.argv" srun "$SELF" train --threads 3 --save-model --model fmnist-mlp --epochs 2 \
+expect_argv "$TMP/one.argv" srun --cpus-per-task=3 "$SELF" train --threads 3 --save-model --model fmnist-mlp --epochs 2 \
   --checkpoint-dir checkpoints/job-41
 # Without --cpus-per-task Slurm gives one CPU per task and sets no variable.
 ARGV_OUT=$TMP/one1.argv SLURM_JOB_ID=42 PATH="$TMP/bin:$PATH" bash "$TMP/one.sh" >/dev/null || fail "running one.sh"
-expect_argv "$TMP/one1.argv" srun "$SELF" train --threads 1 --save-model --model fmnist-mlp --epochs 2 \
+expect_argv "$TMP/one1.argv" srun --cpus-per-task=1 "$SELF" train --threads 1 --save-model --model fmnist-mlp --epochs 2 \
   --checkpoint-dir checkpoints/job-42
 pass "slurm script runs srun with --threads from SLURM_CPUS_PER_TASK, checkpoints under the job's ID"
 
@@ -55,7 +55,7 @@ pass "slurm script runs srun with --threads from SLURM_CPUS_PER_TASK, checkpoint
 mkdir -p "$TMP/again/checkpoints/job-41/step-000000000010"
 (cd "$TMP/again" && ARGV_OUT=$TMP/again.argv SLURM_JOB_ID=43 PATH="$TMP/bin:$PATH" bash "$TMP/one.sh" \
   >"$TMP/again.log") || fail "a second job: $(cat "$TMP/again.log")"
-expect_argv "$TMP/again.argv" srun "$SELF" train --threads 1 --save-model --model fmnist-mlp --epochs 2 \
+expect_argv "$TMP/again.argv" srun --cpus-per-task=1 "$SELF" train --threads 1 --save-model --model fmnist-mlp --epochs 2 \
   --checkpoint-dir checkpoints/job-43
 ! grep -q resuming "$TMP/again.log" || fail "a second job resumed the first's: $(cat "$TMP/again.log")"
 pass "slurm script: a new job does not resume another job's checkpoint"
@@ -73,7 +73,7 @@ printf '#!/bin/bash\necho "$@" >"$SCONTROL_OUT"\n' >"$TMP/bin/scontrol"
 chmod +x "$TMP/bin/srun" "$TMP/bin/scontrol"
 (cd "$TMP/rq" && ARGV_OUT=$TMP/rq.argv SCONTROL_OUT=$TMP/rq.scontrol SLURM_JOB_ID=77 PATH="$TMP/bin:$PATH" \
   bash "$TMP/one.sh" >"$TMP/rq.log") || fail "the script did not end 0 after requeueing: $(cat "$TMP/rq.log")"
-expect_argv "$TMP/rq.argv" "$SELF" train --threads 1 --save-model --model fmnist-mlp --epochs 2 \
+expect_argv "$TMP/rq.argv" --cpus-per-task=1 "$SELF" train --threads 1 --save-model --model fmnist-mlp --epochs 2 \
   --checkpoint-dir checkpoints/job-77 --resume
 [[ $(cat "$TMP/rq.scontrol") == "requeue 77" ]] || fail "scontrol got: $(cat "$TMP/rq.scontrol")"
 grep -q "resuming from the newest checkpoint in checkpoints/job-77/" "$TMP/rq.log" ||
@@ -88,27 +88,27 @@ ln -s argv "$TMP/bin/srun"
 for l in "#SBATCH --job-name=mnist" "#SBATCH --nodes=2" "#SBATCH --ntasks-per-node=4" "#SBATCH --cpus-per-task=8" \
   "#SBATCH --gpus-per-node=4" "#SBATCH --time=1-02:30:00" "#SBATCH --partition=gpu" \
   "#SBATCH --output=logs/%x-%j.out" \
-  "srun --kill-on-bad-exit=1 --mpi=pmix $SELF train --parallel ddp --device cuda --threads \"\$threads\" --save-model --model mnist-cnn \"\$@\" || rc=\$?"; do
+  "srun --cpus-per-task=\"\$cpus\" --kill-on-bad-exit=1 --mpi=pmix $SELF train --parallel ddp --device cuda --threads \"\$threads\" --save-model --model mnist-cnn \"\$@\" || rc=\$?"; do
   has "$TMP/many.sh" "$l"
 done
 bash -n "$TMP/many.sh" || fail "many.sh is not valid bash"
 "$PTRAIN" jobscript slurm --ntasks-per-node 2 --mpi default -- >"$TMP/def.sh" || fail "--mpi default"
-has "$TMP/def.sh" "srun --kill-on-bad-exit=1 $SELF train --parallel ddp --threads \"\$threads\" --save-model \"\$@\" || rc=\$?"
+has "$TMP/def.sh" "srun --cpus-per-task=\"\$cpus\" --kill-on-bad-exit=1 $SELF train --parallel ddp --threads \"\$threads\" --save-model \"\$@\" || rc=\$?"
 "$PTRAIN" jobscript slurm --nodes 3 --mpi pmi2 -- >"$TMP/pmi2.sh" || fail "--mpi pmi2"
 has "$TMP/pmi2.sh" "#SBATCH --ntasks-per-node=1"
-has "$TMP/pmi2.sh" "srun --kill-on-bad-exit=1 --mpi=pmi2 $SELF train --parallel ddp --threads \"\$threads\" --save-model \"\$@\" || rc=\$?"
+has "$TMP/pmi2.sh" "srun --cpus-per-task=\"\$cpus\" --kill-on-bad-exit=1 --mpi=pmi2 $SELF train --parallel ddp --threads \"\$threads\" --save-model \"\$@\" || rc=\$?"
 # A --threads of the user's wins over the one the script would add.
 "$PTRAIN" jobscript slurm --ptrain /opt/ptrain/bin/ptrain -- --threads 2 >"$TMP/thr.sh" || fail "--threads"
-has "$TMP/thr.sh" "srun /opt/ptrain/bin/ptrain train --save-model --threads 2 \"\$@\" || rc=\$?"
+has "$TMP/thr.sh" "srun --cpus-per-task=\"\$cpus\" /opt/ptrain/bin/ptrain train --save-model --threads 2 \"\$@\" || rc=\$?"
 pass "slurm, many tasks"
 
 # GPUs asked for are GPUs trained on: --device cuda unless the user chose a
 # GPU; a CPU device with GPUs asked for is refused (the GPUs would idle).
 "$PTRAIN" jobscript slurm --gpus-per-node 1 -- --model mnist-cnn >"$TMP/g1.sh" || fail "jobscript slurm, one GPU"
-has "$TMP/g1.sh" "srun $SELF train --device cuda --threads \"\$threads\" --save-model --model mnist-cnn \"\$@\" || rc=\$?"
+has "$TMP/g1.sh" "srun --cpus-per-task=\"\$cpus\" $SELF train --device cuda --threads \"\$threads\" --save-model --model mnist-cnn \"\$@\" || rc=\$?"
 "$PTRAIN" jobscript slurm --gpus-per-node 2 --ntasks-per-node 2 -- --device=cuda:1 >"$TMP/g2.sh" ||
   fail "jobscript slurm, --device of the user's"
-has "$TMP/g2.sh" "srun --kill-on-bad-exit=1 --mpi=pmix $SELF train --parallel ddp --threads \"\$threads\" --save-model --device=cuda:1 \"\$@\" || rc=\$?"
+has "$TMP/g2.sh" "srun --cpus-per-task=\"\$cpus\" --kill-on-bad-exit=1 --mpi=pmix $SELF train --parallel ddp --threads \"\$threads\" --save-model --device=cuda:1 \"\$@\" || rc=\$?"
 for d in "--device cpu" "--device=cpu:0" "--parallel dp --devices cpu:0,cpu:1"; do
   # shellcheck disable=SC2086
   expect_exit 2 "jobscript slurm: --device(s)? cpu.* after '--' but --gpus-per-node 2 asks for GPUs: the job would hold them and train on the CPU" -- \
@@ -121,9 +121,9 @@ pass "GPUs asked for: --device cuda, or the user's GPU; a CPU device refused"
 # The finished job keeps its final weights: the script passes --save-model
 # (once, where the user gave it too), unless told not to.
 "$PTRAIN" jobscript slurm -- --save-model --epochs 2 >"$TMP/sm.sh" || fail "--save-model given"
-has "$TMP/sm.sh" "srun $SELF train --threads \"\$threads\" --save-model --epochs 2 \"\$@\" || rc=\$?"
+has "$TMP/sm.sh" "srun --cpus-per-task=\"\$cpus\" $SELF train --threads \"\$threads\" --save-model --epochs 2 \"\$@\" || rc=\$?"
 "$PTRAIN" jobscript slurm --no-save-model -- --epochs 2 >"$TMP/nsm.sh" || fail "--no-save-model"
-has "$TMP/nsm.sh" "srun $SELF train --threads \"\$threads\" --epochs 2 \"\$@\" || rc=\$?"
+has "$TMP/nsm.sh" "srun --cpus-per-task=\"\$cpus\" $SELF train --threads \"\$threads\" --epochs 2 \"\$@\" || rc=\$?"
 expect_exit 2 "--no-save-model and --save-model after '--' contradict each other" -- \
   "$PTRAIN" jobscript slurm --no-save-model -- --save-model
 pass "slurm: --save-model added once, left out with --no-save-model, and the two together refused"
@@ -138,7 +138,7 @@ done
 bash -n "$TMP/q.sh" || fail "q.sh is not valid bash"
 ARGV_OUT=$TMP/q.argv SLURM_CPUS_PER_TASK=2 SLURM_JOB_ID=5 PATH="$TMP/bin:$PATH" bash "$TMP/q.sh" >/dev/null ||
   fail "running q.sh"
-expect_argv "$TMP/q.argv" srun "$TMP/bin/my ptrain's" train --threads 2 --save-model "${args[@]}" \
+expect_argv "$TMP/q.argv" srun --cpus-per-task=2 "$TMP/bin/my ptrain's" train --threads 2 --save-model "${args[@]}" \
   --checkpoint-dir checkpoints/job-5
 # The srun line stays one line, and so does the comment that repeats the command.
 [[ $(grep -c '^srun ' "$TMP/q.sh") == 1 ]] || fail "srun line split"
@@ -155,7 +155,7 @@ for l in "#SBATCH --gres=gpu:2" "#SBATCH --ntasks-per-node=2" "#SBATCH --error=e
   has "$TMP/gres.sh" "$l"
 done
 lacks "$TMP/gres.sh" "--gpus-per-node"
-grep -q "^srun --kill-on-bad-exit=1 --mpi=pmix .* train --parallel ddp --device cuda " "$TMP/gres.sh" ||
+grep -q "^srun --cpus-per-task=\"\$cpus\" --kill-on-bad-exit=1 --mpi=pmix .* train --parallel ddp --device cuda " "$TMP/gres.sh" ||
   fail "--gres gpu:2: $(grep ^srun "$TMP/gres.sh")"
 awk '/^#SBATCH/ && seen { exit 1 } !/^#/ && !/^$/ { seen = 1 }' "$TMP/gres.sh" || fail "#SBATCH after a command"
 "$PTRAIN" jobscript slurm --gres gpu:h100:1 -- --parallel pipeline >"$TMP/gres1.sh" || fail "--gres gpu:h100:1"
@@ -340,7 +340,7 @@ pass "htcondor wrapper: each job's checkpoints under its ID, resumed from when t
 awk '/^# ---- file: ptrain.sh ----$/ { f = 1; next } f' "$TMP/c2.out" >"$TMP/wrap2.sh"
 mkdir "$TMP/sandbox2"
 (cd "$TMP/sandbox2" && ARGV_OUT=$TMP/w3.argv PATH="$TMP/bin:$PATH" bash "$TMP/wrap2.sh" >/dev/null) || fail "wrapper, 2 GPUs"
-expect_argv "$TMP/w3.argv" mpirun -np 2 "$TMP/bin/argv" train --parallel ddp --device cuda --threads 4 --save-model \
+expect_argv "$TMP/w3.argv" mpirun -np 2 --bind-to none "$TMP/bin/argv" train --parallel ddp --device cuda --threads 4 --save-model \
   --exit-after-checkpoint --checkpoint-interval 1800 --checkpoint-dir checkpoints --model mnist-cnn
 pass "htcondor, two GPUs"
 
@@ -472,7 +472,7 @@ if [[ -f $FMNIST/train-images-idx3-ubyte.gz ]]; then
   # command): the finished job keeps its final weights, the user having
   # asked for no checkpoints at all.
   mkdir "$TMP/run-srun"
-  printf '#!/bin/bash\nexec "$@"\n' >"$TMP/run-srun/srun"
+  printf '#!/bin/bash\nwhile [[ $1 == -* ]]; do shift; done # its own options\nexec "$@"\n' >"$TMP/run-srun/srun"
   chmod +x "$TMP/run-srun/srun"
   "$PTRAIN" jobscript slurm -- --model fmnist-mlp --max-steps 20 --data-dir "$FMNIST" >"$TMP/final.sh" ||
     fail "jobscript slurm with the real ptrain"
@@ -574,15 +574,59 @@ expect_exit 2 "--parallel after '--': with --gpus 2 the wrapper passes --paralle
 # refused --parallel outright.
 "${J[@]}" slurm --gpus-per-node 2 -- --model mnist-cnn --parallel dp >"$TMP/dp-gpus.sh" || fail "slurm, dp on 2 GPUs"
 has "$TMP/dp-gpus.sh" "#SBATCH --ntasks-per-node=1"
-has "$TMP/dp-gpus.sh" "srun $SELF train --devices cuda:0,cuda:1 --threads \"\$threads\" --save-model --model mnist-cnn --parallel dp \"\$@\" || rc=\$?"
+has "$TMP/dp-gpus.sh" "srun --cpus-per-task=\"\$cpus\" $SELF train --devices cuda:0,cuda:1 --threads \"\$threads\" --save-model --model mnist-cnn --parallel dp \"\$@\" || rc=\$?"
 "${J[@]}" slurm --gpus-per-node 1 -- --parallel=pipeline >"$TMP/pp-gpu.sh" || fail "slurm, pipeline on 1 GPU"
-has "$TMP/pp-gpu.sh" "srun $SELF train --devices cuda:0,cuda:0 --threads \"\$threads\" --save-model --parallel=pipeline \"\$@\" || rc=\$?"
+has "$TMP/pp-gpu.sh" "srun --cpus-per-task=\"\$cpus\" $SELF train --devices cuda:0,cuda:0 --threads \"\$threads\" --save-model --parallel=pipeline \"\$@\" || rc=\$?"
 expect_exit 2 "--parallel dp after '--' with --gpus-per-node 1: one GPU has no replicas" -- \
   "${J[@]}" slurm --gpus-per-node 1 -- --parallel dp
 "${J[@]}" htcondor --gpus 2 -- --model fmnist-mlp --parallel model >"$TMP/mp-condor" || fail "htcondor, model on 2 GPUs"
 grep -qF "exec $SELF train --devices cuda:0,cuda:1 --threads 1 --save-model --exit-after-checkpoint" "$TMP/mp-condor" ||
   fail "htcondor, model on 2 GPUs: $(cat "$TMP/mp-condor")"
 ! grep -q "mpirun" "$TMP/mp-condor" || fail "htcondor, model on 2 GPUs: mpirun in $(cat "$TMP/mp-condor")"
+# The workers of one process share its CPUs: --threads is each one's.
+"${J[@]}" slurm --cpus-per-task 4 -- --model fmnist-mlp --parallel dp --workers 2 >"$TMP/dp-cpus.sh" || fail "slurm dp"
+ARGV_OUT=$TMP/dp-cpus.argv SLURM_CPUS_PER_TASK=4 SLURM_JOB_ID=51 PATH="$TMP/bin:$PATH" bash "$TMP/dp-cpus.sh" >/dev/null ||
+  fail "running dp-cpus.sh"
+expect_argv "$TMP/dp-cpus.argv" srun --cpus-per-task=4 "$SELF" train --threads 2 --save-model --model fmnist-mlp \
+  --parallel dp --workers 2 --checkpoint-dir checkpoints/job-51
+"${J[@]}" htcondor --cpus 8 -- --model fmnist-mlp --parallel pipeline --devices cpu:0,cpu:1,cpu:2,cpu:3 \
+  >"$TMP/pp-cpus" || fail "htcondor pipeline"
+grep -qF "exec $SELF train --threads 2 --save-model" "$TMP/pp-cpus" || fail "htcondor, 4 stages on 8 CPUs: $(cat "$TMP/pp-cpus")"
+pass "dp replicas and stages share the task's CPUs (threads each = CPUs / workers); srun gets --cpus-per-task"
+# A checkpoint directory whose name holds glob characters is found as it is.
+"${J[@]}" slurm -- --model fmnist-mlp --checkpoint-dir 'ck[1]' >"$TMP/glob.sh" || fail "slurm, ck[1]"
+mkdir -p "$TMP/globrun/ck1/step-000000000005"
+(cd "$TMP/globrun" && ARGV_OUT=$TMP/glob1.argv SLURM_JOB_ID=61 PATH="$TMP/bin:$PATH" bash "$TMP/glob.sh" >/dev/null) ||
+  fail "running glob.sh"
+expect_argv "$TMP/glob1.argv" srun --cpus-per-task=1 "$SELF" train --threads 1 --save-model --model fmnist-mlp \
+  --checkpoint-dir 'ck[1]'
+mkdir -p "$TMP/globrun/ck[1]/step-000000000005"
+(cd "$TMP/globrun" && ARGV_OUT=$TMP/glob2.argv SLURM_JOB_ID=61 PATH="$TMP/bin:$PATH" bash "$TMP/glob.sh" >/dev/null) ||
+  fail "running glob.sh"
+expect_argv "$TMP/glob2.argv" srun --cpus-per-task=1 "$SELF" train --threads 1 --save-model --model fmnist-mlp \
+  --checkpoint-dir 'ck[1]' --resume
+pass "a --checkpoint-dir named with glob characters: its own checkpoint resumes, another's does not"
+# Directives and submit commands that would undo the script's own.
+expect_exit 2 "--sbatch --tasks-per-node=2: sbatch reads it as --ntasks-per-node" -- \
+  "${J[@]}" slurm --sbatch --tasks-per-node=2 -- --model fmnist-mlp
+expect_exit 2 "--sbatch --cpus-per-gpu=4: the script gives each task its CPUs" -- \
+  "${J[@]}" slurm --sbatch --cpus-per-gpu=4 -- --model fmnist-mlp
+expect_exit 2 "--submit 'kill_sig = SIGKILL': ptrain checkpoints on the SIGTERM" -- \
+  "${J[@]}" htcondor --submit 'kill_sig = SIGKILL' -- --model fmnist-mlp
+expect_exit 2 "--submit 'initial_dir = /x': the submit file runs the wrapper" -- \
+  "${J[@]}" htcondor --submit 'initial_dir = /x' -- --model fmnist-mlp
+pass "--sbatch and --submit lines that would undo the script's are refused"
+# GPUs asked for and left idle are said.
+"${J[@]}" slurm --gpus-per-node 4 --ntasks-per-node 2 -- --model fmnist-mlp 2>"$TMP/idle.err" >/dev/null ||
+  fail "slurm, 4 GPUs 2 tasks"
+grep -q "note: --gpus-per-node 4 asks for 4 GPUs a node, and the run trains on 2: 2 sit idle" "$TMP/idle.err" ||
+  fail "idle GPUs: $(cat "$TMP/idle.err")"
+"${J[@]}" htcondor --gpus 2 -- --model fmnist-mlp --device cuda:1 2>"$TMP/idle2.err" >/dev/null || fail "htcondor cuda:1"
+grep -q "note: --device cuda:1 after '--' puts every one of the 2 ranks of a node on that GPU" "$TMP/idle2.err" ||
+  fail "pinned GPU: $(cat "$TMP/idle2.err")"
+"${J[@]}" slurm --gpus-per-node 2 --ntasks-per-node 2 -- --model fmnist-mlp 2>"$TMP/idle3.err" >/dev/null || fail "2x2"
+[[ ! -s $TMP/idle3.err ]] || fail "a rank per GPU was said to leave some idle: $(cat "$TMP/idle3.err")"
+pass "GPUs the job holds and the run leaves idle are said"
 "${J[@]}" htcondor --gpus 2 -- --parallel model --devices cuda:1,cuda:0 >"$TMP/mp-own" || fail "htcondor, own devices"
 grep -qF -- "--parallel model --devices cuda:1,cuda:0" "$TMP/mp-own" || fail "htcondor, own devices: $(cat "$TMP/mp-own")"
 ! grep -q "train --devices" "$TMP/mp-own" || fail "htcondor: devices added beside the user's: $(cat "$TMP/mp-own")"
