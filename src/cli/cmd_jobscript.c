@@ -178,7 +178,7 @@ static long time_seconds(const char *t) {
   const char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
   if (!c1 || !c2 || strchr(c2 + 1, ':')) return 0;
   size_t hl = (size_t)(c1 - hms);
-  if (!all_digits(hms, hl) || hl > 6 || (dash && hl != 2)) return 0;
+  if (!all_digits(hms, hl) || hl > 6 || (dash && hl > 2)) return 0; /* Slurm takes 1-2:00:00 too */
   if (!all_digits(c1 + 1, 2) || c2 - c1 != 3 || !all_digits(c2 + 1, 2) || strlen(c2 + 1) != 2) return 0;
   long h = strtol(hms, NULL, 10), m = strtol(c1 + 1, NULL, 10), s = strtol(c2 + 1, NULL, 10);
   if (m > 59 || s > 59 || (dash && h > 23)) return 0;

@@ -521,10 +521,10 @@ expect_exit 2 "jobscript: missing scheduler \(expected slurm or htcondor" -- "${
 expect_exit 2 "jobscript: unknown scheduler 'pbs' \(expected slurm or htcondor" -- "${J[@]}" pbs -- --epochs 1
 expect_exit 2 "jobscript slurm: missing '--' and the training arguments" -- "${J[@]}" slurm --nodes 2
 expect_exit 2 "jobscript htcondor: missing '--'" -- "${J[@]}" htcondor
-for t in 10 10:00 25:00 1:2:3 00:60:00 00:00:60 1-24:00:00 1-1:00:00 00:00:00 0-00:00:00 -01:00:00 abc 01:00:00x; do
+for t in 10 10:00 25:00 1:2:3 00:60:00 00:00:60 1-24:00:00 1-123:00:00 00:00:00 0-00:00:00 -01:00:00 abc 01:00:00x; do
   expect_exit 2 "--time: expected HH:MM:SS or D-HH:MM:SS, more than zero, got '$t'" -- "${J[@]}" slurm --time "$t" --
 done
-for t in 00:04:00 72:00:00 7-00:00:00 1-23:59:59; do
+for t in 00:04:00 72:00:00 7-00:00:00 1-23:59:59 1-2:00:00 1:30:00; do
   grep -qx "#SBATCH --time=$t" <<<"$("${J[@]}" slurm --time "$t" --)" || fail "--time $t refused"
 done
 grep -qx "#SBATCH --time=00:00:02" <<<"$("${J[@]}" slurm --time 00:00:02 --signal-lead 1 --)" || fail "--time 00:00:02 refused"
