@@ -340,6 +340,41 @@ static void test_fused_pool(void **state) {
   }
 }
 
+/* A NaN weight makes its output channel NaN through the fused ReLU, as in
+ * PyTorch, on each path the ops take (direct, Winograd, unrolled GEMM),
+ * and through the ReLU op: a ReLU that made NaN 0 once hid damaged
+ * weights behind a finite, wrong evaluation. */
+static void test_relu_passes_nan(void **state) {
+  (void)state;
+  const pt_conv_geom gs[] = {
+      {1, 28, 28, 32, 3, 3, 1, 0, 0, 0, 1},  /* direct */
+      {16, 14, 14, 32, 5, 5, 1, 2, 0, 0, 1}, /* Winograd where it is built */
+      {3, 16, 16, 8, 3, 3, 2, 1, 0, 0, 1},   /* stride 2: unrolled GEMM */
+  };
+  for (size_t k = 0; k < sizeof gs / sizeof gs[0]; k++) {
+    pt_conv_geom g = gs[k];
+    assert_true(pt_conv_init(&g));
+    const int n = 2;
+    const size_t nx = (size_t)n * g.c * g.h * g.w, nw = (size_t)g.oc * g.c * g.kh * g.kw;
+    const size_t ohw = (size_t)g.oh * g.ow, ny = (size_t)n * g.oc * ohw;
+    float *x = rand_array(nx), *w = rand_array(nw), *b = rand_array((size_t)g.oc), *y = malloc(ny * sizeof(float));
+    float *ws = calloc(pt_conv_workspace(&g, 1), sizeof(float));
+    w[0] = NAN; /* output channel 0, every position */
+    pt_conv2d_forward(&g, n, x, w, b, y, ws);
+    for (int i = 0; i < n; i++)
+      for (int o = 0; o < g.oc; o++)
+        for (size_t q = 0; q < ohw; q++) {
+          const float v = y[((size_t)i * g.oc + o) * ohw + q];
+          if (o == 0 ? !isnan(v) : !(v >= 0.0f)) fail_msg("geometry %zu: y[%d][%d][%zu] = %g", k, i, o, q, v);
+        }
+    free(x), free(w), free(b), free(y), free(ws);
+  }
+  const float in[4] = {NAN, -1.0f, 2.0f, -0.0f};
+  float out[4];
+  pt_relu_forward(4, in, out);
+  assert_true(isnan(out[0]) && out[1] == 0.0f && out[2] == 2.0f && out[3] == 0.0f);
+}
+
 /* Which geometries the kernel takes: stride 1, padding below the kernel. */
 static void test_scope(void **state) {
   (void)state;
@@ -368,6 +403,7 @@ int main(void) {
       cmocka_unit_test(test_against_reference_2_threads),
       cmocka_unit_test(test_thread_count_invariant),
       cmocka_unit_test(test_fused_pool),
+      cmocka_unit_test(test_relu_passes_nan),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,9 +19,11 @@ typedef struct {
   size_t n;
 } ew_job;
 
+/* NaN passes through, as in PyTorch: a ReLU that made it 0 would hide
+ * broken weights behind a finite loss. */
 static void relu_fwd(void *c, size_t lo, size_t hi) {
   const ew_job *j = c;
-  for (size_t i = lo; i < hi; i++) j->out[i] = j->x[i] > 0.0f ? j->x[i] : 0.0f;
+  for (size_t i = lo; i < hi; i++) j->out[i] = !(j->x[i] <= 0.0f) ? j->x[i] : 0.0f;
 }
 
 static void relu_bwd(void *c, size_t lo, size_t hi) {

@@ -183,7 +183,7 @@ static void forward_task(void *ctx, int tid, int nt) {
         if (g->relu)
           for (int k = 0; k < ohw; k++) {
             float v = t[k] + b;
-            y[k] = v > 0.0f ? v : 0.0f;
+            y[k] = !(v <= 0.0f) ? v : 0.0f; /* NaN passes, as in relu_fwd */
           }
         else
           for (int k = 0; k < ohw; k++) y[k] = t[k] + b;

@@ -187,7 +187,7 @@ static inline __attribute__((always_inline)) void tile(int K, const int *koff, c
     const pt_v16 bv = v16_set1(bias ? bias[r] : 0.0f);
     for (int v = 0; v < VB; v++) {
       pt_v16 s = v16_add(c[r][v], bv);
-      if (relu) s = v16_max(s, v16_zero());
+      if (relu) s = v16_max(v16_zero(), s); /* maxps gives its second where one is NaN: NaN passes */
       store_vec(o[v] + (size_t)r * ostride, mk[v], s);
     }
   }

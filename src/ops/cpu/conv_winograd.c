@@ -487,7 +487,7 @@ static inline __attribute__((always_inline)) void output_transform_m(int n, int 
         float *d = yp + (((size_t)m * ty + i) * W + (size_t)m * tx) * CO + o0;
         for (int k = 0; k < m; k++) {
           pt_v16 v = v16_add(y[k], bv);
-          if (relu) v = v16_max(v, v16_zero());
+          if (relu) v = v16_max(v16_zero(), v); /* NaN passes (maxps gives its second) */
           v16_store(d + CO * k, v);
         }
       }

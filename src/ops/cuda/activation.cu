@@ -15,7 +15,7 @@ namespace {
 __global__ void relu_fwd_kernel(size_t n, const float *x, float *y) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
     const float v = x[i];
-    y[i] = v > 0.0f ? v : 0.0f;
+    y[i] = !(v <= 0.0f) ? v : 0.0f; /* NaN passes, as on the CPU */
   }
 }
 

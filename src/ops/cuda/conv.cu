@@ -172,7 +172,7 @@ __global__ void forward_epilogue_kernel(size_t total, int L, int ohw, size_t ys,
     const size_t rem = idx - i * ys;
     const int o = (int)(rem / (size_t)ohw), p = (int)(rem - (size_t)o * ohw);
     float v = out[(size_t)o * L + i * (size_t)ohw + p] + (b ? b[o] : 0.0f);
-    if (relu) v = v > 0.0f ? v : 0.0f;
+    if (relu) v = !(v <= 0.0f) ? v : 0.0f; /* NaN passes */
     y[idx] = v;
   }
 }
@@ -221,7 +221,7 @@ __global__ void bias_act_kernel(size_t total, int ohw, int oc, const float *__re
   GRID_STRIDE(idx, total) {
     const int o = (int)((idx / (size_t)ohw) % (size_t)oc);
     float v = y[idx] + (b ? b[o] : 0.0f);
-    if (relu) v = v > 0.0f ? v : 0.0f;
+    if (relu) v = !(v <= 0.0f) ? v : 0.0f; /* NaN passes */
     y[idx] = v;
   }
 }
