@@ -495,6 +495,19 @@ static pt_status check_finite(const float *x, size_t n, const char *path, const 
   return PT_OK;
 }
 
+/* A batch norm's running variance below 0 makes its square root NaN in
+ * evaluation; PyTorch's loss is then NaN, and no checkpoint of a run
+ * holds one. */
+static pt_status check_variance(const float *x, size_t n, const char *path, const char *name) {
+  const size_t len = strlen(name), sl = strlen(".running_var");
+  if (len < sl || strcmp(name + len - sl, ".running_var")) return PT_OK;
+  for (size_t i = 0; i < n; i++)
+    if (x[i] < 0)
+      return pt_fail(PT_ERR_FORMAT, "%s: tensor '%s' holds %g at element %zu of %zu: a variance is never below 0 "
+                     "(a damaged file, or one not written as a running variance)", path, name, x[i], i, n);
+  return PT_OK;
+}
+
 static pt_status load_into(const pt_st_file *f, const char *path, const char *prefix, const pt_tensor_info *t,
                            float *dst) {
   char name[256];
@@ -523,6 +536,7 @@ static pt_status load_into(const pt_st_file *f, const char *path, const char *pr
   pt_status st = pt_st_get_f32(f, name, tmp ? tmp : dst, t->numel);
   if (st == PT_OK) {
     st = check_finite(tmp ? tmp : dst, t->numel, path, name);
+    if (st == PT_OK) st = check_variance(tmp ? tmp : dst, t->numel, path, name);
     if (st != PT_OK) {
       free(tmp);
       return st;
@@ -535,7 +549,44 @@ static pt_status load_into(const pt_st_file *f, const char *path, const char *pr
   return st == PT_OK ? PT_OK : pt_wrap(st, "%s", path);
 }
 
+static int is_extra(const pt_st_file *f, int i, const pt_model *m) {
+  const char *n = f->tensors[i].name, *dot = strrchr(n, '.');
+  return !pt_model_find(m, n, NULL, NULL) && !(dot && !strcmp(dot, ".num_batches_tracked"));
+}
+
+/* Names the model has and the file lacks, beside names the file has and
+ * the model lacks, said together as PyTorch's load_state_dict says them:
+ * a renamed layer, or a state_dict saved from DataParallel or DDP, whose
+ * names start with "module.". */
+static pt_status check_names(const pt_st_file *f, const char *path, const pt_model *m) {
+  const char *missing = NULL;
+  int nmissing = 0, prefixed = 0;
+  for (int i = 0; i < m->nparams + m->nbuffers; i++) {
+    const char *n = i < m->nparams ? m->params[i].name : m->buffers[i - m->nparams].name;
+    if (pt_st_find(f, n)) continue;
+    if (!missing) missing = n;
+    nmissing++;
+    char wrapped[PT_NAME_LEN + 64];
+    snprintf(wrapped, sizeof wrapped, "module.%s", n);
+    prefixed += pt_st_find(f, wrapped) != NULL;
+  }
+  if (!nmissing) return PT_OK;
+  if (prefixed == nmissing)
+    return pt_fail(PT_ERR_FORMAT, "%s: its tensors are named 'module.%s' and so on, where model %s has '%s': a "
+                   "state_dict saved from DataParallel or DistributedDataParallel; save model.module.state_dict() "
+                   "instead, or strip 'module.' from the names", path, missing, m->spec.name, missing);
+  int extra = -1, nextra = 0;
+  for (int i = 0; i < f->count; i++)
+    if (is_extra(f, i, m) && nextra++ == 0) extra = i;
+  /* load_into says what is missing, and which model a file of ours holds */
+  if (extra < 0 || pt_st_meta(f, "ptrain.model")) return PT_OK;
+  return pt_fail(PT_ERR_FORMAT, "%s: has no tensor '%s'%s, and has '%s'%s, which model %s does not (a layer of "
+                 "another name? wrong --model?)", path, missing, nmissing > 1 ? " (and others)" : "",
+                 f->tensors[extra].name, nextra > 1 ? " (and others)" : "", m->spec.name);
+}
+
 static pt_status load_weights_from(const pt_st_file *f, const char *path, pt_model *m) {
+  PT_TRY(check_names(f, path, m));
   for (int i = 0; i < m->nparams; i++) PT_TRY(load_into(f, path, "", &m->params[i], m->hparam + m->params[i].offset));
   for (int i = 0; i < m->nbuffers; i++)
     PT_TRY(load_into(f, path, "", &m->buffers[i], m->hbuffer + m->buffers[i].offset));
@@ -549,13 +600,10 @@ static pt_status load_weights_from(const pt_st_file *f, const char *path, pt_mod
     L->num_batches_tracked = (int64_t)v;
   }
   /* Anything else in the file belongs to another model. */
-  for (int i = 0; i < f->count; i++) {
-    const char *n = f->tensors[i].name;
-    const char *dot = strrchr(n, '.');
-    if (pt_model_find(m, n, NULL, NULL) || (dot && !strcmp(dot, ".num_batches_tracked"))) continue;
-    return pt_fail(PT_ERR_FORMAT, "%s: tensor '%s' is not a parameter of model %s (wrong --model?)", path, n,
-                   m->spec.name);
-  }
+  for (int i = 0; i < f->count; i++)
+    if (is_extra(f, i, m))
+      return pt_fail(PT_ERR_FORMAT, "%s: tensor '%s' is not a parameter of model %s (wrong --model?)", path,
+                     f->tensors[i].name, m->spec.name);
   return PT_OK;
 }
 

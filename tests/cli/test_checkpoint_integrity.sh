@@ -75,6 +75,50 @@ expect_exit 1 "$TMP/nan.safetensors: tensor 'fc.weight' holds NaN" -- \
   fail "the same file without the NaN: $(cat "$TMP/plain.out")"
 pass "NaN in weights refused by eval, predict and --init-from, naming the file and the tensor"
 
+# Names as PyTorch's load_state_dict says them: a state_dict saved from
+# DataParallel or DDP ("module." before every name), and a renamed layer,
+# whose missing and unexpected names are said together.
+python3 - "$TMP/plain.safetensors" "$TMP/module.safetensors" "$TMP/renamed.safetensors" <<'PY'
+import json, struct, sys
+src, module_out, renamed_out = sys.argv[1:]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+header, data = json.loads(b[8:8 + n]), b[8 + n:]
+def write(path, h):
+    t = json.dumps(h, separators=(",", ":")).encode()
+    t += b" " * (-len(t) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(t)) + t + data)
+write(module_out, {"module." + k: v for k, v in header.items()})
+write(renamed_out, {("out.weight" if k == "fc.weight" else k): v for k, v in header.items()})
+PY
+expect_exit 1 "module.safetensors: its tensors are named 'module.c1.weight' and so on, where model small-dropout has 'c1.weight': a state_dict saved from DataParallel or DistributedDataParallel" -- \
+  "$PTRAIN" eval --model-file "$TMP/small.txt" --checkpoint "$TMP/module.safetensors"
+expect_exit 1 "renamed.safetensors: has no tensor 'fc.weight', and has 'out.weight', which model small-dropout does not" -- \
+  "$PTRAIN" train --model-file "$TMP/small.txt" --init-from "$TMP/renamed.safetensors" --max-steps 1
+pass "a DataParallel state_dict, and a renamed layer, said as such"
+
+# A batch norm's running variance below 0 (its square root NaN) is refused:
+# a ReLU after it once hid the NaN behind a finite, wrong evaluation.
+printf 'input 1 28 28\nconv2d c out=4 kernel=3\nbatchnorm2d bn\nrelu\nflatten\nlinear fc out=10\n' >"$TMP/bn.txt"
+"$PTRAIN" train --model-file "$TMP/bn.txt" --max-steps 2 --batch-size 16 --threads 1 --quiet \
+  --save-model --checkpoint-dir "$TMP/bn" --data-dir "$FMNIST" >/dev/null || fail "a batch-norm model, 2 steps"
+python3 - "$TMP/bn/model.safetensors" "$TMP/negvar.safetensors" <<'PY'
+import json, struct, sys
+src, out = sys.argv[1:]
+b = bytearray(open(src, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+header = json.loads(b[8:8 + n])
+header.pop("__metadata__")
+begin = 8 + n + header["bn.running_var"]["data_offsets"][0]
+b[begin:begin + 4] = struct.pack("<f", -1.0)
+t = json.dumps(header, separators=(",", ":")).encode()
+t += b" " * (-len(t) % 8)
+open(out, "wb").write(struct.pack("<Q", len(t)) + t + bytes(b[8 + n:]))
+PY
+expect_exit 1 "negvar.safetensors: tensor 'bn.running_var' holds -1 at element 0 of 4: a variance is never below 0" -- \
+  "$PTRAIN" eval --model-file "$TMP/bn.txt" --checkpoint "$TMP/negvar.safetensors"
+pass "a negative running variance refused, naming the tensor"
+
 # The real reason a checkpoint cannot be read comes first.
 cp "$TMP/base/$g600/model.safetensors" "$TMP/cut.safetensors"
 truncate -s 5000 "$TMP/cut.safetensors"
