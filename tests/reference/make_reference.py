@@ -57,9 +57,11 @@ Run from the repository root:
 
 The output is deterministic: fixed seeds, torch.set_num_threads(1), float32
 everywhere.  --check re-reads every file with an independent minimal reader
-(json + numpy.frombuffer), checks the layout, compares every tensor bit-for-bit
-with a fresh in-memory regeneration, and recomputes outputs / losses / gradients /
-optimizer trajectories from the weights and inputs stored in the file.
+(json + numpy.frombuffer), checks the layout, compares every tensor with a fresh
+in-memory regeneration (the seeded inputs bit for bit; what PyTorch computes
+within 1e-5, as its CPU kernels sum in an order that depends on the CPU), and
+recomputes outputs / losses / gradients / optimizer trajectories from the
+weights and inputs stored in the file.
 """
 
 import argparse
@@ -420,12 +422,17 @@ def recheck_opt(spec, arrs, meta):
     assert set(arrs) == expected, set(arrs) ^ expected
 
 
+# The tensors PyTorch computes (as opposed to the seeded inputs).
+COMPUTED = ("output", "loss", "grad", "after", "final")
+
+
 def check():
     ok = True
     for fname, build, recheck in all_files():
         path = os.path.join(DATA_DIR, fname)
         try:
             arrs, meta, order = read_safetensors(path)
+            drift = 0.0
             # 1. bit-exact against a fresh deterministic regeneration
             tensors, want_meta = build()
             if meta != want_meta:
@@ -440,12 +447,22 @@ def check():
                     raise AssertionError("%s: dtype/shape %s%s vs %s%s"
                                          % (k, a.dtype, a.shape, want.dtype, want.shape))
                 if a.tobytes() != want.tobytes():
-                    raise AssertionError("%s: bytes differ from regeneration" % k)
+                    # The inputs (weights, batches) come from seeded RNGs and
+                    # must match to the bit. What PyTorch computes from them
+                    # sums in an order that depends on the CPU its kernels
+                    # were chosen for, so on another CPU it matches within
+                    # the tolerance of the recheck below.
+                    if k.split(".")[0] not in COMPUTED:
+                        raise AssertionError("%s: bytes differ from regeneration" % k)
+                    _close(k + " (regenerated)", want, a)
+                    drift = max(drift, float(np.max(np.abs(a.astype(np.float64) - want))))
                 if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
                     raise AssertionError("%s: non-finite values" % k)
             # 2. recompute from what the file holds
             recheck(arrs, meta)
-            print("ok   %-30s %10d bytes  %3d tensors" % (fname, os.path.getsize(path), len(arrs)))
+            print("ok   %-30s %10d bytes  %3d tensors%s" % (
+                fname, os.path.getsize(path), len(arrs),
+                "" if not drift else "  (computed values: largest difference %.1e from this CPU's PyTorch)" % drift))
         except Exception as e:  # noqa: BLE001 - report every file
             ok = False
             print("FAIL %-30s %s: %s" % (fname, type(e).__name__, e))
