@@ -24,7 +24,9 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,8 +44,8 @@
 /* Largest integer every JSON number (a double in cJSON) represents exactly. */
 #define PT_ST_MAX_JSON_INT 9007199254740992ull
 
-static const char *const dtype_names[] = {"F32", "F64", "I64", "I32", "U8"};
-static const size_t dtype_sizes[] = {4, 8, 8, 4, 1};
+static const char *const dtype_names[] = {"F32", "F64", "I64", "I32", "U8", "F16", "BF16"};
+static const size_t dtype_sizes[] = {4, 8, 8, 4, 1, 2, 2};
 #define PT_ST_NDTYPES ((int)(sizeof dtype_sizes / sizeof dtype_sizes[0]))
 
 const char *pt_st_dtype_name(pt_st_dtype dtype) {
@@ -108,7 +110,7 @@ static pt_status parse_entry(const cJSON *e, const char *file, uint64_t data_len
   while (d < PT_ST_NDTYPES && strcmp(dt->valuestring, dtype_names[d]) != 0) d++;
   if (d == PT_ST_NDTYPES)
     return pt_fail(PT_ERR_FORMAT,
-                   "%s: tensor '%s': unknown dtype \"%.32s\", expected F32, F64, I64, I32 or U8",
+                   "%s: tensor '%s': unknown dtype \"%.32s\", expected F32, F64, F16, BF16, I64, I32 or U8",
                    file, name, dt->valuestring);
   t->dtype = (pt_st_dtype)d;
 
@@ -474,6 +476,26 @@ const char *pt_st_meta(const pt_st_file *f, const char *key) {
   return NULL;
 }
 
+/* IEEE half precision, exactly (every half is a float): normal numbers
+ * rebias the exponent, subnormals scale, infinities and NaN keep their
+ * class and payload's top bits. */
+static float half_to_float(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h >> 15) << 31, e = h >> 10 & 0x1f, m = h & 0x3ff;
+  uint32_t bits;
+  if (e == 0x1f) {
+    bits = sign | 0x7f800000u | m << 13;
+  } else if (e) {
+    bits = sign | (e + 112) << 23 | m << 13;
+  } else {
+    const float v = ldexpf((float)m, -24); /* subnormal, or zero */
+    memcpy(&bits, &v, 4);
+    bits |= sign;
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
 pt_status pt_st_get_f32(const pt_st_file *f, const char *name, float *dst, size_t numel) {
   const pt_st_tensor *t = pt_st_find(f, name);
   if (!t) return pt_fail(PT_ERR_FORMAT, "%s: no such tensor in the file", name);
@@ -494,8 +516,22 @@ pt_status pt_st_get_f32(const pt_st_file *f, const char *name, float *dst, size_
       for (size_t i = 0; i < numel; i++) {
         double v;
         memcpy(&v, p + 8 * i, 8);
+        /* A finite value past float's range would become infinity, and be
+         * reported as one the file does not hold. */
+        if (isfinite(v) && fabs(v) > FLT_MAX)
+          return pt_fail(PT_ERR_FORMAT, "%s: element %zu is %g, beyond the range of float32, to which F64 "
+                         "tensors are converted", name, i, v);
         dst[i] = (float)v;
       }
+      break;
+    case PT_ST_BF16: /* the upper half of a float32 */
+      for (size_t i = 0; i < numel; i++) {
+        const uint32_t b = (uint32_t)(p[2 * i] | p[2 * i + 1] << 8) << 16;
+        memcpy(&dst[i], &b, 4);
+      }
+      break;
+    case PT_ST_F16:
+      for (size_t i = 0; i < numel; i++) dst[i] = half_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
       break;
     case PT_ST_I64:
       for (size_t i = 0; i < numel; i++) {

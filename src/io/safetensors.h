@@ -16,7 +16,7 @@
 
 #define PT_ST_MAX_DIMS 8
 
-typedef enum { PT_ST_F32, PT_ST_F64, PT_ST_I64, PT_ST_I32, PT_ST_U8 } pt_st_dtype;
+typedef enum { PT_ST_F32, PT_ST_F64, PT_ST_I64, PT_ST_I32, PT_ST_U8, PT_ST_F16, PT_ST_BF16 } pt_st_dtype;
 
 typedef struct {
   char *name;

@@ -67,7 +67,7 @@ static void expect_bad(const char *header, size_t data_len, ...) {
 static void test_round_trip(void **state) {
   (void)state;
   float f32[6] = {1.5f, -2.0f, 3.25f, 0.0f, 1e-30f, -7e20f};
-  double f64[4] = {0.1, -1e300, 3.0, 2.5};
+  double f64[4] = {0.1, -INFINITY, 3.0, 2.5}; /* an infinity stays one (a finite value past float is refused) */
   int64_t i64[4] = {INT64_MIN, -1, 0, (int64_t)1 << 40};
   int32_t i32[3] = {INT32_MAX, -5, 7};
   uint8_t u8[5] = {0, 1, 127, 128, 255};
@@ -210,6 +210,42 @@ static void test_get_f32_errors(void **state) {
   pt_st_free(&f);
 }
 
+/* Half-precision tensors (as PyTorch saves a model.half() or bfloat16
+ * state_dict) are read as float32, exactly; an F64 value past float's
+ * range is refused, not made infinite. */
+static void test_half_precision_and_f64_range(void **state) {
+  (void)state;
+  /* F16: 1, -2, 65504 (the largest), 2^-24 (the smallest subnormal), -0, inf;
+   * BF16: 1, -3.5, 1e38's top half */
+  const uint16_t f16[6] = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x8000, 0x7c00};
+  const uint16_t bf16[3] = {0x3f80, 0xc060, 0x7e96};
+  uint8_t data[24 + 8];
+  memcpy(data, f16, 12), memcpy(data + 12, bf16, 6);
+  memset(data + 18, 0, 6);
+  const double big = 1e300;
+  memcpy(data + 24, &big, 8);
+  const char *header = "{\"h\":{\"dtype\":\"F16\",\"shape\":[6],\"data_offsets\":[0,12]},"
+                       "\"b\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[12,18]},"
+                       "\"pad\":{\"dtype\":\"U8\",\"shape\":[6],\"data_offsets\":[18,24]},"
+                       "\"d\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[24,32]}}";
+  size_t len;
+  uint8_t *buf = make_file(header, data, sizeof data, &len);
+  pt_st_file f;
+  assert_int_equal(pt_st_parse(buf, len, "half.safetensors", &f), PT_OK);
+  float h[6], b[3], d[1];
+  assert_int_equal(pt_st_get_f32(&f, "h", h, 6), PT_OK);
+  assert_true(h[0] == 1.0f && h[1] == -2.0f && h[2] == 65504.0f && h[3] == ldexpf(1.0f, -24));
+  assert_true(h[4] == 0.0f && signbit(h[4]) && isinf(h[5]) && h[5] > 0);
+  assert_int_equal(pt_st_get_f32(&f, "b", b, 3), PT_OK);
+  uint32_t top;
+  memcpy(&top, &b[2], 4);
+  assert_true(b[0] == 1.0f && b[1] == -3.5f && top == 0x7e960000u);
+  assert_int_equal(pt_st_get_f32(&f, "d", d, 1), PT_ERR_FORMAT);
+  assert_non_null(strstr(pt_error_message(), "d: element 0 is 1e+300, beyond the range of float32"));
+  pt_st_free(&f);
+  free(buf);
+}
+
 static void test_bad_lengths(void **state) {
   (void)state;
   pt_st_file f;
@@ -271,7 +307,7 @@ static void test_bad_entries(void **state) {
   expect_bad(E("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,\"8\"]}"), 16, "'w.bad'", "data_offsets[1] is a string", NULL);
   expect_bad(E("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[-8,0]}"), 16, "'w.bad'", "data_offsets[0]", NULL);
   expect_bad(E("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0.5,8]}"), 16, "'w.bad'", "data_offsets[0]", NULL);
-  expect_bad(E("{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}"), 16, "'w.bad'", "unknown dtype \"F16\"", NULL);
+  expect_bad(E("{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}"), 16, "'w.bad'", "unknown dtype \"F8_E4M3\"", NULL);
   expect_bad(E("{\"dtype\":\"f32\",\"shape\":[2],\"data_offsets\":[0,8]}"), 16, "'w.bad'", "unknown dtype", NULL);
   /* Shapes. */
   expect_bad(E("{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}"), 16, "'w.bad'", "dim 0 is -2", "non-negative integer", NULL);
@@ -559,6 +595,7 @@ int main(void) {
       cmocka_unit_test(test_torch_save_files_named),
       cmocka_unit_test(test_empty_file_and_parse_copy),
       cmocka_unit_test(test_get_f32_errors),
+      cmocka_unit_test(test_half_precision_and_f64_range),
       cmocka_unit_test(test_bad_lengths),
       cmocka_unit_test(test_bad_json),
       cmocka_unit_test(test_bad_entries),
