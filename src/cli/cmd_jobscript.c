@@ -502,13 +502,15 @@ static void emit_slurm(FILE *f, const slurm_opts *o, const char *ptrain, int arg
         "rc=0\n",
         f);
   if (tasks > 1)
-    fputs("# A task that dies ends the step at once (--kill-on-bad-exit); the others\n"
-          "# would otherwise wait for it until ptrain's --timeout.\n",
+    fputs("# Once a task ends, the others get a minute to end too (--wait=60), or\n"
+          "# they would wait for a dead one until ptrain's --timeout. Not\n"
+          "# --kill-on-bad-exit: the first rank to exit 85 would have the others\n"
+          "# killed as they exit too, and srun would give 137, not 85: no requeue.\n",
           f);
   /* From Slurm 22.05 to 23.02 srun does not take --cpus-per-task from
    * sbatch: a task would get one CPU for all its threads. */
   fputs("srun --cpus-per-task=\"$cpus\"", f);
-  if (tasks > 1) fputs(" --kill-on-bad-exit=1", f);
+  if (tasks > 1) fputs(" --kill-on-bad-exit=0 --wait=60", f);
   if (tasks > 1 && strcmp(o->mpi, "default")) fprintf(f, " --mpi=%s", o->mpi);
   fputc(' ', f);
   put_word(f, ptrain);

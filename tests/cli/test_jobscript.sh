@@ -88,15 +88,15 @@ ln -s argv "$TMP/bin/srun"
 for l in "#SBATCH --job-name=mnist" "#SBATCH --nodes=2" "#SBATCH --ntasks-per-node=4" "#SBATCH --cpus-per-task=8" \
   "#SBATCH --gpus-per-node=4" "#SBATCH --time=1-02:30:00" "#SBATCH --partition=gpu" \
   "#SBATCH --output=logs/%x-%j.out" \
-  "srun --cpus-per-task=\"\$cpus\" --kill-on-bad-exit=1 --mpi=pmix $SELF train --parallel ddp --device cuda --threads \"\$threads\" --save-model --model mnist-cnn \"\$@\" || rc=\$?"; do
+  "srun --cpus-per-task=\"\$cpus\" --kill-on-bad-exit=0 --wait=60 --mpi=pmix $SELF train --parallel ddp --device cuda --threads \"\$threads\" --save-model --model mnist-cnn \"\$@\" || rc=\$?"; do
   has "$TMP/many.sh" "$l"
 done
 bash -n "$TMP/many.sh" || fail "many.sh is not valid bash"
 "$PTRAIN" jobscript slurm --ntasks-per-node 2 --mpi default -- >"$TMP/def.sh" || fail "--mpi default"
-has "$TMP/def.sh" "srun --cpus-per-task=\"\$cpus\" --kill-on-bad-exit=1 $SELF train --parallel ddp --threads \"\$threads\" --save-model \"\$@\" || rc=\$?"
+has "$TMP/def.sh" "srun --cpus-per-task=\"\$cpus\" --kill-on-bad-exit=0 --wait=60 $SELF train --parallel ddp --threads \"\$threads\" --save-model \"\$@\" || rc=\$?"
 "$PTRAIN" jobscript slurm --nodes 3 --mpi pmi2 -- >"$TMP/pmi2.sh" || fail "--mpi pmi2"
 has "$TMP/pmi2.sh" "#SBATCH --ntasks-per-node=1"
-has "$TMP/pmi2.sh" "srun --cpus-per-task=\"\$cpus\" --kill-on-bad-exit=1 --mpi=pmi2 $SELF train --parallel ddp --threads \"\$threads\" --save-model \"\$@\" || rc=\$?"
+has "$TMP/pmi2.sh" "srun --cpus-per-task=\"\$cpus\" --kill-on-bad-exit=0 --wait=60 --mpi=pmi2 $SELF train --parallel ddp --threads \"\$threads\" --save-model \"\$@\" || rc=\$?"
 # A --threads of the user's wins over the one the script would add.
 "$PTRAIN" jobscript slurm --ptrain /opt/ptrain/bin/ptrain -- --threads 2 >"$TMP/thr.sh" || fail "--threads"
 has "$TMP/thr.sh" "srun --cpus-per-task=\"\$cpus\" /opt/ptrain/bin/ptrain train --save-model --threads 2 \"\$@\" || rc=\$?"
@@ -108,7 +108,7 @@ pass "slurm, many tasks"
 has "$TMP/g1.sh" "srun --cpus-per-task=\"\$cpus\" $SELF train --device cuda --threads \"\$threads\" --save-model --model mnist-cnn \"\$@\" || rc=\$?"
 "$PTRAIN" jobscript slurm --gpus-per-node 2 --ntasks-per-node 2 -- --device=cuda:1 >"$TMP/g2.sh" ||
   fail "jobscript slurm, --device of the user's"
-has "$TMP/g2.sh" "srun --cpus-per-task=\"\$cpus\" --kill-on-bad-exit=1 --mpi=pmix $SELF train --parallel ddp --threads \"\$threads\" --save-model --device=cuda:1 \"\$@\" || rc=\$?"
+has "$TMP/g2.sh" "srun --cpus-per-task=\"\$cpus\" --kill-on-bad-exit=0 --wait=60 --mpi=pmix $SELF train --parallel ddp --threads \"\$threads\" --save-model --device=cuda:1 \"\$@\" || rc=\$?"
 for d in "--device cpu" "--device=cpu:0" "--parallel dp --devices cpu:0,cpu:1"; do
   # shellcheck disable=SC2086
   expect_exit 2 "jobscript slurm: --device(s)? cpu.* after '--' but --gpus-per-node 2 asks for GPUs: the job would hold them and train on the CPU" -- \
@@ -155,7 +155,7 @@ for l in "#SBATCH --gres=gpu:2" "#SBATCH --ntasks-per-node=2" "#SBATCH --error=e
   has "$TMP/gres.sh" "$l"
 done
 lacks "$TMP/gres.sh" "--gpus-per-node"
-grep -q "^srun --cpus-per-task=\"\$cpus\" --kill-on-bad-exit=1 --mpi=pmix .* train --parallel ddp --device cuda " "$TMP/gres.sh" ||
+grep -q "^srun --cpus-per-task=\"\$cpus\" --kill-on-bad-exit=0 --wait=60 --mpi=pmix .* train --parallel ddp --device cuda " "$TMP/gres.sh" ||
   fail "--gres gpu:2: $(grep ^srun "$TMP/gres.sh")"
 awk '/^#SBATCH/ && seen { exit 1 } !/^#/ && !/^$/ { seen = 1 }' "$TMP/gres.sh" || fail "#SBATCH after a command"
 "$PTRAIN" jobscript slurm --gres gpu:h100:1 -- --parallel pipeline >"$TMP/gres1.sh" || fail "--gres gpu:h100:1"
