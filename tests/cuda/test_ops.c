@@ -86,7 +86,7 @@ enum {
   F_RELU = 1 << 1,      /* conv: the fused ReLU */
   F_NO_DX = 1 << 2,     /* backward without an input gradient (a first layer) */
   F_TIES = 1 << 3,      /* inputs on a coarse grid, so maxima tie */
-  F_NAN = 1 << 4,       /* count: rows with NaN */
+  F_NAN = 1 << 4,       /* count: rows with NaN; relu: a NaN input */
   F_NO_GRAD = 1 << 5,   /* losses: dlp / dz NULL */
   F_INPLACE = 1 << 6,   /* log-softmax: y over x */
   F_NESTEROV = 1 << 7,  /* sgd */
@@ -143,8 +143,8 @@ static const ocase cases[] = {
     {"maxpool 2 on odd 7x5 (edges dropped)", OP_MAXPOOL, 2, 2, 7, 5, 0, 2, 2, 0, 0, 0},
     {"maxpool 2 with ties", OP_MAXPOOL, 4, 8, 24, 24, 0, 2, 2, 0, 0, F_TIES},
     {"maxpool 3 stride 2 with ties", OP_MAXPOOL, 2, 4, 13, 13, 0, 3, 2, 0, 0, F_TIES},
-    {"relu", OP_RELU, 2, 3, 4, 4, 0, 0, 0, 0, 0, 0},
-    {"relu, odd size", OP_RELU, 1, 1, 1, 100003, 0, 0, 0, 0, 0, 0},
+    {"relu, a NaN among the inputs", OP_RELU, 2, 3, 4, 4, 0, 0, 0, 0, 0, F_NAN},
+    {"relu, odd size", OP_RELU, 1, 1, 1, 100003, 0, 0, 0, 0, 0, F_NAN},
     {"dropout 0.5, odd size", OP_DROPOUT, 1, 1, 1, 100003, 2, 0, 0, 0, 0.5f, 0},
     {"dropout 0.1, 13 elements", OP_DROPOUT, 1, 1, 1, 13, 0, 0, 0, 0, 0.1f, 0},
     {"dropout 0.25, layer 7", OP_DROPOUT, 64, 128, 1, 1, 7, 0, 0, 0, 0.25f, 0},
@@ -416,6 +416,7 @@ static void run_relu(run_t *r, const ocase *tc) {
   const size_t n = (size_t)tc->n * tc->c * tc->h * tc->w;
   float *x = rnd(n, 1, -1, 1), *dy = rnd(n, 2, -1, 1), *junk = constant(n, 7.0f);
   for (size_t i = 0; i < n; i += 5) x[i] = i % 10 ? 0.0f : -0.0f; /* the boundary, both signs */
+  x[3] = NAN; /* passes through, as PyTorch's; its gradient is 0 */
   float *X = put(r, x, n * 4), *Y = put(r, junk, n * 4);
   be->relu_forward(n, X, Y);
   take(r, "y", T_F32, 1, Y, n);
