@@ -555,8 +555,7 @@ int pt_cmd_scale(int argc, char **argv) {
                        .steps_long = warm + steps, .time_limit_s = time_limit, .tmp_dir = tmp,
                        .target_accuracy = target, .target_epochs = target_epochs, .eval_every = eval_every};
   if (gather)
-    printf("ptrain scale: %s: %d configurations, collected from %s (this machine: %s, %ld cores)\n", name, n,
-           results, pt_cpu_model(), cores);
+    printf("ptrain scale: %s: %d configurations, collected from %s\n", name, n, results);
   else
     printf("ptrain scale: %s on %s (%ld cores, %s kernels): %d configurations, each run for %d and %d steps "
            "(more where those take under %.2g s)\n",
@@ -598,6 +597,7 @@ int pt_cmd_scale(int argc, char **argv) {
   if (task >= 0) { /* one configuration of a submitted sweep: its result for --collect */
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%.4000s/task-%d.jsonl", results, task);
+    cfg[task].cores = (int)cores; /* the verdict weighs threads against this machine's cores, not --collect's */
     const pt_status st = pt_scale_result_write(path, task, name, &cfg[task]);
     if (st == PT_OK) printf("task %d: %s; result in %s\n", task, cfg[task].ran ? "measured" : cfg[task].why, path);
     /* A run that failed is the task's failure too, for the batch system to
@@ -612,13 +612,16 @@ int pt_cmd_scale(int argc, char **argv) {
   print_table(stdout, cfg, n, target);
   printf("\n");
   for (int i = 0; i < n; i++) printf("- %s\n", cfg[i].verdict);
-  printf("\nrecommendation for %s on this machine: %s\n", name, rec);
+  printf("\nrecommendation for %s on %s: %s\n", name, gather ? "the machines its tasks ran on" : "this machine", rec);
   int failed = 0;
   if (json && write_json(json, name, (int)cores, cfg, n, rec) != PT_OK) failed = pt_cli_fail("scale");
   if (report) { /* even where --json failed: the measurements survive somewhere */
     char title[512], jpath[PATH_MAX];
-    snprintf(title, sizeof title, "%s on %s (%ld cores, %s kernels)", name, pt_cpu_model(), cores,
-             pt_cpu_level_name(pt_cpu_level_current()));
+    if (gather)
+      snprintf(title, sizeof title, "%s, collected from %.400s", name, results);
+    else
+      snprintf(title, sizeof title, "%s on %s (%ld cores, %s kernels)", name, pt_cpu_model(), cores,
+               pt_cpu_level_name(pt_cpu_level_current()));
     /* "--report out/" names the same directory as "out": no "out//report.md" in what is printed */
     int rl = (int)strlen(report);
     while (rl > 1 && report[rl - 1] == '/') rl--;

@@ -31,6 +31,7 @@ pt_status pt_scale_result_write(const char *path, int index, const char *model, 
   pt_metrics_num(m, "images_per_s", c->images_per_s);
   pt_metrics_num(m, "ms_per_step", c->ms_per_step);
   pt_metrics_int(m, "steps_measured", c->steps_measured);
+  pt_metrics_int(m, "cores", c->cores);
   pt_metrics_num(m, "data_ms", c->data_ms);
   pt_metrics_num(m, "forward_ms", c->forward_ms);
   pt_metrics_num(m, "backward_ms", c->backward_ms);
@@ -108,6 +109,8 @@ pt_status pt_scale_result_read(const char *path, int index, const char *model, p
         c->ms_per_step = num(o, "ms_per_step");
         const double measured = num(o, "steps_measured"); /* NaN where absent: casting it is undefined */
         c->steps_measured = measured >= 0 && measured < 1e9 ? (int)measured : 0;
+        const double cores = num(o, "cores"); /* absent from results of earlier versions */
+        c->cores = cores >= 1 && cores < 1e6 ? (int)cores : 0;
         c->data_ms = num(o, "data_ms");
         c->forward_ms = num(o, "forward_ms");
         c->backward_ms = num(o, "backward_ms");

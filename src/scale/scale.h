@@ -51,6 +51,7 @@ typedef struct {
   double bubble;        /* pipelines: the stages' idle share; NaN otherwise */
   double peak_rss_mb;   /* of rank 0's process, the longer run */
   int steps_measured;   /* the difference of the two runs' steps (more than --steps where those took too little time) */
+  int cores;            /* usable where it ran (a submitted task's machine); 0: the judging machine's */
   int rough;            /* the figures are not to be trusted (trust.c): rough_why says why */
   char rough_why[400];
   /* against the baseline (one worker, same threads, batch, optimizer) */

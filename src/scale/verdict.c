@@ -11,6 +11,7 @@
  * largest measured share of the pipeline's bubble, communication and
  * waiting for data, else a step too small to split. */
 static void reason(const pt_scale_config *c, const pt_scale_config *base, int cores, char *out, size_t len) {
+  if (c->cores > 0) cores = c->cores; /* a task judged on its own machine's */
   const double step = c->ms_per_step > 0 ? c->ms_per_step : 1.0;
   const double comm = c->comm_ms / step, data = c->data_ms / step;
   const double bubble = isfinite(c->bubble) ? c->bubble : 0;

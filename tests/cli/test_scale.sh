@@ -233,6 +233,9 @@ done <"$TMP/condor/tasks.txt"
   fail "--collect: $(cat "$TMP/c1.out")"
 grep -Eq "^dp +2 +1 +100 \(50\) +model's +[0-9]+ +[0-9.]+x" "$TMP/c1.out" || fail "--collect: $(cat "$TMP/c1.out")"
 [[ $(grep -c '"ran":true' "$TMP/collected.jsonl") == 2 ]] || fail "--collect --json: $(cat "$TMP/collected.jsonl")"
+# Judged on the tasks' machines, whose cores each result records.
+grep -q "^recommendation for fmnist-mlp on the machines its tasks ran on: " "$TMP/c1.out" || fail "--collect: $(cat "$TMP/c1.out")"
+grep -q '"cores":[1-9]' "$TMP/condor/results/task-1.jsonl" || fail "a task's result without its cores"
 pass "--jobscript htcondor: per-job requests, tasks run, --collect reports them (and a missing one as such)"
 # Without the one-worker result, the speed-ups are not numbers: "-" in the
 # report as in the printed table, never "nan". A directory where a result

@@ -248,6 +248,11 @@ static void test_judge_names_the_largest_loss(void **st) {
   pt_scale_judge(c, 2, 2, 0, rec, sizeof rec);
   assert_has(c[1].verdict, "pipeline, 3 workers: 0.70x, slower: its 3 threads share 2 cores, and the stages sit "
                            "idle 72% of the time");
+  /* A submitted task judged on its own machine's cores, not the judging one's. */
+  c[1].cores = 4;
+  pt_scale_judge(c, 2, 2, 0, rec, sizeof rec);
+  assert_has(c[1].verdict, "slower: the stages sit idle 72% of the time");
+  c[1].cores = 0;
   c[1].bubble = 0.25, c[1].comm_ms = 0.40 * 20;
   pt_scale_judge(c, 2, 4, 0, rec, sizeof rec);
   assert_has(c[1].verdict, "slower: 40% of each step is communication");
