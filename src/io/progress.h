@@ -15,6 +15,9 @@ typedef struct {
   int epoch, epochs, total;
   double t0, last_draw;
   char extra[160];  /* appended to every line when set (GPU utilisation and memory) */
+  int base;         /* batches of the epoch done before this run's first (-1: none seen yet) */
+  int dumb;         /* TERM=dumb: no escape sequences */
+  int drawn;        /* characters the last redraw left on the line */
 } pt_progress;
 
 void pt_progress_start(pt_progress *p, FILE *out, int tty, int log_interval, int epoch, int epochs, int total);

@@ -1263,6 +1263,7 @@ static pt_status train_loop(worker_t *W) {
       /* --eval-every: the step count decides, the same on every worker, and
        * evaluate_all is collective; so is the stop at the target. */
       if (!signalled && b < nb && c->eval_every && pos.step % c->eval_every == 0) {
+        if (c->target_accuracy > 0) pt_progress_finish(&prog); /* its "reached" line, not on the bar's */
         PT_TRY(eval_in_epoch(W, epoch, pos.step, loss_sum, samples, t_run, &E, &signalled, &stopped));
       }
       double dt = pt_now() - t0 - E.seconds;
