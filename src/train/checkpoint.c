@@ -181,6 +181,7 @@ static pt_status write_state(const char *path, const pt_model *m, const pt_optim
   if (st == PT_OK && pos->dataset[0]) st = pt_st_writer_meta(w, "dataset", pos->dataset);
   if (st == PT_OK && pos->train_samples >= 0) st = meta_i64(w, "train_samples", pos->train_samples);
   if (st == PT_OK && pos->eval_due) st = meta_i64(w, "eval_due", 1);
+  if (st == PT_OK && pos->evaluated) st = meta_i64(w, "evaluated", 1);
   if (st == PT_OK) st = pt_st_writer_meta(w, "ptrain.checkpoint", id);
   if (st == PT_OK) st = pt_st_writer_checksum(w, CRC_KEY);
   if (st == PT_OK) st = pt_st_writer_write(w, path);
@@ -808,6 +809,11 @@ static pt_status load_state(const pt_st_file *f, const char *path, pt_model *m, 
   if (pt_st_meta(f, "eval_due")) {
     PT_TRY(meta_in(f, path, "eval_due", 0, 1, &v));
     pos->eval_due = (int)v;
+  }
+  pos->evaluated = 0;
+  if (pt_st_meta(f, "evaluated")) {
+    PT_TRY(meta_in(f, path, "evaluated", 0, 1, &v));
+    pos->evaluated = (int)v;
   }
   char prefix[32];
   for (int k = 0; k < opt->nstate; k++)

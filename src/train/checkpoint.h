@@ -50,6 +50,10 @@ typedef struct {
    * ends the run (a signal cut it): a resume to the same --max-steps makes
    * it, epoch line and all, rather than find nothing to do. */
   int eval_due;
+  /* 1: saved after its step's --eval-every evaluation was made and written
+   * (at a run's end), which a resume there must not make again; 0: saved
+   * before it (every save inside an epoch), where a stop may have cut it. */
+  int evaluated;
 } pt_train_position;
 
 /* Creates dir if needed and checks that files can be created in it, so a

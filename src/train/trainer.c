@@ -1124,8 +1124,8 @@ static pt_status train_loop(worker_t *W) {
      * an epoch comes before its step's evaluation (a stop request may have
      * cut that evaluation short), so it is made now, as the straight run
      * made it. */
-    if (b > 0 && b < nb && pos.step == first_step && c->eval_every &&
-        pos.step % c->eval_every == 0) {
+    if (b > 0 && b < nb && pos.step == first_step && c->eval_every && pos.step % c->eval_every == 0 &&
+        !pos.evaluated) {
       PT_TRY(eval_in_epoch(W, epoch, pos.step, loss_sum, samples, t_run, &E, &signalled, &stopped));
     }
     while (b < nb && !signalled && !E.target_hit) {
@@ -1247,6 +1247,7 @@ static pt_status train_loop(worker_t *W) {
        * (its end saves anyway); a stop on a signal saves below */
       if (!signalled && b < nb && (save_due || (c->checkpoint_every && pos.step % c->checkpoint_every == 0))) {
         pt_train_position at = pos;
+        at.evaluated = 0; /* a save inside the epoch comes before its step's evaluation */
         at.next_epoch = epoch;
         at.next_batch = b;
         at.epoch_loss_sum = loss_sum;
@@ -1388,7 +1389,10 @@ static pt_status train_loop(worker_t *W) {
      * evaluation (or came before it), inside the epoch or at its end. The
      * resume to the same --max-steps makes it. */
     pos.eval_due = c->max_steps && pos.step >= c->max_steps && (!line_ev || reported != PT_OK);
-    if ((saving || signalled) && (saved_step != pos.step || pos.eval_due)) {
+    /* This step's --eval-every evaluation, made and written inside the
+     * epoch before the run ended there: not to be made again on resume. */
+    pos.evaluated = b < nb && E.step_ev_at == pos.step && reported == PT_OK;
+    if ((saving || signalled) && (saved_step != pos.step || pos.eval_due || pos.evaluated)) {
       PT_TRY(save_checkpoint(W, &pos));
       /* With exit_after_checkpoint the interval runs from the start of
        * training, not from the last epoch's end: short epochs would otherwise

@@ -188,6 +188,23 @@ last_eval = [e for e in ev if e["event"] == "eval"][-1]
 epoch = [e for e in ev if e["event"] == "epoch"][-1]
 assert last_eval["step"] == epoch["step"] == 200 and last_eval["test_acc"] == epoch["test_acc"], (last_eval, epoch)
 PY
+# Resumed past it (to --max-steps 400), with and without a checkpoint
+# saved at that step before its evaluation: the evaluation at step 200 is
+# not made again, and the run ends on the straight run's weights.
+for every in 0 200; do
+  ck=(--checkpoint-dir "$TMP/ev3-$every" --save-model)
+  ((every)) && ck+=(--checkpoint-every "$every")
+  "$PTRAIN" train --model fmnist-mlp --threads 1 --max-steps 200 --eval-every 100 --metrics "$TMP/ev3-$every.jsonl" \
+    "${ck[@]}" --quiet >/dev/null 2>&1 || fail "--eval-every run to 200 ($every)"
+  "$PTRAIN" train --model fmnist-mlp --threads 1 --max-steps 400 --eval-every 100 --metrics "$TMP/ev3-$every.jsonl" \
+    "${ck[@]}" --resume --quiet >/dev/null 2>&1 || fail "--eval-every resume to 400 ($every)"
+  steps=$(python3 -c 'import json, sys; print(*[e["step"] for e in map(json.loads, open(sys.argv[1])) if e["event"] == "eval"])' \
+    "$TMP/ev3-$every.jsonl")
+  [[ $steps == "100 200 300 400" ]] || fail "evaluations after a resume at an evaluation's step ($every): $steps"
+done
+"$PTRAIN" train --model fmnist-mlp --threads 1 --max-steps 400 --eval-every 100 --save-model --checkpoint-dir "$TMP/ev4" \
+  --quiet >/dev/null 2>&1 || fail "--eval-every run to 400"
+cmp -s "$TMP/ev4/model.safetensors" "$TMP/ev3-0/model.safetensors" || fail "resumed at an evaluation: other weights"
 "$PTRAIN" train --model fmnist-mlp --threads 1 --epochs 3 --eval-every 50 --target-accuracy 0.6 \
   --metrics "$TMP/tg.jsonl" >"$TMP/tg.out" 2>&1 || fail "--target-accuracy: $(cat "$TMP/tg.out")"
 grep -q "^target accuracy 0.6 reached: test accuracy 0\.[6-9][0-9]* at step [0-9]*, [0-9.]* s into training" "$TMP/tg.out" ||
