@@ -902,8 +902,10 @@ static pt_status loss_went_bad(const worker_t *W, double loss, int epoch, int64_
     return pt_fail(PT_ERR_STATE, "loss is %s at the first step, before any update: the starting weights%s%s%s give it, "
                    "not the learning rate", non_finite_name(loss), W->cfg->init_from ? " (--init-from " : "",
                    W->cfg->init_from ? W->cfg->init_from : "", W->cfg->init_from ? ")" : "");
+  /* step counts the steps before this one: this is step + 1, as the
+   * metrics and the log count them */
   return pt_fail(PT_ERR_STATE, "loss became %s at epoch %d, step %lld: lower the learning rate (now %g)",
-                 non_finite_name(loss), epoch + 1, (long long)step, lr);
+                 non_finite_name(loss), epoch + 1, (long long)step + 1, lr);
 }
 
 /* A GPU worker's losses since the last read: summed over every worker,

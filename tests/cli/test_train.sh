@@ -113,7 +113,14 @@ pass "dp --profile: the printed rate is the run's, as in the metrics"
 # A diverging run stops with the loss named as printf would not: "nan", not "-nan".
 expect_exit 1 "loss became (nan|inf) at epoch 1, step [0-9]+: lower the learning rate \(now 1000\)" -- \
   "$PTRAIN" train --model fmnist-mlp --optimizer sgd --lr 1000 --max-steps 200 --checkpoint-dir "$TMP/diverge"
-pass "a diverging loss is named"
+# ... at the step the metrics would give it: one after the last evaluated.
+"$PTRAIN" train --model fmnist-mlp --optimizer sgd --lr 1000 --threads 1 --max-steps 200 --eval-every 1 \
+  --metrics "$TMP/diverge.jsonl" --checkpoint-dir "$TMP/diverge2" >"$TMP/diverge.out" 2>&1 && fail "diverging run exited 0"
+bad=$(sed -n 's/.*loss became [a-z-]* at epoch 1, step \([0-9]*\):.*/\1/p' "$TMP/diverge.out")
+last=$(python3 -c 'import json, sys; print([e for e in map(json.loads, open(sys.argv[1])) if e["event"] == "eval"][-1]["step"])' \
+  "$TMP/diverge.jsonl")
+[[ -n $bad && $bad == $((last + 1)) ]] || fail "the bad loss named at step ${bad:-none}, the last evaluation at $last"
+pass "a diverging loss is named, at its step"
 # Another optimizer than the preset's starts from PyTorch's default rate
 # for it: SGD's is 0.001 (torch.optim.SGD's lr default).
 "$PTRAIN" train --model mnist-cnn --optimizer sgd --threads 1 --max-steps 1 --checkpoint-dir "$TMP/sgd-lr" \
