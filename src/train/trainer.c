@@ -12,6 +12,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -203,8 +204,21 @@ pt_status pt_train_check_batches(const pt_train_plan *r, int drop_last, int64_t 
   return PT_OK;
 }
 
+/* The trace replaces its file whole, at the end: the metrics that
+ * --metrics appended there would be lost. */
+static pt_status check_outputs(const pt_train_config *c) {
+  struct stat a, b;
+  if (c->metrics_path && c->trace_path &&
+      (!strcmp(c->metrics_path, c->trace_path) || (stat(c->metrics_path, &a) == 0 && stat(c->trace_path, &b) == 0 &&
+                                                    a.st_dev == b.st_dev && a.st_ino == b.st_ino)))
+    return pt_fail(PT_ERR_ARG, "--metrics and --trace name the same file, %s: the trace, written at the end, would "
+                   "replace the metrics; give them two", c->trace_path);
+  return PT_OK;
+}
+
 pt_status pt_train_plan_make(const pt_train_config *c, pt_train_plan *r) {
   memset(r, 0, sizeof *r);
+  PT_TRY(check_outputs(c));
   if (c->spec) {
     r->spec = *c->spec;
     r->spec_text = c->spec_text;
@@ -1631,7 +1645,9 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
                cfg->trace_path + stem);
     }
     PT_TRY(pt_trace_check_path(trace_path));
-    PT_TRY(pt_trace_start((size_t)2 << 20));
+    /* A test hook: a small buffer, so that a short run fills it. */
+    const char *test_max = getenv("PTRAIN_TEST_TRACE_MAX");
+    PT_TRY(pt_trace_start(test_max && atoi(test_max) > 0 ? (size_t)atoi(test_max) : PT_TRACE_MAX_EVENTS));
     char track[32] = "trainer";
     if (dp) snprintf(track, sizeof track, staged ? "stage 0" : "worker 0");
     if (ddp && cfg->comm) snprintf(track, sizeof track, "rank %d", cfg->comm->rank);
@@ -1692,10 +1708,16 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   }
   /* Before the workers are freed: trace events point at the models' layer labels. */
   if (cfg->trace_path) {
-    pt_status ts = pt_trace_finish(trace_path);
+    size_t dropped = 0;
+    pt_status ts = pt_trace_finish(trace_path, &dropped);
     if (st == PT_OK) st = ts;
     if (ts == PT_OK && !cfg->quiet && rank0 && out)
       fprintf(out, "trace written to %s (open in Perfetto or chrome://tracing)\n", trace_path);
+    /* A full buffer drops the run's last spans: said, or the trace would
+     * pass for the whole run's. */
+    if (ts == PT_OK && dropped && out)
+      fprintf(out, "note: the trace holds the run's first spans, as many as it has room for; the %zu after them were "
+                   "left out (trace fewer steps, with --max-steps, to see them all)\n", dropped);
   }
   const pt_backend *main_be = W ? W[0].be : NULL; /* bound on this thread by worker 0 */
   for (int i = 0; W && i < nlocal; i++) worker_free(&W[i]);

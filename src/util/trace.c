@@ -100,9 +100,10 @@ pt_status pt_trace_check_path(const char *path) {
   return st;
 }
 
-pt_status pt_trace_finish(const char *path) {
+pt_status pt_trace_finish(const char *path, size_t *ndropped) {
   atomic_store(&enabled, 0);
   pthread_mutex_lock(&mu);
+  if (ndropped) *ndropped = dropped;
   /* Written next to what it replaces, then renamed over it: a symbolic
    * link's file (the link stays), never a FIFO or a device made since the
    * start's check. */

@@ -14,6 +14,9 @@
 
 #include "util/error.h"
 
+/* The spans a training run's trace holds at most (2^21, about 100 MB of JSON). */
+#define PT_TRACE_MAX_EVENTS (1 << 21)
+
 pt_status pt_trace_start(size_t max_events);
 int pt_trace_enabled(void);
 /* A span from t0 to t1 (pt_now() seconds) on the calling thread. name and
@@ -26,7 +29,9 @@ void pt_trace_thread_name(const char *name);
  * write it (a file beside it, then renamed): checked before a run, so that
  * a mistyped directory is said before hours of training rather than after. */
 pt_status pt_trace_check_path(const char *path);
-/* Writes the file atomically enough for a trace (write, then rename) and frees the buffer. */
-pt_status pt_trace_finish(const char *path);
+/* Writes the file atomically enough for a trace (write, then rename) and
+ * frees the buffer. *dropped (may be NULL): the spans past the buffer's
+ * max_events, left out. */
+pt_status pt_trace_finish(const char *path, size_t *dropped);
 
 #endif

@@ -121,6 +121,14 @@ last=$(python3 -c 'import json, sys; print([e for e in map(json.loads, open(sys.
   "$TMP/diverge.jsonl")
 [[ -n $bad && $bad == $((last + 1)) ]] || fail "the bad loss named at step ${bad:-none}, the last evaluation at $last"
 pass "a diverging loss is named, at its step"
+# A trace whose buffer fills says so (a test hook makes it small).
+PTRAIN_TEST_TRACE_MAX=50 "$PTRAIN" train --model fmnist-mlp --threads 1 --max-steps 20 --trace "$TMP/full.json" \
+  --checkpoint-dir "$TMP/full" >"$TMP/full.out" 2>&1 || fail "a trace past its buffer: $(cat "$TMP/full.out")"
+grep -q "note: the trace holds the run's first spans, as many as it has room for; the [0-9]* after them were left out" \
+  "$TMP/full.out" || fail "a full trace buffer not said: $(cat "$TMP/full.out")"
+python3 -c 'import json, sys; t = json.load(open(sys.argv[1])); assert t["otherData"]["dropped_events"] > 0' "$TMP/full.json" ||
+  fail "the trace's dropped_events"
+pass "a trace that drops spans says so"
 # Another optimizer than the preset's starts from PyTorch's default rate
 # for it: SGD's is 0.001 (torch.optim.SGD's lr default).
 "$PTRAIN" train --model mnist-cnn --optimizer sgd --threads 1 --max-steps 1 --checkpoint-dir "$TMP/sgd-lr" \

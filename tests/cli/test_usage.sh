@@ -60,6 +60,13 @@ expect_exit 2 "--gamma applies to --scheduler step, not cosine" -- \
   "$PTRAIN" train --model fmnist-mlp --scheduler cosine --gamma 0.5 --data-dir "$TMP/nowhere"
 expect_exit 2 "--sync-bn pools batch-norm statistics over --parallel dp or ddp workers; this run has one" -- \
   "$PTRAIN" train --sync-bn --data-dir "$TMP/nowhere"
+# The trace would replace, at the end, the metrics appended to the same file.
+: >"$TMP/same.json"
+ln -sf same.json "$TMP/same-link.json"
+expect_exit 2 "--metrics and --trace name the same file, $TMP/same.json: the trace, written at the end, would replace the metrics" -- \
+  "$PTRAIN" train --metrics "$TMP/same.json" --trace "$TMP/same.json" --data-dir "$TMP/nowhere"
+expect_exit 2 "--metrics and --trace name the same file" -- \
+  "$PTRAIN" train --metrics "$TMP/same-link.json" --trace "$TMP/same.json" --data-dir "$TMP/nowhere"
 # Settings for several workers, in a run of one: a forgotten --parallel.
 expect_exit 2 "--bucket-mb is for runs with several workers \(--parallel dp, ddp, model or pipeline\); this run has one" -- \
   "$PTRAIN" train --bucket-mb 4 --data-dir "$TMP/nowhere"
