@@ -38,7 +38,7 @@ static int table(pt_train_args *a, pt_arg *out) {
       {"--gamma", ARG_FLOAT, &a->c.gamma, 0, 1, NULL, "X", "StepLR decay per epoch (default 0.7; --scheduler step)"},
       {"--seed", ARG_U64, &a->c.seed, 0, 0, NULL, "N", "random seed (default 1)"},
       {"--threads", ARG_INT, &a->c.threads, 1, PT_THREADS_MAX, NULL, "N", "CPU threads per worker (default: the cores this process may use, divided among the workers that share them)"},
-      {"--log-interval", ARG_INT, &a->c.log_interval, 1, PT_LOG_INTERVAL_MAX, NULL, "N", "steps between log lines (default 10)"},
+      {"--log-interval", ARG_INT, &a->c.log_interval, 1, PT_LOG_INTERVAL_MAX, NULL, "N", "batches between log lines (default 10; micro-batches with --accum-steps)"},
       {"--max-steps", ARG_I64, &a->c.max_steps, 1, BIG, NULL, "N", "stop after N optimizer steps in all"},
       {"--no-shuffle", ARG_FLAG, &a->no_shuffle, 0, 0, NULL, NULL, "keep the dataset's order"},
       {"--no-dropout", ARG_FLAG, &a->no_dropout, 0, 0, NULL, NULL, "turn dropout layers off"},
