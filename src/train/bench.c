@@ -141,7 +141,7 @@ pt_status pt_bench_train(const pt_train_config *cfg, int warmup, int steps, doub
     if (st == PT_OK) st = pt_model_take_status(m);
     if (st == PT_OK && profile) {
       ph.total_s = dt;
-      pt_profile_print(stderr, m, &ph, 1);
+      pt_profile_print(stderr, m, &ph, 1, 1);
     }
     out->batch = room; /* the batch asked, or the split where it is smaller */
     out->threads = plan.threads;

@@ -16,7 +16,7 @@ double pt_profile_layer_gflops(const pt_layer *L, double images, double fwd_ms, 
   return fwd_ms + bwd_ms > 0.0 && flops > 0.0 ? flops / ((fwd_ms + bwd_ms) * 1e-3) / 1e9 : 0.0;
 }
 
-void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t, int replicas) {
+void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t, int replicas, int stages) {
   if (t->steps == 0) return;
   const double steps = (double)t->steps, step_ms = 1e3 * t->total_s / steps;
   const double per_step_images = (double)t->images / steps; /* this worker's: its layers' work */
@@ -27,6 +27,12 @@ void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t, int
           (double)t->images * replicas / t->total_s);
   if (replicas > 1) fprintf(out, " (%d replicas; the layers and phases below are the first's)", replicas);
   fputc('\n', out);
+  /* Stages run side by side: their layers' shares of one step add up to
+   * more than it, and stage 0's phases count its waits for the others. */
+  if (stages > 1)
+    fprintf(out, "(%d stages at once: each layer's share is of a step's time, and the stages' shares overlap; the "
+                 "phases are stage 0's, its waits for the other stages in communication; see the stage table)\n",
+            stages);
   fprintf(out, "%-22s %10s %10s %7s %9s\n", "layer", "fwd ms", "bwd ms", "share", "GFLOP/s");
   for (int i = 0; i < m->nlayers; i++) {
     const pt_layer *L = &m->layers[i];

@@ -26,7 +26,7 @@ void pt_profile_reset(pt_model *m, pt_phase_times *t);
  * input gradient where its last backward pass computed one (the first layer
  * with parameters computes none). 0 for layers without FLOPs. */
 double pt_profile_layer_gflops(const pt_layer *L, double images, double fwd_ms, double bwd_ms);
-void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t, int replicas);
+void pt_profile_print(FILE *out, const pt_model *m, const pt_phase_times *t, int replicas, int stages);
 /* The same split as one metrics line, for programs that compare runs
  * (ptrain scale): {"event":"profile","steps":..,"images":..,"seconds":..,
  * images counting every replica's (replicas: the data-parallel copies),

@@ -1449,7 +1449,8 @@ static pt_status train_loop(worker_t *W) {
   }
   if (W->r->staged) PT_TRY(pt_stages_report(c->quiet ? NULL : W->out, &W->stages, W->whole, c->profile));
   if (c->profile && W->out)
-    pt_profile_print(W->out, W->r->staged ? W->whole : m, &ph, W->r->staged ? W->r->replicas : W->r->world);
+    pt_profile_print(W->out, W->r->staged ? W->whole : m, &ph, W->r->staged ? W->r->replicas : W->r->world,
+                     W->r->staged ? W->r->stages : 1);
   if (c->profile && W->metrics) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru); /* ru_maxrss in KiB on Linux */

@@ -109,6 +109,13 @@ print(round([json.loads(l) for l in open(sys.argv[1]) if "profile" in l][-1]["im
 [[ -n $printed && $(( printed - recorded )) -ge -1 && $(( printed - recorded )) -le 1 ]] ||
   fail "dp --profile printed ${printed:-nothing} images/s, the metrics say $recorded: $(cat "$TMP/dp-prof.out")"
 pass "dp --profile: the printed rate is the run's, as in the metrics"
+# Stages run side by side: the profile says its layer shares overlap and
+# whose phases it shows.
+"$PTRAIN" train --model fmnist-mlp --parallel pipeline --threads 1 --max-steps 10 --profile \
+  --checkpoint-dir "$TMP/pp-prof" >"$TMP/pp-prof.out" 2>&1 || fail "pipeline --profile: $(cat "$TMP/pp-prof.out")"
+grep -q "^(2 stages at once: each layer's share is of a step's time, and the stages' shares overlap; the phases are stage 0's" \
+  "$TMP/pp-prof.out" || fail "pipeline --profile: $(cat "$TMP/pp-prof.out")"
+pass "pipeline --profile says its shares overlap and its phases are stage 0's"
 
 # A diverging run stops with the loss named as printf would not: "nan", not "-nan".
 expect_exit 1 "loss became (nan|inf) at epoch 1, step [0-9]+: lower the learning rate \(now 1000\)" -- \
