@@ -70,6 +70,7 @@ static void print_table(FILE *f, const pt_scale_config *c, int n, double target)
       if (x->ran && isfinite(x->target_s)) fprintf(f, " %10.1f", x->target_s);
       else fprintf(f, " %10s", "-");
     }
+    if (x->ran && x->rough) fputs("  rough", f); /* its verdict says why */
     fputc('\n', f);
   }
 }

@@ -164,7 +164,7 @@ pt_status pt_scale_report(const char *dir, const char *title, const pt_scale_con
     }
     const double step = x->ms_per_step > 0 ? x->ms_per_step : 1;
     cell(f, "%.0f", x->images_per_s, 1);
-    cell(f, "%.2fx", x->speedup, 1);
+    cell(f, x->rough ? "%.2fx (rough)" : "%.2fx", x->speedup, 1); /* its verdict says why */
     cell(f, "%.0f%%", x->efficiency, 100);
     cell(f, "%.0f%%", x->comm_ms / step, 100);
     cell(f, "%.0f%%", x->data_ms / step, 100);
