@@ -1011,6 +1011,19 @@ int pt_cmd_jobscript(int argc, char **argv) {
                          "%ld s; a lead that long has Slurm signal ptrain as soon as it starts, and the job "
                          "requeues without end",
                          so.signal_lead, lead_given ? "" : " (the default)", so.time, limit, limit / 2);
+    /* Within the half, the minute's slack may still leave a run little or
+     * no time before its signal: said, as the short test jobs want it. */
+    if (limit && limit - so.signal_lead - 60 < so.signal_lead) {
+      const long earliest = limit - so.signal_lead - 60;
+      if (earliest > 0)
+        fprintf(stderr, "ptrain jobscript: note: Slurm may signal up to a minute before --signal-lead %d, so as early "
+                        "as %ld s into a run of --time %s: each run may train that little before it checkpoints\n",
+                so.signal_lead, earliest, so.time);
+      else
+        fprintf(stderr, "ptrain jobscript: note: Slurm may signal up to a minute before --signal-lead %d, so as soon "
+                        "as a run of --time %s starts: it may checkpoint and requeue before training a step\n",
+                so.signal_lead, so.time);
+    }
     if (so.force && !so.write_file) return pt_cli_usage(cmd, "--force: expected together with --write FILE");
     if ((rc = pt_job_check_token(cmd, "--partition", so.partition)) || (rc = pt_job_check_token(cmd, "--output", so.output)) ||
         (rc = pt_job_check_token(cmd, "--error", so.error)) || (rc = pt_job_check_token(cmd, "--job-name", so.job_name)) ||

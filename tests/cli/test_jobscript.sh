@@ -528,6 +528,14 @@ for t in 00:04:00 72:00:00 7-00:00:00 1-23:59:59 1-2:00:00 1:30:00; do
   grep -qx "#SBATCH --time=$t" <<<"$("${J[@]}" slurm --time "$t" --)" || fail "--time $t refused"
 done
 grep -qx "#SBATCH --time=00:00:02" <<<"$("${J[@]}" slurm --time 00:00:02 --signal-lead 1 --)" || fail "--time 00:00:02 refused"
+# Slurm's minute of slack before the lead: said where it leaves a run little time.
+"${J[@]}" slurm --time 00:01:00 --signal-lead 30 -- >/dev/null 2>"$TMP/lead.err" || fail "--time 00:01:00 --signal-lead 30"
+grep -q "note: Slurm may signal up to a minute before --signal-lead 30, so as soon as a run of --time 00:01:00 starts" \
+  "$TMP/lead.err" || fail "no note of Slurm's slack: $(cat "$TMP/lead.err")"
+"${J[@]}" slurm --time 00:04:00 -- >/dev/null 2>"$TMP/lead2.err" || fail "--time 00:04:00"
+grep -q "so as early as 60 s into a run of --time 00:04:00" "$TMP/lead2.err" || fail "no note: $(cat "$TMP/lead2.err")"
+"${J[@]}" slurm --time 02:00:00 -- >/dev/null 2>"$TMP/lead3.err" || fail "--time 02:00:00"
+[[ ! -s $TMP/lead3.err ]] || fail "a note for a long job: $(cat "$TMP/lead3.err")"
 # A signal lead near the time limit: Slurm would signal ptrain as it starts
 # and the job would requeue without end.
 expect_exit 2 "--signal-lead 600: expected at most half the time limit, --time 00:01:00 \(60 s\), so at most 30 s" -- \
