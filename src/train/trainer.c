@@ -1347,9 +1347,11 @@ static pt_status train_loop(worker_t *W) {
       signalled = 1;
       if (b == nb) before_evaluation(&pos, epoch, nb, loss_sum, samples, prior_seconds + train_s);
     }
-    /* An epoch resumed only for its evaluation trained nothing here: its
-     * rate is the run's that trained it. */
-    double ips = fresh > 0 && train_s > 0 ? fresh / train_s : prior_seconds > 0 ? samples / prior_seconds : 0.0;
+    /* A resumed epoch's rate is the whole epoch's, as its seconds are (the
+     * parts added up): the line's images_per_s x seconds is its images,
+     * also for an epoch resumed only for its evaluation. */
+    double ips = prior_seconds > 0 ? samples / (prior_seconds + train_s) : fresh > 0 && train_s > 0 ? fresh / train_s
+                                                                                                    : 0.0;
     double train_loss = samples ? loss_sum / (double)samples : NAN;
     /* A run that met its target inside the epoch ends with that epoch's
      * line too, from the evaluation that met it: readers of the epoch

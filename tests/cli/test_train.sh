@@ -223,6 +223,11 @@ for every in 0 200; do
   steps=$(python3 -c 'import json, sys; print(*[e["step"] for e in map(json.loads, open(sys.argv[1])) if e["event"] == "eval"])' \
     "$TMP/ev3-$every.jsonl")
   [[ $steps == "100 200 300 400" ]] || fail "evaluations after a resume at an evaluation's step ($every): $steps"
+  # The resumed epoch's rate is the whole epoch's, as its seconds are: 400 steps of 100.
+  python3 -c 'import json, sys
+e = [e for e in map(json.loads, open(sys.argv[1])) if e["event"] == "epoch"][-1]
+assert e["step"] == 400 and abs(e["images_per_s"] * e["seconds"] - 400 * 100) < 0.01 * 400 * 100, e' \
+    "$TMP/ev3-$every.jsonl" || fail "a resumed epoch's images_per_s and seconds disagree ($every)"
 done
 "$PTRAIN" train --model fmnist-mlp --threads 1 --max-steps 400 --eval-every 100 --save-model --checkpoint-dir "$TMP/ev4" \
   --quiet >/dev/null 2>&1 || fail "--eval-every run to 400"
