@@ -54,11 +54,16 @@ static int pending_add(pending_evals *p, const cJSON *o) {
   return 0;
 }
 
-static int add_point(pt_run_curve *c, double t, double train_loss, double test_loss, double acc) {
+/* A point of the curve, its missing or non-finite values counted into
+ * *nonfinite. Returns -1 out of memory, else whether it draws anything
+ * (one value at least is finite). */
+static int add_point(pt_run_curve *c, double t, double train_loss, double test_loss, double acc, int *nonfinite) {
   if (c->n == c->cap && run_grow(c)) return -1;
   c->t[c->n] = t, c->train_loss[c->n] = train_loss, c->test_loss[c->n] = test_loss, c->acc[c->n] = acc;
   c->n++;
-  return 0;
+  const int finite = isfinite(train_loss) + isfinite(test_loss) + isfinite(acc);
+  *nonfinite += finite < 3;
+  return finite > 0;
 }
 
 /* The pending evaluations after step0 (at x0) and before step1 (at x1,
@@ -71,10 +76,9 @@ static int place_pending(pt_run_curve *c, pending_evals *p, double step0, double
   for (int i = 0; i < p->n; i++) {
     const double *e = p->v + (size_t)i * 5;
     if (!(e[0] > step0 && e[0] < step1)) continue;
-    if (add_point(c, x0 + (e[0] - step0) / (step1 - step0) * (x1 - x0), e[1], e[2], e[3])) return -1;
-    const int finite = isfinite(e[1]) + isfinite(e[2]) + isfinite(e[3]);
-    *nonfinite += finite < 3;
-    drawn += finite > 0;
+    const int d = add_point(c, x0 + (e[0] - step0) / (step1 - step0) * (x1 - x0), e[1], e[2], e[3], nonfinite);
+    if (d < 0) return -1;
+    drawn += d;
   }
   return drawn;
 }
@@ -96,10 +100,9 @@ static int place_trailing(pt_run_curve *c, const pending_evals *p, double step0,
       (*left)++;
       continue;
     }
-    if (add_point(c, x, e[1], e[2], e[3])) return -1;
-    const int finite = isfinite(e[1]) + isfinite(e[2]) + isfinite(e[3]);
-    *nonfinite += finite < 3;
-    drawn += finite > 0;
+    const int d = add_point(c, x, e[1], e[2], e[3], nonfinite);
+    if (d < 0) return -1;
+    drawn += d;
   }
   return drawn;
 }
@@ -181,14 +184,13 @@ pt_status pt_plot_read_runs(const char *path, int by_epoch, pt_run_curve *out, i
       const int placed = isfinite(step) ? place_pending(c, &pend, prev_step, x0, step, x, &nonfinite) : 0;
       pend.n = 0;
       const double tl = num(o, "train_loss"), vl = num(o, "test_loss"), acc = num(o, "test_acc");
-      if (placed < 0 || add_point(c, x, tl, vl, acc)) {
+      const int drawn = placed < 0 ? -1 : add_point(c, x, tl, vl, acc, &nonfinite);
+      if (drawn < 0) {
         st = pt_fail(PT_ERR_NOMEM, "%s: out of memory at line %d", path, lineno);
         cJSON_Delete(o);
         break;
       }
-      const int drawn = isfinite(tl) + isfinite(vl) + isfinite(acc);
-      nonfinite += drawn < 3;
-      points += (drawn > 0) + placed;
+      points += drawn + placed;
       if (isfinite(step)) prev_step = step, prev_x = x;
       if (!partial && step > 0 && epoch >= 1) steps_per_epoch = step / epoch;
       partial_epoch_seen = partial ? epoch : NAN;
