@@ -59,15 +59,20 @@ static void append_target(pt_scale_config *x, const pt_scale_config *c, double t
     snprintf(p, left, "; reaches %g in %.1f s", target, x->target_s);
 }
 
-static void describe(const pt_scale_config *b, char *out, size_t len) {
+/* "2 threads, global batch 200, adam": a configuration's setting, its
+ * batch and optimizer where they are not the model's own. */
+static void setting_of(const pt_scale_config *x, char *out, size_t len) {
   char opt[64] = "", batch[64] = "";
-  if (b->optimizer) snprintf(opt, sizeof opt, ", %s", b->optimizer);
-  if (b->batch > 0) snprintf(batch, sizeof batch, ", global batch %d", b->batch);
-  if (b->baseline < 0)
-    snprintf(out, len, "one worker (%d thread%s%s%s)", b->threads, b->threads == 1 ? "" : "s", batch, opt);
-  else
-    snprintf(out, len, "%s with %d workers x %d thread%s%s%s", pt_scale_strategy_name(b->strategy), b->workers,
-             b->threads, b->threads == 1 ? "" : "s", batch, opt);
+  if (x->optimizer) snprintf(opt, sizeof opt, ", %s", x->optimizer);
+  if (x->batch > 0) snprintf(batch, sizeof batch, ", global batch %d", x->batch);
+  snprintf(out, len, "%d thread%s%s%s", x->threads, x->threads == 1 ? "" : "s", batch, opt);
+}
+
+static void describe(const pt_scale_config *b, char *out, size_t len) {
+  char set[160];
+  setting_of(b, set, sizeof set);
+  if (b->baseline < 0) snprintf(out, len, "one worker (%s)", set);
+  else snprintf(out, len, "%s with %d workers x %s", pt_scale_strategy_name(b->strategy), b->workers, set);
 }
 
 /* The configuration to recommend on time to accuracy: the one with the
@@ -89,11 +94,10 @@ static int fewest_workers_near(const pt_scale_config *c, int n, int soonest) {
 /* "dp, 2 workers", and where the sweep has several settings (threads,
  * batch, optimizer), which: " (1 thread, global batch 200, adam)". */
 static void name_of(const pt_scale_config *x, int settings, char *out, size_t len) {
-  const int k = snprintf(out, len, "%s, %d worker%s", pt_scale_strategy_name(x->strategy), x->workers,
-                         x->workers == 1 ? "" : "s");
-  if (settings > 1 && k > 0 && (size_t)k < len)
-    snprintf(out + k, len - (size_t)k, " (%d thread%s, global batch %d%s%s)", x->threads, x->threads == 1 ? "" : "s",
-             x->batch, x->optimizer ? ", " : "", x->optimizer ? x->optimizer : "");
+  char set[160] = "";
+  if (settings > 1) setting_of(x, set, sizeof set);
+  snprintf(out, len, "%s, %d worker%s%s%s%s", pt_scale_strategy_name(x->strategy), x->workers,
+           x->workers == 1 ? "" : "s", set[0] ? " (" : "", set, set[0] ? ")" : "");
 }
 
 void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *rec, size_t rec_len) {
@@ -114,13 +118,14 @@ void pt_scale_judge(pt_scale_config *c, int n, int cores, double target, char *r
     const pt_scale_config *base = x->baseline >= 0 ? &c[x->baseline] : NULL;
     if (!base) {
       x->speedup = x->efficiency = 1.0;
-      if (settings > 1)
-        snprintf(x->verdict, sizeof x->verdict, "the baseline: one worker, %d thread%s, global batch %d%s%s",
-                 x->threads, x->threads == 1 ? "" : "s", x->batch, x->optimizer ? ", " : "",
-                 x->optimizer ? x->optimizer : "");
-      else
+      if (settings > 1) {
+        char set[160];
+        setting_of(x, set, sizeof set);
+        snprintf(x->verdict, sizeof x->verdict, "the baseline: one worker, %s", set);
+      } else {
         snprintf(x->verdict, sizeof x->verdict, "the baseline: one worker, %d thread%s", x->threads,
                  x->threads == 1 ? "" : "s");
+      }
       if (x->rough) {
         const size_t used = strlen(x->verdict);
         snprintf(x->verdict + used, sizeof x->verdict - used, " (rough: %s)", x->rough_why);
