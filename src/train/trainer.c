@@ -12,9 +12,9 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "data/dataset.h"
@@ -1635,8 +1635,8 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
   /* MPI ranks, or workers that are threads of this process */
   const int ddp = cfg->comm && (staged || (cfg->parallel && !strcmp(cfg->parallel, "ddp")));
   const int dp = !ddp && (staged || (cfg->parallel && !strcmp(cfg->parallel, "dp")));
-  /* Tracing starts first so the loader threads name their tracks. 2M events
-   * (~64 MB) hold about 40,000 steps of a 10-layer model. */
+  /* Tracing starts first so the loader threads name their tracks. Its
+   * PT_TRACE_MAX_EVENTS spans hold about 40,000 steps of a 10-layer model. */
   char trace_path[4200] = "";
   if (cfg->trace_path) {
     snprintf(trace_path, sizeof trace_path, "%s", cfg->trace_path);
@@ -1649,8 +1649,9 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
     }
     PT_TRY(pt_trace_check_path(trace_path));
     /* A test hook: a small buffer, so that a short run fills it. */
-    const char *test_max = getenv("PTRAIN_TEST_TRACE_MAX");
-    PT_TRY(pt_trace_start(test_max && atoi(test_max) > 0 ? (size_t)atoi(test_max) : PT_TRACE_MAX_EVENTS));
+    const char *test_hook = getenv("PTRAIN_TEST_TRACE_MAX");
+    const int test_max = test_hook ? atoi(test_hook) : 0;
+    PT_TRY(pt_trace_start(test_max > 0 ? (size_t)test_max : PT_TRACE_MAX_EVENTS));
     char track[32] = "trainer";
     if (dp) snprintf(track, sizeof track, staged ? "stage 0" : "worker 0");
     if (ddp && cfg->comm) snprintf(track, sizeof track, "rank %d", cfg->comm->rank);
@@ -1719,8 +1720,8 @@ pt_status pt_train_run(const pt_train_config *cfg, FILE *out, pt_train_result *r
     /* A full buffer drops the run's last spans: said, or the trace would
      * pass for the whole run's. */
     if (ts == PT_OK && dropped && out)
-      fprintf(out, "note: the trace holds the run's first spans, as many as it has room for; the %zu after them were "
-                   "left out (trace fewer steps, with --max-steps, to see them all)\n", dropped);
+      fprintf(out, "note: %s holds the run's first spans, as many as it has room for; the %zu after them were left "
+                   "out (trace fewer steps, with --max-steps, to see them all)\n", trace_path, dropped);
   }
   const pt_backend *main_be = W ? W[0].be : NULL; /* bound on this thread by worker 0 */
   for (int i = 0; W && i < nlocal; i++) worker_free(&W[i]);

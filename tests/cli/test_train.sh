@@ -131,7 +131,7 @@ pass "a diverging loss is named, at its step"
 # A trace whose buffer fills says so (a test hook makes it small).
 PTRAIN_TEST_TRACE_MAX=50 "$PTRAIN" train --model fmnist-mlp --threads 1 --max-steps 20 --trace "$TMP/full.json" \
   --checkpoint-dir "$TMP/full" >"$TMP/full.out" 2>&1 || fail "a trace past its buffer: $(cat "$TMP/full.out")"
-grep -q "note: the trace holds the run's first spans, as many as it has room for; the [0-9]* after them were left out" \
+grep -q "note: $TMP/full.json holds the run's first spans, as many as it has room for; the [0-9]* after them were left out" \
   "$TMP/full.out" || fail "a full trace buffer not said: $(cat "$TMP/full.out")"
 python3 -c 'import json, sys; t = json.load(open(sys.argv[1])); assert t["otherData"]["dropped_events"] > 0' "$TMP/full.json" ||
   fail "the trace's dropped_events"
