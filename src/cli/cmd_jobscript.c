@@ -775,12 +775,14 @@ static int check_gpu_device(const char *cmd, const char *ask, int gpus, const pt
 static int gpus_used(const pt_train_args *ta, int ranks_per_node) {
   if (ta->c.devices) {
     int distinct = 0;
-    for (const char *a = ta->c.devices; *a; a += strcspn(a, ",") + (a[strcspn(a, ",")] == ',')) {
+    for (const char *a = ta->c.devices;; a++) {
       const size_t n = strcspn(a, ",");
-      int seen = 0;
+      int seen = 0; /* an entry before this one, the same (stages sharing a GPU) */
       for (const char *b = ta->c.devices; b < a && !seen; b += strcspn(b, ",") + 1)
         seen = strcspn(b, ",") == n && !strncmp(a, b, n);
       distinct += !seen && !strncmp(a, "cuda", 4);
+      a += n;
+      if (!*a) break;
     }
     return distinct;
   }

@@ -132,7 +132,8 @@ static void draw_panel(cairo_t *cr, const pt_panel *p, double ox, const legend_p
   cairo_set_line_width(cr, 1.0);
   cairo_set_font_size(cr, 11);
   char buf[32];
-  const double xs = p->x_whole && pt_axis_step(x1 - x0) < 1 ? 1 : pt_axis_step(x1 - x0), ys = pt_axis_step(y1 - y0);
+  const double x_step = pt_axis_step(x1 - x0), ys = pt_axis_step(y1 - y0);
+  const double xs = p->x_whole && x_step < 1 ? 1 : x_step; /* workers come whole */
   double fx, fy;
   const int nx = pt_axis_ticks(x0, x1, xs, &fx), ny = pt_axis_ticks(y0, y1, ys, &fy);
   for (int k = 0; k < nx; k++) {
